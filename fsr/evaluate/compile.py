@@ -1,0 +1,180 @@
+"""NVRTC compilation to a cubin for one architecture, with the compiler's resource report.
+
+Runs on machines without a GPU (NVRTC is a library). Results are cached by content: the same
+source, defines, options and architecture compile once per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from fsr.types import Candidate, Resources
+
+# Options a candidate may ask for; anything else is refused (include paths or output files
+# named by generated code have no business here).
+ALLOWED_OPTIONS = re.compile(r"^(--use_fast_math|-ftz=(true|false)|-prec-div=(true|false)|-prec-sqrt=(true|false)"
+                             r"|-fmad=(true|false)|--extra-device-vectorization|--maxrregcount=\d{1,3})$")
+BASE_OPTIONS = ("--std=c++17", "-Xptxas=-v", "-lineinfo")
+MAX_LOG_CHARS = 8000
+
+
+class CompileFailed(Exception):
+    """The compiler refused the code; `log` holds its (truncated) output."""
+
+    def __init__(self, log: str):
+        super().__init__(log)
+        self.log = log
+
+
+@dataclass(frozen=True)
+class Compiled:
+    cubin: bytes
+    lowered: tuple[tuple[str, str], ...]  # kernel name -> symbol in the cubin
+    resources: Resources
+    kernel_resources: tuple[tuple[str, Resources], ...]
+    log: str
+    options: tuple[str, ...]
+    seconds: float
+
+
+# NVRTC has no <math.h>: the few macros kernels reach for by habit.
+PRELUDE = """#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+#ifndef FLT_MAX
+#define FLT_MAX 3.402823466e+38f
+#endif
+"""
+
+
+def full_source(cand: Candidate) -> str:
+    """The text NVRTC sees: tunable defines and the prelude first, then the file as written
+    (#line keeps the compiler's line numbers equal to the file's)."""
+    defines = "".join(f"#define {k} {v}\n" for k, v in cand.resolved_defines())
+    return f"{defines}{PRELUDE}#line 1 \"candidate.cu\"\n{cand.source}"
+
+
+def include_dirs() -> list[str]:
+    """CUDA header folders: CUDA_PATH, the pip `nvidia` packages, /usr/local/cuda."""
+    roots = []
+    if os.environ.get("CUDA_PATH"):
+        roots.append(Path(os.environ["CUDA_PATH"]) / "include")
+    spec = importlib.util.find_spec("nvidia")
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            roots += [Path(loc) / "cu13" / "include", Path(loc) / "cuda_runtime" / "include"]
+    roots.append(Path("/usr/local/cuda/include"))
+    out: list[str] = []
+    for root in roots:
+        for d in (root, root / "cccl"):
+            if (d / "cuda_fp16.h").is_file() or (d / "cuda").is_dir():
+                if str(d) not in out:
+                    out.append(str(d))
+    return out
+
+
+_CACHE: OrderedDict[str, Compiled] = OrderedDict()
+_CACHE_SIZE = 512
+
+
+def compile_candidate(cand: Candidate, arch: str) -> Compiled:
+    """Compile for `arch` (e.g. "sm_90"); raises CompileFailed with the compiler's log."""
+    bad = [o for o in cand.compile_options if not ALLOWED_OPTIONS.match(o)]
+    if bad:
+        raise CompileFailed(f"compile option(s) not allowed: {' '.join(bad)}")
+    source = full_source(cand)
+    kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
+    options = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
+    key = hashlib.sha256(repr((source, kernels, options)).encode()).hexdigest()
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    result = _nvrtc(source, kernels, options)
+    _CACHE[key] = result
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return result
+
+
+def _nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
+    from cupy_backends.cuda.libs import nvrtc  # NVRTC alone: no CUDA device or context needed
+
+    start = time.perf_counter()
+    prog = nvrtc.createProgram(source, "candidate.cu", [], [])
+    try:
+        for k in kernels:
+            nvrtc.addNameExpression(prog, k)
+        all_options = list(options) + [f"--include-path={d}" for d in include_dirs()]
+        try:
+            nvrtc.compileProgram(prog, all_options)
+        except nvrtc.NVRTCError:
+            raise CompileFailed(_truncate(nvrtc.getProgramLog(prog))) from None
+        log = nvrtc.getProgramLog(prog)
+        lowered = tuple((k, nvrtc.getLoweredName(prog, k)) for k in kernels)
+        cubin = nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    per_kernel = parse_resources(log)
+    mine = tuple((k, per_kernel.get(sym, Resources())) for k, sym in lowered)
+    return Compiled(cubin=cubin, lowered=lowered, resources=_max_resources([r for _, r in mine]),
+                    kernel_resources=mine, log=_truncate(log), options=options,
+                    seconds=time.perf_counter() - start)
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def parse_resources(log: str) -> dict[str, Resources]:
+    """Per-entry-function resources from ptxas's verbose report."""
+    out: dict[str, Resources] = {}
+    current = None
+    fields: dict[str, int] = {}
+    for line in log.splitlines():
+        if m := _ENTRY.search(line):
+            if current:
+                out[current] = Resources(**fields)
+            current, fields = m.group(1), {}
+        elif current and (m := _FRAME.search(line)):
+            fields["stack_bytes"] = int(m.group(1))
+            fields["spill_bytes"] = int(m.group(2)) + int(m.group(3))
+        elif current and (m := _USED.search(line)):
+            fields["registers"] = int(m.group(1))
+            fields["smem_static_bytes"] = int(m.group(2) or 0)
+    if current:
+        out[current] = Resources(**fields)
+    return out
+
+
+def _max_resources(items: list[Resources]) -> Resources:
+    if not items:
+        return Resources()
+    return Resources(registers=max(r.registers for r in items), spill_bytes=max(r.spill_bytes for r in items),
+                     smem_static_bytes=max(r.smem_static_bytes for r in items),
+                     stack_bytes=max(r.stack_bytes for r in items))
+
+
+def _truncate(log: str) -> str:
+    log = log.strip()
+    if len(log) <= MAX_LOG_CHARS:
+        return log
+    half = MAX_LOG_CHARS // 2
+    return f"{log[:half]}\n... [{len(log) - MAX_LOG_CHARS} characters cut] ...\n{log[-half:]}"
+
+
+def nvrtc_version() -> str:
+    from cupy_backends.cuda.libs import nvrtc
+
+    major, minor = nvrtc.getVersion()
+    return f"nvrtc {major}.{minor}"

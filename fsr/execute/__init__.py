@@ -1,0 +1,1 @@
+"""Executors: where evaluations run (one local GPU here; Ray workers in `cluster/`)."""

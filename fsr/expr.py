@@ -1,0 +1,91 @@
+"""Integer arithmetic over named values, for shapes, grids and roofline counts.
+
+Expressions come from task files and candidate headers, which may be written by a language
+model, so they are parsed with `ast` and only a small whitelist is evaluated: numbers, names,
++ - * / // % **, parentheses, and the functions `cdiv`, `min`, `max`. Nothing is `eval`ed.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Mapping
+from functools import lru_cache
+
+
+class ExprError(ValueError):
+    """An expression that cannot be parsed or evaluated; the message names the expression."""
+
+
+_BINOPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+}
+_FUNCS = {
+    "cdiv": lambda a, b: -(-a // b),
+    "min": min,
+    "max": max,
+}
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str) -> ast.expr:
+    if len(text) > 500:
+        raise ExprError(f"expression too long: {text[:40]}...")
+    try:
+        return ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as e:
+        raise ExprError(f"cannot parse expression {text!r}: {e.msg}") from None
+
+
+def evaluate(text: str | int | float, names: Mapping[str, float]) -> float:
+    """Value of `text` with `names` bound; raises ExprError naming the problem."""
+    if isinstance(text, (int, float)):
+        return text
+    return _eval(_parse(str(text)), names, str(text))
+
+
+def evaluate_int(text: str | int, names: Mapping[str, float]) -> int:
+    """Value of an expression that must be a whole number (a shape, a grid dimension)."""
+    value = evaluate(text, names)
+    if value != int(value):
+        raise ExprError(f"expression {text!r} is not a whole number ({value})")
+    return int(value)
+
+
+def names_in(text: str | int) -> set[str]:
+    """The free names an expression uses (function names excluded)."""
+    if isinstance(text, int):
+        return set()
+    tree = _parse(str(text))
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls
+
+
+def _eval(node: ast.expr, names: Mapping[str, float], text: str) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in names:
+            raise ExprError(f"unknown name {node.id!r} in expression {text!r}")
+        return names[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _eval(node.left, names, text), _eval(node.right, names, text)
+        if isinstance(node.op, ast.Pow) and abs(right) > 64:
+            raise ExprError(f"exponent too large in {text!r}")
+        try:
+            return _BINOPS[type(node.op)](left, right)
+        except ZeroDivisionError:
+            raise ExprError(f"division by zero in {text!r}") from None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _eval(node.operand, names, text)
+        return -value if isinstance(node.op, ast.USub) else value
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+            and not node.keywords):
+        args = [_eval(a, names, text) for a in node.args]
+        try:
+            return _FUNCS[node.func.id](*args)
+        except (TypeError, ZeroDivisionError) as e:
+            raise ExprError(f"bad call in {text!r}: {e}") from None
+    raise ExprError(f"unsupported syntax in expression {text!r}")

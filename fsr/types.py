@@ -1,0 +1,242 @@
+"""Frozen records: the only things that cross a process or Ray boundary.
+
+Sizes are tuples of (name, value) pairs rather than dicts so that records stay hashable;
+`as_dict` turns one back into a mapping where code needs lookups.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, field
+
+Size = tuple[tuple[str, int], ...]
+Defines = tuple[tuple[str, int], ...]
+
+
+def as_dict(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    """A size or define tuple as a dict."""
+    return dict(pairs)
+
+
+def size_label(size: Size) -> str:
+    """`rows=7,cols=33`: how a size is shown to people and in the lineage."""
+    return ",".join(f"{k}={v}" for k, v in size)
+
+
+class Verdict(enum.StrEnum):
+    """What happened to a candidate. Only OK carries a timing that may be ranked."""
+
+    OK = "OK"
+    COMPILE_ERROR = "COMPILE_ERROR"
+    REJECTED = "REJECTED"  # a static guard or a malformed header refused it before any GPU work
+    LAUNCH_ERROR = "LAUNCH_ERROR"  # the driver refused the launch (bad config, too much smem)
+    WRONG = "WRONG"
+    CRASH = "CRASH"  # the CUDA context died (illegal address, trap): the child was replaced
+    TIMEOUT = "TIMEOUT"  # still running past its deadline: the child was killed and replaced
+    SUSPECT = "SUSPECT"  # faster than the device's measured ceiling allows
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One device buffer of a task: dtype and shape as expressions of the size variables."""
+
+    name: str
+    dtype: str  # numpy dtype name, e.g. "float32"
+    shape: tuple[str, ...]
+    intent: str  # "in" (must not be written) or "out"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A problem: its signature, sizes, tolerances, roofline expressions and baseline kernel.
+
+    The reference, the input generator and the library comparator are Python functions in
+    `directory/reference.py`; they are looked up by `fsr.tasks.task_functions` where needed so
+    that the record itself stays plain data.
+    """
+
+    name: str
+    description: str
+    directory: str
+    size_names: tuple[str, ...]
+    args: tuple[Arg, ...]
+    constants: tuple[tuple[str, float], ...]  # passed to kernels as float32 scalars
+    test_sizes: tuple[Size, ...]
+    bench_size: Size
+    atol: float
+    rtol: float
+    bytes_expr: str  # fewest bytes the problem must move, as an expression of the sizes
+    flops_expr: str
+    baseline_source: str
+    template_source: str | None
+    has_library: bool
+    content_hash: str
+
+    @property
+    def inputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.intent == "in")
+
+    @property
+    def outputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.intent == "out")
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """A launch parameter the candidate declares; becomes `#define NAME value`. The first value
+    listed is the default."""
+
+    name: str
+    values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A temporary device buffer a candidate asks for (e.g. per-block partial sums)."""
+
+    name: str
+    dtype: str
+    count: str  # element count, an expression of sizes and tunables
+    zero: bool = False  # zero-filled before each launch sequence (otherwise NaN-poisoned)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One kernel launch, declared as data. Grid, block and smem are expressions over the task's
+    size variables and the candidate's tunables; `args` names task buffers, scratch buffers,
+    size variables (passed as int32) or task constants (float32), in kernel parameter order."""
+
+    kernel: str
+    grid: tuple[str, ...]
+    block: tuple[str, ...]
+    args: tuple[str, ...]
+    smem: str = "0"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a candidate came from: which proposer, which model, what it meant to do."""
+
+    proposer: str = "user"
+    model: str = ""
+    features_requested: tuple[str, ...] = ()
+    move: str = ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A kernel variant: device code plus its declared launches. Never host code.
+
+    `source` is the whole `.cu` text, header included; `defines` holds the tunable values this
+    candidate is compiled with (missing tunables take their first declared value).
+    """
+
+    task: str
+    source: str
+    launches: tuple[LaunchSpec, ...]
+    tunables: tuple[Tunable, ...] = ()
+    features: tuple[Tunable, ...] = ()  # feature switches: defines set by proposers, never tuned
+    scratch: tuple[Scratch, ...] = ()
+    defines: Defines = ()
+    compile_options: tuple[str, ...] = ()
+    parents: tuple[str, ...] = ()
+    island: int = 0
+    generation: int = 0
+    origin: Origin = field(default_factory=Origin)
+
+    @property
+    def id(self) -> str:
+        """Content hash: source, defines, launches and compile options. Lineage fields (parents,
+        island, origin) are not part of identity, so the same kernel is never evaluated twice."""
+        h = hashlib.sha256()
+        for part in (self.task, self.source, repr(self.resolved_defines()), repr(self.launches),
+                     repr(self.scratch), repr(self.compile_options)):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()[:16]
+
+    def resolved_defines(self) -> Defines:
+        """Every tunable's and feature's value: the candidate's own, else the first declared."""
+        given = dict(self.defines)
+        out = [(t.name, given.pop(t.name, t.values[0])) for t in self.tunables + self.features]
+        out.extend(sorted(given.items()))
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """From the compiler's report (max over the candidate's kernels)."""
+
+    registers: int = 0
+    spill_bytes: int = 0  # spill stores + spill loads, bytes
+    smem_static_bytes: int = 0
+    stack_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Device time of all of a candidate's launches, one sample per L2-flushed run."""
+
+    median_us: float
+    p10_us: float
+    p90_us: float
+    min_us: float
+    samples_us: tuple[float, ...]
+    gbps: float  # task bytes / median
+    tflops: float
+    ceiling_fraction: float  # max(bandwidth fraction, compute fraction) of the measured ceilings
+
+
+@dataclass(frozen=True)
+class SizeCheck:
+    """Verification result at one size."""
+
+    size: Size
+    passed: bool
+    max_abs_err: float = 0.0
+    detail: str = ""  # first mismatches, or why it failed
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A GPU's properties and its measured ceilings."""
+
+    name: str
+    arch: str  # "sm_90"
+    sm_count: int = 0
+    smem_per_block: int = 0
+    smem_per_block_optin: int = 0
+    smem_per_sm: int = 0
+    l2_bytes: int = 0
+    regs_per_sm: int = 0
+    copy_gbps: float = 0.0  # measured device-to-device copy, bytes read + written per second
+    sgemm_tflops: float = 0.0  # measured library SGEMM
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The verdict on one candidate, with everything needed to study it offline."""
+
+    candidate_id: str
+    task: str
+    verdict: Verdict
+    message: str = ""
+    checks: tuple[SizeCheck, ...] = ()
+    timing: Timing | None = None
+    baseline_us: float | None = None
+    library_us: float | None = None
+    resources: Resources = field(default_factory=Resources)
+    tuned_defines: Defines = ()
+    tune_trials: int = 0
+    device: str = ""
+    toolchain: str = ""
+    compile_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline median over this candidate's median; None unless OK and timed."""
+        if self.verdict != Verdict.OK or self.timing is None or not self.baseline_us:
+            return None
+        return self.baseline_us / self.timing.median_us
