@@ -1,0 +1,267 @@
+"""Tunes one candidate's launch parameters: an exhaustive grid when the space fits the trial
+budget, else Optuna's TPE through ask/tell.
+
+The objective compiles, checks and times one configuration and returns a `TrialOutcome`; an
+infeasible configuration (compile error, too many registers or too much shared memory, wrong
+result, launch error) is a value with latency None, never an exception. Infeasible trials are
+told to Optuna as COMPLETE with a positive constraint, never as FAIL: TPE learns nothing from a
+FAIL, and a constraint lets it learn where the infeasible region is.
+
+This is the only module that imports optuna, and it does so inside functions, so that
+`import fsr.tune` stays cheap for processes that never tune.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from fsr.types import Tunable
+
+if TYPE_CHECKING:
+    import optuna
+
+Point = tuple[tuple[str, int], ...]  # (tunable name, value) in declaration order
+Strategy = Literal["grid", "tpe", "none"]
+
+# Told to Optuna as the value of an infeasible trial. Finite so the study stays plottable in
+# optuna-dashboard; TPE ranks infeasible trials by their constraint, not by this value.
+INFEASIBLE_US = 1e9
+CONSTRAINT_ATTR = "constraint"  # user attr: [0.0] feasible, [1.0] infeasible
+# TPE keeps proposing points it has already seen once the space is mostly explored; repeats are
+# answered from the cache, and this bounds how many asks a run may make per allowed evaluation.
+ASKS_PER_EVALUATION = 3
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What the objective measured for one configuration: latency in microseconds, or None when
+    the configuration is infeasible; `reason` says why (compiler message, mismatch, ...)."""
+
+    latency_us: float | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial of a tuning run. `cached`: a repeat answered without calling the objective."""
+
+    number: int
+    values: Point
+    feasible: bool
+    reason: str
+    latency_us: float | None
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """A tuning run: the best feasible values (empty if none), every trial, and how many times
+    the objective was actually called (`evaluations`, cache hits excluded)."""
+
+    best_values: Point
+    best_us: float | None
+    trials: tuple[TrialRecord, ...]
+    evaluations: int
+    strategy: Strategy
+
+
+def space_size(tunables: Sequence[Tunable]) -> int:
+    """Number of configurations: the product of the tunables' value counts (1 when none)."""
+    return math.prod(len(t.values) for t in tunables)
+
+
+def tune(
+    tunables: tuple[Tunable, ...],
+    objective: Callable[[dict[str, int]], TrialOutcome],
+    *,
+    max_trials: int,
+    time_budget_s: float,
+    seed: int = 0,
+    start: dict[str, int] | None = None,
+    journal_path: str | None = None,
+    study_name: str = "fsr",
+) -> TuneResult:
+    """Search the tunables for the lowest latency.
+
+    Stops after `max_trials` objective calls or once `time_budget_s` has passed (checked before
+    each trial; the first trial always runs). `start` (e.g. the parent's best values) is the
+    first trial; entries naming no tunable or a value it does not list fall back to the default.
+    With `max_trials <= 0` or no tunables nothing runs: strategy "none", best = the defaults, and
+    the caller measures them itself. With `journal_path`, the trials are also written to an
+    Optuna journal (study `study_name`, made unique) that optuna-dashboard can open.
+    Deterministic given `seed` and the objective's outputs.
+    """
+    if max_trials <= 0 or not tunables:
+        defaults = tuple((t.name, t.values[0]) for t in tunables)
+        return TuneResult(defaults, None, (), 0, "none")
+    first = _start_point(tunables, start)
+    trials = _Trials(objective, max_trials, time.monotonic() + time_budget_s)
+    grid = space_size(tunables) <= max_trials
+    # The grid needs a study only to write the journal; TPE always needs one.
+    study = _create_study(journal_path, study_name, seed) if journal_path or not grid else None
+    if grid:
+        _run_grid(study, tunables, first, trials)
+        return trials.result("grid")
+    assert study is not None
+    _run_tpe(study, tunables, first, trials)
+    return trials.result("tpe")
+
+
+class _Trials:
+    """The trials of one run: records, the cache of measured points, and the budgets."""
+
+    def __init__(self, objective: Callable[[dict[str, int]], TrialOutcome], max_trials: int,
+                 deadline: float) -> None:
+        self.objective = objective
+        self.max_trials = max_trials
+        self.deadline = deadline  # time.monotonic() seconds
+        self.cache: dict[Point, TrialOutcome] = {}
+        self.records: list[TrialRecord] = []
+        self.evaluations = 0
+
+    def may_continue(self) -> bool:
+        """Budgets, checked before each trial; the first trial always runs."""
+        if not self.records:
+            return True
+        return self.evaluations < self.max_trials and time.monotonic() < self.deadline
+
+    def measure(self, point: Point) -> tuple[TrialOutcome, bool]:
+        """The outcome at `point` (from the cache when seen before) and whether it was cached."""
+        cached = point in self.cache
+        if not cached:
+            self.cache[point] = _checked(self.objective(dict(point)))
+            self.evaluations += 1
+        outcome = self.cache[point]
+        self.records.append(TrialRecord(len(self.records), point, outcome.latency_us is not None,
+                                        outcome.reason, outcome.latency_us, cached))
+        return outcome, cached
+
+    def result(self, strategy: Strategy) -> TuneResult:
+        feasible = [r for r in self.records if r.feasible and not r.cached]
+        best = min(feasible, key=lambda r: r.latency_us or 0.0, default=None)  # first of ties
+        return TuneResult(best.values if best else (), best.latency_us if best else None,
+                          tuple(self.records), self.evaluations, strategy)
+
+
+def _checked(outcome: TrialOutcome) -> TrialOutcome:
+    """A NaN, infinite or negative latency is a broken measurement, not a fast kernel."""
+    us = outcome.latency_us
+    if us is not None and not (math.isfinite(us) and us >= 0.0):
+        return TrialOutcome(None, f"invalid latency {us!r} us; {outcome.reason}".rstrip("; "))
+    return outcome
+
+
+def _start_point(tunables: Sequence[Tunable], start: dict[str, int] | None) -> Point:
+    given = start or {}
+    return tuple((t.name, given[t.name] if given.get(t.name) in t.values else t.values[0])
+                 for t in tunables)
+
+
+def _grid_points(tunables: Sequence[Tunable], first: Point) -> Iterator[Point]:
+    """Every configuration once, `first` first, then in declaration (defaults-first) order."""
+    yield first
+    names = [t.name for t in tunables]
+    for values in itertools.product(*(t.values for t in tunables)):
+        point = tuple(zip(names, values, strict=True))
+        if point != first:
+            yield point
+
+
+def _create_study(journal_path: str | None, name: str, seed: int) -> optuna.Study:
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = None
+    if journal_path is not None:
+        storage = optuna.storages.JournalStorage(JournalFileBackend(journal_path))
+        name = _unique_name(name, {s.study_name for s in storage.get_all_studies()})
+    # optuna>=5 reads constraints that trials set themselves (Trial.set_constraint) and
+    # deprecates constraints_func; optuna 4 only knows constraints_func.
+    constraints = None if _has_set_constraint() else _constraints
+    with warnings.catch_warnings():  # optuna 4 calls constraints_func experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(seed=seed, constraints_func=constraints)
+    return optuna.create_study(storage=storage, sampler=sampler, study_name=name,
+                               direction="minimize")
+
+
+def _unique_name(name: str, taken: set[str]) -> str:
+    """A journal may already hold a study of this name (a resumed run): never mix the two."""
+    if name not in taken:
+        return name
+    return next(f"{name}-{i}" for i in itertools.count(2) if f"{name}-{i}" not in taken)
+
+
+def _has_set_constraint() -> bool:
+    import optuna
+
+    return hasattr(optuna.trial.Trial, "set_constraint")
+
+
+def _constraints(trial: optuna.trial.FrozenTrial) -> Sequence[float]:
+    return trial.user_attrs[CONSTRAINT_ATTR]
+
+
+def _distributions(tunables: Sequence[Tunable]) -> dict[str, optuna.distributions.BaseDistribution]:
+    from optuna.distributions import CategoricalDistribution
+
+    return {t.name: CategoricalDistribution(t.values) for t in tunables}
+
+
+def _run_tpe(study: optuna.Study, tunables: Sequence[Tunable], first: Point,
+             trials: _Trials) -> None:
+    distributions = _distributions(tunables)
+    study.enqueue_trial(dict(first))
+    size, asks = space_size(tunables), 0
+    while (trials.may_continue() and len(trials.cache) < size
+           and asks < ASKS_PER_EVALUATION * trials.max_trials):
+        trial = study.ask(distributions)
+        asks += 1
+        point = tuple((t.name, int(trial.params[t.name])) for t in tunables)
+        _tell(study, trial, *_measure_or_fail(study, trial, trials, point))
+
+
+def _run_grid(study: optuna.Study | None, tunables: Sequence[Tunable], first: Point,
+              trials: _Trials) -> None:
+    """Every point in turn; with a study, each is enqueued and asked so the journal shows it."""
+    distributions = _distributions(tunables) if study is not None else {}
+    for point in _grid_points(tunables, first):
+        if not trials.may_continue():
+            break
+        if study is None:
+            trials.measure(point)
+            continue
+        study.enqueue_trial(dict(point))
+        trial = study.ask(distributions)
+        _tell(study, trial, *_measure_or_fail(study, trial, trials, point))
+
+
+def _measure_or_fail(study: optuna.Study, trial: optuna.Trial, trials: _Trials,
+                     point: Point) -> tuple[TrialOutcome, bool]:
+    """An objective that raises is a bug in the caller: the trial is closed as FAIL (not left
+    RUNNING in the journal) and the exception goes on."""
+    import optuna
+
+    try:
+        return trials.measure(point)
+    except BaseException:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        raise
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, cached: bool) -> None:
+    feasible = outcome.latency_us is not None
+    violation = 0.0 if feasible else 1.0
+    trial.set_user_attr(CONSTRAINT_ATTR, [violation])
+    trial.set_user_attr("reason", outcome.reason)
+    trial.set_user_attr("cached", cached)
+    if _has_set_constraint():
+        trial.set_constraint("infeasible", violation)
+    study.tell(trial, outcome.latency_us if outcome.latency_us is not None else INFEASIBLE_US)
