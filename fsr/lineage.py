@@ -1,0 +1,431 @@
+"""The lineage: Parquet schema (declared once), an append-only crash-safe writer, a reader.
+
+Layout: runs/<run_id>/run.json, runs/<run_id>/evaluations/part-*.parquet and
+runs/<run_id>/trials/part-*.parquet. Every part is a complete Parquet file: it is written under a
+hidden temporary name in the same directory, fsynced, then renamed into place, so a run killed at
+any instant leaves only whole files where readers look (`part-*.parquet`) and loses at most the
+rows still buffered. `read` is the only correct reader: it applies the compaction rule below.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import re
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fsr import __version__
+from fsr.types import (
+    Candidate,
+    Defines,
+    Evaluation,
+    LaunchSpec,
+    Origin,
+    Resources,
+    Scratch,
+    SizeCheck,
+    Timing,
+    Tunable,
+    Verdict,
+)
+
+if TYPE_CHECKING:
+    import pandas
+
+# Defines as an ordered list of (name, value) structs: reads back into a Defines tuple in one line,
+# keeps declaration order, and every Parquet reader (pandas, DuckDB, polars) handles it well.
+PAIRS = pa.list_(pa.struct([("name", pa.string()), ("value", pa.int64())]))
+STRINGS = pa.list_(pa.string())
+TS = pa.timestamp("us", tz="UTC")
+F64, I32, I64, STR = pa.float64(), pa.int32(), pa.int64(), pa.string()
+CHECKS = pa.list_(pa.struct([("size", PAIRS), ("passed", pa.bool_()), ("max_abs_err", F64),
+                             ("detail", STR)]))
+TIMING_COLUMNS = ("median_us", "p10_us", "p90_us", "min_us", "samples_us", "gbps", "tflops",
+                  "ceiling_fraction")
+SCHEMA_META = {"fsr.schema_version": "1"}
+MERGED_KEY = "fsr.merged_parts"  # JSON list of part names a compacted file already contains
+
+
+def _schema(columns: list[tuple[str, pa.DataType, bool]]) -> pa.Schema:
+    return pa.schema([pa.field(n, t, nullable=null) for n, t, null in columns], metadata=SCHEMA_META)
+
+
+# Nullable (True) only where a value may be absent: timing of an untimed candidate, tokens of a
+# hand-written one, timestamps the caller did not know.
+EVALUATIONS = _schema([
+    ("run_id", STR, False), ("candidate_id", STR, False), ("task", STR, False),
+    ("parents", STRINGS, False), ("island", I32, False), ("generation", I32, False),
+    ("proposer", STR, False), ("model", STR, False), ("move", STR, False),
+    ("features_requested", STRINGS, False), ("features_detected", STRINGS, False),
+    ("source", STR, False), ("defines", PAIRS, False), ("launches", STR, False),
+    ("compile_options", STRINGS, False), ("verdict", STR, False), ("message", STR, False),
+    ("checks", CHECKS, False),
+    ("median_us", F64, True), ("p10_us", F64, True), ("p90_us", F64, True), ("min_us", F64, True),
+    ("samples_us", pa.list_(F64), True), ("gbps", F64, True), ("tflops", F64, True),
+    ("ceiling_fraction", F64, True), ("baseline_us", F64, True), ("library_us", F64, True),
+    ("speedup", F64, True), ("registers", I32, False), ("spill_bytes", I64, False),
+    ("smem_static_bytes", I64, False), ("stack_bytes", I64, False),
+    ("tuned_defines", PAIRS, False), ("tune_trials", I32, False), ("device", STR, False),
+    ("toolchain", STR, False), ("compile_s", F64, False), ("wall_s", F64, False),
+    ("worker", STR, False), ("started_at", TS, True), ("finished_at", TS, False),
+    ("prompt_tokens", I64, True), ("completion_tokens", I64, True), ("error", STR, True),
+])
+TRIALS = _schema([
+    ("run_id", STR, False), ("candidate_id", STR, False), ("trial", I32, False),
+    ("defines", PAIRS, False), ("feasible", pa.bool_(), False), ("reason", STR, False),
+    ("median_us", F64, True), ("cached", pa.bool_(), False), ("finished_at", TS, False),
+])
+SCHEMAS = {"evaluations": EVALUATIONS, "trials": TRIALS}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One tuning trial of a candidate: the defines tried and what came of them."""
+
+    trial: int
+    defines: Defines
+    feasible: bool
+    reason: str = ""  # why an infeasible trial failed (compile error, wrong, too much smem ...)
+    median_us: float | None = None
+    cached: bool = False  # a repeat the tuner answered without running it again
+    finished_at: datetime | None = None
+
+
+def new_run_id() -> str:
+    """A sortable run id: UTC date and time, then 6 random hex digits (20261122-023000-a1b2c3)."""
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+# ---- candidates as JSON ------------------------------------------------------------------------
+
+LAUNCH_KEYS = ("launches", "tunables", "features", "scratch")
+
+
+def candidate_to_json(candidate: Candidate) -> str:
+    """The whole candidate as JSON; `candidate_from_json` rebuilds an equal one (same `.id`)."""
+    return json.dumps(dataclasses.asdict(candidate), sort_keys=True)
+
+
+def candidate_from_json(text: str) -> Candidate:
+    """Inverse of `candidate_to_json`: JSON lists become the record's tuples again."""
+    return _candidate(json.loads(text))
+
+
+def _candidate(d: Mapping[str, Any]) -> Candidate:
+    """A Candidate from a dict shaped like `dataclasses.asdict(candidate)` (lists for tuples)."""
+    def tunables(xs: list[dict]) -> tuple[Tunable, ...]:
+        return tuple(Tunable(x["name"], tuple(x["values"])) for x in xs)
+    o = d["origin"]
+    return Candidate(
+        task=d["task"], source=d["source"],
+        launches=tuple(LaunchSpec(x["kernel"], tuple(x["grid"]), tuple(x["block"]), tuple(x["args"]),
+                                  x["smem"]) for x in d["launches"]),
+        tunables=tunables(d["tunables"]), features=tunables(d["features"]),
+        scratch=tuple(Scratch(**x) for x in d["scratch"]), defines=_pairs(d["defines"]),
+        compile_options=tuple(d["compile_options"]), parents=tuple(d["parents"]), island=d["island"],
+        generation=d["generation"],
+        origin=Origin(o["proposer"], o["model"], tuple(o["features_requested"]), o["move"]))
+
+
+def _pairs(value: Iterable[Any]) -> Defines:
+    """Defines from JSON ([name, value] lists) or from Parquet ({name, value} structs)."""
+    return tuple((p["name"], p["value"]) if isinstance(p, dict) else (p[0], p[1]) for p in value)
+
+
+def _pair_structs(pairs: Defines) -> list[dict[str, Any]]:
+    return [{"name": n, "value": v} for n, v in pairs]
+
+
+# ---- rows (no I/O) -----------------------------------------------------------------------------
+
+def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str = "",
+                   features_detected: Iterable[str] = (), worker: str = "",
+                   started_at: datetime | None = None, finished_at: datetime | None = None,
+                   prompt_tokens: int | None = None, completion_tokens: int | None = None,
+                   error: str | None = None) -> dict[str, Any]:
+    """One `evaluations` row as a dict of column values; raises ValueError if ids disagree."""
+    if evaluation.candidate_id != candidate.id:
+        raise ValueError(f"evaluation of {evaluation.candidate_id} given with candidate {candidate.id}")
+    c, e, o = candidate, evaluation, candidate.origin
+    timing = dataclasses.asdict(e.timing) if e.timing else dict.fromkeys(TIMING_COLUMNS)
+    plain = dataclasses.asdict(c)
+    return {
+        "run_id": run_id, "candidate_id": c.id, "task": c.task, "parents": list(c.parents),
+        "island": c.island, "generation": c.generation, "proposer": o.proposer, "model": o.model,
+        "move": o.move, "features_requested": list(o.features_requested),
+        "features_detected": list(features_detected), "source": c.source,
+        "defines": _pair_structs(c.defines),
+        "launches": json.dumps({k: plain[k] for k in LAUNCH_KEYS}, sort_keys=True),
+        "compile_options": list(c.compile_options), "verdict": str(e.verdict), "message": e.message,
+        "checks": [{"size": _pair_structs(s.size), "passed": s.passed, "max_abs_err": s.max_abs_err,
+                    "detail": s.detail} for s in e.checks],
+        **timing, "baseline_us": e.baseline_us, "library_us": e.library_us, "speedup": e.speedup,
+        **dataclasses.asdict(e.resources), "tuned_defines": _pair_structs(e.tuned_defines),
+        "tune_trials": e.tune_trials, "device": e.device, "toolchain": e.toolchain,
+        "compile_s": e.compile_s, "wall_s": e.wall_s, "worker": worker, "started_at": started_at,
+        "finished_at": finished_at or datetime.now(UTC), "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens, "error": error,
+    }
+
+
+def candidate_from_row(row: Mapping[str, Any]) -> Candidate:
+    """Rebuild the Candidate of an `evaluations` row (for resume); equal to the one appended."""
+    origin = {k: row[k] for k in ("proposer", "model", "features_requested", "move")}
+    return _candidate({**row, **json.loads(row["launches"]), "origin": origin})
+
+
+def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
+    """Rebuild the Evaluation of an `evaluations` row (for resume); equal to the one appended."""
+    timing = None
+    if row["median_us"] is not None:
+        timing = Timing(**{k: row[k] for k in TIMING_COLUMNS if k != "samples_us"},
+                        samples_us=tuple(row["samples_us"]))
+    checks = tuple(SizeCheck(_pairs(s["size"]), s["passed"], s["max_abs_err"], s["detail"])
+                   for s in row["checks"])
+    resources = Resources(**{f.name: row[f.name] for f in dataclasses.fields(Resources)})
+    return Evaluation(candidate_id=row["candidate_id"], task=row["task"], verdict=Verdict(row["verdict"]),
+                      message=row["message"], checks=checks, timing=timing, baseline_us=row["baseline_us"],
+                      library_us=row["library_us"], resources=resources,
+                      tuned_defines=_pairs(row["tuned_defines"]), tune_trials=row["tune_trials"],
+                      device=row["device"], toolchain=row["toolchain"], compile_s=row["compile_s"],
+                      wall_s=row["wall_s"])
+
+
+def trial_row(run_id: str, candidate_id: str, trial: Any) -> dict[str, Any]:
+    """One `trials` row from a Trial, a dict of Trial's fields, or the tuner's own record
+    (anything with `number`, `values`, `feasible`, `reason`, `latency_us`)."""
+    if isinstance(trial, Mapping):
+        trial = Trial(**trial)
+    elif not isinstance(trial, Trial):
+        trial = Trial(trial.number, trial.values, trial.feasible, trial.reason, trial.latency_us,
+                      getattr(trial, "cached", False))
+    return {"run_id": run_id, "candidate_id": candidate_id, "trial": trial.trial,
+            "defines": _pair_structs(trial.defines), "feasible": trial.feasible, "reason": trial.reason,
+            "median_us": trial.median_us, "cached": trial.cached,
+            "finished_at": trial.finished_at or datetime.now(UTC)}
+
+
+# ---- files -------------------------------------------------------------------------------------
+
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write under a hidden temporary name, fsync, rename into place, fsync the directory."""
+    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex[:8]}")
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself survives a power loss only once the directory is synced
+    finally:
+        os.close(fd)
+
+
+def _write_parquet(path: Path, table: pa.Table) -> None:
+    _atomic_write(path, lambda f: pq.write_table(table, f, compression="zstd"))
+
+
+def _scan(directory: Path) -> tuple[list[Path], set[str]]:
+    """Part files not yet contained in a compacted file, and the names of those that are."""
+    files = sorted(directory.glob("part-*.parquet"))
+    merged: set[str] = set()
+    for f in files:
+        merged.update(json.loads((pq.read_schema(f).metadata or {}).get(MERGED_KEY.encode(), b"[]")))
+    return [f for f in files if f.name not in merged], merged
+
+
+def read(run_dir: str | Path, table: str = "evaluations") -> pa.Table:
+    """All committed rows of one table, each once; an empty table with the schema if none."""
+    schema = SCHEMAS[table]
+    for attempt in range(3):
+        try:
+            live, _ = _scan(Path(run_dir) / table)
+            parts = [pq.read_table(f).select(schema.names).cast(schema) for f in live]
+            break
+        except FileNotFoundError:  # a concurrent compaction merged a part we had listed: rescan
+            if attempt == 2:
+                raise
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def read_pandas(run_dir: str | Path, table: str = "evaluations") -> pandas.DataFrame:
+    """`read` as a pandas DataFrame (pandas is imported only here)."""
+    import pandas  # noqa: F401  (fail here, clearly, if pandas is missing)
+    return read(run_dir, table).to_pandas()
+
+
+def compact(run_dir: str | Path, table: str) -> None:
+    """Merge a table's parts into one file, crash-safely.
+
+    Why a manifest rather than deduplicating by key: the merged file lists, in its Parquet
+    key-value metadata, the part names it contains, and `read` skips those parts. That is exact
+    whatever the rows hold (a candidate legitimately evaluated twice, e.g. after a resume, is
+    not collapsed) and costs only a footer read per file. A kill between the rename and the
+    deletions leaves parts that are ignored, then deleted by the next compaction. Part names
+    are unique (time, pid, sequence), so a name, once deleted, never comes back: the manifest
+    lists only files that exist now, and stays short. One compactor per run at a time.
+    Temporary files left by killed writers are removed once they are an hour old (a live
+    writer's exists for milliseconds).
+    """
+    directory = Path(run_dir) / table
+    for tmp in directory.glob(".tmp-*"):
+        with contextlib.suppress(FileNotFoundError):  # renamed into place since the glob
+            if time.time() - tmp.stat().st_mtime > 3600:
+                tmp.unlink()
+    live, merged = _scan(directory)
+    stale = [directory / n for n in sorted(merged) if (directory / n).exists()]
+    if len(live) > 1:
+        meta = {**SCHEMA_META, MERGED_KEY: json.dumps([f.name for f in stale + live]).encode()}
+        rows = pa.concat_tables([pq.read_table(f).select(SCHEMAS[table].names) for f in live])
+        target = directory / f"{live[-1].stem}-m{uuid.uuid4().hex[:6]}.parquet"  # sorts after its rows
+        _write_parquet(target, rows.cast(SCHEMAS[table]).replace_schema_metadata(meta))
+        stale += live
+    for f in stale:
+        f.unlink(missing_ok=True)
+
+
+class LineageWriter:
+    """Buffers rows and commits them as small whole Parquet parts.
+
+    A table's buffer is flushed when it holds `batch_rows` rows or its oldest row is
+    `batch_age_s` old, checked at each append (call `flush` to commit a quiet buffer).
+    Thread-safe; `close` flushes and compacts.
+    """
+
+    def __init__(self, run_dir: str | Path, batch_rows: int = 16, batch_age_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_id = self.run_dir.name
+        self.batch_rows, self.batch_age_s, self._clock = batch_rows, batch_age_s, clock
+        self._rows: dict[str, list[dict[str, Any]]] = {t: [] for t in SCHEMAS}
+        self._since: dict[str, float] = {}
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        for t in SCHEMAS:
+            (self.run_dir / t).mkdir(parents=True, exist_ok=True)
+
+    def append(self, candidate: Candidate, evaluation: Evaluation, **extra: Any) -> None:
+        """Buffer one evaluation (extra: features_detected, worker, started_at, finished_at,
+        prompt_tokens, completion_tokens, error) and the tuning trials it carries, if any;
+        commits a batch when one is due."""
+        row = evaluation_row(candidate, evaluation, run_id=self.run_id, **extra)
+        trials = [trial_row(self.run_id, candidate.id, t) for t in getattr(evaluation, "trials", ())]
+        self._add(evaluations=[row], trials=trials)
+
+    def append_trials(self, candidate_id: str, trials: Iterable[Any]) -> None:
+        """Buffer tuning trials known apart from an Evaluation (Trial records, dicts of Trial's
+        fields, or the tuner's records); `append` already writes an Evaluation's own trials."""
+        self._add(trials=[trial_row(self.run_id, candidate_id, t) for t in trials])
+
+    def flush(self) -> None:
+        """Commit every buffered row now."""
+        with self._lock:
+            for table in SCHEMAS:
+                self._commit(table)
+
+    def close(self) -> None:
+        """Flush, then compact each table into one file. Idempotent."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        for table in SCHEMAS:
+            compact(self.run_dir, table)
+
+    def __enter__(self) -> LineageWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _add(self, **rows_by_table: list[dict[str, Any]]) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("lineage writer is closed")
+            now = self._clock()
+            for table, rows in rows_by_table.items():
+                if rows:
+                    self._since.setdefault(table, now)
+                    self._rows[table].extend(rows)
+            for table, buffered in self._rows.items():
+                if buffered and (len(buffered) >= self.batch_rows
+                                 or now - self._since[table] >= self.batch_age_s):
+                    self._commit(table)
+
+    def _commit(self, table: str) -> None:
+        rows = self._rows[table]
+        if not rows:
+            return
+        self._seq += 1
+        name = f"part-{time.time_ns():020d}-{os.getpid()}-{self._seq:06d}.parquet"
+        _write_parquet(self.run_dir / table / name, pa.Table.from_pylist(rows, schema=SCHEMAS[table]))
+        self._rows[table] = []
+        self._since.pop(table, None)
+
+
+# ---- run.json ----------------------------------------------------------------------------------
+
+SECRET_WORDS = ("api_key", "token", "secret")
+# Names that contain a secret word but hold no secret: an environment variable's *name*, and a
+# count of model tokens that the run needs for reproducibility.
+NOT_SECRET = frozenset({"api_key_env", "max_tokens"})
+URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")  # user:password@ in an endpoint URL
+
+
+def _scrub(value: Any) -> Any:
+    """Drop secret-named keys at any depth; strip credentials embedded in URLs."""
+    if isinstance(value, Mapping):
+        return {k: _scrub(v) for k, v in value.items()
+                if str(k).lower() in NOT_SECRET or not any(w in str(k).lower() for w in SECRET_WORDS)}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return URL_CREDENTIALS.sub(r"\1", value) if isinstance(value, str) else value
+
+
+def _versions() -> dict[str, str | None]:
+    """Package versions from installed metadata: nothing is imported, so CUDA is never touched."""
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+    cupy_dists = metadata.packages_distributions().get("cupy", [])
+    return {"fsr": __version__, "python": platform.python_version(), "numpy": version("numpy"),
+            "pyarrow": version("pyarrow"), "cupy": version(cupy_dists[0]) if cupy_dists else None}
+
+
+def write_run_json(run_dir: str | Path, config: Mapping[str, Any],
+                   extra: Mapping[str, Any] | None = None) -> Path:
+    """Write run.json atomically: config, versions, host, command line, devices, then `extra`
+    (e.g. {"devices": [...]}, which the caller measured). Secret-named keys never reach it."""
+    path = Path(run_dir) / "run.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"run_id": path.parent.name, "created_at": datetime.now(UTC).isoformat(),
+           "hostname": socket.gethostname(), "command": list(sys.argv), "versions": _versions(),
+           "devices": [], "config": dict(config), **(extra or {})}
+    text = json.dumps(_scrub(doc), indent=2, sort_keys=True, default=str) + "\n"
+    _atomic_write(path, lambda f: f.write(text.encode()))
+    return path
+
+
+def read_run_json(run_dir: str | Path) -> dict[str, Any]:
+    """The run's run.json as a dict."""
+    return json.loads((Path(run_dir) / "run.json").read_text())

@@ -1,0 +1,283 @@
+"""The lineage: schema round-trips, candidate JSON, batching, compaction, crash safety, run.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from fsr import lineage
+from fsr.types import (
+    Candidate,
+    Evaluation,
+    LaunchSpec,
+    Origin,
+    Resources,
+    Scratch,
+    SizeCheck,
+    Timing,
+    Tunable,
+    Verdict,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_candidate(i: int = 0) -> Candidate:
+    return Candidate(
+        task="softmax", source=f"/* fsr ... */\n__global__ void k{i}(float* x) {{}}\n",
+        launches=(LaunchSpec("k", ("rows", "1"), ("BLOCK",), ("x", "y", "rows"), smem="BLOCK * 4"),
+                  LaunchSpec("k2", ("1",), ("32",), ("partial", "y"))),
+        tunables=(Tunable("BLOCK", (256, 128, 512)), Tunable("ITEMS", (1, 2, 4))),
+        features=(Tunable("VEC4", (0, 1)),),
+        scratch=(Scratch("partial", "float32", "rows * 4", zero=True),),
+        defines=(("BLOCK", 128), ("VEC4", 1)), compile_options=("-O3", "--use_fast_math"),
+        parents=("aaaa", "bbbb"), island=2, generation=7,
+        origin=Origin("llm", "gpt-4.1", ("vectorised_loads", "warp_shuffle"), "crossover"))
+
+
+def ok_evaluation(c: Candidate) -> Evaluation:
+    return Evaluation(
+        candidate_id=c.id, task=c.task, verdict=Verdict.OK, message="ptxas info",
+        checks=(SizeCheck((("rows", 7), ("cols", 33)), True, 1e-7), SizeCheck((("rows", 1),), True)),
+        timing=Timing(10.5, 10.1, 11.2, 9.9, (10.5, 10.1, 11.2, 9.9), 812.5, 0.02, 0.31),
+        baseline_us=21.0, library_us=12.0, resources=Resources(40, 8, 1024, 16),
+        tuned_defines=(("BLOCK", 512), ("ITEMS", 2)), tune_trials=24, device="NVIDIA H100",
+        toolchain="nvrtc 13.0", compile_s=0.4, wall_s=3.2)
+
+
+def failed_evaluation(c: Candidate) -> Evaluation:
+    return Evaluation(candidate_id=c.id, task=c.task, verdict=Verdict.COMPILE_ERROR,
+                      message="error: expected ';'")
+
+
+def write_rows(run_dir: Path, n: int, batch_rows: int = 4) -> None:
+    w = lineage.LineageWriter(run_dir, batch_rows=batch_rows, batch_age_s=1e9)
+    for i in range(n):
+        c = make_candidate(i)
+        w.append(c, ok_evaluation(c), worker=f"gpu{i % 2}")
+    w.flush()
+
+
+def parts(run_dir: Path, table: str = "evaluations") -> list[Path]:
+    return sorted((run_dir / table).glob("part-*.parquet"))
+
+
+def test_full_row_round_trips_through_parquet(tmp_path: Path) -> None:
+    c, started = make_candidate(), datetime(2026, 11, 22, 2, 30, tzinfo=UTC)
+    e = ok_evaluation(c)
+    with lineage.LineageWriter(tmp_path / "r1") as w:
+        w.append(c, e, features_detected=["coalesced"], worker="gpu0", started_at=started,
+                 prompt_tokens=1200, completion_tokens=800)
+    table = lineage.read(tmp_path / "r1")
+    assert table.schema.equals(lineage.EVALUATIONS)
+    row = table.to_pylist()[0]
+    assert lineage.candidate_from_row(row) == c and lineage.evaluation_from_row(row) == e
+    assert row["run_id"] == "r1" and row["speedup"] == pytest.approx(2.0)
+    assert row["started_at"] == started and row["finished_at"].tzinfo is not None
+    assert (row["prompt_tokens"], row["completion_tokens"], row["error"]) == (1200, 800, None)
+    assert row["features_detected"] == ["coalesced"] and row["verdict"] == "OK"
+
+
+def test_failed_row_has_null_timing(tmp_path: Path) -> None:
+    c = make_candidate()
+    e = failed_evaluation(c)
+    with lineage.LineageWriter(tmp_path) as w:
+        w.append(c, e, error="nvrtc failed")
+    row = lineage.read(tmp_path).to_pylist()[0]
+    for col in lineage.TIMING_COLUMNS + ("speedup", "baseline_us", "prompt_tokens", "started_at"):
+        assert row[col] is None, col
+    assert row["error"] == "nvrtc failed" and row["verdict"] == "COMPILE_ERROR"
+    assert lineage.evaluation_from_row(row) == e and lineage.candidate_from_row(row) == c
+
+
+def test_evaluation_row_refuses_mismatched_ids() -> None:
+    c = make_candidate()
+    with pytest.raises(ValueError):
+        lineage.evaluation_row(c, replace(ok_evaluation(c), candidate_id="0" * 16))
+
+
+def test_candidate_json_round_trip_is_exact() -> None:
+    for c in (make_candidate(), Candidate(task="t", source="s", launches=(LaunchSpec("k", ("1",), ("1",), ()),))):
+        back = lineage.candidate_from_json(lineage.candidate_to_json(c))
+        assert back == c and back.id == c.id
+
+
+def test_trials_round_trip(tmp_path: Path) -> None:
+    with lineage.LineageWriter(tmp_path) as w:
+        w.append_trials("abc", [lineage.Trial(0, (("BLOCK", 256),), True, median_us=3.5),
+                                {"trial": 1, "defines": (("BLOCK", 1024),), "feasible": False,
+                                 "reason": "too much smem"}])
+    rows = lineage.read(tmp_path, "trials").to_pylist()
+    assert [(r["candidate_id"], r["trial"], r["feasible"], r["median_us"]) for r in rows] == [
+        ("abc", 0, True, 3.5), ("abc", 1, False, None)]
+    assert rows[1]["defines"] == [{"name": "BLOCK", "value": 1024}] and rows[1]["reason"] == "too much smem"
+
+
+@dataclass(frozen=True)
+class TunerTrial:
+    """Stands in for the tuner's own trial record (fields named as the tuner names them)."""
+
+    number: int
+    values: tuple[tuple[str, int], ...]
+    feasible: bool
+    reason: str
+    latency_us: float | None
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class EvaluationWithTrials(Evaluation):
+    trials: tuple[TunerTrial, ...] = ()
+
+
+def test_append_writes_the_trials_an_evaluation_carries(tmp_path: Path) -> None:
+    c = make_candidate()
+    trials = (TunerTrial(0, (("BLOCK", 256),), True, "", 4.0), TunerTrial(1, (("BLOCK", 256),), True, "", 4.0, True))
+    with lineage.LineageWriter(tmp_path) as w:
+        w.append(c, EvaluationWithTrials(**vars(ok_evaluation(c)) | {"trials": trials}))
+    rows = lineage.read(tmp_path, "trials").to_pylist()
+    assert [(r["candidate_id"], r["trial"], r["median_us"], r["cached"]) for r in rows] == [
+        (c.id, 0, 4.0, False), (c.id, 1, 4.0, True)]
+    assert lineage.read(tmp_path).num_rows == 1
+
+
+def test_batches_by_count(tmp_path: Path) -> None:
+    w = lineage.LineageWriter(tmp_path, batch_rows=4, batch_age_s=1e9)
+    for i in range(10):
+        w.append(make_candidate(i), ok_evaluation(make_candidate(i)))
+    assert len(parts(tmp_path)) == 2 and lineage.read(tmp_path).num_rows == 8
+    w.flush()
+    assert len(parts(tmp_path)) == 3 and lineage.read(tmp_path).num_rows == 10
+
+
+def test_batches_by_age(tmp_path: Path) -> None:
+    now = [0.0]
+    w = lineage.LineageWriter(tmp_path, batch_rows=100, batch_age_s=2.0, clock=lambda: now[0])
+    c = make_candidate()
+    w.append(c, ok_evaluation(c))
+    now[0] = 1.5
+    w.append_trials(c.id, [lineage.Trial(0, (), True)])
+    assert parts(tmp_path) == []
+    now[0] = 2.5  # the evaluation is now 2.5 s old; the trial 1 s: only evaluations are due
+    w.append_trials(c.id, [lineage.Trial(1, (), True)])
+    assert len(parts(tmp_path)) == 1 and parts(tmp_path, "trials") == []
+    now[0] = 4.0
+    w.append_trials(c.id, [])
+    assert lineage.read(tmp_path, "trials").num_rows == 2
+
+
+def test_empty_read_has_full_schema(tmp_path: Path) -> None:
+    for name, schema in lineage.SCHEMAS.items():
+        table = lineage.read(tmp_path / "nothing", name)
+        assert table.num_rows == 0 and table.schema.equals(schema)
+    assert list(lineage.read_pandas(tmp_path, "trials").columns) == lineage.TRIALS.names
+
+
+def test_compaction_keeps_each_row_once(tmp_path: Path) -> None:
+    write_rows(tmp_path, 10)
+    before = lineage.read(tmp_path)
+    lineage.compact(tmp_path, "evaluations")
+    assert len(parts(tmp_path)) == 1
+    assert lineage.read(tmp_path).equals(before)
+    write_rows(tmp_path, 3)  # new parts after a compaction are merged into the next one
+    lineage.compact(tmp_path, "evaluations")
+    assert len(parts(tmp_path)) == 1 and lineage.read(tmp_path).num_rows == 13
+    assert not list((tmp_path / "evaluations").glob(".tmp-*"))
+
+
+def test_kill_during_compaction_counts_each_row_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_rows(tmp_path, 12)
+    ids = lineage.read(tmp_path).column("candidate_id").to_pylist()
+    # A compaction killed after renaming the merged file, before deleting any part ...
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: None)
+    lineage.compact(tmp_path, "evaluations")
+    monkeypatch.undo()
+    # ... and another killed while writing its temporary file.
+    half = tmp_path / "evaluations" / ".tmp-part-x-m.parquet-1234"
+    half.write_bytes(b"PAR1 half a file")
+    assert len(parts(tmp_path)) == 4
+    assert lineage.read(tmp_path).column("candidate_id").to_pylist() == ids
+    write_rows(tmp_path, 2)  # a later part, then a compaction that finishes the job
+    os.utime(half, (time.time() - 7200, time.time() - 7200))
+    lineage.compact(tmp_path, "evaluations")
+    assert len(parts(tmp_path)) == 1 and lineage.read(tmp_path).num_rows == 14
+    assert not half.exists()
+
+
+CRASH_WRITER = textwrap.dedent("""
+    import sys
+    sys.path[:0] = [{tests!r}, {repo!r}]
+    from test_lineage import make_candidate, ok_evaluation
+    from fsr.lineage import LineageWriter
+    w = LineageWriter({run_dir!r}, batch_rows=5, batch_age_s=1e9)
+    i = 0
+    while True:
+        c = make_candidate(i)
+        w.append(c, ok_evaluation(c))
+        i += 1
+""")
+
+
+def test_sigkill_loses_only_the_batch_in_flight(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    script = CRASH_WRITER.format(tests=str(Path(__file__).parent), repo=str(REPO), run_dir=str(run_dir))
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while len(parts(run_dir)) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, "writer died or stalled"
+            time.sleep(0.01)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    committed = parts(run_dir)
+    for p in committed:
+        pq.read_metadata(p)  # every visible part is a whole Parquet file
+    ids = lineage.read(run_dir).column("candidate_id").to_pylist()
+    assert len(ids) == 5 * len(committed) >= 15
+    assert ids == [make_candidate(i).id for i in range(len(ids))]  # exactly the committed prefix
+
+
+def test_run_json_keeps_config_and_drops_secrets(tmp_path: Path) -> None:
+    config = {"llm": {"model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY", "api_key": "sk-1",
+                      "OPENAI_API_KEY": "sk-2", "max_tokens": 4096, "base_url": "https://u:pw@host/v1"},
+              "search": {"islands": 4, "nested": [{"Auth_Token": "t", "keep": 1}]}}
+    lineage.write_run_json(tmp_path, config, {"devices": ["NVIDIA H100"], "client_secret": "s"})
+    text = (tmp_path / "run.json").read_text()
+    for secret in ("sk-1", "sk-2", "Auth_Token", "client_secret", "pw@"):
+        assert secret not in text
+    doc = lineage.read_run_json(tmp_path)
+    assert doc["config"]["llm"] == {"model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY",
+                                    "max_tokens": 4096, "base_url": "https://host/v1"}
+    assert doc["config"]["search"] == {"islands": 4, "nested": [{"keep": 1}]}
+    assert doc["devices"] == ["NVIDIA H100"] and doc["run_id"] == tmp_path.name
+    assert doc["versions"]["pyarrow"] and doc["versions"]["fsr"] and doc["hostname"]
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_run_ids_start_with_utc_time_and_differ() -> None:
+    before = f"{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    ids = {lineage.new_run_id() for _ in range(100)}
+    after = f"{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    assert len(ids) == 100
+    assert all(re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", i) and before <= i[:15] <= after for i in ids)
+
+
+def test_lineage_loads_neither_ray_nor_cupy(tmp_path: Path) -> None:
+    code = ("import json, sys; from fsr import lineage; lineage.write_run_json(sys.argv[1], {}); "
+            "print(json.dumps([m for m in ('ray', 'cupy') if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == []
