@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from fsr.types import Tunable
+from fsr.types import TrialRecord, Tunable
 
 if TYPE_CHECKING:
     import optuna
@@ -45,18 +45,6 @@ class TrialOutcome:
 
     latency_us: float | None
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class TrialRecord:
-    """One trial of a tuning run. `cached`: a repeat answered without calling the objective."""
-
-    number: int
-    values: Point
-    feasible: bool
-    reason: str
-    latency_us: float | None
-    cached: bool = False
 
 
 @dataclass(frozen=True)

@@ -215,6 +215,18 @@ class DeviceInfo:
 
 
 @dataclass(frozen=True)
+class TrialRecord:
+    """One trial of a tuning run. `cached`: a repeat answered without calling the objective."""
+
+    number: int
+    values: tuple[tuple[str, int], ...]
+    feasible: bool
+    reason: str
+    latency_us: float | None
+    cached: bool = False
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """The verdict on one candidate, with everything needed to study it offline."""
 
@@ -229,6 +241,7 @@ class Evaluation:
     resources: Resources = field(default_factory=Resources)
     tuned_defines: Defines = ()
     tune_trials: int = 0
+    trials: tuple[TrialRecord, ...] = ()  # every tuning trial, for the lineage's trials table
     device: str = ""
     toolchain: str = ""
     compile_s: float = 0.0

@@ -1,0 +1,320 @@
+"""The evaluator's child process: owns the CUDA context, verifies, tunes and times candidates.
+
+It is started once per evaluator (a CUDA context costs seconds) and replaced only when a kernel
+breaks the context or hangs. Requests and replies are the frozen records below, over a pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import cupy as cp
+import numpy as np
+
+from fsr import candidate as cfmt
+from fsr import tasks
+from fsr.config import EvalConfig, TuneConfig
+from fsr.evaluate import bench
+from fsr.evaluate.compile import CompileFailed, compile_candidate
+from fsr.evaluate.verify import (
+    Buffers,
+    ContextLost,
+    LaunchRefused,
+    Program,
+    check_size,
+    compare,
+    launch_all,
+    make_buffers,
+    scratch_buffers,
+    synchronize,
+)
+from fsr.types import (
+    Candidate,
+    Defines,
+    DeviceInfo,
+    Resources,
+    SizeCheck,
+    Task,
+    TrialRecord,
+    Verdict,
+    size_label,
+)
+
+SMALL_SIZE_ELEMENTS = 1 << 20  # tuning trials verify only sizes this small
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    candidate: Candidate
+    cubin: bytes
+    lowered: tuple[tuple[str, str], ...]
+    tune_trials: int = 0
+    start_defines: Defines = ()
+    journal_path: str | None = None
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    verdict: Verdict
+    message: str = ""
+    checks: tuple[SizeCheck, ...] = ()
+    samples_us: tuple[float, ...] = ()
+    defines: Defines = ()
+    resources: Resources | None = None  # set when tuning picked values other than the request's
+    trials: tuple[TrialRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    library_us: float | None
+
+
+@dataclass
+class BenchSet:
+    inputs: dict[str, np.ndarray]
+    reference: dict[str, np.ndarray]
+    buffers: Buffers
+
+
+@dataclass
+class TaskState:
+    task: Task
+    pool: InputPool
+    sets: list[BenchSet] = field(default_factory=list)
+
+
+class InputPool:
+    """Fresh inputs and float64 references for every test size, made ahead by a thread so the
+    host's reference work overlaps the GPU's timing. Each item is used once."""
+
+    def __init__(self, task: Task, seed: int, depth: int = 2):
+        self.task, self.depth = task, depth
+        self.module = tasks.functions(task)
+        self.items: list[list[tuple[dict, dict]]] = [[] for _ in task.test_sizes]
+        self.cond = threading.Condition()
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
+        threading.Thread(target=self._fill, daemon=True, name=f"inputs-{task.name}").start()
+
+    def make(self, size: dict[str, int], rng: np.random.Generator) -> tuple[dict, dict]:
+        inputs = self.module.make_inputs(dict(size), rng)
+        reference = self.module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
+        return inputs, {k: np.asarray(v, dtype=np.float64) for k, v in reference.items()}
+
+    def take(self, index: int) -> tuple[dict, dict]:
+        with self.cond:
+            while not self.items[index]:
+                self.cond.wait()
+            item = self.items[index].pop(0)
+            self.cond.notify_all()
+            return item
+
+    def _fill(self) -> None:
+        while True:
+            with self.cond:
+                while all(len(q) >= self.depth for q in self.items):
+                    self.cond.wait()
+                index = min(range(len(self.items)), key=lambda i: len(self.items[i]))
+            item = self.make(dict(self.task.test_sizes[index]), self.rng)
+            with self.cond:
+                self.items[index].append(item)
+                self.cond.notify_all()
+
+
+class Child:
+    """Everything the child holds: device, stream, flusher, per-task inputs."""
+
+    def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
+                 known: DeviceInfo | None):
+        self.tasks_root, self.cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        info = bench.device_info(eval_cfg.arch)
+        if known is None or known.name != info.name:
+            info = replace(info, copy_gbps=bench.measure_copy_gbps(self.stream),
+                           sgemm_tflops=bench.measure_sgemm_tflops(self.stream))
+        else:
+            info = replace(info, copy_gbps=known.copy_gbps, sgemm_tflops=known.sgemm_tflops)
+        self.device = info
+        self.flusher = bench.L2Flusher(info.l2_bytes)
+        self.tasks: dict[str, TaskState] = {}
+
+    # -- requests ---------------------------------------------------------------------------
+    def prepare(self, name: str) -> Prepared:
+        """Load a task: the input pool, the benchmark input sets and their references."""
+        task = tasks.load(name, self.tasks_root)
+        state = TaskState(task, InputPool(task, self.cfg.seed))
+        rng = np.random.default_rng(np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]))
+        size = dict(task.bench_size)
+        for _ in range(max(self.cfg.input_sets, 2)):
+            inputs, reference = state.pool.make(size, rng)
+            state.sets.append(BenchSet(inputs, reference, make_buffers(task, _no_scratch(task), size, inputs)))
+        self.tasks[name] = state
+        return Prepared(self._library_us(state) if task.has_library else None)
+
+    def evaluate(self, req: EvalRequest) -> ChildResult:
+        state = self.tasks[req.candidate.task]
+        cand, program = req.candidate, Program(req.cubin, req.lowered)
+        trials: tuple[Any, ...] = ()
+        resources = None
+        if req.tune_trials > 0 and _space(cand) > 1:
+            tuned, trials = self._tune(state, cand, req)
+            if tuned is not None and tuned.resolved_defines() != cand.resolved_defines():
+                compiled = compile_candidate(tuned, self.device.arch)
+                cand, program, resources = tuned, Program(compiled.cubin, compiled.lowered), compiled.resources
+        try:
+            checks = self._verify(state, cand, program, range(len(state.task.test_sizes)))
+            if not checks[-1].passed:
+                return ChildResult(Verdict.WRONG, _wrong(checks[-1]), checks, (), cand.resolved_defines(),
+                                   resources, trials)
+            samples = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples)
+            recheck = self._recheck(state, cand, program)
+        except LaunchRefused as e:
+            return ChildResult(Verdict.LAUNCH_ERROR, str(e), defines=cand.resolved_defines(), trials=trials)
+        if not recheck.passed:
+            return ChildResult(Verdict.WRONG, "after timing, new inputs under the same buffers gave a wrong "
+                               f"result (results cached in device memory?): {_wrong(recheck)}",
+                               checks + (recheck,), tuple(samples), cand.resolved_defines(), resources, trials)
+        return ChildResult(Verdict.OK, "", checks + (recheck,), tuple(samples), cand.resolved_defines(),
+                           resources, trials)
+
+    # -- stages -----------------------------------------------------------------------------
+    def _verify(self, state: TaskState, cand: Candidate, program: Program, indices: Any) -> tuple[SizeCheck, ...]:
+        checks = []
+        for i in indices:
+            inputs, reference = state.pool.take(i)
+            check = check_size(program, cand, state.task, state.task.test_sizes[i], inputs, reference, self.stream)
+            checks.append(check)
+            if not check.passed:
+                break
+        return tuple(checks)
+
+    def _time(self, state: TaskState, cand: Candidate, program: Program, budget_s: float,
+              min_samples: int) -> list[float]:
+        size = dict(state.task.bench_size)
+        scratch = scratch_buffers(cand, size)
+        arrays = [{k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()}
+                  for s in state.sets]
+        zeroed = [scratch[s.name] for s in cand.scratch if s.zero]
+
+        def run(i: int) -> None:
+            launch_all(program, cand, state.task, size, arrays[i % len(arrays)], self.stream)
+
+        def before(_: int) -> None:
+            for g in zeroed:
+                cp.cuda.runtime.memsetAsync(g.array.data.ptr, 0, g.nbytes, self.stream.ptr)
+
+        samples = bench.sample(run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
+                               max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=before)
+        synchronize(self.stream)
+        return samples
+
+    def _recheck(self, state: TaskState, cand: Candidate, program: Program) -> SizeCheck:
+        """New contents under the timing buffers of set 0 must give set 1's answer."""
+        first, second = state.sets[0], state.sets[1]
+        size = dict(state.task.bench_size)
+        for name, g in first.buffers.inputs.items():
+            g.array.set(second.inputs[name])
+        first.buffers.reset(_no_scratch(state.task))
+        scratch = scratch_buffers(cand, size)
+        for s in cand.scratch:
+            scratch[s.name].fill(0 if s.zero else 0xFF)
+        synchronize(cp.cuda.Stream.null)
+        arrays = {k: g.array for k, g in (first.buffers.inputs | first.buffers.outputs | scratch).items()}
+        launch_all(program, cand, state.task, size, arrays, self.stream)
+        synchronize(self.stream)
+        result = SizeCheck(state.task.bench_size, True)
+        for name, g in first.buffers.outputs.items():
+            ok, err, detail = compare(name, g.array.get(), second.reference[name], state.task.atol, state.task.rtol)
+            if not ok:
+                result = SizeCheck(state.task.bench_size, False, err, detail)
+                break
+        for name, g in first.buffers.inputs.items():  # restore set 0 for later candidates
+            g.array.set(first.inputs[name])
+        return result
+
+    def _library_us(self, state: TaskState) -> float | None:
+        fn = tasks.functions(state.task).library
+        size = dict(state.task.bench_size)
+        views = [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
+
+        def run(i: int) -> None:
+            with self.stream:
+                fn(views[i % len(views)], size)
+
+        samples = bench.sample(run, self.stream, self.flusher, budget_s=self.cfg.bench_budget_s,
+                               min_samples=self.cfg.bench_min_samples, max_samples=self.cfg.bench_max_samples,
+                               warmup_s=self.cfg.warmup_s)
+        return float(np.median(samples))
+
+    def _tune(self, state: TaskState, cand: Candidate, req: EvalRequest) -> tuple[Candidate | None, tuple]:
+        from fsr import tune
+
+        small = [i for i, s in enumerate(state.task.test_sizes)
+                 if np.prod([v for _, v in s], dtype=np.int64) <= SMALL_SIZE_ELEMENTS]
+
+        def objective(values: dict[str, int]) -> tune.TrialOutcome:
+            trial = cfmt.with_defines(cand, values)
+            try:
+                cfmt.check(trial, state.task)
+                compiled = compile_candidate(trial, self.device.arch)
+                program = Program(compiled.cubin, compiled.lowered)
+                checks = self._verify(state, trial, program, small)
+                if checks and not checks[-1].passed:
+                    return tune.TrialOutcome(None, "wrong " + _wrong(checks[-1]))
+                samples = self._time(state, trial, program, self.tune_cfg.trial_bench_budget_s, 3)
+            except CompileFailed as e:
+                return tune.TrialOutcome(None, "compile error: " + (e.log.splitlines() or [""])[0])
+            except (LaunchRefused, cfmt.HeaderError, cp.cuda.memory.OutOfMemoryError) as e:
+                return tune.TrialOutcome(None, str(e)[:300])
+            return tune.TrialOutcome(float(np.median(samples)), "")
+
+        tunable_names = {t.name for t in cand.tunables}
+        start = {k: v for k, v in (req.start_defines or cand.resolved_defines()) if k in tunable_names}
+        result = tune.tune(cand.tunables, objective, max_trials=req.tune_trials,
+                           time_budget_s=self.tune_cfg.time_budget_s, seed=self.tune_cfg.seed, start=start,
+                           journal_path=req.journal_path, study_name=f"{cand.task}-{cand.id}")
+        if not result.best_values:
+            return None, result.trials
+        return cfmt.with_defines(cand, dict(result.best_values)), result.trials
+
+
+def _space(cand: Candidate) -> int:
+    return int(np.prod([len(t.values) for t in cand.tunables], dtype=np.int64)) if cand.tunables else 1
+
+
+def _no_scratch(task: Task) -> Candidate:
+    return Candidate(task=task.name, source="", launches=())
+
+
+def _wrong(check: SizeCheck) -> str:
+    return f"at {size_label(check.size)}: {check.detail}"
+
+
+def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
+         known: DeviceInfo | None) -> None:
+    """The child's loop: answer requests until the pipe closes. A lost context ends the process
+    after the reply, so the parent starts a fresh one."""
+    try:
+        child = Child(tasks_root, eval_cfg, tune_cfg, known)
+    except Exception as e:  # no device, no driver: the parent reports it in one line
+        conn.send(("fatal", f"{type(e).__name__}: {e}"))
+        return
+    conn.send(("ready", child.device))
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = child.prepare(payload) if kind == "prepare" else child.evaluate(payload)
+            conn.send(("ok", reply))
+        except ContextLost as e:
+            conn.send(("crash", f"the kernel broke the CUDA context: {e}"))
+            os._exit(3)
+        except Exception as e:
+            conn.send(("crash", f"evaluator error ({type(e).__name__}: {e}); child restarted\n"
+                                + traceback.format_exc(limit=6)))
+            os._exit(4)

@@ -1,0 +1,35 @@
+"""Turning raw samples into a Timing, and judging whether it is physically possible.
+
+No cupy here: this runs in the parent, which never touches CUDA.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fsr.config import EvalConfig
+from fsr.types import DeviceInfo, Timing
+
+
+def summarise(samples_us: list[float], bytes_moved: float, flops: float, device: DeviceInfo) -> Timing:
+    """Median, quantiles and roofline figures of raw samples."""
+    arr = np.asarray(samples_us, dtype=np.float64)
+    median = float(np.median(arr))
+    gbps = bytes_moved / (median * 1e-6) / 1e9
+    tflops = flops / (median * 1e-6) / 1e12
+    fractions = [gbps / device.copy_gbps if device.copy_gbps else 0.0,
+                 tflops / device.sgemm_tflops if device.sgemm_tflops else 0.0]
+    return Timing(median_us=median, p10_us=float(np.quantile(arr, 0.1)), p90_us=float(np.quantile(arr, 0.9)),
+                  min_us=float(arr.min()), samples_us=tuple(float(x) for x in arr), gbps=gbps, tflops=tflops,
+                  ceiling_fraction=max(fractions))
+
+
+def implausible(timing: Timing, device: DeviceInfo, cfg: EvalConfig) -> str | None:
+    """Why a timing is faster than the device can go, or None."""
+    if device.copy_gbps and timing.gbps > cfg.plausibility_margin * device.copy_gbps:
+        return (f"{timing.gbps:.0f} GB/s is above the measured copy ceiling of {device.copy_gbps:.0f} GB/s: "
+                "the kernel cannot have moved the task's bytes")
+    if device.sgemm_tflops and timing.tflops > cfg.plausibility_margin * device.sgemm_tflops:
+        return (f"{timing.tflops:.1f} TFLOP/s is above the measured SGEMM ceiling of "
+                f"{device.sgemm_tflops:.1f} TFLOP/s: the kernel cannot have done the task's arithmetic")
+    return None

@@ -1,0 +1,121 @@
+"""The parent's side of the child process: start it, send it work with a deadline, replace it
+when a kernel kills it or hangs. The parent itself never touches CUDA, so it never dies with a
+bad kernel.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from fsr.config import EvalConfig, TuneConfig
+from fsr.types import DeviceInfo
+
+START_TIMEOUT_S = 180.0  # import cupy, create a context, measure the ceilings
+
+
+class NoDevice(RuntimeError):
+    """The child could not start a CUDA device (no GPU, no driver)."""
+
+
+@dataclass(frozen=True)
+class Died:
+    """The child died or broke its context while handling the request."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """The request outlived its deadline; the child was killed."""
+
+    seconds: float
+
+
+class Sandbox:
+    """One long-lived child process holding a CUDA context."""
+
+    def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig):
+        self.tasks_root, self.eval_cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
+        self.device: DeviceInfo | None = None
+        self.process: Any = None
+        self.conn: Any = None
+        self.restarts = 0
+
+    def ensure_started(self) -> DeviceInfo:
+        """Start the child if none is running; returns the device it holds."""
+        if self.process is not None and self.process.is_alive():
+            assert self.device is not None
+            return self.device
+        ctx = mp.get_context("spawn")  # fork after CUDA or Ray threads is unsafe
+        parent, child = ctx.Pipe()
+        from fsr.evaluate import child as child_module
+
+        self.process = ctx.Process(target=child_module.main, name="fsr-gpu-child", daemon=True,
+                                   args=(child, self.tasks_root, self.eval_cfg, self.tune_cfg, self.device))
+        self.process.start()
+        child.close()
+        self.conn = parent
+        if not parent.poll(START_TIMEOUT_S):
+            self.kill()
+            raise NoDevice(f"the GPU child did not start within {START_TIMEOUT_S:.0f} s")
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            self.kill()
+            raise NoDevice("the GPU child exited while starting") from None
+        if kind != "ready":
+            self.kill()
+            raise NoDevice(payload)
+        self.device = payload
+        return payload
+
+    def call(self, kind: str, payload: Any, timeout_s: float) -> Any:
+        """Send one request; the reply, or Died / TimedOut (after which the child is gone)."""
+        self.ensure_started()
+        started = time.monotonic()
+        try:
+            self.conn.send((kind, payload))
+            if not self.conn.poll(timeout_s):
+                self.kill()
+                return TimedOut(time.monotonic() - started)
+            status, reply = self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self._reap()
+            return Died(f"the GPU child died (exit code {code})")
+        if status == "crash":
+            self._reap()
+            return Died(reply)
+        return reply
+
+    def kill(self) -> None:
+        """Kill the child now (a hung kernel cannot be interrupted any other way)."""
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+        self._reap()
+
+    def _reap(self) -> int | None:
+        code = None
+        if self.process is not None:
+            self.process.join(timeout=30)
+            code = self.process.exitcode
+            self.restarts += 1
+        if self.conn is not None:
+            self.conn.close()
+        self.process, self.conn = None, None
+        return code
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+        if self.process is not None:
+            self.process.join(timeout=5)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(timeout=5)
+        self.process, self.conn = None, None

@@ -1,0 +1,168 @@
+"""Device buffers with canaries, launching a candidate, and checking its outputs.
+
+Runs in the evaluator's child process only (imports cupy). Every buffer a kernel sees sits
+between two canary regions, so a write past either end is caught even where the memory pool
+would have absorbed it silently; outputs and scratch are poisoned with NaN bytes before every
+launch, so an element the kernel never writes cannot pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cupy as cp
+import numpy as np
+
+from fsr import candidate as cfmt
+from fsr import tasks
+from fsr.types import Candidate, SizeCheck, Task, size_label
+
+PAD_BYTES = 64 * 1024  # canary region on each side; a multiple of 256 keeps buffers aligned
+CANARY = 0x5A
+POISON = 0xFF  # all-ones bytes: NaN for float32/float64, -1 for integers
+MAX_SHOWN = 4
+
+
+class LaunchRefused(Exception):
+    """The driver refused a launch (bad configuration, too many resources): LAUNCH_ERROR."""
+
+
+class ContextLost(Exception):
+    """The kernel broke the CUDA context (illegal address, trap): CRASH, child must be replaced."""
+
+
+class Guarded:
+    """A device array between two canary regions."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: str):
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
+        self.raw = cp.empty(self.nbytes + 2 * PAD_BYTES, dtype=cp.uint8)
+        self.raw[:PAD_BYTES].fill(CANARY)
+        self.raw[PAD_BYTES + self.nbytes:].fill(CANARY)
+        self.array = self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].view(self.dtype).reshape(shape)
+
+    @classmethod
+    def from_host(cls, host: np.ndarray) -> Guarded:
+        g = cls(host.shape, host.dtype.name)
+        g.array.set(np.ascontiguousarray(host))
+        return g
+
+    def fill(self, byte: int) -> None:
+        self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].fill(byte)
+
+    def canaries_intact(self) -> bool:
+        return bool((self.raw[:PAD_BYTES] == CANARY).all() & (self.raw[PAD_BYTES + self.nbytes:] == CANARY).all())
+
+
+class Program:
+    """A loaded cubin and its kernels by declared name."""
+
+    def __init__(self, cubin: bytes, lowered: tuple[tuple[str, str], ...]):
+        self.module = cp.cuda.Module()
+        self.module.load(cubin)
+        self.kernels = {name: self.module.get_function(symbol) for name, symbol in lowered}
+
+
+@dataclass
+class Buffers:
+    """Every named buffer of one launch sequence at one size."""
+
+    inputs: dict[str, Guarded]
+    outputs: dict[str, Guarded]
+    scratch: dict[str, Guarded]
+
+    def all(self) -> dict[str, Guarded]:
+        return self.inputs | self.outputs | self.scratch
+
+    def reset(self, cand: Candidate) -> None:
+        """Poison outputs; poison or zero scratch as the candidate declared."""
+        for g in self.outputs.values():
+            g.fill(POISON)
+        for s in cand.scratch:
+            self.scratch[s.name].fill(0 if s.zero else POISON)
+
+
+def make_buffers(task: Task, cand: Candidate, sizes: dict[str, int], host_inputs: dict[str, np.ndarray]) -> Buffers:
+    outputs = {a.name: Guarded(tasks.shape_of(task, a, sizes), a.dtype) for a in task.outputs}
+    return Buffers(inputs={a.name: Guarded.from_host(host_inputs[a.name]) for a in task.inputs},
+                   outputs=outputs, scratch=scratch_buffers(cand, sizes))
+
+
+def scratch_buffers(cand: Candidate, sizes: dict[str, int]) -> dict[str, Guarded]:
+    counts = cfmt.scratch_counts(cand, sizes)
+    return {s.name: Guarded((max(counts[s.name], 1),), s.dtype) for s in cand.scratch}
+
+
+def launch_all(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
+               buffers: dict[str, cp.ndarray], stream: cp.cuda.Stream) -> None:
+    """Enqueue every declared launch on `stream`; raises LaunchRefused."""
+    constants = dict(task.constants)
+    for launch, (grid, block, smem) in zip(cand.launches, cfmt.launch_dims(cand, sizes), strict=True):
+        kernel = program.kernels[launch.kernel]
+        args = [buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes else np.float32(constants[a])
+                for a in launch.args]
+        try:
+            if smem > 48 * 1024:
+                kernel.max_dynamic_shared_size_bytes = smem
+            kernel(grid, block, args, shared_mem=smem, stream=stream)
+        except cp.cuda.driver.CUDADriverError as e:
+            raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None
+
+
+def synchronize(stream: cp.cuda.Stream) -> None:
+    """Wait for the stream; any error now means the context is gone."""
+    try:
+        stream.synchronize()
+    except cp.cuda.driver.CUDADriverError as e:
+        raise ContextLost(str(e)) from None
+
+
+def check_size(program: Program, cand: Candidate, task: Task, size: tuple[tuple[str, int], ...],
+               host_inputs: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+               stream: cp.cuda.Stream, runs: int = 2) -> SizeCheck:
+    """Run the candidate `runs` times on the same inputs; every run must match the reference,
+    leave its inputs and every canary untouched. Raises LaunchRefused / ContextLost."""
+    sizes = dict(size)
+    buf = make_buffers(task, cand, sizes, host_inputs)
+    arrays = {k: g.array for k, g in buf.all().items()}
+    worst = 0.0
+    for run in range(1, runs + 1):
+        buf.reset(cand)
+        synchronize(cp.cuda.Stream.null)  # poison is in place before the kernel starts
+        launch_all(program, cand, task, sizes, arrays, stream)
+        synchronize(stream)
+        for name, g in buf.outputs.items():
+            ok, err, detail = compare(name, g.array.get(), reference[name], task.atol, task.rtol)
+            worst = max(worst, err)
+            if not ok:
+                prefix = f"run {run} of {runs}: " if run > 1 else ""
+                return SizeCheck(size, False, err, prefix + detail)
+        for name, g in buf.inputs.items():
+            if not np.array_equal(g.array.get(), host_inputs[name]):
+                return SizeCheck(size, False, worst, f"input {name} was modified (inputs are read-only)")
+        for name, g in buf.all().items():
+            if not g.canaries_intact():
+                return SizeCheck(size, False, worst, f"wrote outside buffer {name} (canary region changed)")
+    return SizeCheck(size, True, worst)
+
+
+def compare(name: str, got: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> tuple[bool, float, str]:
+    """(passed, max abs error, first mismatches) of every element against the float64 reference."""
+    got64 = got.astype(np.float64)
+    diff = np.abs(got64 - ref)
+    bad = ~(diff <= atol + rtol * np.abs(ref))  # NaN compares False, so it counts as bad
+    finite = diff[np.isfinite(diff)]
+    worst = float(finite.max()) if finite.size else 0.0
+    if not bad.any():
+        return True, worst, ""
+    idx = np.argwhere(bad)[:MAX_SHOWN]
+    shown = "; ".join(f"{name}[{', '.join(map(str, i))}] got {got64[tuple(i)]:.6g} expected {ref[tuple(i)]:.6g}"
+                      for i in idx)
+    unwritten = int(np.isnan(got64).sum())
+    note = f" ({unwritten} never written: still NaN)" if unwritten else ""
+    return False, worst, f"{int(bad.sum())} of {bad.size} elements wrong{note}; {shown}"
+
+
+def describe(check: SizeCheck) -> str:
+    return f"at {size_label(check.size)}: {check.detail}"

@@ -1,0 +1,12 @@
+// expect: COMPILE_ERROR — not valid CUDA
+/* fsr
+[tunables]
+BLOCK = [32]
+
+[[launch]]
+kernel = "k"
+grid = ["1"]
+block = ["BLOCK"]
+args = ["x", "y", "rows", "cols"]
+*/
+extern "C" __global__ void k(const float* x, float* y, int rows, int cols) { y[0] = undefined_thing(x); }

@@ -1,0 +1,14 @@
+// expect: CRASH — traps
+/* fsr
+[tunables]
+BLOCK = [32]
+
+[[launch]]
+kernel = "k"
+grid = ["1"]
+block = ["BLOCK"]
+args = ["x", "y", "rows", "cols"]
+*/
+extern "C" __global__ void k(const float* x, float* y, int rows, int cols) {
+    if (x[0] == x[0]) __trap();
+}

@@ -1,0 +1,76 @@
+"""The evaluator on a real GPU: verdicts of the adversarial corpus, recovery after a crash and a
+hang in the same evaluator, and timing that repeats."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from fsr import candidate, tasks
+from fsr.config import Config, EvalConfig, TuneConfig
+from fsr.evaluate.evaluator import GpuEvaluator
+from fsr.types import Verdict
+
+from ..adversarial.corpus import corpus
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[2]
+HANG_TIMEOUT_S = 8.0
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    ev = GpuEvaluator(Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S), tune=TuneConfig(trials=0)))
+    yield ev
+    ev.close()
+
+
+def parse(task_name: str, path: Path):
+    return candidate.parse(path.read_text(), tasks.load(task_name))
+
+
+def test_baseline_is_ok_and_timed(evaluator):
+    task = tasks.load("softmax")
+    result = evaluator.evaluate(candidate.parse(task.baseline_source, task))
+    assert result.verdict == Verdict.OK, result.message
+    assert result.timing is not None and result.timing.median_us > 0
+    assert len(result.checks) == len(task.test_sizes) + 1 and all(c.passed for c in result.checks)
+    assert result.speedup == pytest.approx(1.0, rel=0.1)
+    assert result.device and result.resources.registers > 0
+
+
+@pytest.mark.parametrize("task_name,path,expected", corpus(), ids=[p.stem for _, p, _ in corpus()])
+def test_adversary_gets_its_verdict_and_evaluator_recovers(evaluator, task_name, path, expected):
+    started = time.monotonic()
+    result = evaluator.evaluate(parse(task_name, path))
+    elapsed = time.monotonic() - started
+    assert result.verdict == Verdict(expected), f"{path.name}: {result.verdict} {result.message[:400]}"
+    if expected == "TIMEOUT":
+        assert elapsed < HANG_TIMEOUT_S + 10, f"hang reported after {elapsed:.1f} s"
+    # the same evaluator still judges a good kernel right afterwards
+    task = tasks.load(task_name)
+    good = evaluator.evaluate(candidate.parse(task.baseline_source, task))
+    assert good.verdict == Verdict.OK, good.message
+
+
+def test_same_kernel_twice_gives_close_medians(evaluator):
+    task = tasks.load("softmax")
+    path = ROOT / "examples" / "softmax_fast.cu"
+    source = path.read_text() if path.exists() else task.baseline_source
+    first = evaluator.evaluate(candidate.parse(source, task))
+    second = evaluator.evaluate(candidate.parse(source, task))
+    assert first.verdict == second.verdict == Verdict.OK, first.message + second.message
+    assert first.timing and second.timing
+    assert abs(first.timing.median_us - second.timing.median_us) / first.timing.median_us < 0.03
+
+
+@pytest.mark.parametrize("task_name", tasks.list_tasks())
+def test_every_task_baseline_and_template_default_are_ok(evaluator, task_name):
+    task = tasks.load(task_name)
+    sources = [task.baseline_source] + ([task.template_source] if task.template_source else [])
+    for source in sources:
+        result = evaluator.evaluate(candidate.parse(source, task))
+        assert result.verdict == Verdict.OK, f"{task_name}: {result.message[:400]}"
+        assert result.timing and result.timing.ceiling_fraction < 1.1
