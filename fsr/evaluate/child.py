@@ -298,6 +298,8 @@ def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: Tune
     """The child's loop: answer requests until the pipe closes. A lost context ends the process
     after the reply, so the parent starts a fresh one."""
     try:
+        if cp.cuda.runtime.getDeviceCount() < 1:  # before any stream exists, so failure is quiet
+            raise RuntimeError("no CUDA device visible")
         child = Child(tasks_root, eval_cfg, tune_cfg, known)
     except Exception as e:  # no device, no driver: the parent reports it in one line
         conn.send(("fatal", f"{type(e).__name__}: {e}"))

@@ -1,0 +1,67 @@
+"""The `fsr` command: argument parsing and config loading only; the work is in fsr.commands.
+
+Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input (unknown task, missing
+file, malformed header or config); 3 no CUDA device (what needs none was still done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fsr.commands import EXIT_USAGE, UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fsr", description="Search for fast, correct CUDA kernels.")
+    parser.add_argument("--tasks-dir", help="folder of task directories (default: the built-in tasks/)")
+    parser.add_argument("--config", help="TOML config file (sections: eval, tune, search, llm)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("tasks", help="list the tasks")
+
+    ev = sub.add_parser("eval", help="evaluate one kernel on the local GPU: compile, verify, time, compare")
+    ev.add_argument("task")
+    ev.add_argument("file", help="a .cu file in the candidate format")
+    ev.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    ev.add_argument("--lineage", metavar="RUN_DIR", help="append the evaluation to this run's lineage")
+    ev.add_argument("--tune", action="store_true", help="tune the kernel's declared launch parameters")
+    ev.add_argument("--tune-trials", type=int, help="tuning trial budget (0 turns tuning off)")
+    ev.add_argument("--timeout", type=float, help="seconds before a running kernel counts as hung")
+    ev.add_argument("--repeat", type=int, default=1, help="evaluate N times (reports each wall time)")
+    ev.add_argument("--arch", help="compile for this architecture (default: the device's; sm_90 without one)")
+
+    from fsr.commands import run as run_command
+
+    run_command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from fsr import config as cfg_mod
+    from fsr import tasks
+
+    try:
+        if args.command == "tasks":
+            from fsr.commands.eval import list_tasks
+
+            return list_tasks(args.tasks_dir)
+        if args.command == "eval":
+            from fsr.commands.eval import eval_command
+
+            return eval_command(args)
+        from fsr.commands import run as run_command
+
+        return run_command.run_command(args)
+    except (UsageError, tasks.TaskError, cfg_mod.ConfigError, FileNotFoundError, IsADirectoryError) as e:
+        print(f"fsr: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("fsr: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""`fsr tasks` and `fsr eval`: one kernel on the local GPU, no Ray."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+from fsr import candidate as cfmt
+from fsr import config as cfg_mod
+from fsr import tasks
+from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError
+from fsr.types import Candidate, Evaluation, Task, Verdict, size_label
+
+
+def list_tasks(root: str | None) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("task", "sizes", "bench size", "library", "description", box=None)
+    for name in tasks.list_tasks(root):
+        t = tasks.load(name, root)
+        table.add_row(name, ",".join(t.size_names), size_label(t.bench_size), "yes" if t.has_library else "",
+                      t.description.splitlines()[0])
+    Console().print(table)
+    return EXIT_OK
+
+
+def load_candidate(task: Task, file: str) -> Candidate:
+    path = Path(file)
+    if not path.is_file():
+        raise UsageError(f"no such file: {file}")
+    try:
+        return cfmt.parse(path.read_text(), task)
+    except cfmt.HeaderError as e:
+        raise UsageError(f"{file}: {e}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{file}: not a text file") from None
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    overrides: dict[str, dict] = {"eval": {}, "tune": {}}
+    if args.timeout:
+        overrides["eval"]["timeout_s"] = args.timeout
+    if args.arch:
+        overrides["eval"]["arch"] = args.arch
+    if args.tune_trials is not None:
+        overrides["tune"]["trials"] = args.tune_trials
+    config = cfg_mod.load(args.config, overrides)
+    task = tasks.load(args.task, args.tasks_dir)
+    cand = load_candidate(task, args.file)
+    tune = args.tune or (args.tune_trials or 0) > 0
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+
+    from fsr.evaluate.evaluator import GpuEvaluator, static_stage
+    from fsr.evaluate.sandbox import NoDevice
+
+    static = static_stage(cand, task, config.eval.arch or "sm_90")
+    if static.verdict is not None:
+        return report(static.verdict, task, args, [])
+    evaluator = GpuEvaluator(config, args.tasks_dir, journal_dir=args.lineage)
+    try:
+        try:
+            evaluator.device()
+        except NoDevice as e:
+            return no_device(static, cand, args, str(e))
+        results, walls = [], []
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            results.append(evaluator.evaluate(cand, tune=tune))
+            walls.append(time.perf_counter() - started)
+    finally:
+        evaluator.close()
+    result = results[-1]
+    if args.lineage:
+        append_lineage(args.lineage, cand, results, config)
+    return report(result, task, args, walls, device=evaluator.sandbox.device)
+
+
+def no_device(static, cand: Candidate, args: argparse.Namespace, reason: str) -> int:
+    res = static.compiled.resources
+    if args.json:
+        print(json.dumps({"candidate_id": cand.id, "verdict": None, "compiled": True,
+                          "resources": dataclasses.asdict(res), "error": f"no CUDA device: {reason}"}))
+    else:
+        print(f"compiled {cand.id}: {res.registers} registers, {res.spill_bytes} B spills, "
+              f"{res.smem_static_bytes} B static shared memory ({static.compiled.seconds:.2f} s)")
+        print(f"fsr: checking and timing need a CUDA device ({reason})", file=sys.stderr)
+    return EXIT_NO_DEVICE
+
+
+def append_lineage(run_dir: str, cand: Candidate, results: list[Evaluation], config: cfg_mod.Config) -> None:
+    from fsr import lineage
+
+    path = Path(run_dir)
+    if not (path / "run.json").exists():
+        lineage.write_run_json(path, cfg_mod.to_dict(config), {"command": "fsr eval"})
+    with lineage.LineageWriter(path) as writer:
+        for result in results:
+            writer.append(cand, result, worker="local")
+
+
+def report(result: Evaluation, task: Task, args: argparse.Namespace, walls: list[float], device=None) -> int:
+    if args.json:
+        print(json.dumps(to_json(result, walls), default=str))
+    else:
+        print_table(result, task, walls, device)
+    return EXIT_OK if result.verdict == Verdict.OK else EXIT_VERDICT
+
+
+def to_json(result: Evaluation, walls: list[float]) -> dict:
+    data = dataclasses.asdict(result)
+    data["verdict"] = str(result.verdict)
+    data["speedup"] = result.speedup
+    data["wall_s_each"] = walls
+    if data.get("timing"):
+        data["timing"]["samples_us"] = list(result.timing.samples_us) if result.timing else []
+    return data
+
+
+def print_table(result: Evaluation, task: Task, walls: list[float], device) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    style = "green" if result.verdict == Verdict.OK else "red"
+    console.print(f"[bold]{task.name}[/] candidate {result.candidate_id}: [{style}]{result.verdict}[/]"
+                  + (f" on {result.device}" if result.device else ""))
+    if result.message:
+        console.print(result.message, markup=False, highlight=False)
+    if result.checks:
+        checks = Table("size", "check", "max abs err", box=None)
+        for c in result.checks:
+            label = size_label(c.size) + (" (bench, after timing)" if c.size == task.bench_size else "")
+            checks.add_row(label, "pass" if c.passed else f"FAIL {c.detail[:160]}", f"{c.max_abs_err:.2e}")
+        console.print(checks)
+    summary = Table("", "", box=None, show_header=False)
+    if result.timing:
+        t = result.timing
+        summary.add_row("median", f"{t.median_us:.1f} us  (p10 {t.p10_us:.1f}, p90 {t.p90_us:.1f}, "
+                        f"{len(t.samples_us)} samples at {size_label(task.bench_size)})")
+        summary.add_row("throughput", f"{t.gbps:.0f} GB/s, {t.tflops:.2f} TFLOP/s")
+        if device is not None:
+            summary.add_row("of ceiling", f"{100 * t.ceiling_fraction:.1f}%  (copy {device.copy_gbps:.0f} GB/s, "
+                            f"SGEMM {device.sgemm_tflops:.1f} TFLOP/s measured)")
+    if result.baseline_us and result.timing:
+        summary.add_row("vs baseline", f"{result.baseline_us / result.timing.median_us:.2f}x  "
+                        f"(baseline {result.baseline_us:.1f} us)")
+    if result.library_us and result.timing:
+        summary.add_row("vs library", f"{result.library_us / result.timing.median_us:.2f}x  "
+                        f"(library {result.library_us:.1f} us)")
+    r = result.resources
+    if r.registers:
+            summary.add_row("resources", f"{r.registers} registers, {r.spill_bytes} B spills, "
+                        f"{r.smem_static_bytes} B static smem, {r.stack_bytes} B stack")
+    if result.tuned_defines:
+        summary.add_row("defines", " ".join(f"{k}={v}" for k, v in result.tuned_defines)
+                        + (f"  ({result.tune_trials} tuning trials)" if result.tune_trials else ""))
+    if walls:
+        summary.add_row("wall", ", ".join(f"{w:.2f} s" for w in walls))
+    console.print(summary)

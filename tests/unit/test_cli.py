@@ -1,0 +1,42 @@
+"""`fsr` command-line behaviour that needs no GPU: bad input is one line and exit code 2."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fsr(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fsr", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+
+
+def test_tasks_lists_builtin_tasks():
+    out = fsr("tasks")
+    assert out.returncode == 0 and "softmax" in out.stdout
+
+
+def test_unknown_task_missing_file_and_bad_header_exit_2_with_one_line(tmp_path):
+    bad = tmp_path / "bad.cu"
+    bad.write_text("/* fsr\n[[launch]]\nkernel = 'k'\n*/\n")
+    for args in (("eval", "nope", "x.cu"), ("eval", "softmax", str(tmp_path / "missing.cu")),
+                 ("eval", "softmax", str(bad))):
+        out = fsr(*args)
+        assert out.returncode == 2, out
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("fsr: error:"), out.stderr
+        assert "Traceback" not in out.stderr
+
+
+def test_rejected_kernel_exits_1_with_reason():
+    out = fsr("eval", "softmax", "tests/adversarial/softmax/timer.cu")
+    assert out.returncode == 1 and "REJECTED" in out.stdout and "timer" in out.stdout
+
+
+def test_eval_json_on_this_machine():
+    """Without a GPU: compiles, reports resources, exit 3; with one: a full evaluation."""
+    out = fsr("eval", "softmax", "tasks/softmax/baseline.cu", "--json")
+    assert out.returncode in (0, 3), out.stderr
+    assert '"candidate_id"' in out.stdout
+    if out.returncode == 3:
+        assert "registers" in out.stdout and "CUDA device" in out.stdout
