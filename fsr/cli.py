@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--tune", action="store_true", help="tune the kernel's declared launch parameters")
     ev.add_argument("--tune-trials", type=int, help="tuning trial budget (0 turns tuning off)")
     ev.add_argument("--timeout", type=float, help="seconds before a running kernel counts as hung")
-    ev.add_argument("--repeat", type=int, default=1, help="evaluate N times (reports each wall time)")
+    ev.add_argument("--repeat", type=int, default=1, help="evaluate N times (with --json, one line per evaluation)")
     ev.add_argument("--arch", help="compile for this architecture (default: the device's; sm_90 without one)")
 
     from fsr.commands import run as run_command

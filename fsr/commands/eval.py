@@ -75,10 +75,13 @@ def eval_command(args: argparse.Namespace) -> int:
             walls.append(time.perf_counter() - started)
     finally:
         evaluator.close()
-    result = results[-1]
     if args.lineage:
         append_lineage(args.lineage, cand, results, config)
-    return report(result, task, args, walls, device=evaluator.sandbox.device)
+    if args.json:
+        for result, wall in zip(results[:-1], walls[:-1], strict=False):
+            print(json.dumps(to_json(result, [wall]), default=str))
+        walls = walls[-1:]
+    return report(results[-1], task, args, walls, device=evaluator.sandbox.device)
 
 
 def no_device(static, cand: Candidate, args: argparse.Namespace, reason: str) -> int:

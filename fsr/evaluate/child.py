@@ -23,10 +23,12 @@ from fsr.evaluate.compile import CompileFailed, compile_candidate
 from fsr.evaluate.verify import (
     Buffers,
     ContextLost,
+    Expected,
     LaunchRefused,
     Program,
     check_size,
     compare,
+    expect,
     launch_all,
     make_buffers,
     scratch_buffers,
@@ -76,7 +78,7 @@ class Prepared:
 @dataclass
 class BenchSet:
     inputs: dict[str, np.ndarray]
-    reference: dict[str, np.ndarray]
+    reference: dict[str, Expected]
     buffers: Buffers
 
 
@@ -94,7 +96,7 @@ class InputPool:
     def __init__(self, task: Task, seed: int, depth: int = 2):
         self.task, self.depth = task, depth
         self.module = tasks.functions(task)
-        self.items: list[list[tuple[dict, dict]]] = [[] for _ in task.test_sizes]
+        self.items: list[list[tuple[dict, dict]]] = [[] for _ in task.test_sizes]  # (inputs, Expected)
         self.cond = threading.Condition()
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
         threading.Thread(target=self._fill, daemon=True, name=f"inputs-{task.name}").start()
@@ -102,7 +104,8 @@ class InputPool:
     def make(self, size: dict[str, int], rng: np.random.Generator) -> tuple[dict, dict]:
         inputs = self.module.make_inputs(dict(size), rng)
         reference = self.module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
-        return inputs, {k: np.asarray(v, dtype=np.float64) for k, v in reference.items()}
+        dtypes = {a.name: a.dtype for a in self.task.outputs}
+        return inputs, {k: expect(v, dtypes[k], self.task.atol, self.task.rtol) for k, v in reference.items()}
 
     def take(self, index: int) -> tuple[dict, dict]:
         with self.cond:
@@ -227,7 +230,7 @@ class Child:
         synchronize(self.stream)
         result = SizeCheck(state.task.bench_size, True)
         for name, g in first.buffers.outputs.items():
-            ok, err, detail = compare(name, g.array.get(), second.reference[name], state.task.atol, state.task.rtol)
+            ok, err, detail = compare(name, g.array.get(), second.reference[name])
             if not ok:
                 result = SizeCheck(state.task.bench_size, False, err, detail)
                 break

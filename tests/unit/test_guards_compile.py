@@ -75,3 +75,18 @@ ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill lo
 ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem"""
     r = nvcompile.parse_resources(log)["k"]
     assert (r.registers, r.spill_bytes, r.smem_static_bytes, r.stack_bytes) == (40, 12, 2048, 16)
+
+
+def test_compare_counts_nan_and_out_of_tolerance_elements():
+    import numpy as np
+
+    from fsr.evaluate.verify import compare, expect
+
+    ref = np.linspace(-1.0, 1.0, 100).reshape(10, 10)
+    exp = expect(ref, "float32", 1e-6, 1e-4)
+    assert compare("y", ref.astype(np.float32), exp)[0]
+    bad = ref.astype(np.float32)
+    bad[3, 4] = np.nan
+    bad[5, 5] *= 1.01
+    ok, _, detail = compare("y", bad, exp)
+    assert not ok and "2 of 100 elements wrong" in detail and "1 never written" in detail and "y[3, 4]" in detail
