@@ -1,0 +1,35 @@
+"""Layer norm over the last dimension: rows with their own offset and scale, float64 reference,
+CuPy comparator."""
+
+import numpy as np
+
+EPS = 1e-5  # must equal [constants] eps in task.toml
+
+
+def make_inputs(sizes, rng):
+    rows, cols = sizes["rows"], sizes["cols"]
+    # Offsets comparable to the spread, so a kernel that skips the mean is wrong, but not so
+    # large that an honest one-pass fp32 variance (E[x^2] - E[x]^2) cancels catastrophically.
+    offset = rng.uniform(-2.0, 2.0, size=(rows, 1))
+    scale = rng.uniform(0.5, 2.0, size=(rows, 1))
+    x = offset + scale * rng.standard_normal((rows, cols))
+    weight = rng.uniform(-2.0, 2.0, size=cols)
+    bias = rng.uniform(-1.0, 1.0, size=cols)
+    return {"x": x.astype(np.float32), "weight": weight.astype(np.float32), "bias": bias.astype(np.float32)}
+
+
+def reference(inputs, sizes):
+    x = inputs["x"].astype(np.float64)
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    y = (x - mean) / np.sqrt(var + EPS) * inputs["weight"].astype(np.float64) + inputs["bias"].astype(np.float64)
+    return {"y": y}
+
+
+def library(inputs, sizes):
+    import cupy as cp
+
+    x = inputs["x"]
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return {"y": (x - mean) / cp.sqrt(var + EPS) * inputs["weight"] + inputs["bias"]}
