@@ -35,6 +35,8 @@ from fsr.types import Candidate, LaunchSpec, Origin, Scratch, Task, Tunable
 
 HEADER_RE = re.compile(r"/\*\s*fsr\b(.*?)\*/", re.S)
 GLOBAL_RE = re.compile(r"__global__\b(.*?)\b(\w+)\s*\(([^)]*)\)", re.S)
+# Qualifiers with arguments that may sit between __global__ and the kernel's name.
+BOUNDS_RE = re.compile(r"\b(__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\((?:[^()]|\([^()]*\))*\)")
 NAME_RE = re.compile(r"^[A-Za-z_]\w*$")
 DTYPES = {"float32", "float64", "float16", "int32", "int64", "uint32", "int8", "uint8"}
 MAX_LAUNCHES = 8
@@ -147,7 +149,7 @@ def scratch_counts(cand: Candidate, sizes: dict[str, int]) -> dict[str, int]:
 
 def kernel_signatures(source: str) -> dict[str, list[bool]]:
     """Each `__global__` function's name and, per parameter, whether it is a pointer."""
-    body = HEADER_RE.sub("", strip_comments(source))
+    body = BOUNDS_RE.sub(" ", HEADER_RE.sub("", strip_comments(source)))
     out: dict[str, list[bool]] = {}
     for m in GLOBAL_RE.finditer(body):
         params = [p.strip() for p in m.group(3).split(",") if p.strip() and p.strip() != "void"]
