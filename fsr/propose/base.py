@@ -1,0 +1,112 @@
+"""The Proposer protocol and the records that cross it.
+
+A proposer turns a `ProposalRequest` (the task, the parents with their evaluations, the features
+the policy wants, context for feedback) into new candidates. The search loop owns everything
+else: which island asks, which parents, which features, deduplication, budgets. Two proposers
+exist: `mutate` (offline, fast, runs inline in the loop) and a language-model proposer (slow,
+run on a small thread pool by the loop so that GPUs do not wait for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from fsr.types import Candidate, Evaluation, Task, Verdict
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate with its evaluation (None while unevaluated) and the features detected in it.
+
+    `features` holds names from `fsr.propose.features.CATALOGUE` (and any template switch names
+    that are on); the search computes them once, when the candidate is proposed.
+    """
+
+    candidate: Candidate
+    evaluation: Evaluation | None
+    features: frozenset[str] = frozenset()
+    id: str = field(init=False, repr=False, compare=False)  # the candidate's id, hashed once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", self.candidate.id)
+
+    @property
+    def ok(self) -> bool:
+        return self.evaluation is not None and self.evaluation.verdict == Verdict.OK \
+            and self.evaluation.timing is not None
+
+    @property
+    def latency_us(self) -> float:
+        """Median latency in microseconds; infinity unless OK and timed (failures rank last)."""
+        if self.ok:
+            assert self.evaluation is not None and self.evaluation.timing is not None
+            return self.evaluation.timing.median_us
+        return float("inf")
+
+
+@dataclass(frozen=True)
+class ProposalRequest:
+    """Everything a proposer may use to write `n` new candidates.
+
+    `features_wanted` are features the policy asks to add to the (first) parent, and
+    `features_unwanted` features it asks to remove; proposers record them in
+    `Origin.features_requested` ("NAME" to add, "-NAME" to remove). `best` is the fastest correct
+    kernel of the task so far and `contrast` a slower correct one (performance feedback: what
+    made the difference); `failures` are recent failed attempts from these parents or this
+    island, each with its verdict and message (correctness feedback). `seed` makes a proposal
+    reproducible; `temperature_scale` is the island's multiplier on a model's temperature.
+    """
+
+    task: Task
+    parents: tuple[Scored, ...]
+    n: int = 1
+    seed: int = 0
+    island: int = 0
+    generation: int = 1
+    features_wanted: tuple[str, ...] = ()
+    features_unwanted: tuple[str, ...] = ()
+    best: Scored | None = None
+    contrast: Scored | None = None
+    failures: tuple[Scored, ...] = ()
+    temperature_scale: float = 1.0
+
+    @property
+    def features_requested(self) -> tuple[str, ...]:
+        """The request as recorded in `Origin.features_requested`."""
+        return self.features_wanted + tuple(f"-{f}" for f in self.features_unwanted)
+
+
+@dataclass(frozen=True)
+class Proposals:
+    """What a proposer returns: valid candidates (each passed `fsr.candidate.parse`), how many
+    it produced but dropped as invalid, why, and what a model charged for them."""
+
+    candidates: tuple[Candidate, ...]
+    dropped: int = 0
+    errors: tuple[str, ...] = field(default=(), repr=False)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class Proposer(Protocol):
+    """Writes candidates. Implementations must be safe to call from one worker thread at a time
+    per request (the loop may run several requests concurrently for slow proposers)."""
+
+    name: str
+
+    def propose(self, request: ProposalRequest) -> Proposals:
+        """Up to `request.n` new candidates derived from `request.parents`.
+
+        Every returned candidate has passed `fsr.candidate.parse`, names its parents and sets
+        `origin` (proposer, model, move, features_requested); the loop sets `island` and
+        `generation`. Invalid output is counted in `Proposals.dropped`, never raised; a proposer
+        raises only for its own faults (the loop counts those too and carries on).
+        """
+        ...
+
+    def supported_features(self, task: Task) -> tuple[str, ...]:
+        """The features this proposer can act on for `task`: the feature policy chooses among
+        these (a model: the whole catalogue; the offline mutator: the template's switches and
+        the features its source transforms add)."""
+        ...

@@ -1,0 +1,151 @@
+"""Just enough of the C preprocessor to drop the inactive `#if` branches of a feature template.
+
+Conditions are evaluated on the candidate's defines (tunables and feature switches) and on
+`#define NAME <integer>` lines met in active code. A condition that names anything else (e.g.
+`__CUDA_ARCH__`) is unknown: all of its branches are kept, so detection errs towards seeing a
+feature rather than missing one. Conditions are parsed with `ast` and a whitelist; nothing is
+`eval`ed.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+
+_DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|define)\b(.*)$")
+_DEFINE = re.compile(r"^\s*(\w+)\s+\(?\s*(-?\d+)[uUlL]*\s*\)?\s*$")
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
+           ast.RShift: operator.rshift, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
+           ast.BitXor: operator.xor}
+_CMPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+         ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
+class Unknown(Exception):
+    """A condition that cannot be decided from the defines at hand."""
+
+
+def condition(text: str, names: Mapping[str, int]) -> bool:
+    """Value of a `#if` condition; raises Unknown (also for `defined(X)` of a name not at hand:
+    the compiler may define it, e.g. __CUDA_ARCH__)."""
+    tree, defined = _parse(text)
+    if any(d not in names for d in defined):
+        raise Unknown(text)
+    return bool(_value(tree, {**names, **{f"_defined_{i}": 1 for i in range(len(defined))}}))
+
+
+@lru_cache(maxsize=1024)
+def _parse(text: str) -> tuple[ast.expr, tuple[str, ...]]:
+    """A condition as a Python expression tree; `defined(X)` becomes the name `_defined_<i>`,
+    and the Xs are returned alongside."""
+    defined: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        defined.append(m.group(1) or m.group(2))
+        return f"_defined_{len(defined) - 1}"
+
+    text = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)", sub, text)
+    text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
+    text = text.replace("&&", " and ").replace("||", " or ").replace("/", "//")
+    text = re.sub(r"!(?!=)", " not ", text)
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise Unknown(text) from None
+    return tree, tuple(defined)
+
+
+def _value(node: ast.expr, names: Mapping[str, int]) -> int:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return int(node.value)
+    if isinstance(node, ast.Name):
+        if node.id not in names:
+            raise Unknown(node.id)
+        return names[node.id]
+    if isinstance(node, ast.BoolOp):
+        values = [_value(v, names) for v in node.values]
+        return int(all(values) if isinstance(node.op, ast.And) else any(values))
+    if isinstance(node, ast.UnaryOp):
+        v = _value(node.operand, names)
+        if isinstance(node.op, ast.Not):
+            return int(not v)
+        if isinstance(node.op, ast.USub):
+            return -v
+        if isinstance(node.op, ast.Invert):
+            return ~v
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return int(_BINOPS[type(node.op)](_value(node.left, names), _value(node.right, names)))
+    if isinstance(node, ast.Compare):
+        left = _value(node.left, names)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = _value(right_node, names)
+            if type(op) not in _CMPS or not _CMPS[type(op)](left, right):
+                return 0
+            left = right
+        return 1
+    raise Unknown(ast.dump(node))
+
+
+def active_source(source: str, defines: Mapping[str, int]) -> str:
+    """`source` with the lines of branches that are off under `defines` removed. Directive lines
+    themselves are kept only inside unknown conditions (they do not match any detector)."""
+    names = dict(defines)
+    out: list[str] = []
+    # Each frame: (parent active, this branch active, a branch already taken, condition unknown).
+    stack: list[tuple[bool, bool, bool, bool]] = []
+    if "#" not in source:
+        return source
+    for line in source.splitlines():
+        m = _DIRECTIVE.match(line) if "#" in line else None
+        active = not stack or stack[-1][1]
+        if m is None:
+            if active:
+                out.append(line)
+            continue
+        kind, rest = m.group(1), m.group(2).strip()
+        if kind == "define":
+            if active and (d := _DEFINE.match(rest)):
+                names[d.group(1)] = int(d.group(2))
+            if active:
+                out.append(line)
+        elif kind in ("if", "ifdef", "ifndef"):
+            stack.append(_open(kind, rest, names, active))
+        elif kind == "elif" and stack:
+            stack[-1] = _elif(stack[-1], rest, names)
+        elif kind == "else" and stack:
+            parent, _, taken, unknown = stack[-1]
+            stack[-1] = (parent, parent and (unknown or not taken), True, unknown)
+        elif kind == "endif" and stack:
+            stack.pop()
+    return "\n".join(out)
+
+
+def _open(kind: str, rest: str, names: Mapping[str, int], parent: bool) -> tuple[bool, bool, bool, bool]:
+    try:
+        if kind == "if":
+            value = condition(rest, names)
+        else:
+            word = rest.split()[0] if rest.split() else ""
+            if word not in names:
+                raise Unknown(word)
+            value = kind == "ifdef"
+    except Unknown:
+        return (parent, parent, False, True)
+    return (parent, parent and value, value, False)
+
+
+def _elif(frame: tuple[bool, bool, bool, bool], rest: str, names: Mapping[str, int]) -> tuple[bool, bool, bool, bool]:
+    parent, _, taken, unknown = frame
+    if unknown:
+        return (parent, parent, taken, True)
+    if taken:
+        return (parent, False, True, False)
+    try:
+        value = condition(rest, names)
+    except Unknown:
+        return (parent, parent, False, True)
+    return (parent, parent and value, value, False)

@@ -1,0 +1,221 @@
+"""The offline proposer: feature-template moves, generic source transforms, tunable mutations.
+
+No model and no network: it is the default when no endpoint is configured, and fast enough to
+run inline in the search loop. Moves, chosen at random with weights that favour what the policy
+asked for:
+
+- toggle: the task's template (or the parent itself, when it is a template instance, so earlier
+  source transforms survive) with the requested feature switches turned on or off;
+- crossover: each switch taken from one of two parents;
+- transform: a rewrite from `fsr.propose.transforms` (restrict, unroll, launch bounds, fast
+  math, __ldg), preferring those that add a requested feature;
+- tunable: a different value as the default (the header reordered) or as a define.
+
+Every result is re-parsed with `fsr.candidate.parse`; one that fails is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from fsr.candidate import HeaderError, check, parse, with_defines
+from fsr.propose import transforms
+from fsr.propose.base import ProposalRequest, Proposals, Scored
+from fsr.propose.features import feature_name
+from fsr.types import Candidate, Origin, Task
+
+
+@dataclass(frozen=True)
+class Made:
+    """A move's result: new text (the parent's defines are carried over) or a whole candidate,
+    what the move did, and how many of the request's parents it drew on."""
+
+    result: str | Candidate
+    move: str
+    parents: int = 1
+
+
+Move = Callable[[ProposalRequest, random.Random], "Made | None"]
+ATTEMPTS_PER_CANDIDATE = 6  # moves tried (without replacement of the first pick) per candidate
+
+
+class MutateProposer:
+    """The offline proposer (`proposer = "mutate"`)."""
+
+    name = "mutate"
+
+    def __init__(self) -> None:
+        self._templates: dict[str, Candidate | None] = {}
+
+    def supported_features(self, task: Task) -> tuple[str, ...]:
+        """The template's switches plus the features the source transforms add."""
+        template = self._template(task)
+        names = [feature_name(t.name) for t in template.features] if template else []
+        return tuple(dict.fromkeys(names + list(transforms.BY_FEATURE)))
+
+    def propose(self, request: ProposalRequest) -> Proposals:
+        """Up to `request.n` valid candidates; each move tried is recorded in Origin.move."""
+        rng = random.Random(request.seed)
+        out: list[Candidate] = []
+        errors: list[str] = []
+        seen = {p.id for p in request.parents}
+        for _ in range(request.n * ATTEMPTS_PER_CANDIDATE):
+            if len(out) >= request.n:
+                break
+            try:
+                made = self._one(request, rng)
+                if made is None:
+                    continue
+                cand = self._finish(request, made)
+            except HeaderError as e:
+                errors.append(str(e))
+                continue
+            if cand.id not in seen:
+                seen.add(cand.id)
+                out.append(cand)
+        return Proposals(tuple(out), dropped=len(errors), errors=tuple(errors))
+
+    # ---- choosing and finishing a move ---------------------------------------------------------
+
+    def _one(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        moves = self._moves(request)
+        names = list(moves)
+        weights = [moves[n][1] for n in names]
+        while names:
+            i = rng.choices(range(len(names)), weights=weights)[0]
+            made = moves[names[i]][0](request, rng)
+            if made is not None:
+                return made
+            del names[i], weights[i]
+        return None
+
+    def _moves(self, request: ProposalRequest) -> dict[str, tuple[Move, float]]:
+        """Applicable moves with weights: requested features first, exploration after."""
+        template = self._template(request.task)
+        switches = {feature_name(t.name) for t in template.features} if template else set()
+        asked = set(request.features_wanted) | set(request.features_unwanted)
+        wanted_transforms = [f for f in request.features_wanted if f in transforms.BY_FEATURE]
+        moves: dict[str, tuple[Move, float]] = {
+            "transform": (self._transform, 2.0 if wanted_transforms else 0.5),
+            "tunable": (self._tunable, 1.0),
+        }
+        if template:
+            moves["toggle"] = (self._toggle, 4.0 if asked & switches else 1.0)
+            if len(request.parents) > 1:
+                moves["crossover"] = (self._crossover, 1.0)
+        return moves
+
+    def _finish(self, request: ProposalRequest, made: Made) -> Candidate:
+        """Parse text (carrying the parent's defines) or re-check a candidate at its defines, then
+        stamp parents and origin; raises HeaderError."""
+        origin = Origin(proposer=self.name, features_requested=request.features_requested, move=made.move)
+        if isinstance(made.result, str):
+            cand = parse(made.result, request.task, origin)
+            names = {t.name for t in cand.tunables + cand.features}
+            carried = {k: v for k, v in request.parents[0].candidate.defines if k in names}
+            cand = with_defines(cand, carried) if carried else cand
+        else:
+            cand = replace(made.result, origin=origin)
+        check(cand, request.task)
+        return replace(cand, parents=tuple(p.id for p in request.parents[:made.parents]))
+
+    def _template(self, task: Task) -> Candidate | None:
+        if task.name not in self._templates:
+            try:
+                self._templates[task.name] = parse(task.template_source, task) if task.template_source else None
+            except HeaderError:
+                self._templates[task.name] = None  # a broken template: transforms and tunables only
+        return self._templates[task.name]
+
+    # ---- moves ---------------------------------------------------------------------------------
+
+    def _base(self, task: Task, parent: Scored) -> tuple[Candidate, dict[str, int]] | None:
+        """The parent itself if it is a template instance, else the template set to the parent's
+        detected features; with the current value of each switch by catalogue name."""
+        template = self._template(task)
+        if template is None:
+            return None
+        if {t.name for t in parent.candidate.features} == {t.name for t in template.features}:
+            base = parent.candidate
+        else:
+            base = with_defines(template, {t.name: _on(t.values) for t in template.features
+                                           if feature_name(t.name) in parent.features})
+        values = dict(base.resolved_defines())
+        return base, {t.name: values[t.name] for t in base.features}
+
+    def _toggle(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        made = self._base(request.task, request.parents[0])
+        if made is None:
+            return None
+        base, current = made
+        by_feature = {feature_name(t.name): t for t in base.features}
+        changes = {by_feature[f].name: _on(by_feature[f].values, rng) for f in request.features_wanted if f in by_feature}
+        changes |= {by_feature[f].name: _off(by_feature[f].values) for f in request.features_unwanted if f in by_feature}
+        changes = {k: v for k, v in changes.items() if current[k] != v}
+        if not changes:  # nothing asked applies here: explore one switch
+            switch = rng.choice(base.features)
+            changes = {switch.name: _off(switch.values) if current[switch.name] else _on(switch.values, rng)}
+        move = "toggle " + " ".join(f"{'+' if v else '-'}{k}" for k, v in sorted(changes.items()))
+        return Made(with_defines(base, changes), move)
+
+    def _crossover(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        a, b = request.parents[0], request.parents[1]
+        if a.id == b.id:
+            return None
+        made_a, made_b = self._base(request.task, a), self._base(request.task, b)
+        if made_a is None or made_b is None:
+            return None
+        base, values_a = made_a
+        values_b = made_b[1]
+        mixed = {k: (values_a[k] if rng.random() < 0.5 else values_b[k]) for k in values_a}
+        if mixed == values_a or mixed == values_b:
+            k = rng.choice([k for k in values_a if values_a[k] != values_b[k]] or list(values_a))
+            mixed[k] = values_b[k] if mixed[k] == values_a[k] else values_a[k]
+        return Made(with_defines(base, mixed), f"crossover {a.id} x {b.id}", parents=2)
+
+    def _transform(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        wanted = [t for f in request.features_wanted for t in transforms.BY_FEATURE.get(f, ())]
+        rest = [t for t in transforms.ALL if t not in wanted]
+        rng.shuffle(wanted)
+        rng.shuffle(rest)
+        parent = request.parents[0].candidate
+        for transform in wanted + rest:
+            made = transform(parent, request.task, rng)
+            if made is not None:
+                return Made(*made)
+        return None
+
+    def _tunable(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        parent = request.parents[0].candidate
+        options = [t for t in parent.tunables if len(t.values) > 1]
+        if not options:
+            return None
+        t = rng.choice(options)
+        current = dict(parent.resolved_defines())[t.name]
+        value = rng.choice([v for v in t.values if v != current] or list(t.values))
+        if rng.random() < 0.5:
+            return Made(with_defines(parent, {t.name: value}), f"tunable {t.name}={value}")
+        reordered = parse(_reorder(parent, t.name, value), request.task)
+        others = {k: v for k, v in parent.defines if k != t.name}
+        return Made(with_defines(reordered, others) if others else reordered, f"tunable {t.name} default {value}")
+
+
+def _on(values: tuple[int, ...], rng: random.Random | None = None) -> int:
+    """A non-zero value of a switch (random among several, e.g. VEC = [0, 2, 4])."""
+    nonzero = [v for v in values if v] or [1]
+    return rng.choice(nonzero) if rng else nonzero[0]
+
+
+def _off(values: tuple[int, ...]) -> int:
+    return 0 if 0 in values else values[0]
+
+
+def _reorder(cand: Candidate, name: str, value: int) -> str:
+    """The candidate's text with `value` moved first in its tunable's declared list."""
+    t = next(t for t in cand.tunables if t.name == name)
+    values = [value] + [v for v in t.values if v != value]
+    line = re.compile(rf"^(\s*{re.escape(name)}\s*=\s*)\[[^\]]*\]", re.M)
+    return line.sub(lambda m: m.group(1) + "[" + ", ".join(map(str, values)) + "]", cand.source, count=1)

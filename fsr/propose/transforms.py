@@ -1,0 +1,133 @@
+"""Generic source transforms: small, local rewrites that apply to any kernel, a model's included.
+
+Each takes a candidate (and the task, for tolerances) and returns new `.cu` text, or None when
+it does not apply (nothing to change, or not safe to change). They touch only the code after
+the header, and they are text rewrites, not a compiler: the caller re-parses the result, and the
+evaluator's compile and checks are the judge of whether a rewrite was right.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+
+from fsr import expr
+from fsr.candidate import GLOBAL_RE, HEADER_RE
+from fsr.types import Candidate, Task
+
+Transform = Callable[[Candidate, Task, random.Random], "tuple[str, str] | None"]
+
+# Intrinsics have a few ulp of error (e.g. __expf: 2 + 1.16|x| ulp); below this relative
+# tolerance a task asks for IEEE accuracy and fast math is not tried.
+FAST_MATH_MIN_RTOL = 1e-5
+FAST_MATH = {"expf": "__expf", "logf": "__logf", "sinf": "__sinf", "cosf": "__cosf", "tanf": "__tanf",
+             "powf": "__powf", "exp10f": "__exp10f", "log2f": "__log2f", "log10f": "__log10f"}
+_FAST_RE = re.compile(r"(?<![\w.])(" + "|".join(FAST_MATH) + r")\s*\(")
+# Types __ldg has overloads for.
+LDG_TYPES = ("float", "double", "int", "unsigned", "unsigned int", "float2", "float4", "int2", "int4",
+             "double2", "uint2", "uint4", "long long", "char", "short")
+_CONST_PTR = re.compile(r"\bconst\s+(" + "|".join(t.replace(" ", r"\s+") for t in LDG_TYPES) +
+                        r")\s*\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)")
+_FOR_LINE = re.compile(r"^([ \t]*)for\s*\(")
+_SIMPLE_BOUND = re.compile(r"^[\w\s*+()-]+$")
+
+
+def split(source: str) -> tuple[str, str]:
+    """(header, body): the `/* fsr ... */` header and everything after it."""
+    m = HEADER_RE.search(source)
+    end = m.end() if m else 0
+    return source[:end], source[end:]
+
+
+def add_restrict(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] | None:
+    """`__restrict__` on every pointer parameter of every kernel, when no launch passes the same
+    buffer twice (restrict promises the pointers do not alias)."""
+    if any(len(set(launch.args)) != len(launch.args) for launch in cand.launches):
+        return None
+    header, body = split(cand.source)
+
+    def params(m: re.Match[str]) -> str:
+        out = []
+        for p in m.group(3).split(","):
+            head, star, name = p.rpartition("*")
+            # Only `T* name`: anything else after the star may be a macro qualifier already.
+            if star and "__restrict__" not in p and re.fullmatch(r"\s*\w+\s*", name):
+                p = f"{head}* __restrict__ {name.strip()}"
+            out.append(p)
+        return m.group(0)[: m.start(3) - m.start(0)] + ",".join(out) + ")"
+
+    new = GLOBAL_RE.sub(params, body)
+    return (header + new, "restrict") if new != body else None
+
+
+def add_unroll(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] | None:
+    """`#pragma unroll N` before one `for` loop that has no pragma yet (N in 2, 4, 8, or full)."""
+    header, body = split(cand.source)
+    lines = body.split("\n")
+    spots = [i for i, line in enumerate(lines) if _FOR_LINE.match(line)
+             and not (i > 0 and lines[i - 1].strip().startswith("#"))
+             and not (i > 0 and lines[i - 1].rstrip().endswith("\\"))]
+    if not spots:
+        return None
+    i = rng.choice(spots)
+    factor = rng.choice(("2", "4", "8", ""))
+    indent = _FOR_LINE.match(lines[i]).group(1)  # type: ignore[union-attr]
+    lines.insert(i, f"{indent}#pragma unroll {factor}".rstrip())
+    return header + "\n".join(lines), f"unroll {factor or 'full'} at line {i + 1}"
+
+
+def add_launch_bounds(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] | None:
+    """`__launch_bounds__(threads)` on kernels whose block size is a product of tunables (the
+    bound is then exact for every tuned value, since tunables arrive as #defines)."""
+    tunables = {t.name for t in cand.tunables + cand.features}
+    bounds: dict[str, set[str]] = {}
+    for launch in cand.launches:
+        dims = launch.block
+        if not all(_SIMPLE_BOUND.match(d) and expr.names_in(d) <= tunables for d in dims):
+            return None
+        bounds.setdefault(launch.kernel, set()).add("*".join(f"({d})" for d in dims))
+    header, body = split(cand.source)
+    out, last = [], 0
+    for m in GLOBAL_RE.finditer(body):
+        threads = bounds.get(m.group(2))
+        declaration = re.split(r"[;}]", body[:m.start()])[-1] + m.group(1)
+        if threads and len(threads) == 1 and "__launch_bounds__" not in declaration:
+            # Before __global__: fsr.candidate's kernel regex takes the first name followed by
+            # "(" after __global__ as the kernel's, so the attribute may not sit there.
+            out += [body[last:m.start()], f"__launch_bounds__({next(iter(threads))}) "]
+            last = m.start()
+    new = "".join(out) + body[last:]
+    return (header + new, "launch_bounds") if new != body else None
+
+
+def use_fast_math(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] | None:
+    """Single-precision libm calls to their hardware intrinsics (expf -> __expf, ...), when the
+    task's relative tolerance allows a few ulp of error."""
+    if task.rtol < FAST_MATH_MIN_RTOL:
+        return None
+    header, body = split(cand.source)
+    new = _FAST_RE.sub(lambda m: FAST_MATH[m.group(1)] + "(", body)
+    return (header + new, "fast_math intrinsics") if new != body else None
+
+
+def use_ldg(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] | None:
+    """Reads `p[i]` through `__ldg(&p[i])` for const pointers to types __ldg supports, where the
+    index has no nested brackets and the element's address is not taken."""
+    header, body = split(cand.source)
+    names = sorted({m.group(2) for m in _CONST_PTR.finditer(body)})
+    if not names:
+        return None
+    pattern = re.compile(r"(?<![&\w.>])(" + "|".join(names) + r")\s*\[([^\[\]]+)\]")
+    new = pattern.sub(lambda m: f"__ldg(&{m.group(1)}[{m.group(2)}])", body)
+    return (header + new, "ldg") if new != body else None
+
+
+# Transforms by the catalogue feature they add.
+BY_FEATURE: dict[str, tuple[Transform, ...]] = {
+    "READONLY": (add_restrict, use_ldg),
+    "UNROLL": (add_unroll,),
+    "LAUNCH_BOUNDS": (add_launch_bounds,),
+    "FAST_MATH": (use_fast_math,),
+}
+ALL: tuple[Transform, ...] = (add_restrict, use_ldg, add_unroll, add_launch_bounds, use_fast_math)

@@ -1,0 +1,257 @@
+"""The asynchronous search loop: ask -> propose -> submit -> poll -> tell, with no generation
+barrier. While the executor has free slots, the least-served task and island is asked for
+parents, the proposer writes candidates, duplicates are dropped by id (before any GPU time),
+and the rest are submitted; every finished evaluation is told to its island at once and
+written to the lineage. Budgets (per task): evaluations, wall time, target speedup.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from fsr.config import SearchConfig
+from fsr.execute.base import Executor
+from fsr.propose.base import Proposer
+from fsr.propose.features import detect
+from fsr.search.pool import ProposalPool
+from fsr.search.progress import CampaignSummary, Progress, snapshot
+from fsr.search.state import CampaignState, TaskState
+from fsr.types import Candidate, Evaluation, Task
+
+POLL_S = 0.5  # longest wait in Executor.poll when only evaluations are outstanding
+PROPOSAL_POLL_S = 0.01  # ... when model proposals are outstanding too (collect them promptly)
+VIEW_EVERY_S = 0.25
+MAX_EMPTY_REQUESTS = 64  # requests in a row that yield nothing new: the space looks exhausted
+
+
+class LineageSink(Protocol):
+    """Where results go (fsr.lineage.LineageWriter)."""
+
+    def append(self, candidate: Candidate, evaluation: Evaluation, **extra: Any) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class View(Protocol):
+    """Shows progress (fsr.view); `update` is called a few times a second, `close` once."""
+
+    def update(self, progress: Progress) -> None: ...
+
+    def close(self, progress: Progress) -> None: ...
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A candidate between proposal and result, with what the lineage row needs about it."""
+
+    candidate: Candidate
+    features: frozenset[str]
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    started_at: datetime | None = None
+    id: str = field(init=False, repr=False, compare=False)  # the candidate's id, hashed once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", self.candidate.id)
+
+
+def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, config: SearchConfig,
+                 writer: LineageSink | None = None, view: View | None = None, *,
+                 resume: str | Path | None = None, proposal_workers: int = 0,
+                 candidates_per_request: int = 1) -> CampaignSummary:
+    """Search every task until its budget is spent; the executor is shared, work is balanced.
+
+    `resume` names a run directory whose lineage is replayed first (islands, policy, seen ids,
+    budgets). `proposal_workers` > 0 runs proposals on that many threads (a model proposer);
+    0 runs them inline (the offline mutator). The caller owns and closes executor and writer.
+    """
+    state = CampaignState(tasks, config, proposer.supported_features)
+    resumed = 0
+    if resume is not None:
+        from fsr.lineage import read
+
+        resumed = state.load(read(resume))
+    pool = ProposalPool(proposer, proposal_workers)
+    try:
+        return Driver(state, executor, pool, writer, view, candidates_per_request, resumed).run()
+    finally:
+        pool.close()
+
+
+class Driver:
+    """One campaign's loop; see the module docstring. Single-threaded: only proposals run on
+    other threads, and their results are collected here."""
+
+    def __init__(self, state: CampaignState, executor: Executor, pool: ProposalPool, writer: LineageSink | None,
+                 view: View | None, n: int = 1, resumed: int = 0) -> None:
+        self.state, self.executor, self.pool, self.writer, self.view = state, executor, pool, writer, view
+        self.n, self.resumed = max(1, n), resumed
+        self.ready: deque[Pending] = deque()  # proposed, deduplicated, waiting for a slot
+        self.ready_ids: set[str] = set()
+        self.queued: Counter[str] = Counter()  # ready candidates per task
+        self.asked: Counter[str] = Counter()  # proposal requests outstanding per task
+        self.in_flight: dict[str, Pending] = {}
+        self.counts: Counter[str] = Counter()  # evaluations, dropped, duplicates, errors
+        self.worker_of = getattr(executor, "worker_of", None)  # optional executor hook
+        self.started = time.perf_counter()
+        self.poll_s = 0.0
+        self.shown = 0.0
+
+    def run(self) -> CampaignSummary:
+        for ts in self.state.tasks.values():
+            self._queue([Pending(s.candidate, s.features) for s in ts.seeds.values()])
+        while True:
+            submitted = self._fill()
+            if not self.in_flight and not self.pool.outstanding and not self.ready:
+                if self._all_done() or not submitted:
+                    break
+            self._poll()
+            self._show()
+        if self.writer is not None:
+            self.writer.flush()
+        return self._summary()
+
+    # ---- the loop's steps ----------------------------------------------------------------------
+
+    def _fill(self) -> bool:
+        """Submit while slots are free; ask for proposals while more are wanted. True if any
+        candidate was submitted."""
+        submitted, empty = False, 0
+        while True:
+            if self._collect():
+                empty = 0
+            free = self.executor.free_slots()
+            if free > 0 and self.ready:
+                submitted |= self._submit(self.ready.popleft())
+                continue
+            wanted = free + self.pool.workers  # threaded proposals run ahead of free slots
+            if (empty >= MAX_EMPTY_REQUESTS or not self.pool.has_room()
+                    or len(self.ready) + self.pool.outstanding * self.n >= wanted):
+                return submitted
+            target = self._pick()
+            if target is None:
+                return submitted
+            self.asked[target[0]] += 1
+            self.pool.submit(self.state.request(target[0], target[1], self.n))
+            empty += 1
+
+    def _pick(self) -> tuple[str, int] | None:
+        """The task with the fewest evaluations committed, then its least-served island."""
+        open_tasks = [ts for ts in self.state.tasks.values() if not self._done(ts, committed=True)]
+        if not open_tasks:
+            return None
+        ts = min(open_tasks, key=self._committed)
+        island = min(ts.islands, key=lambda i: i.requests)
+        return ts.task.name, island.index
+
+    def _collect(self) -> int:
+        """Move finished proposals to the ready queue; returns how many were queued."""
+        queued = 0
+        for answer in self.pool.collect():
+            request, proposals = answer.request, answer.proposals
+            self.asked[request.task.name] -= 1
+            self.counts["dropped"] += proposals.dropped
+            self.counts["errors"] += bool(answer.error)
+            fresh = [replace(c, island=request.island, generation=request.generation)
+                     for c in proposals.candidates if c.task == request.task.name]
+            tokens = (proposals.prompt_tokens, proposals.completion_tokens)
+            queued += self._queue([Pending(c, detect(c), *(tokens if i == 0 else (None, None)))
+                                   for i, c in enumerate(fresh)])
+        return queued
+
+    def _queue(self, items: list[Pending]) -> int:
+        """Queue candidates not seen before (by id); count the duplicates."""
+        queued = 0
+        for p in items:
+            if p.id in self.state.seen or p.id in self.ready_ids:
+                self.counts["duplicates"] += 1
+                continue
+            self.ready_ids.add(p.id)
+            self.ready.append(p)
+            self.queued[p.candidate.task] += 1
+            queued += 1
+        return queued
+
+    def _submit(self, item: Pending) -> bool:
+        ts = self.state.tasks[item.candidate.task]
+        self.queued[ts.task.name] -= 1
+        self.ready_ids.discard(item.id)
+        if item.id in self.state.seen or self._done(ts):
+            return False
+        self.state.seen.add(item.id)
+        ts.submitted += 1
+        self.in_flight[item.id] = replace(item, started_at=datetime.now(UTC))
+        self.executor.submit(item.candidate)
+        return True
+
+    def _poll(self) -> None:
+        timeout = PROPOSAL_POLL_S if self.pool.outstanding else POLL_S
+        t0 = time.perf_counter()
+        evaluations = self.executor.poll(timeout)
+        self.poll_s += time.perf_counter() - t0
+        for ev in evaluations:
+            self._tell(ev)
+
+    def _tell(self, ev: Evaluation) -> None:
+        item = self.in_flight.pop(ev.candidate_id, None)
+        if item is None:
+            return  # not ours (an executor bug): nothing to credit it to
+        self.state.tell(item.candidate, ev, item.features)
+        self.counts["evaluations"] += 1
+        if self.writer is not None:
+            worker = self.worker_of(ev.candidate_id) if callable(self.worker_of) else ""
+            self.writer.append(item.candidate, ev, features_detected=sorted(item.features), worker=worker,
+                               started_at=item.started_at, finished_at=datetime.now(UTC),
+                               prompt_tokens=item.prompt_tokens, completion_tokens=item.completion_tokens)
+
+    # ---- budgets and reporting ----------------------------------------------------------------
+
+    def _committed(self, ts: TaskState) -> int:
+        name = ts.task.name
+        return ts.submitted + self.queued[name] + self.asked[name] * self.n
+
+    def _stop_reasons(self, ts: TaskState, committed: bool = False) -> list[str]:
+        cfg = self.state.config
+        used = self._committed(ts) if committed else ts.submitted
+        reasons = []
+        if used >= cfg.max_evaluations:
+            reasons.append("evaluations")
+        if cfg.max_wall_s and self.state.prior_wall_s + self._elapsed() >= cfg.max_wall_s:
+            reasons.append("wall time")
+        if cfg.target_speedup and (ts.best_speedup or 0.0) >= cfg.target_speedup:
+            reasons.append("target speedup")
+        return reasons
+
+    def _done(self, ts: TaskState, committed: bool = False) -> bool:
+        return bool(self._stop_reasons(ts, committed))
+
+    def _all_done(self) -> bool:
+        return all(self._done(ts) for ts in self.state.tasks.values())
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def _progress(self) -> Progress:
+        busy = getattr(self.executor, "busy_fraction", None)
+        return snapshot(self.state, self._elapsed(), self.counts["evaluations"], len(self.in_flight),
+                        busy() if callable(busy) else None, self.counts)
+
+    def _show(self) -> None:
+        if self.view is not None and self._elapsed() - self.shown >= VIEW_EVERY_S:
+            self.shown = self._elapsed()
+            self.view.update(self._progress())
+
+    def _summary(self) -> CampaignSummary:
+        progress = self._progress()
+        if self.view is not None:
+            self.view.close(progress)
+        reasons = sorted({r for ts in self.state.tasks.values() for r in self._stop_reasons(ts)})
+        wall = self._elapsed()
+        return CampaignSummary(progress, self.resumed, wall, wall - self.poll_s,
+                               ", ".join(reasons) or "exhausted")

@@ -1,0 +1,89 @@
+"""Progress snapshots: frozen records the loop hands to a view, and the summary it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fsr.search.state import CampaignState, TaskState
+
+
+@dataclass(frozen=True)
+class IslandProgress:
+    index: int
+    population: int
+    evaluations: int  # its own children's results (seeds and migrants excluded)
+    best_us: float | None
+    best_speedup: float | None
+
+
+@dataclass(frozen=True)
+class TaskProgress:
+    task: str
+    submitted: int
+    finished: int
+    budget: int
+    best_id: str | None
+    best_us: float | None
+    best_speedup: float | None  # over the task's baseline, as timed on the same worker
+    verdicts: tuple[tuple[str, int], ...]
+    islands: tuple[IslandProgress, ...]
+    migrations: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The campaign at one instant. `busy_fraction` is the executor's, when it reports one."""
+
+    elapsed_s: float
+    evaluations: int  # finished in this run (resumed rows excluded)
+    evaluations_per_min: float
+    in_flight: int
+    busy_fraction: float | None
+    tasks: tuple[TaskProgress, ...]
+    proposals_dropped: int
+    duplicates_dropped: int
+    proposer_errors: int
+
+
+@dataclass(frozen=True)
+class CampaignSummary:
+    """What `run_campaign` returns. `driver_s` is the loop's own time (wall time less time
+    blocked in `Executor.poll`), the figure to keep small when many GPUs are fed."""
+
+    progress: Progress
+    resumed: int  # lineage rows replayed before the run
+    wall_s: float
+    driver_s: float
+    stopped_by: str  # "evaluations", "wall time", "target speedup", "exhausted", or several
+
+    @property
+    def evaluations(self) -> int:
+        return self.progress.evaluations
+
+    @property
+    def driver_ms_per_evaluation(self) -> float:
+        return 1000 * self.driver_s / max(1, self.evaluations)
+
+    @property
+    def tasks(self) -> tuple[TaskProgress, ...]:
+        return self.progress.tasks
+
+
+def task_progress(ts: TaskState, budget: int) -> TaskProgress:
+    best = ts.best
+    islands = tuple(IslandProgress(i.index, len(i.population), i.evaluations,
+                                   b[0].latency_us if (b := i.best()) else None,
+                                   b[0].evaluation.speedup if b and b[0].evaluation else None)
+                    for i in ts.islands)
+    return TaskProgress(ts.task.name, ts.submitted, ts.finished, budget, best.id if best else None,
+                        best.latency_us if best else None, ts.best_speedup,
+                        tuple(sorted(ts.verdicts.items())), islands, len(ts.migrations))
+
+
+def snapshot(state: CampaignState, elapsed_s: float, evaluations: int, in_flight: int,
+             busy_fraction: float | None, counts: dict[str, int]) -> Progress:
+    """A Progress record of the state now."""
+    rate = 60.0 * evaluations / elapsed_s if elapsed_s > 0 else 0.0
+    tasks = tuple(task_progress(ts, state.config.max_evaluations) for ts in state.tasks.values())
+    return Progress(elapsed_s, evaluations, rate, in_flight, busy_fraction, tasks,
+                    counts.get("dropped", 0), counts.get("duplicates", 0), counts.get("errors", 0))

@@ -1,0 +1,110 @@
+"""Progress views for `fsr run`: a rich live table on a terminal, plain lines elsewhere.
+
+Both are fed `fsr.search.progress.Progress` snapshots by the search loop (`update` a few
+times a second, `close` once at the end) and never touch the search state themselves.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from fsr.search.progress import Progress, TaskProgress
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:.3f} ms" if value >= 1000 else f"{value:.1f} us"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _verdicts(task: TaskProgress) -> str:
+    return " ".join(f"{v}={n}" for v, n in task.verdicts) or "-"
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def headline(p: Progress) -> str:
+    """One line: elapsed, evaluations, rate, in flight, GPU busy fraction (when known)."""
+    busy = f"  gpu busy {p.busy_fraction:.0%}" if p.busy_fraction is not None else ""
+    extra = f"  dup {p.duplicates_dropped}  invalid {p.proposals_dropped}"
+    if p.proposer_errors:
+        extra += f"  proposer errors {p.proposer_errors}"
+    return (f"{_clock(p.elapsed_s)}  evals {p.evaluations}  {p.evaluations_per_min:.1f}/min  "
+            f"in flight {p.in_flight}{busy}{extra}")
+
+
+class LineView:
+    """Plain progress for logs and pipes: one line every `every` evaluations, plus the end."""
+
+    def __init__(self, stream: TextIO | None = None, every: int = 10) -> None:
+        self.stream = stream or sys.stdout
+        self.every = max(1, every)
+        self._printed = 0
+
+    def update(self, progress: Progress) -> None:
+        if progress.evaluations >= self._printed + self.every:
+            self._printed = progress.evaluations - progress.evaluations % self.every
+            self._write(progress)
+
+    def close(self, progress: Progress) -> None:
+        self._write(progress)
+
+    def _write(self, p: Progress) -> None:
+        tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {_us(t.best_us)} ({_x(t.best_speedup)})"
+                          for t in p.tasks)
+        print(f"{headline(p)}  |  {tasks}", file=self.stream, flush=True)
+
+
+class LiveView:
+    """A rich live table: per task and per island, best latency and speedup, verdict counts."""
+
+    def __init__(self, stream: TextIO | None = None, refresh_per_s: float = 4.0) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(file=stream or sys.stdout)
+        self.live: Any = Live(console=self.console, refresh_per_second=refresh_per_s, transient=False)
+        self.live.start()
+
+    def update(self, progress: Progress) -> None:
+        self.live.update(self.render(progress))
+
+    def close(self, progress: Progress) -> None:
+        self.live.update(self.render(progress))
+        self.live.stop()
+
+    @staticmethod
+    def render(p: Progress) -> Table:
+        """The table for one snapshot (a method of its own so it can be tested without a TTY)."""
+        from rich.table import Table
+
+        table = Table(title=headline(p), title_justify="left", expand=False)
+        for name in ("task", "island", "evals", "pop", "best", "speedup", "verdicts"):
+            table.add_column(name, justify="left" if name in ("task", "verdicts") else "right")
+        for t in p.tasks:
+            table.add_row(f"[bold]{t.task}[/]", "all", f"{t.finished}/{t.budget}", "",
+                          _us(t.best_us), _x(t.best_speedup), _verdicts(t))
+            for i in t.islands:
+                table.add_row("", str(i.index), str(i.evaluations), str(i.population), _us(i.best_us),
+                              _x(i.best_speedup), "")
+        return table
+
+
+def make_view(stream: TextIO | None = None, every: int = 10, live: bool | None = None) -> LiveView | LineView:
+    """A live table on a terminal, plain lines otherwise (`live` forces either)."""
+    stream = stream or sys.stdout
+    if live is None:
+        live = stream.isatty()
+    return LiveView(stream) if live else LineView(stream, every)
