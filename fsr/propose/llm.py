@@ -1,0 +1,214 @@
+"""The language-model proposer: a prompt from the request, samples from a chat model, candidates
+from the replies.
+
+`LLMProposer` is one model behind one OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama
+...). `LLMEnsemble` is several, one chosen per request (by seeded weights, or by island), and it
+is what the island loop gets when islands should use different models: the loop sees a single
+Proposer. `make_llm_proposer` builds either from the config.
+
+Feedback: failed evaluations reach the prompt through `request.failures` (the loop's islands
+keep them). Replies that never became candidates (no code, a cut-off block, a malformed header)
+never reach an evaluator, so the proposer keeps them itself: a small memory per (task, island)
+of recent reply errors, shown in that island's next prompt and then forgotten. They are also
+returned in `Proposals.errors`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from fsr.candidate import HeaderError, parse
+from fsr.config import LLMConfig
+from fsr.propose import reply
+from fsr.propose.base import ProposalRequest, Proposals
+from fsr.propose.features import NAMES
+from fsr.propose.llm_client import ChatClient, LLMOptions, Meter, ResponseCache, Sample, safe_url
+from fsr.propose.prompt import build
+from fsr.types import Candidate, DeviceInfo, Origin, Task
+
+REPLY_ERRORS_KEPT = 4
+CACHE_DIR = "llm_cache"
+
+
+class ReplyMemory:
+    """Recent reasons why replies could not be used, per (task, island); shared by an ensemble so
+    the next prompt of an island carries them whichever model writes it."""
+
+    def __init__(self, keep: int = REPLY_ERRORS_KEPT) -> None:
+        self.keep = keep
+        self._errors: dict[tuple[str, int], deque[str]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, task: str, island: int, errors: Sequence[str]) -> None:
+        if errors:
+            with self._lock:
+                self._errors.setdefault((task, island), deque(maxlen=self.keep)).extend(errors)
+
+    def take(self, task: str, island: int) -> tuple[str, ...]:
+        """The remembered errors of an island, oldest first; they are forgotten once taken."""
+        with self._lock:
+            found = self._errors.pop((task, island), None)
+        return tuple(found or ())
+
+
+class LLMProposer:
+    """Proposes candidates with one chat model (`proposer = "llm"`); see the module docstring."""
+
+    name = "llm"
+
+    def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, device: DeviceInfo | None = None,
+                 cache_dir: str | Path | None = None, replay_from: str | Path | None = None,
+                 meter: Meter | None = None, memory: ReplyMemory | None = None) -> None:
+        """`cache_dir` receives every sample (and serves a resumed run); `replay_from` is a cache
+        directory to serve from instead of the endpoint (no network at all)."""
+        if not config.model:
+            raise ValueError("llm.model is empty: name the model to use (or use the offline mutator)")
+        self.config = config
+        self.options = options or LLMOptions.from_config(config)
+        self.device = device
+        self.client = ChatClient(config, self.options, cache=ResponseCache(cache_dir) if cache_dir else None,
+                                 replay_from=ResponseCache(replay_from) if replay_from else None, meter=meter)
+        self.memory = memory or ReplyMemory()
+
+    def __repr__(self) -> str:
+        return f"LLMProposer(model={self.config.model!r}, base_url={safe_url(self.config.base_url)!r})"
+
+    @property
+    def meter(self) -> Meter:
+        return self.client.meter
+
+    @property
+    def exhausted(self) -> bool:
+        """True once the token or money budget is spent: no further call will be made."""
+        return self.meter.refusal() is not None
+
+    def set_device(self, device: DeviceInfo) -> None:
+        """The GPU the candidates will be timed on (the search learns it from the executor)."""
+        self.device = device
+
+    def supported_features(self, task: Task) -> tuple[str, ...]:
+        """A model can act on every feature of the catalogue."""
+        return NAMES
+
+    def propose(self, request: ProposalRequest) -> Proposals:
+        """Up to `request.n` candidates, one per sample that holds a valid kernel. Endpoint
+        failures and unusable replies are returned in `errors`, never raised."""
+        task = request.task
+        shown = self.memory.take(task.name, request.island)
+        prompt = build(request, self.device, shown, self.options.prompt_tokens)
+        temperature = self.config.temperature * request.temperature_scale
+        completion = self.client.complete(prompt.as_dicts(), request.n, temperature, request.seed)
+        if not completion.samples:
+            self.memory.add(task.name, request.island, shown)  # never reached a model: keep them
+        candidates: list[Candidate] = []
+        errors = list(completion.errors)
+        unusable: list[str] = []
+        seen = {p.id for p in request.parents}
+        for sample in completion.samples:
+            made = self._candidate(sample, request)
+            if isinstance(made, Candidate) and made.id in seen:
+                made = "the kernel is identical to one already tried: change something that matters"
+            if isinstance(made, str):
+                errors.append(f"sample {sample.index}: {made}")
+                unusable.append(f"{made} (your reply began: \"{reply.excerpt(sample.text, 160)}\")")
+                continue
+            seen.add(made.id)
+            candidates.append(made)
+        self.memory.add(task.name, request.island, unusable)
+        return Proposals(tuple(candidates), dropped=len(unusable), errors=tuple(errors),
+                         prompt_tokens=completion.prompt_tokens if completion.samples else None,
+                         completion_tokens=completion.completion_tokens if completion.samples else None)
+
+    def _candidate(self, sample: Sample, request: ProposalRequest) -> Candidate | str:
+        """A candidate from one sample, or the reason there is none."""
+        extracted = reply.extract(sample.text, sample.finish_reason)
+        if extracted.source is None:
+            return extracted.reason
+        origin = Origin(proposer=self.name, model=self.config.model,
+                        features_requested=request.features_requested, move="rewrite")
+        try:
+            cand = parse(extracted.source, request.task, origin)
+        except HeaderError as e:
+            return f"header: {e}"
+        return replace(cand, parents=tuple(p.id for p in request.parents), island=request.island,
+                       generation=request.generation)
+
+
+class LLMEnsemble:
+    """Several LLMProposers; each request goes to one: by island (island i to member i mod count)
+    or at random by weight, seeded by the request's seed (so a rerun picks the same)."""
+
+    name = "llm"
+
+    def __init__(self, members: Sequence[LLMProposer], weights: Sequence[float] | None = None,
+                 by_island: bool = False) -> None:
+        if not members:
+            raise ValueError("an ensemble needs at least one model")
+        self.members = tuple(members)
+        self.weights = tuple(weights) if weights else (1.0,) * len(self.members)
+        if len(self.weights) != len(self.members) or min(self.weights) < 0 or not sum(self.weights):
+            raise ValueError("ensemble weights: one non-negative weight per model, not all zero")
+        self.by_island = by_island
+
+    def __repr__(self) -> str:
+        return f"LLMEnsemble({', '.join(m.config.model for m in self.members)})"
+
+    @property
+    def exhausted(self) -> bool:
+        return all(m.exhausted for m in self.members)
+
+    def set_device(self, device: DeviceInfo) -> None:
+        for m in self.members:
+            m.set_device(device)
+
+    def supported_features(self, task: Task) -> tuple[str, ...]:
+        return NAMES
+
+    def pick(self, request: ProposalRequest) -> LLMProposer:
+        if self.by_island:
+            return self.members[request.island % len(self.members)]
+        return random.Random(request.seed).choices(self.members, weights=self.weights)[0]
+
+    def propose(self, request: ProposalRequest) -> Proposals:
+        return self.pick(request).propose(request)
+
+
+def parse_models(spec: str) -> list[tuple[str, float]]:
+    """"gpt-4.1=3, gpt-4.1-mini" -> [("gpt-4.1", 3.0), ("gpt-4.1-mini", 1.0)]."""
+    out = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        name, _, weight = part.partition("=")
+        try:
+            out.append((name.strip(), float(weight) if weight.strip() else 1.0))
+        except ValueError:
+            raise ValueError(f"llm.models: {part!r} is not NAME or NAME=WEIGHT") from None
+    return out
+
+
+def make_llm_proposer(config: LLMConfig, run_dir: str | Path | None = None, *, device: DeviceInfo | None = None,
+                      replay: str | Path | None = None,
+                      options: LLMOptions | None = None) -> LLMProposer | LLMEnsemble:
+    """The model proposer for a run: one model, or an ensemble when `models` lists several (all
+    on `config.base_url`, sharing one budget and one reply memory). Samples are cached under
+    `<run_dir>/llm_cache/`; `replay` names an earlier run directory to serve them from instead
+    of the endpoint. Raises ValueError for a config that cannot work (no model, no key for a
+    remote endpoint, a money budget for a model of unknown price)."""
+    options = options or LLMOptions.from_config(config)
+    cache_dir = Path(run_dir) / CACHE_DIR if run_dir else None
+    replay_from = Path(replay) / CACHE_DIR if replay else None
+    if replay_from is not None and not replay_from.is_dir():
+        raise ValueError(f"replay: {replay_from} does not exist (was the run made with a model?)")
+    models = parse_models(options.models) or [(config.model, 1.0)]
+    meter, memory = Meter(options.max_cost, options.max_total_tokens), ReplyMemory()
+    members = [LLMProposer(replace(config, model=name), options, device=device, cache_dir=cache_dir,
+                           replay_from=replay_from, meter=meter, memory=memory) for name, _ in models]
+    if len(members) == 1:
+        return members[0]
+    return LLMEnsemble(members, [w for _, w in models], options.ensemble_by_island)

@@ -1,0 +1,459 @@
+"""Chat completions against any OpenAI-compatible endpoint, with what a long search needs around
+them: a concurrency limit, retries that honour Retry-After, token and money budgets, and a
+response cache under the run directory that lets a run be replayed without the endpoint.
+
+The API key is read from the environment variable the config names, handed to the `openai`
+client, and nowhere else: it is never stored in a cache entry, a log line or a repr, and it is
+scrubbed from error texts (some servers echo it back).
+
+Cache layout (`<run>/llm_cache/`): one JSON file per sample, named by a hash of (model, sha256
+of the prompt messages, sample index), written atomically; `prompts/<sha256>.json` holds each
+distinct prompt once; `calls.jsonl` has one line per call (tokens, cost, whether estimated or
+cached, retries, error). The sample index is the ordinal of a sample among all samples this
+client drew for the same model and prompt, so repeated prompts get fresh samples live and the
+same ones again on replay.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import os
+import random
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from fsr.config import LLMConfig
+from fsr.propose.prompt import estimate_tokens
+
+# USD per million tokens (input, output), as published by OpenAI in 2025. The longest matching
+# prefix of the model name wins; override with LLMOptions.input/output_price_per_mtok.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1-nano": (0.1, 0.4),
+    "gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6), "o3": (2.0, 8.0), "o3-mini": (1.1, 4.4),
+    "o4-mini": (1.1, 4.4), "gpt-5": (1.25, 10.0), "gpt-5-mini": (0.25, 2.0), "gpt-5-nano": (0.05, 0.4),
+}
+# OpenAI reasoning models take max_completion_tokens and no temperature.
+REASONING = re.compile(r"^(o\d|gpt-5)")
+RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """Settings beyond LLMConfig's current fields; `from_config` reads each from the LLMConfig
+    when it has a field of the same name, so adding them there is all the wiring needed."""
+
+    max_cost: float = 0.0  # USD for the whole run; 0 = no limit
+    max_total_tokens: int = 0  # prompt + completion tokens for the whole run; 0 = no limit
+    input_price_per_mtok: float = -1.0  # USD per million prompt tokens; < 0 = from PRICES
+    output_price_per_mtok: float = -1.0
+    prompt_tokens: int = 16_000  # budget of one prompt (estimated as characters / 4)
+    models: str = ""  # an ensemble on the same endpoint: "gpt-4.1=3,gpt-4.1-mini=1"
+    ensemble_by_island: bool = False  # island i uses model i (mod count) instead of weights
+    send_seed: bool = True  # pass a per-sample seed (OpenAI, vLLM, SGLang, Ollama accept it)
+    backoff_s: float = 1.0  # first retry wait without Retry-After; doubles per attempt
+    max_wait_s: float = 120.0  # the longest Retry-After honoured; longer gives up at once
+
+    @classmethod
+    def from_config(cls, config: LLMConfig) -> LLMOptions:
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)})
+
+
+def price_of(model: str, options: LLMOptions, base_url: str) -> tuple[float, float] | None:
+    """(input, output) USD per million tokens; free on a local server; None if unknown."""
+    if options.input_price_per_mtok >= 0 and options.output_price_per_mtok >= 0:
+        return options.input_price_per_mtok, options.output_price_per_mtok
+    if is_local(base_url):
+        return 0.0, 0.0
+    matches = [p for p in PRICES if model == p or model.startswith(p + "-")]
+    return PRICES[max(matches, key=len)] if matches else None
+
+
+def is_local(base_url: str) -> bool:
+    return bool(base_url) and (urlsplit(base_url).hostname or "") in LOCAL_HOSTS
+
+
+def safe_url(base_url: str) -> str:
+    """The endpoint without credentials embedded in it (user:password@)."""
+    return re.sub(r"(://)[^/@\s]+@", r"\1", base_url)
+
+
+class Meter:
+    """Tokens and money spent by every client sharing it (an ensemble shares one)."""
+
+    def __init__(self, max_cost: float = 0.0, max_total_tokens: int = 0) -> None:
+        self.max_cost, self.max_total_tokens = max_cost, max_total_tokens
+        self.cost_usd = 0.0
+        self.tokens = 0
+        self._lock = threading.Lock()
+
+    def charge(self, tokens: int, cost_usd: float) -> None:
+        with self._lock:
+            self.tokens += tokens
+            self.cost_usd += cost_usd
+
+    def refusal(self) -> str | None:
+        """Why no further call may be made, or None. Calls already in flight may overshoot."""
+        with self._lock:
+            if self.max_cost and self.cost_usd >= self.max_cost:
+                return f"LLM budget spent: ${self.cost_usd:.4f} of max_cost ${self.max_cost:.4f}; no further calls"
+            if self.max_total_tokens and self.tokens >= self.max_total_tokens:
+                return (f"LLM budget spent: {self.tokens} tokens of max_total_tokens "
+                        f"{self.max_total_tokens}; no further calls")
+        return None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One choice of a completion. `index` is its ordinal for (model, prompt)."""
+
+    index: int
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int  # this sample's share of its call (the prompt is charged to its first)
+    completion_tokens: int
+    estimated: bool  # the server reported no usage: counts are characters / 4
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one `complete` produced: samples, and a reason for each sample it could not get."""
+
+    samples: tuple[Sample, ...]
+    errors: tuple[str, ...]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(s.prompt_tokens for s in self.samples)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(s.completion_tokens for s in self.samples)
+
+
+class CallFailed(Exception):
+    """A call that failed for good (after its retries); the message says why."""
+
+
+class ResponseCache:
+    """Samples on disk, one atomically written JSON file each (see the module docstring)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def path(self, model: str, prompt_sha: str, index: int) -> Path:
+        name = hashlib.sha256(f"{model}\0{prompt_sha}\0{index}".encode()).hexdigest()[:32]
+        return self.dir / f"{name}.json"
+
+    def get(self, model: str, prompt_sha: str, index: int) -> Sample | None:
+        try:
+            d = json.loads(self.path(model, prompt_sha, index).read_text())
+        except (OSError, ValueError):
+            return None
+        return Sample(index, d["text"], d["finish_reason"], d["prompt_tokens"], d["completion_tokens"],
+                      d["tokens_estimated"], cached=True)
+
+    def put(self, model: str, prompt_sha: str, sample: Sample) -> None:
+        doc = {"model": model, "prompt_sha256": prompt_sha, "sample": sample.index, "text": sample.text,
+               "finish_reason": sample.finish_reason, "prompt_tokens": sample.prompt_tokens,
+               "completion_tokens": sample.completion_tokens, "tokens_estimated": sample.estimated,
+               "created_at": datetime.now(UTC).isoformat()}
+        _atomic_write(self.path(model, prompt_sha, sample.index), json.dumps(doc, indent=1))
+
+    def put_prompt(self, prompt_sha: str, messages: Sequence[Mapping[str, str]]) -> None:
+        path = self.dir / "prompts" / f"{prompt_sha}.json"
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            _atomic_write(path, json.dumps(list(messages), indent=1))
+
+    def log(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps({"at": datetime.now(UTC).isoformat(), **record}) + "\n"
+        with self._lock, open(self.dir / "calls.jsonl", "a") as f:
+            f.write(line)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def prompt_sha(messages: Sequence[Mapping[str, str]]) -> str:
+    return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()
+
+
+class ChatClient:
+    """One model at one endpoint. Thread-safe; at most `config.concurrency` calls in flight.
+
+    `cache`: where samples are written (and, live, read first: a resumed run gets the answers it
+    already paid for). `replay_from`: a cache to serve from instead of the endpoint; a sample it
+    lacks is an error, and no network call is ever made.
+    """
+
+    def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, cache: ResponseCache | None = None,
+                 replay_from: ResponseCache | None = None, meter: Meter | None = None) -> None:
+        self.config, self.options = config, options or LLMOptions.from_config(config)
+        self.model = config.model
+        self.cache, self.replay_from = cache, replay_from
+        self.meter = meter or Meter(self.options.max_cost, self.options.max_total_tokens)
+        self.price = price_of(config.model, self.options, config.base_url)
+        if self.meter.max_cost and self.price is None and replay_from is None:
+            raise ValueError(f"max_cost is set but the price of model {config.model!r} is unknown: set "
+                             "llm.input_price_per_mtok and llm.output_price_per_mtok")
+        self._sem = threading.BoundedSemaphore(max(1, config.concurrency))
+        self._lock = threading.Lock()
+        self._ordinals: Counter[str] = Counter()
+        self._n_honoured: bool | None = None  # learnt: does the server return n choices?
+        self._client: Any = None if replay_from is not None else self._connect()
+
+    def __repr__(self) -> str:
+        mode = "replay" if self.replay_from is not None else "live"
+        return f"ChatClient(model={self.model!r}, base_url={safe_url(self.config.base_url)!r}, {mode})"
+
+    def _connect(self) -> Any:
+        import openai
+
+        key = os.environ.get(self.config.api_key_env, "")
+        if not key:
+            if self.config.base_url and is_local(self.config.base_url):
+                key = "none"  # local servers (vLLM, SGLang, Ollama) take any key
+            else:
+                raise ValueError(f"no API key: set the environment variable {self.config.api_key_env} "
+                                 f"(llm.api_key_env) for {self.config.base_url or 'the OpenAI API'}")
+        return openai.OpenAI(base_url=self.config.base_url or None, api_key=key,
+                             timeout=self.config.timeout_s, max_retries=0)
+
+    # ---- the public call ------------------------------------------------------------------------
+
+    def complete(self, messages: Sequence[Mapping[str, str]], n: int, temperature: float,
+                 seed: int = 0) -> Completion:
+        """`n` samples for these messages: from the cache where present, else from the endpoint
+        (one call with `n` choices where the server honours it, else several calls). Never raises
+        for an endpoint's failure: each missing sample has a reason in `errors`."""
+        sha = prompt_sha(messages)
+        with self._lock:
+            start = self._ordinals[sha]
+            self._ordinals[sha] += n
+        indices = list(range(start, start + n))
+        got: dict[int, Sample] = {}
+        source = self.replay_from if self.replay_from is not None else self.cache
+        for i in indices:
+            hit = source.get(self.model, sha, i) if source is not None else None
+            if hit is not None:
+                got[i] = hit
+        missing = [i for i in indices if i not in got]
+        errors: list[str] = []
+        if missing and self.replay_from is not None:
+            errors.append(f"replay: no cached reply for model {self.model!r}, prompt {sha[:12]}, sample(s) "
+                          f"{missing}: this run asked something the recorded run did not")
+        elif missing:
+            if refusal := self.meter.refusal():
+                errors.append(refusal)
+            else:
+                fetched, call_errors = self._fetch(messages, sha, missing, temperature, seed)
+                got.update(fetched)
+                errors += call_errors
+        if self.cache is not None:
+            self.cache.put_prompt(sha, messages)
+            for s in got.values():
+                if not s.cached or self.replay_from is not None:
+                    self.cache.put(self.model, sha, s)
+            if self.replay_from is not None:
+                self.cache.log({"model": self.model, "prompt_sha256": sha, "samples": sorted(got),
+                                "cached": True, "error": "; ".join(errors) or None})
+        return Completion(tuple(got[i] for i in indices if i in got), tuple(self._redact(e) for e in errors))
+
+    # ---- calls ----------------------------------------------------------------------------------
+
+    def _fetch(self, messages: Sequence[Mapping[str, str]], sha: str, indices: list[int], temperature: float,
+               seed: int) -> tuple[dict[int, Sample], list[str]]:
+        got: dict[int, Sample] = {}
+        errors: list[str] = []
+        rest = indices
+        if len(indices) > 1 and self._n_honoured is not False:
+            try:
+                samples = self._call(messages, sha, indices, temperature, seed)
+            except CallFailed as e:
+                return {}, [f"samples {indices}: {e}"]
+            got.update({s.index: s for s in samples})
+            if 0 < len(samples) < len(indices):
+                self._n_honoured = False  # the server ignores n: ask one sample per call from now on
+            elif len(samples) == len(indices):
+                self._n_honoured = True
+            rest = [i for i in indices if i not in got] if samples else []
+            if not samples:
+                errors.append(f"samples {indices}: the server returned no choices")
+        if rest:
+            workers = min(len(rest), max(1, self.config.concurrency))
+            with ThreadPoolExecutor(workers, "fsr-llm-call") as pool:
+                futures = {i: pool.submit(self._call, messages, sha, [i], temperature, seed) for i in rest}
+            for i, fut in futures.items():
+                try:
+                    samples = fut.result()
+                except CallFailed as e:
+                    errors.append(f"sample {i}: {e}")
+                    continue
+                if samples:
+                    got[i] = samples[0]
+                else:
+                    errors.append(f"sample {i}: the server returned no choices")
+        return got, errors
+
+    def _call(self, messages: Sequence[Mapping[str, str]], sha: str, indices: list[int], temperature: float,
+              seed: int) -> list[Sample]:
+        """One request for len(indices) choices, retried; raises CallFailed."""
+        kwargs = self._arguments(messages, len(indices), temperature, seed + indices[0])
+        started = time.perf_counter()
+        attempts = 0
+        try:
+            response, attempts = self._with_retries(kwargs)
+        except CallFailed as e:
+            self._log(sha, indices, None, started, attempts or self.config.retries + 1, str(e))
+            raise
+        choices = sorted(response.choices or [], key=lambda c: c.index)[: len(indices)]
+        samples = self._samples(messages, response, choices, indices)
+        self._log(sha, indices, samples, started, attempts, None)
+        return samples
+
+    def _arguments(self, messages: Sequence[Mapping[str, str]], n: int, temperature: float,
+                   seed: int) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": self.model, "messages": list(messages)}
+        if REASONING.match(self.model):
+            kwargs["max_completion_tokens"] = self.config.max_tokens
+        else:
+            kwargs["max_tokens"] = self.config.max_tokens
+            kwargs["temperature"] = temperature
+        if n > 1:
+            kwargs["n"] = n
+        if self.options.send_seed:
+            kwargs["seed"] = seed % 2**31
+        return kwargs
+
+    def _with_retries(self, kwargs: dict[str, Any]) -> tuple[Any, int]:
+        import openai
+
+        last = ""
+        for attempt in range(1, self.config.retries + 2):
+            wait = self._backoff(attempt)
+            try:
+                with self._sem:
+                    return self._client.chat.completions.create(**kwargs), attempt
+            except openai.APIStatusError as e:
+                status = e.status_code
+                last = f"HTTP {status}: {_status_text(e)}"
+                if status not in RETRIED_STATUS and status < 500:
+                    raise CallFailed(self._redact(f"{last} (not retried)")) from None
+                asked = retry_after_s(e.response.headers)
+                if asked is not None:
+                    if asked > self.options.max_wait_s:
+                        raise CallFailed(self._redact(f"{last}; the server asks to wait {asked:.0f} s, more "
+                                                      f"than max_wait_s {self.options.max_wait_s:.0f} s")) from None
+                    wait = asked
+            except openai.APITimeoutError:
+                last = f"no reply within {self.config.timeout_s:g} s"
+            except openai.APIConnectionError as e:
+                last = f"connection failed: {e.__cause__ or e}"
+            except (openai.OpenAIError, ValueError, TypeError) as e:  # an unreadable response
+                raise CallFailed(self._redact(f"bad response: {type(e).__name__}: {e}")) from None
+            if attempt <= self.config.retries:
+                time.sleep(wait)  # outside the semaphore: waiting does not hold a call slot
+        raise CallFailed(self._redact(f"gave up after {self.config.retries + 1} attempts: {last}"))
+
+    def _backoff(self, attempt: int) -> float:
+        base = min(self.options.max_wait_s, self.options.backoff_s * 2 ** (attempt - 1))
+        return base * random.uniform(0.5, 1.0)  # jitter: clients that failed together spread out
+
+    def _samples(self, messages: Sequence[Mapping[str, str]], response: Any, choices: list[Any],
+                 indices: list[int]) -> list[Sample]:
+        texts = [(c.message.content or "") if c.message is not None else "" for c in choices]
+        usage: Any = getattr(response, "usage", None)
+        estimated = usage is None or usage.prompt_tokens is None
+        if estimated:
+            prompt = sum(estimate_tokens(m["content"]) for m in messages)
+            completion = [estimate_tokens(t) for t in texts]
+        else:
+            prompt = int(usage.prompt_tokens)
+            total = int(usage.completion_tokens or 0)
+            share = total // max(1, len(texts))
+            completion = [total - share * (len(texts) - 1)] + [share] * (len(texts) - 1) if texts else []
+        if self.price is not None:
+            cost = (prompt * self.price[0] + sum(completion) * self.price[1]) / 1e6
+        else:
+            cost = 0.0
+        self.meter.charge(prompt + sum(completion), cost)
+        return [Sample(i, t, c.finish_reason, prompt if k == 0 else 0, completion[k], estimated)
+                for k, (i, t, c) in enumerate(zip(indices, texts, choices, strict=False))]
+
+    def _log(self, sha: str, indices: list[int], samples: list[Sample] | None, started: float,
+             attempts: int, error: str | None) -> None:
+        if self.cache is None:
+            return
+        samples = samples or []
+        prompt = sum(s.prompt_tokens for s in samples)
+        completion = sum(s.completion_tokens for s in samples)
+        cost = (prompt * self.price[0] + completion * self.price[1]) / 1e6 if self.price else None
+        self.cache.log({"model": self.model, "prompt_sha256": sha, "samples": [s.index for s in samples],
+                        "asked": indices, "prompt_tokens": prompt, "completion_tokens": completion,
+                        "tokens_estimated": any(s.estimated for s in samples), "cost_usd": cost,
+                        "seconds": round(time.perf_counter() - started, 3), "attempts": attempts,
+                        "cached": False, "error": self._redact(error) if error else None})
+
+    def _redact(self, text: str) -> str:
+        key = getattr(self._client, "api_key", None)
+        if isinstance(key, str) and len(key) >= 4 and key != "none":
+            text = text.replace(key, "***")
+        return text
+
+
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds a server asks to wait: `retry-after-ms`, or `retry-after` in seconds or as an HTTP
+    date; None when absent or unreadable."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _status_text(e: Any) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        msg = err.get("message") if isinstance(err, dict) else err
+        if msg:
+            return str(msg)[:500]
+    return str(getattr(e, "message", e))[:500]

@@ -1,0 +1,345 @@
+"""Prompts for the language-model proposer, assembled from the templates in `prompts/`.
+
+The system message holds what never changes (the candidate format, its rules, the verdicts, the
+reply contract); the user message holds, in this order, the device, the task, the kernel to
+improve with its evaluation, the fastest kernels so far (performance reinforcement), another
+parent, failed attempts (correctness reinforcement), replies that could not be used, the
+features wanted, and the ask. Stable parts come first so that servers with prefix caching reuse
+them.
+
+Budget: tokens are estimated as characters / 4. Long texts are cut on purpose where they enter
+(compiler logs keep their head and tail around a marker), then, while the prompt is over budget,
+the section of lowest priority steps down to its next shorter variant (and at last to nothing).
+Nothing is ever cut by accident or mid-section without a marker saying so.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import string
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from fsr import tasks
+from fsr.evaluate import guards
+from fsr.propose.base import ProposalRequest, Scored
+from fsr.propose.features import BY_NAME
+from fsr.types import DeviceInfo, Evaluation, Task, Verdict, size_label
+
+CHARS_PER_TOKEN = 4
+LOG_CHARS = 2400  # a compiler log or mismatch report in full feedback
+LOG_CHARS_SHORT = 600
+SOURCE_CHARS = 24_000  # a kernel shown whole up to this size
+REFERENCE_CHARS = 4000
+
+
+def estimate_tokens(text: str) -> int:
+    """Approximate tokens of a text (characters / 4, rounded up)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def clip(text: str, max_chars: int) -> str:
+    """`text` if short enough, else its head and tail around a marker saying what was cut."""
+    text = text.strip()
+    if len(text) <= max_chars:
+        return text
+    head = max_chars * 3 // 5
+    tail = max_chars - head
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[-tail:]}"
+
+
+@functools.cache
+def template(name: str) -> string.Template:
+    """A prompt template from fsr/propose/prompts/ (placeholders are `$name`)."""
+    return string.Template(resources.files("fsr.propose").joinpath("prompts", name).read_text())
+
+
+def fill(template_name: str, **values: object) -> str:
+    return template(template_name).substitute({k: str(v) for k, v in values.items()}).strip() + "\n"
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of the user message: variants from full to shortest ("" drops it); sections of
+    lower `priority` are shortened first."""
+
+    name: str
+    priority: int
+    variants: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The messages sent, their estimated size, and what was shortened to fit the budget."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, content)
+    tokens: int
+    shortened: tuple[str, ...]
+
+    def as_dicts(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(c for _, c in self.messages)
+
+
+def system_prompt() -> str:
+    rules = "\n".join(f"  - {r.name}: {r.why}" for r in guards.RULES)
+    return fill("system.md", guard_rules=rules)
+
+
+def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tuple[str, ...] = (),
+          budget_tokens: int = 16_000) -> Prompt:
+    """The system and user messages for a request, within `budget_tokens` where possible (the
+    device, the task and the kernel to improve are never dropped)."""
+    task, parent = request.task, request.parents[0]
+    sections = [
+        Section("device", 90, (device_section(device, task),)) if device else None,
+        Section("task", 80, (task_section(task, REFERENCE_CHARS, device), task_section(task, 1200, device))),
+        Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS), parent_section(parent, task, 6000))),
+        performance_section(request),
+        second_parent_section(request),
+        failures_section(request.failures, task),
+        reply_errors_section(reply_errors),
+        features_section(request),
+        Section("ask", 100, (ask_section(request),)),
+    ]
+    system = system_prompt()
+    chosen = {s.name: 0 for s in sections if s}
+    live = [s for s in sections if s is not None]
+    shortened = []
+
+    def size() -> int:
+        return estimate_tokens(system) + sum(estimate_tokens(s.variants[chosen[s.name]]) for s in live)
+
+    while size() > budget_tokens:
+        steppable = [s for s in live if chosen[s.name] + 1 < len(s.variants)]
+        if not steppable:
+            break  # the essentials alone are over budget: sent as they are
+        victim = min(steppable, key=lambda s: s.priority)
+        chosen[victim.name] += 1
+        shortened.append(victim.name)
+    user = "\n".join(s.variants[chosen[s.name]] for s in live if s.variants[chosen[s.name]])
+    return Prompt((("system", system), ("user", user)), size(), tuple(dict.fromkeys(shortened)))
+
+
+# ---- sections -----------------------------------------------------------------------------------
+
+def device_section(device: DeviceInfo, task: Task) -> str:
+    return fill("device.md", name=device.name, arch=device.arch, sm_count=device.sm_count or "?",
+                smem_per_block=_bytes(device.smem_per_block), smem_optin=_bytes(device.smem_per_block_optin),
+                smem_per_sm=_bytes(device.smem_per_sm), l2=_bytes(device.l2_bytes),
+                regs_per_sm=device.regs_per_sm or "?",
+                copy=f"{device.copy_gbps:.0f} GB/s" if device.copy_gbps else "not measured",
+                sgemm=f"{device.sgemm_tflops:.1f} TFLOP/s" if device.sgemm_tflops else "not measured")
+
+
+def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None) -> str:
+    signature = "\n".join(f"- `{a.name}`: {a.dtype}[{', '.join(a.shape)}], "
+                          f"{'input (read-only)' if a.intent == 'in' else 'output'}" for a in task.args)
+    constants = ""
+    if task.constants:
+        constants = " Constants (passed as `float`): " + ", ".join(f"{k} = {v:g}" for k, v in task.constants) + "."
+    return fill("task.md", name=task.name, description=task.description, signature=signature,
+                size_names=", ".join(task.size_names), constants=constants,
+                test_sizes="\n".join(f"- {size_label(s)}" for s in task.test_sizes),
+                bench_size=size_label(task.bench_size), floor=(" " + floors(task, device)) if device else "", atol=f"{task.atol:g}",
+                rtol=f"{task.rtol:g}", reference=clip(reference_source(task), reference_chars))
+
+
+def floors(task: Task, device: DeviceInfo) -> str:
+    """What physics allows at the benchmark size on this device, as a sentence ("" if unknown)."""
+    sizes = dict(task.bench_size)
+    parts = []
+    if device.copy_gbps:
+        us = tasks.bytes_moved(task, sizes) / (device.copy_gbps * 1e9) * 1e6
+        parts.append(f"moving its {_bytes(int(tasks.bytes_moved(task, sizes)))} at the measured copy "
+                     f"bandwidth takes {_us(us)}")
+    if device.sgemm_tflops and tasks.flops(task, sizes):
+        us = tasks.flops(task, sizes) / (device.sgemm_tflops * 1e12) * 1e6
+        parts.append(f"its flops at the measured SGEMM rate take {_us(us)}")
+    return ("At the benchmark size " + "; ".join(parts) + ".") if parts else ""
+
+
+def parent_section(parent: Scored, task: Task, source_chars: int) -> str:
+    return fill("parent.md", result=describe(parent, task), source=clip(parent.candidate.source, source_chars))
+
+
+def performance_section(request: ProposalRequest) -> Section | None:
+    """The fastest kernel so far and a slower correct one, side by side (performance feedback)."""
+    parent, best, contrast = request.parents[0], request.best, request.contrast
+    rows = [(label, s) for label, s in (("fastest so far", best), ("a slower one", contrast),
+                                        ("kernel to improve", parent)) if s is not None and s.ok]
+    if not best or not best.ok or len(rows) < 2 and best.id == parent.id:
+        return None
+    seen: set[str] = set()
+    table = ["| kernel | median latency | speedup over the baseline | of the device's ceiling | features |",
+             "|---|---|---|---|---|"]
+    for label, s in rows:
+        if s.id in seen:
+            continue
+        seen.add(s.id)
+        ev = s.evaluation
+        assert ev is not None and ev.timing is not None
+        table.append(f"| {label} ({s.id[:8]}) | {_us(ev.timing.median_us)} | {_x(ev.speedup)} | "
+                     f"{ev.timing.ceiling_fraction:.0%} | {', '.join(sorted(s.features)) or '-'} |")
+    text = "\n".join(table)
+    if contrast is not None and contrast.ok and contrast.id != best.id:
+        gained = sorted(best.features - contrast.features)
+        lost = sorted(contrast.features - best.features)
+        if gained or lost:
+            text += (f"\n\nThe fastest has {', '.join(gained) or 'nothing'} that the slower lacks, and lacks "
+                     f"{', '.join(lost) or 'nothing'} that it has.")
+    full = text
+    if best.id != parent.id:
+        full += f"\n\nThe fastest so far:\n\n```cuda\n{clip(best.candidate.source, SOURCE_CHARS)}\n```"
+    with_contrast = full
+    if contrast is not None and contrast.ok and contrast.id not in (best.id, parent.id):
+        with_contrast += f"\n\nThe slower one:\n\n```cuda\n{clip(contrast.candidate.source, SOURCE_CHARS)}\n```"
+    variants = dict.fromkeys(fill("performance.md", comparison=t) for t in (with_contrast, full, text))
+    return Section("performance", 50, (*variants, ""))
+
+
+def second_parent_section(request: ProposalRequest) -> Section | None:
+    if len(request.parents) < 2 or request.best is not None and request.parents[1].id == request.best.id:
+        return None
+    other = request.parents[1]
+    text = (f"# Another kernel to borrow ideas from\n\n{describe(other, request.task)}\n\n"
+            f"```cuda\n{clip(other.candidate.source, SOURCE_CHARS)}\n```\n")
+    return Section("second parent", 20, (text, ""))
+
+
+def failures_section(failures: tuple[Scored, ...], task: Task) -> Section | None:
+    """Recent failed attempts, most recent first (correctness feedback)."""
+    failed = [f for f in failures if f.evaluation is not None and not f.ok]
+    if not failed:
+        return None
+
+    def attempts(log_chars: int, sources: int) -> str:
+        parts = []
+        for i, f in enumerate(failed, 1):
+            part = f"## Attempt {i}: {describe(f, task, log_chars)}"
+            if i <= sources:
+                part += f"\n\n```cuda\n{clip(f.candidate.source, SOURCE_CHARS)}\n```"
+            parts.append(part)
+        return fill("failures.md", attempts="\n\n".join(parts))
+
+    variants = (attempts(LOG_CHARS, 1), attempts(LOG_CHARS, 0), attempts(LOG_CHARS_SHORT, 0),
+                attempts(160, 0))
+    return Section("failures", 60, (*dict.fromkeys(variants), ""))
+
+
+def reply_errors_section(errors: tuple[str, ...]) -> Section | None:
+    if not errors:
+        return None
+    full = fill("reply_errors.md", errors="".join(f"- {clip(e, LOG_CHARS_SHORT)}\n" for e in errors))
+    short = fill("reply_errors.md", errors=f"- {clip(errors[-1], 300)}\n")
+    return Section("reply errors", 70, tuple(dict.fromkeys((full, short))))
+
+
+def features_section(request: ProposalRequest) -> Section | None:
+    lines = [f"- add {f}: {BY_NAME[f].what}" if f in BY_NAME else f"- add {f}" for f in request.features_wanted]
+    lines += [f"- remove {f}: {BY_NAME[f].what} (it has not paid off here)" if f in BY_NAME
+              else f"- remove {f}" for f in request.features_unwanted]
+    if not lines:
+        return None
+    text = fill("features.md", wanted="Measurements so far suggest trying these changes:\n" + "\n".join(lines))
+    return Section("features", 75, (text,))
+
+
+def ask_section(request: ProposalRequest) -> str:
+    parent = request.parents[0]
+    if parent.evaluation is not None and not parent.ok:
+        focus = "It failed: first make it correct, then fast."
+    elif request.features_wanted or request.features_unwanted:
+        focus = "Apply the changes asked for above where they make sense for this kernel."
+    else:
+        focus = "Find what limits it (memory traffic, latency, occupancy, instructions) and fix that."
+    return fill("ask.md", focus=focus)
+
+
+# ---- describing results -------------------------------------------------------------------------
+
+def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS) -> str:
+    """One kernel's evaluation in a few lines: verdict, what went wrong or how fast, resources."""
+    ev = member.evaluation
+    if ev is None:
+        return "Not evaluated yet."
+    lines = [f"Verdict {ev.verdict}."]
+    if ev.verdict == Verdict.OK and ev.timing is not None:
+        t = ev.timing
+        lines.append(f"Median {_us(t.median_us)} at {size_label(task.bench_size)} (10th-90th percentile "
+                     f"{_us(t.p10_us)}-{_us(t.p90_us)}), {t.gbps:.0f} GB/s, {t.ceiling_fraction:.0%} of the "
+                     f"device's measured ceiling; {_x(ev.speedup)} over the baseline"
+                     + (f", library {_us(ev.library_us)}" if ev.library_us else "") + ".")
+    passed = [size_label(c.size) for c in ev.checks if c.passed]
+    if ev.verdict == Verdict.WRONG and passed:
+        lines.append(f"Correct at {'; '.join(passed)}.")
+    if ev.message:
+        lines.append(_message(ev, log_chars))
+    lines.append(_resources(ev, member))
+    return "\n".join(line for line in lines if line)
+
+
+def _message(ev: Evaluation, log_chars: int) -> str:
+    label = {Verdict.COMPILE_ERROR: "Compiler log", Verdict.WRONG: "Mismatch"}.get(ev.verdict, "Message")
+    text = ev.message
+    if ev.verdict == Verdict.COMPILE_ERROR:
+        text = _errors_first(text)
+    return f"{label}:\n```\n{clip(text, log_chars)}\n```"
+
+
+_ERROR_LINE = re.compile(r"error|catastrophic", re.I)
+
+
+def _errors_first(log: str) -> str:
+    """A compiler log with its error lines first: when it is cut, the errors survive."""
+    lines = log.strip().splitlines()
+    errors = [line for line in lines if _ERROR_LINE.search(line)]
+    if not errors or len(log) <= LOG_CHARS_SHORT:
+        return log
+    return "\n".join(errors) + "\n--- full log ---\n" + log
+
+
+def _resources(ev: Evaluation, member: Scored) -> str:
+    r = ev.resources
+    parts = []
+    if r.registers:
+        parts.append(f"{r.registers} registers per thread, {r.spill_bytes} B spilled, "
+                     f"{r.smem_static_bytes} B static shared memory")
+    defines = ev.tuned_defines or member.candidate.resolved_defines()
+    if defines:
+        parts.append(("tuned to " if ev.tuned_defines else "defines ") + ", ".join(f"{k}={v}" for k, v in defines))
+    return ("Resources: " + "; ".join(parts) + ".") if parts else ""
+
+
+def reference_source(task: Task) -> str:
+    """The task's reference.py, less any library comparator (not the model's business)."""
+    path = Path(task.directory) / "reference.py"
+    try:
+        text = path.read_text()
+    except OSError:
+        return "(reference not available)"
+    return re.sub(r"\ndef library\(.*?(?=\ndef |\Z)", "\n", text, flags=re.S).rstrip() + "\n"
+
+
+def _bytes(n: int) -> str:
+    if not n:
+        return "?"
+    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.4g} {unit}"
+    return f"{n} B"
+
+
+def _us(us: float | None) -> str:
+    if us is None:
+        return "?"
+    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} us"
+
+
+def _x(speedup: float | None) -> str:
+    return f"{speedup:.2f}x" if speedup else "?"

@@ -1,0 +1,201 @@
+"""The FSR loop of CUDA-LLM (arXiv 2506.09092) as written in the paper: a baseline for the island
+search, with the same budget semantics and the same lineage, so the two can be compared.
+
+One line of descent, in rounds. The task's plain baseline kernel is evaluated first and is the
+first parent. Each round asks the proposer for N candidates from the current parent, submits
+them all to the executor and waits until all are back. If none passes, the next prompt carries
+their errors and the history of failures, and the parent stays (correctness reinforcement);
+once some pass, the fastest correct kernel so far becomes the parent and is sent back with its
+timings, beside the next-fastest (performance reinforcement). It stops after D rounds (every
+round counts, passing or not), or when a budget is spent: evaluations (the baseline counts, as
+seeds do in the island search), wall time, a target speedup, or the proposer's token or money
+budget. The fastest correct kernel wins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from fsr.candidate import parse
+from fsr.config import SearchConfig
+from fsr.execute.base import Executor
+from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored
+from fsr.propose.features import detect
+from fsr.types import Candidate, Evaluation, Origin, Task
+
+POLL_S = 0.5
+FAILURES_SHOWN = 4  # failed attempts carried in a prompt, most recent first
+
+
+class LineageSink(Protocol):
+    """Where results go (fsr.lineage.LineageWriter)."""
+
+    def append(self, candidate: Candidate, evaluation: Evaluation, **extra: Any) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round: what was asked, what came back, and the fastest latency after it."""
+
+    index: int
+    parent: str  # candidate id the prompt asked to improve
+    proposed: int  # valid candidates returned by the proposer
+    evaluated: int  # new ones evaluated (duplicates of earlier kernels are not)
+    passed: int
+    best_us: float | None
+    errors: tuple[str, ...]  # the proposer's: endpoint failures and unusable replies
+
+
+@dataclass(frozen=True)
+class FsrSummary:
+    """What `run_fsr` returns: the winner (None if nothing passed) and how the run went."""
+
+    best: Scored | None
+    rounds: tuple[Round, ...]
+    evaluations: int
+    verdicts: tuple[tuple[str, int], ...]
+    stopped_by: str  # "depth", "evaluations", "wall time", "target speedup", "proposer budget"
+    prompt_tokens: int
+    completion_tokens: int
+    wall_s: float
+
+    @property
+    def best_candidate(self) -> Candidate | None:
+        return self.best.candidate if self.best else None
+
+    @property
+    def best_evaluation(self) -> Evaluation | None:
+        return self.best.evaluation if self.best else None
+
+
+def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchConfig,
+            writer: LineageSink | None, depth: int, n_per_round: int) -> FsrSummary:
+    """Run the FSR loop on one task to `depth` rounds of `n_per_round` candidates (see the module
+    docstring). `config` supplies max_evaluations, max_wall_s, target_speedup and seed. The
+    caller owns and closes executor and writer (flushed here at the end)."""
+    run = _Run(task, executor, writer, config)
+    baseline = parse(task.baseline_source, task, Origin(proposer="seed", move="baseline"))
+    evaluated = run.evaluate([baseline], Proposals((baseline,)))
+    parent = evaluated[0] if evaluated else Scored(baseline, None, detect(baseline))
+    failures: deque[Scored] = deque(maxlen=FAILURES_SHOWN)
+    rounds: list[Round] = []
+    stopped = "depth"
+    for index in range(1, max(0, depth) + 1):
+        reason = run.stop_reason(proposer)
+        if reason:
+            stopped = reason
+            break
+        n = min(max(1, n_per_round), config.max_evaluations - run.evaluations)
+        request = ProposalRequest(task=task, parents=(parent,), n=n, seed=_seed(config.seed, task.name, index),
+                                  island=0, generation=index, best=run.best, contrast=run.second(),
+                                  failures=tuple(failures))
+        proposals = _propose(proposer, request)
+        run.tokens(proposals)
+        scored = run.evaluate([replace(c, island=0, generation=index) for c in proposals.candidates], proposals)
+        failures.extendleft(s for s in scored if not s.ok)  # most recent first
+        passed = [s for s in scored if s.ok]
+        if run.best is not None and run.best.ok:
+            parent = run.best  # performance reinforcement: improve the fastest so far
+        rounds.append(Round(index, request.parents[0].id, len(proposals.candidates), len(scored), len(passed),
+                            run.best.latency_us if run.best else None, proposals.errors))
+    if writer is not None:
+        writer.flush()
+    return FsrSummary(run.best, tuple(rounds), run.evaluations, tuple(sorted(run.verdicts.items())), stopped,
+                      run.prompt_tokens, run.completion_tokens, time.perf_counter() - run.started)
+
+
+def _propose(proposer: Proposer, request: ProposalRequest) -> Proposals:
+    try:
+        return proposer.propose(request)
+    except Exception as e:  # a proposer's own fault: the round is spent, the run goes on
+        return Proposals((), errors=(f"{type(e).__name__}: {e}",))
+
+
+def _seed(*parts: object) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "big") >> 1
+
+
+class _Run:
+    """The state of one FSR run: evaluated kernels, the best, budgets, token counts."""
+
+    def __init__(self, task: Task, executor: Executor, writer: LineageSink | None, config: SearchConfig) -> None:
+        self.task, self.executor, self.writer, self.config = task, executor, writer, config
+        self.started = time.perf_counter()
+        self.seen: set[str] = set()
+        self.ok: list[Scored] = []  # correct kernels, fastest first
+        self.evaluations = 0
+        self.verdicts: Counter[str] = Counter()
+        self.prompt_tokens = self.completion_tokens = 0
+        self.worker_of = getattr(executor, "worker_of", None)
+
+    @property
+    def best(self) -> Scored | None:
+        return self.ok[0] if self.ok else None
+
+    def second(self) -> Scored | None:
+        """The next-fastest correct kernel: the contrast shown beside the best."""
+        return self.ok[1] if len(self.ok) > 1 else None
+
+    def tokens(self, proposals: Proposals) -> None:
+        self.prompt_tokens += proposals.prompt_tokens or 0
+        self.completion_tokens += proposals.completion_tokens or 0
+
+    def stop_reason(self, proposer: Proposer) -> str:
+        cfg = self.config
+        if self.evaluations >= cfg.max_evaluations:
+            return "evaluations"
+        if cfg.max_wall_s and time.perf_counter() - self.started >= cfg.max_wall_s:
+            return "wall time"
+        speedup = self.best.evaluation.speedup if self.best and self.best.evaluation else None
+        if cfg.target_speedup and (speedup or 0.0) >= cfg.target_speedup:
+            return "target speedup"
+        if getattr(proposer, "exhausted", False):
+            return "proposer budget"
+        return ""
+
+    def evaluate(self, candidates: list[Candidate], proposals: Proposals) -> list[Scored]:
+        """Submit the new candidates (within the evaluation budget), wait for all, record them."""
+        fresh: list[Candidate] = []
+        for c in candidates:
+            if c.id not in self.seen and self.evaluations + len(fresh) < self.config.max_evaluations:
+                self.seen.add(c.id)
+                fresh.append(c)
+        tokens = {c.id: ((proposals.prompt_tokens, proposals.completion_tokens) if i == 0 else (None, None))
+                  for i, c in enumerate(fresh)}  # a call's tokens go on its first row, as in the loop
+        waiting = deque(fresh)
+        in_flight: dict[str, Candidate] = {}
+        started: dict[str, datetime] = {}
+        results: dict[str, Scored] = {}
+        while waiting or in_flight:
+            while waiting and self.executor.free_slots() > 0:
+                c = waiting.popleft()
+                in_flight[c.id] = c
+                started[c.id] = datetime.now(UTC)
+                self.executor.submit(c)
+            for ev in self.executor.poll(POLL_S):
+                cand = in_flight.pop(ev.candidate_id, None)
+                if cand is not None:
+                    results[cand.id] = self._record(cand, ev, started[cand.id], tokens[cand.id])
+        return [results[c.id] for c in fresh if c.id in results]
+
+    def _record(self, cand: Candidate, ev: Evaluation, started_at: datetime,
+                tokens: tuple[int | None, int | None]) -> Scored:
+        member = Scored(cand, ev, detect(cand))
+        self.evaluations += 1
+        self.verdicts[str(ev.verdict)] += 1
+        if member.ok:
+            self.ok.append(member)
+            self.ok.sort(key=lambda s: s.latency_us)
+        if self.writer is not None:
+            worker = self.worker_of(ev.candidate_id) if callable(self.worker_of) else ""
+            self.writer.append(cand, ev, features_detected=sorted(member.features),
+                               worker=worker, started_at=started_at, finished_at=datetime.now(UTC),
+                               prompt_tokens=tokens[0], completion_tokens=tokens[1])
+        return member
