@@ -144,7 +144,11 @@ class Completion:
 
 
 class CallFailed(Exception):
-    """A call that failed for good (after its retries); the message says why."""
+    """A call that failed for good (after `attempts` tries); the message says why."""
+
+    def __init__(self, message: str, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.attempts = attempts
 
 
 class ResponseCache:
@@ -321,11 +325,10 @@ class ChatClient:
         """One request for len(indices) choices, retried; raises CallFailed."""
         kwargs = self._arguments(messages, len(indices), temperature, seed + indices[0])
         started = time.perf_counter()
-        attempts = 0
         try:
             response, attempts = self._with_retries(kwargs)
         except CallFailed as e:
-            self._log(sha, indices, None, started, attempts or self.config.retries + 1, str(e))
+            self._log(sha, indices, None, started, e.attempts, str(e))
             raise
         choices = sorted(response.choices or [], key=lambda c: c.index)[: len(indices)]
         samples = self._samples(messages, response, choices, indices)
@@ -359,22 +362,24 @@ class ChatClient:
                 status = e.status_code
                 last = f"HTTP {status}: {_status_text(e)}"
                 if status not in RETRIED_STATUS and status < 500:
-                    raise CallFailed(self._redact(f"{last} (not retried)")) from None
+                    raise CallFailed(self._redact(f"{last} (not retried)"), attempt) from None
                 asked = retry_after_s(e.response.headers)
                 if asked is not None:
                     if asked > self.options.max_wait_s:
                         raise CallFailed(self._redact(f"{last}; the server asks to wait {asked:.0f} s, more "
-                                                      f"than max_wait_s {self.options.max_wait_s:.0f} s")) from None
+                                                      f"than max_wait_s {self.options.max_wait_s:.0f} s"),
+                                         attempt) from None
                     wait = asked
             except openai.APITimeoutError:
                 last = f"no reply within {self.config.timeout_s:g} s"
             except openai.APIConnectionError as e:
                 last = f"connection failed: {e.__cause__ or e}"
             except (openai.OpenAIError, ValueError, TypeError) as e:  # an unreadable response
-                raise CallFailed(self._redact(f"bad response: {type(e).__name__}: {e}")) from None
+                raise CallFailed(self._redact(f"bad response: {type(e).__name__}: {e}"), attempt) from None
             if attempt <= self.config.retries:
                 time.sleep(wait)  # outside the semaphore: waiting does not hold a call slot
-        raise CallFailed(self._redact(f"gave up after {self.config.retries + 1} attempts: {last}"))
+        raise CallFailed(self._redact(f"gave up after {self.config.retries + 1} attempts: {last}"),
+                         self.config.retries + 1)
 
     def _backoff(self, attempt: int) -> float:
         base = min(self.options.max_wait_s, self.options.backoff_s * 2 ** (attempt - 1))
