@@ -1,0 +1,493 @@
+"""RayExecutor: one GPU worker actor per GPU, kept busy, replaced when it dies or hangs.
+
+Scheduling: at most `max_in_flight_per_worker` (default 2) calls are outstanding per actor, so
+the next candidate is already queued on the actor when one finishes; a candidate goes to the
+least-loaded ready worker that may run its task. Candidates that cannot be placed yet wait in a
+driver-side queue (`free_slots` subtracts them, so the queue stays bounded by the capacity).
+
+Device-model pinning: timings of different GPU models are never compared. The first model a
+task is dispatched to pins it; later candidates of that task only go to workers of that model,
+and if none is left the executor raises NoWorkerError instead of silently mixing models.
+
+Faults, each turned into a verdict for exactly one candidate:
+- the actor process dies (os._exit, segfault, OOM kill, node loss): the call it was running gets
+  CRASH; calls queued behind it on the same actor are innocent and go back to the front of the
+  queue; a new actor replaces the dead one (immediately the first time, then with exponential
+  backoff; a slot that fails `max_consecutive_failures` times in a row is retired).
+- a call unanswered past `call_timeout_s`, counted from when it reached the head of its
+  actor's queue (as observed by the driver, so the estimate errs on the late side): TIMEOUT,
+  the actor is killed (ray.kill) and replaced. This is a backstop behind the evaluator's own
+  watchdog, so `call_timeout_s` must exceed the evaluator's timeout.
+- the evaluator raises (a bug: the protocol says it never does): CRASH with the exception, the
+  actor is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import RayError, RayTaskError
+
+from cluster.worker import EvaluatorFactory, GpuWorkerActor, WorkerInfo, gpu_evaluator_factory
+from fsr.config import Config
+from fsr.execute.local import crash_evaluation
+from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 60.0
+WAKEUP_S = 1.0  # poll re-checks deadlines, restarts and pins at least this often
+
+
+class NoWorkerError(RuntimeError):
+    """No live worker can take a candidate: all failed, or none has the task's GPU model."""
+
+
+def call_timeout_for(config: Config) -> float:
+    """Executor-side deadline for one evaluate call: well past the evaluator's own watchdog
+    (which covers verify + tune + time in its child), leaving room for compiling, restarting a
+    crashed child and timing the baseline on a worker's first call."""
+    return 2.0 * config.eval.timeout_s + 120.0
+
+
+@dataclass(frozen=True)
+class WorkerStats:
+    """One worker slot (a GPU), accumulated over the actors that have filled it."""
+
+    name: str
+    state: str  # starting | ready | restarting | retired
+    device: str
+    in_flight: int
+    evaluations: int
+    crashes: int
+    timeouts: int
+    restarts: int
+    busy_s: float
+    alive_s: float
+
+
+@dataclass
+class _Call:
+    candidate: Candidate
+    ref: Any  # ray.ObjectRef
+    started_at: float | None = None  # when it reached the head of its actor's queue
+    warned: bool = False
+
+
+@dataclass
+class _Slot:
+    """One GPU's worker across restarts."""
+
+    index: int
+    actor: Any = None
+    ready_ref: Any = None  # the pending info() call of a starting actor
+    info: WorkerInfo | None = None
+    model: str = ""  # device name last seen here; kept across restarts for pin checks
+    calls: deque[_Call] = field(default_factory=deque)
+    created_at: float = 0.0
+    ready_at: float | None = None
+    busy_reported_s: float = 0.0  # the current actor's own account of its busy time
+    busy_past_s: float = 0.0  # earlier actors of this slot
+    alive_past_s: float = 0.0
+    failures: int = 0  # consecutive; a returned evaluation resets it
+    restart_at: float | None = None
+    retired: bool = False
+    slow_start_warned: bool = False
+    evaluations: int = 0
+    crashes: int = 0
+    timeouts: int = 0
+    restarts: int = 0
+    last_error: str = ""
+
+    @property
+    def name(self) -> str:
+        if self.info is None:
+            return f"w{self.index:02d}"
+        return f"w{self.index:02d}@{self.info.node_ip}/gpu{','.join(self.info.gpu_ids) or '?'}"
+
+    @property
+    def state(self) -> str:
+        if self.retired:
+            return "retired"
+        if self.actor is None:
+            return "restarting"
+        return "ready" if self.info is not None else "starting"
+
+    def busy_alive_s(self, now: float) -> tuple[float, float]:
+        busy, alive = self.busy_past_s, self.alive_past_s
+        if self.ready_at is not None and self.actor is not None:
+            head = self.calls[0].started_at if self.calls else None
+            current = self.busy_reported_s + (now - head if head is not None else 0.0)
+            busy += min(current, now - self.ready_at)
+            alive += now - self.ready_at
+        return busy, alive
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _kill(actor: Any) -> None:
+    try:
+        ray.kill(actor)
+    except RayError as e:  # already gone with its node: nothing left to stop
+        log.debug("ray.kill: %s", e)
+
+
+class RayExecutor:
+    """Executor over Ray GPU worker actors; requires a connected Ray (`cluster.start.connect`)."""
+
+    def __init__(self, evaluator_factory: EvaluatorFactory, num_workers: int | None = None,
+                 max_in_flight_per_worker: int = 2, call_timeout_s: float = 600.0,
+                 stuck_after_s: float | None = None, max_consecutive_failures: int = 5,
+                 restart_backoff_s: float = 1.0):
+        if not ray.is_initialized():
+            raise RuntimeError("Ray is not connected: call cluster.start.connect() first")
+        if max_in_flight_per_worker < 1 or call_timeout_s <= 0:
+            raise ValueError("max_in_flight_per_worker must be >= 1 and call_timeout_s > 0")
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if num_workers is None:
+            num_workers = gpus
+        if num_workers < 1:
+            raise NoWorkerError("the Ray cluster has no GPUs: nothing can evaluate candidates")
+        if num_workers > gpus:
+            raise NoWorkerError(f"asked for {num_workers} GPU workers but the cluster has {gpus} GPUs")
+        self._max = max_in_flight_per_worker
+        self._call_timeout_s = call_timeout_s
+        self._stuck_after_s = stuck_after_s if stuck_after_s is not None else call_timeout_s / 2
+        self._max_failures = max_consecutive_failures
+        self._backoff_s = restart_backoff_s
+        self._factory_ref = ray.put(evaluator_factory)  # shipped once, not once per actor
+        self._slots = [_Slot(i) for i in range(num_workers)]
+        self._waiting: dict[Any, tuple[_Slot, _Call | None]] = {}  # ObjectRef -> owner
+        self._pending: deque[Candidate] = deque()
+        self._pins: dict[str, str] = {}  # task -> device name
+        self._worker_of: dict[str, str] = {}
+        self._closed_at: float | None = None
+        now = time.monotonic()
+        for slot in self._slots:
+            self._start_actor(slot, now)
+
+    @classmethod
+    def from_config(cls, config: Config, num_workers: int | None = None,
+                    tasks_root: str | None = None, **options: Any) -> RayExecutor:
+        """Workers running the real GPU evaluator, with a call timeout derived from `config`."""
+        options.setdefault("call_timeout_s", call_timeout_for(config))
+        if options["call_timeout_s"] <= config.eval.timeout_s:
+            raise ValueError("call_timeout_s must exceed the evaluator's own timeout (eval.timeout_s)")
+        return cls(gpu_evaluator_factory(config, tasks_root), num_workers=num_workers, **options)
+
+    # --- Executor ---------------------------------------------------------------------------
+
+    def free_slots(self) -> int:
+        """Unused call capacity of all live workers (starting ones included), less the queue."""
+        if self._closed_at is not None:
+            return 0
+        capacity = sum(self._max - len(s.calls) for s in self._slots if not s.retired)
+        return max(0, capacity - len(self._pending))
+
+    def submit(self, candidate: Candidate) -> None:
+        """Send a candidate to a worker now, or queue it until a suitable one has room."""
+        self._check_open()
+        self._pending.append(candidate)
+        try:
+            self._check_workers()
+        except NoWorkerError:
+            self._pending.pop()
+            raise
+        self._dispatch(time.monotonic())
+
+    def poll(self, timeout_s: float) -> list[Evaluation]:
+        """Finished evaluations (including synthesized CRASH/TIMEOUT verdicts); waits up to
+        `timeout_s` for the first one while any work is outstanding."""
+        self._check_open()
+        out: list[Evaluation] = []
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            now = time.monotonic()
+            self._restart_due(now)
+            self._dispatch(now)
+            self._check_workers()
+            if not self._pending and not any(s.calls for s in self._slots):
+                break
+            wait_s = 0.0 if out else max(0.0, min(deadline, self._next_event(now)) - now)
+            if self._waiting:
+                refs = list(self._waiting)
+                ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
+                if ready:
+                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                    self._collect(ready, out)
+            elif wait_s > 0:
+                time.sleep(wait_s)  # only restarts in backoff can unblock the queue
+            self._expire(time.monotonic(), out)
+            if out or time.monotonic() >= deadline:
+                break
+        self._dispatch(time.monotonic())  # refill workers freed by this poll right away
+        return out
+
+    def close(self) -> None:
+        """Close idle workers' evaluators (bounded wait), then kill every actor."""
+        if self._closed_at is not None:
+            return
+        now = time.monotonic()
+        idle = [s.actor.close.remote() for s in self._slots if s.actor is not None and not s.calls]
+        if idle:
+            ray.wait(idle, num_returns=len(idle), timeout=10.0)
+        for slot in self._slots:
+            if slot.actor is not None:
+                slot.busy_past_s, slot.alive_past_s = slot.busy_alive_s(now)
+                _kill(slot.actor)
+                slot.actor, slot.ready_at = None, None
+        self._waiting.clear()
+        self._pending.clear()
+        self._closed_at = now
+
+    # --- extras -----------------------------------------------------------------------------
+
+    def busy_fraction(self) -> float:
+        """Worker-seconds spent evaluating over worker-seconds alive since each became ready."""
+        now = self._closed_at or time.monotonic()
+        busy = alive = 0.0
+        for slot in self._slots:
+            b, a = slot.busy_alive_s(now)
+            busy, alive = busy + b, alive + a
+        return busy / alive if alive > 0 else 0.0
+
+    def worker_stats(self) -> list[WorkerStats]:
+        """Per-slot counters, for progress displays and the run summary."""
+        now = self._closed_at or time.monotonic()
+        out = []
+        for s in self._slots:
+            busy, alive = s.busy_alive_s(now)
+            out.append(WorkerStats(s.name, s.state, s.model, len(s.calls), s.evaluations, s.crashes,
+                                   s.timeouts, s.restarts, busy, alive))
+        return out
+
+    def worker_of(self, candidate_id: str) -> str | None:
+        """The worker a candidate was last sent to (the lineage's `worker` column)."""
+        return self._worker_of.get(candidate_id)
+
+    def devices(self, timeout_s: float = 60.0) -> dict[str, DeviceInfo]:
+        """GPU of each ready worker, waiting up to `timeout_s` for starting ones to report."""
+        deadline = time.monotonic() + timeout_s
+        while (starting := [s.ready_ref for s in self._slots if s.ready_ref is not None]):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _ = ray.wait(starting, num_returns=len(starting), timeout=left)
+            self._collect(ready, [])
+        return {s.name: s.info.device for s in self._slots if s.info is not None}
+
+    def pin(self, task: str, device_name: str) -> None:
+        """Pin a task to a GPU model up front (a resumed run keeps the model it started on)."""
+        self._pins[task] = device_name
+
+    # --- scheduling -------------------------------------------------------------------------
+
+    def _dispatch(self, now: float) -> None:
+        if not self._pending:
+            return
+        open_slots = [s for s in self._slots if s.info is not None and len(s.calls) < self._max]
+        kept: deque[Candidate] = deque()
+        while self._pending and open_slots:
+            candidate = self._pending.popleft()
+            model = self._pins.get(candidate.task) or self._preferred_model(open_slots)
+            fits = [s for s in open_slots if s.model == model]
+            if not fits:
+                kept.append(candidate)
+                continue
+            self._pins.setdefault(candidate.task, model)
+            slot = min(fits, key=lambda s: len(s.calls))
+            self._send(slot, candidate, now)
+            if len(slot.calls) >= self._max:
+                open_slots.remove(slot)
+        kept.extend(self._pending)
+        self._pending = kept
+
+    def _preferred_model(self, open_slots: list[_Slot]) -> str:
+        """For a task not yet pinned: the model with the most live workers among those free."""
+        live = [s.model for s in self._slots if not s.retired and s.model]
+        return max({s.model for s in open_slots}, key=live.count)
+
+    def _send(self, slot: _Slot, candidate: Candidate, now: float) -> None:
+        ref = slot.actor.evaluate.remote(candidate)
+        call = _Call(candidate, ref, started_at=None if slot.calls else now)
+        slot.calls.append(call)
+        self._waiting[ref] = (slot, call)
+        self._worker_of[candidate.id] = slot.name
+
+    def _check_workers(self) -> None:
+        """Fail loudly when queued work can never run."""
+        live = [s for s in self._slots if not s.retired]
+        if not live:
+            errors = "; ".join(sorted({s.last_error for s in self._slots if s.last_error}))
+            raise NoWorkerError(f"all {len(self._slots)} GPU workers failed repeatedly ({errors})")
+        if any(not s.model for s in live):
+            return  # a worker whose model is not known yet might still fit
+        models = {s.model for s in live}
+        for candidate in self._pending:
+            model = self._pins.get(candidate.task)
+            if model is not None and model not in models:
+                raise NoWorkerError(
+                    f"task {candidate.task!r} is pinned to GPU model {model!r} (its timings so far "
+                    f"were measured there), but no live worker has it; workers have "
+                    f"{sorted(models)}. Timings are never compared across GPU models: run this "
+                    f"task on a cluster with {model!r} or start a new run.")
+
+    def _check_open(self) -> None:
+        if self._closed_at is not None:
+            raise RuntimeError("RayExecutor is closed")
+
+    def _next_event(self, now: float) -> float:
+        """The earliest call deadline, stuck warning or restart: poll must wake up by then."""
+        t = now + WAKEUP_S
+        for slot in self._slots:
+            if slot.restart_at is not None:
+                t = min(t, slot.restart_at)
+            if slot.calls and (start := slot.calls[0].started_at) is not None:
+                t = min(t, start + self._call_timeout_s + 0.01)
+                if not slot.calls[0].warned:
+                    t = min(t, start + self._stuck_after_s + 0.01)
+        return t
+
+    # --- results and faults -----------------------------------------------------------------
+
+    def _collect(self, ready: list[Any], out: list[Evaluation]) -> None:
+        now = time.monotonic()
+        for ref in ready:
+            owner = self._waiting.pop(ref, None)
+            if owner is None:
+                continue  # already settled while handling its actor's death
+            slot, call = owner
+            if call is None:
+                self._on_ready(slot, ref, now, out)
+                continue
+            try:
+                evaluation, busy_s = ray.get(ref)
+            except RayTaskError as e:
+                evaluation = self._raised(slot, call, e)
+            except RayError as e:
+                self._waiting[ref] = owner  # _lose_worker settles all of this actor's calls
+                self._lose_worker(slot, Verdict.CRASH, f"worker {slot.name} died: {_first_line(e)}", out)
+                continue
+            else:
+                slot.busy_reported_s, slot.failures = busy_s, 0
+            slot.evaluations += 1
+            slot.calls.remove(call)
+            if slot.calls and slot.calls[0].started_at is None:
+                slot.calls[0].started_at = now
+            out.append(evaluation)
+
+    def _raised(self, slot: _Slot, call: _Call, e: RayTaskError) -> Evaluation:
+        log.error("evaluator on %s raised on candidate %s: %s", slot.name, call.candidate.id, e)
+        return crash_evaluation(call.candidate, f"evaluator raised {_first_line(e.cause or e)}", slot.model)
+
+    def _on_ready(self, slot: _Slot, ref: Any, now: float, out: list[Evaluation]) -> None:
+        slot.ready_ref = None
+        try:
+            slot.info = ray.get(ref)
+        except RayError as e:
+            self._lose_worker(slot, Verdict.CRASH, f"worker {slot.name} failed to start: {_first_line(e)}", out)
+            return
+        slot.model, slot.ready_at, slot.busy_reported_s = slot.info.device.name, now, 0.0
+        log.info("worker %s ready on %s after %.1f s", slot.name, slot.model, now - slot.created_at)
+
+    def _expire(self, now: float, out: list[Evaluation]) -> None:
+        for slot in self._slots:
+            if slot.ready_ref is not None and not slot.slow_start_warned \
+                    and now - slot.created_at > self._stuck_after_s:
+                slot.slow_start_warned = True
+                log.warning("worker %s has not started after %.0f s (no free GPU?)", slot.name,
+                            now - slot.created_at)
+            if not slot.calls or (start := slot.calls[0].started_at) is None:
+                continue
+            head = slot.calls[0]
+            elapsed = now - start
+            if elapsed > self._call_timeout_s:
+                if ray.wait([head.ref], timeout=0)[0]:
+                    continue  # answered just now: collected on the next round
+                self._lose_worker(slot, Verdict.TIMEOUT,
+                                  f"no answer from worker {slot.name} after {elapsed:.0f} s (call "
+                                  f"timeout {self._call_timeout_s:.0f} s); the worker was killed and "
+                                  f"replaced", out)
+            elif elapsed > self._stuck_after_s and not head.warned:
+                head.warned = True
+                log.warning("candidate %s has been running on %s for %.0f s", head.candidate.id,
+                            slot.name, elapsed)
+
+    def _lose_worker(self, slot: _Slot, verdict: Verdict, reason: str, out: list[Evaluation]) -> None:
+        """Settle every call of a dead or hung actor, then schedule its replacement: results
+        that came back before it died stand; the first unanswered call gets `verdict`; the
+        calls queued behind that one never ran and are queued again."""
+        slot.busy_past_s, slot.alive_past_s = slot.busy_alive_s(time.monotonic())
+        slot.ready_at = None
+        calls = list(slot.calls)
+        slot.calls.clear()
+        for c in calls:
+            self._waiting.pop(c.ref, None)
+        done = set(ray.wait([c.ref for c in calls], num_returns=len(calls), timeout=0)[0]) if calls else set()
+        culprit: _Call | None = None
+        requeue = []
+        for c in calls:
+            if culprit is not None:
+                requeue.append(c.candidate)
+                continue
+            if c.ref in done:
+                try:
+                    out.append(ray.get(c.ref)[0])
+                    slot.evaluations += 1
+                    continue
+                except RayTaskError as e:
+                    out.append(self._raised(slot, c, e))
+                    continue
+                except RayError:
+                    pass
+            culprit = c
+            word = "died while evaluating this candidate" if verdict == Verdict.CRASH else "hung"
+            log.warning("%s (candidate %s %s)", reason, c.candidate.id, word)
+            message = reason if verdict == Verdict.TIMEOUT else \
+                f"{reason}; the worker process died while evaluating this candidate and was replaced"
+            out.append(Evaluation(candidate_id=c.candidate.id, task=c.candidate.task, verdict=verdict,
+                                  message=message, device=slot.model))
+            slot.crashes += verdict == Verdict.CRASH
+            slot.timeouts += verdict == Verdict.TIMEOUT
+        self._pending.extendleft(reversed(requeue))
+        self._replace_actor(slot, reason)
+
+    def _replace_actor(self, slot: _Slot, reason: str) -> None:
+        now = time.monotonic()
+        if slot.ready_ref is not None:
+            self._waiting.pop(slot.ready_ref, None)
+        if slot.actor is not None:
+            _kill(slot.actor)  # a hung actor must go; for a dead one this is a no-op
+        slot.actor, slot.ready_ref, slot.info, slot.ready_at = None, None, None, None
+        slot.failures += 1
+        slot.last_error = reason
+        if slot.failures > self._max_failures:
+            slot.retired = True
+            log.error("worker w%02d retired after %d consecutive failures: %s", slot.index,
+                      slot.failures, reason)
+            return
+        delay = 0.0 if slot.failures == 1 else min(self._backoff_s * 2 ** (slot.failures - 2), MAX_BACKOFF_S)
+        slot.restart_at = now + delay
+
+    def _restart_due(self, now: float) -> None:
+        for slot in self._slots:
+            if slot.restart_at is not None and slot.restart_at <= now and not slot.retired:
+                slot.restarts += 1
+                self._start_actor(slot, now)
+
+    def _start_actor(self, slot: _Slot, now: float) -> None:
+        # Resources are declared here rather than on the class so that one definition serves
+        # real GPUs and the fake GPUs of a test cluster alike. num_cpus=0: the actor mostly
+        # waits on its GPU child, and must not be starved of a CPU slot by other Ray work.
+        slot.actor = GpuWorkerActor.options(num_gpus=1, num_cpus=0).remote(self._factory_ref)
+        slot.ready_ref = slot.actor.info.remote()
+        slot.created_at, slot.restart_at, slot.slow_start_warned = now, None, False
+        self._waiting[slot.ready_ref] = (slot, None)

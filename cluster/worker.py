@@ -1,0 +1,86 @@
+"""The GPU worker actor: one per GPU, owning one Evaluator built once in `__init__`.
+
+Each call carries only the candidate. Ray gives the actor its GPU through
+CUDA_VISIBLE_DEVICES, which the evaluator's child process inherits, so the CUDA work of this
+worker can only ever touch its own device.
+
+`GpuWorker` is a plain class (usable and testable without Ray); `GpuWorkerActor` is the Ray
+actor class, with resources declared by the executor at `.options()` time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ray
+
+from fsr.config import Config
+from fsr.execute.base import Evaluator
+from fsr.types import Candidate, DeviceInfo, Evaluation
+
+EvaluatorFactory = Callable[[], Evaluator]
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Where a worker runs and on what GPU; returned once when the actor is ready."""
+
+    device: DeviceInfo
+    node_ip: str
+    gpu_ids: tuple[str, ...]
+    pid: int
+
+
+class GpuWorker:
+    """Owns one evaluator; measures its own busy time so the driver's polling does not bias it."""
+
+    def __init__(self, evaluator_factory: EvaluatorFactory):
+        self._evaluator = evaluator_factory()
+        self._device = self._evaluator.device()
+        self._busy_s = 0.0
+
+    def info(self) -> WorkerInfo:
+        """The device and placement of this worker (the driver waits on this for readiness)."""
+        if ray.is_initialized():
+            ctx = ray.get_runtime_context()
+            node_ip = ray.util.get_node_ip_address()
+            gpu_ids = tuple(str(g) for g in ctx.get_accelerator_ids().get("GPU", []))
+        else:
+            node_ip, gpu_ids = "127.0.0.1", ()
+        return WorkerInfo(device=self._device, node_ip=node_ip, gpu_ids=gpu_ids, pid=os.getpid())
+
+    def evaluate(self, candidate: Candidate) -> tuple[Evaluation, float]:
+        """The evaluation, and this worker's total seconds spent evaluating so far."""
+        start = time.perf_counter()
+        try:
+            return self._evaluator.evaluate(candidate), self._busy_s + time.perf_counter() - start
+        finally:
+            self._busy_s += time.perf_counter() - start
+
+    def close(self) -> None:
+        """Release the GPU and the evaluator's child process."""
+        self._evaluator.close()
+
+
+# max_restarts=0: a dead worker is replaced by the executor, not by Ray, because Ray would also
+# replay the queued call that killed it.
+GpuWorkerActor = ray.remote(max_restarts=0, max_task_retries=0)(GpuWorker)
+
+
+def gpu_evaluator_factory(config: Config, tasks_root: str | None = None) -> EvaluatorFactory:
+    """A picklable factory for the real GPU evaluator, built inside the actor.
+
+    Leave `tasks_root` None on multi-node clusters: the default resolves next to the shipped
+    `fsr` package on every node, while a driver-side absolute path may not exist elsewhere.
+    """
+    return functools.partial(_build_gpu_evaluator, config, tasks_root)
+
+
+def _build_gpu_evaluator(config: Config, tasks_root: str | None) -> Evaluator:
+    from fsr.evaluate.evaluator import GpuEvaluator  # imported in the actor: CUDA lives there
+
+    return GpuEvaluator(config, tasks_root)

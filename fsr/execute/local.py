@@ -1,0 +1,186 @@
+"""One evaluator on a worker thread: the executor behind `fsr eval` and for debugging (no Ray).
+
+The evaluator is built once, on the worker thread and only when first needed, so that a slow
+construction (CUDA context, ceiling measurements) is never paid by the caller of the
+constructor. Candidates are evaluated one at a time in submission order; `max_in_flight > 1`
+only lets the caller queue the next candidates so the evaluator never waits for the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from fsr.execute.base import Evaluator
+from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
+
+log = logging.getLogger(__name__)
+
+WORKER_NAME = "local"
+
+
+class EvaluatorUnavailable(RuntimeError):
+    """The evaluator could not be built (no GPU, broken toolchain): nothing can be evaluated."""
+
+
+def crash_evaluation(candidate: Candidate, message: str, device: str = "") -> Evaluation:
+    """The verdict for a candidate whose evaluator raised or whose worker died under it."""
+    return Evaluation(candidate_id=candidate.id, task=candidate.task, verdict=Verdict.CRASH,
+                      message=message, device=device)
+
+
+class LocalExecutor:
+    """Executor over one evaluator running on a background thread of this process."""
+
+    def __init__(self, evaluator_factory: Callable[[], Evaluator], max_in_flight: int = 1):
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        self._factory = evaluator_factory
+        self._max_in_flight = max_in_flight
+        self._inbox: queue.Queue[Candidate | None] = queue.Queue()
+        self._outbox: queue.Queue[Evaluation] = queue.Queue()
+        self._in_flight = 0  # submitted and not yet handed out by poll; caller's thread only
+        self._worker_of: dict[str, str] = {}
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._built = threading.Event()  # set once the factory returned or raised
+        self._evaluator: Evaluator | None = None
+        self._device: DeviceInfo | None = None
+        self._build_error: BaseException | None = None
+        # Busy accounting, written by the worker thread under the lock.
+        self._lock = threading.Lock()
+        self._ready_at: float | None = None
+        self._stopped_at: float | None = None
+        self._busy_s = 0.0
+        self._busy_since: float | None = None
+
+    # --- Executor ---------------------------------------------------------------------------
+
+    def free_slots(self) -> int:
+        """Candidates that may be submitted now without exceeding `max_in_flight`."""
+        if self._closed or self._build_error is not None:
+            return 0
+        return max(0, self._max_in_flight - self._in_flight)
+
+    def submit(self, candidate: Candidate) -> None:
+        """Queue a candidate for the worker thread (starting it, and the evaluator, if needed)."""
+        if self._closed:
+            raise RuntimeError("submit on a closed LocalExecutor")
+        self._raise_if_unavailable()
+        self._start()
+        self._in_flight += 1
+        self._worker_of[candidate.id] = WORKER_NAME
+        self._inbox.put(candidate)
+
+    def poll(self, timeout_s: float) -> list[Evaluation]:
+        """Finished evaluations; waits up to `timeout_s` for the first when any is in flight."""
+        out: list[Evaluation] = []
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while self._in_flight > 0 and not out:
+            self._raise_if_unavailable()
+            # Wake up now and then so that a failed build is reported without waiting it out.
+            wait_s = min(deadline - time.monotonic(), 0.5)
+            if wait_s <= 0:
+                break
+            try:
+                out.append(self._outbox.get(timeout=wait_s))
+            except queue.Empty:
+                continue
+        while True:
+            try:
+                out.append(self._outbox.get_nowait())
+            except queue.Empty:
+                break
+        self._in_flight -= len(out)
+        return out
+
+    def close(self) -> None:
+        """Stop the worker after the evaluation in progress; queued candidates are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread is None:
+            return
+        while True:  # drop what has not started; the sentinel makes the thread close the evaluator
+            try:
+                self._inbox.get_nowait()
+            except queue.Empty:
+                break
+        self._inbox.put(None)
+        self._thread.join()
+
+    # --- extras -----------------------------------------------------------------------------
+
+    def busy_fraction(self) -> float:
+        """Seconds spent evaluating over seconds since the evaluator was ready (0 before)."""
+        with self._lock:
+            if self._ready_at is None:
+                return 0.0
+            now = self._stopped_at or time.monotonic()
+            busy = self._busy_s + (now - self._busy_since if self._busy_since is not None else 0.0)
+            alive = now - self._ready_at
+        return min(1.0, busy / alive) if alive > 0 else 0.0
+
+    def worker_of(self, candidate_id: str) -> str | None:
+        """Which worker evaluated a candidate (for the lineage's `worker` column)."""
+        return self._worker_of.get(candidate_id)
+
+    def devices(self) -> dict[str, DeviceInfo]:
+        """The worker's GPU, building the evaluator if needed (blocks until it is built)."""
+        self._start()
+        self._built.wait()
+        self._raise_if_unavailable()
+        assert self._device is not None
+        return {WORKER_NAME: self._device}
+
+    # --- the worker thread ------------------------------------------------------------------
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="fsr-local-evaluator", daemon=True)
+            self._thread.start()
+
+    def _raise_if_unavailable(self) -> None:
+        if self._build_error is not None:
+            raise EvaluatorUnavailable(f"the evaluator could not be built: {self._build_error}") \
+                from self._build_error
+
+    def _run(self) -> None:
+        try:
+            self._evaluator = self._factory()
+            self._device = self._evaluator.device()
+        except BaseException as e:  # reported to the caller by poll/submit, not lost in a thread
+            log.error("building the evaluator failed: %s", e)
+            self._build_error = e
+            self._built.set()
+            return
+        with self._lock:
+            self._ready_at = time.monotonic()
+        self._built.set()
+        try:
+            while (candidate := self._inbox.get()) is not None:
+                self._outbox.put(self._evaluate(self._evaluator, candidate))
+        finally:
+            with self._lock:
+                self._stopped_at = time.monotonic()
+            self._evaluator.close()
+
+    def _evaluate(self, evaluator: Evaluator, candidate: Candidate) -> Evaluation:
+        with self._lock:
+            self._busy_since = time.monotonic()
+        try:
+            return evaluator.evaluate(candidate)
+        except Exception as e:
+            # The protocol says evaluate never raises; if it does, that is an evaluator bug, and
+            # the search must stay total: the candidate gets CRASH with the reason, loudly logged.
+            log.exception("evaluator raised on candidate %s", candidate.id)
+            device = self._device.name if self._device else ""
+            return crash_evaluation(candidate, f"evaluator raised {type(e).__name__}: {e}", device)
+        finally:
+            with self._lock:
+                assert self._busy_since is not None
+                self._busy_s += time.monotonic() - self._busy_since
+                self._busy_since = None

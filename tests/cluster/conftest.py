@@ -1,0 +1,37 @@
+"""One local two-node Ray cluster for the whole session: two fake GPUs and one CPU per node.
+
+Ray's fake GPUs are plain resources, so actors requesting `num_gpus=1` are scheduled exactly as
+on real GPUs (with CUDA_VISIBLE_DEVICES set), and nothing touches a device.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+try:
+    import ray
+    from ray.cluster_utils import Cluster
+except ImportError:  # the cluster tests need Ray; everything else runs without it
+    collect_ignore_glob = ["test_*.py"]
+
+NODES = 2
+GPUS_PER_NODE = 2
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Cluster]:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local cluster
+    cluster = Cluster(initialize_head=True,
+                      head_node_args={"num_cpus": 1, "num_gpus": GPUS_PER_NODE, "include_dashboard": False})
+    for _ in range(NODES - 1):
+        cluster.add_node(num_cpus=1, num_gpus=GPUS_PER_NODE)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, include_dashboard=False)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -1,0 +1,68 @@
+"""Test evaluators for the Ray layer: fixed latency, a GPU model chosen per fake GPU, and
+candidates marked to kill their worker process or to hang it.
+
+They run inside Ray actors, so everything here must be importable by the workers (the driver's
+working directory, the repository root, is on their path) and picklable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, replace
+
+from fsr.types import Candidate, DeviceInfo, Evaluation
+from tests.contract.executor_contract import softmax_variants
+from tests.fakes import FakeEvaluator
+
+EXIT_MARK = "// fsr-test: exit the worker process"
+HANG_MARK = "// fsr-test: hang"
+
+
+def candidates(count: int, task: str | None = None, mark: str = "") -> list[Candidate]:
+    """`count` distinct candidates (the softmax baseline with a numbered comment), optionally
+    renamed to another task (tasks are only labels to these evaluators) and marked."""
+    base = softmax_variants(1)[0]
+    out = [replace(base, source=f"{base.source}\n// variant {i} {task or ''}\n{mark}\n") for i in range(count)]
+    return [replace(c, task=task) for c in out] if task else out
+
+
+@dataclass
+class MarkedEvaluator:
+    """FakeEvaluator with a fixed latency, a device name, and the two fault markers."""
+
+    latency_s: float
+    device_name: str
+
+    def __post_init__(self) -> None:
+        self.inner = FakeEvaluator(fixed_us=100.0)
+
+    def evaluate(self, candidate: Candidate) -> Evaluation:
+        if EXIT_MARK in candidate.source:
+            os._exit(3)  # what a segfaulting CUDA driver looks like from Ray
+        if HANG_MARK in candidate.source:
+            time.sleep(3600)
+        time.sleep(self.latency_s)
+        return replace(self.inner.evaluate(candidate), device=self.device_name)
+
+    def device(self) -> DeviceInfo:
+        return DeviceInfo(name=self.device_name, arch="sm_90")
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class EvaluatorFactory:
+    """Builds a MarkedEvaluator in the worker; with several models, the model is picked by the
+    worker's (fake) GPU index, so each node of the test cluster has one GPU of each."""
+
+    latency_s: float = 0.05
+    models: tuple[str, ...] = ("FakeGPU",)
+
+    def __call__(self) -> MarkedEvaluator:
+        import ray
+
+        gpu_ids = ray.get_runtime_context().get_accelerator_ids().get("GPU", []) if ray.is_initialized() else []
+        index = int(gpu_ids[0]) if gpu_ids else 0
+        return MarkedEvaluator(self.latency_s, self.models[index % len(self.models)])
