@@ -107,20 +107,21 @@ class LLMProposer:
             self.memory.add(task.name, request.island, shown)  # never reached a model: keep them
         candidates: list[Candidate] = []
         errors = list(completion.errors)
-        unusable: list[str] = []
-        seen = {p.id for p in request.parents}
+        unusable: list[str] = []  # the model's mistakes: remembered for this island's next prompt
+        parents = {p.id for p in request.parents}
         for sample in completion.samples:
             made = self._candidate(sample, request)
-            if isinstance(made, Candidate) and made.id in seen:
-                made = "the kernel is identical to one already tried: change something that matters"
+            if isinstance(made, Candidate) and made.id in parents:
+                made = "the kernel is identical to the one you were asked to improve: change something that matters"
             if isinstance(made, str):
                 errors.append(f"sample {sample.index}: {made}")
                 unusable.append(f"{made} (your reply began: \"{reply.excerpt(sample.text, 160)}\")")
-                continue
-            seen.add(made.id)
-            candidates.append(made)
+            elif any(c.id == made.id for c in candidates):
+                errors.append(f"sample {sample.index}: the same kernel as an earlier sample of this request")
+            else:
+                candidates.append(made)
         self.memory.add(task.name, request.island, unusable)
-        return Proposals(tuple(candidates), dropped=len(unusable), errors=tuple(errors),
+        return Proposals(tuple(candidates), dropped=len(completion.samples) - len(candidates), errors=tuple(errors),
                          prompt_tokens=completion.prompt_tokens if completion.samples else None,
                          completion_tokens=completion.completion_tokens if completion.samples else None)
 

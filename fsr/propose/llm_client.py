@@ -295,14 +295,17 @@ class ChatClient:
             try:
                 samples = self._call(messages, sha, indices, temperature, seed)
             except CallFailed as e:
-                return {}, [f"samples {indices}: {e}"]
+                if not str(e).startswith("HTTP 400"):
+                    return {}, [f"samples {indices}: {e}"]
+                samples = []  # a server that refuses n > 1: one sample per call from now on
+                self._n_honoured = False
             got.update({s.index: s for s in samples})
             if 0 < len(samples) < len(indices):
-                self._n_honoured = False  # the server ignores n: ask one sample per call from now on
+                self._n_honoured = False  # the server ignores n: one sample per call from now on
             elif len(samples) == len(indices):
                 self._n_honoured = True
-            rest = [i for i in indices if i not in got] if samples else []
-            if not samples:
+            rest = [i for i in indices if i not in got] if samples or self._n_honoured is False else []
+            if not rest and not samples:
                 errors.append(f"samples {indices}: the server returned no choices")
         if rest:
             workers = min(len(rest), max(1, self.config.concurrency))

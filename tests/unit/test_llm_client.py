@@ -115,6 +115,22 @@ def test_several_calls_are_made_when_the_server_ignores_n_and_that_is_remembered
     assert len(out.candidates) == 2 and all("n" not in b for b in server.bodies[2:])
 
 
+def test_a_server_that_refuses_n_gets_one_sample_per_call(server: ScriptedServer) -> None:
+    server.push(Status(400, "n must be 1"), reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)))
+    out = proposer(server).propose(request(n=2))
+    assert len(out.candidates) == 2 and out.errors == ()
+    assert server.bodies[0]["n"] == 2 and all("n" not in b for b in server.bodies[1:])
+
+
+def test_the_parent_sent_back_unchanged_is_an_error_the_model_hears_about(server: ScriptedServer) -> None:
+    server.push(reply(fenced(TASK.baseline_source)), reply(fenced(GOOD_KERNEL)), reply(fenced(GOOD_KERNEL)))
+    p = proposer(server)
+    out = p.propose(request())
+    assert out.candidates == () and out.dropped == 1 and "identical" in out.errors[0]
+    p.propose(request())
+    assert "identical to the one you were asked to improve" in server.prompts()[1]
+
+
 def test_garbage_is_an_error_whose_reason_reaches_that_islands_next_prompt(server: ScriptedServer) -> None:
     server.push(reply("I think you should use shared memory."), reply(fenced(GOOD_KERNEL)), reply(fenced(GOOD_KERNEL)))
     p = proposer(server)
