@@ -333,7 +333,7 @@ class ChatClient:
         except CallFailed as e:
             self._log(sha, indices, None, started, e.attempts, str(e))
             raise
-        choices = sorted(response.choices or [], key=lambda c: c.index)[: len(indices)]
+        choices = sorted(response.choices or [], key=lambda c: c.index or 0)[: len(indices)]
         samples = self._samples(messages, response, choices, indices)
         self._log(sha, indices, samples, started, attempts, None)
         return samples

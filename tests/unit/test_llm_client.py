@@ -5,6 +5,8 @@ budgets, the API key kept out of the run directory, replay from the cache, ensem
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -352,3 +354,10 @@ def test_make_llm_proposer_builds_an_ensemble_sharing_one_budget(server: Scripte
     server.push(reply(fenced(GOOD_KERNEL)))
     ens.members[0].propose(request())
     assert ens.exhausted and "budget spent" in ens.members[1].propose(request()).errors[0]
+
+
+def test_importing_the_proposer_loads_neither_the_client_nor_cuda_nor_ray() -> None:
+    code = ("import sys, fsr.propose.llm, fsr.search.fsr_strategy; "
+            "print(sorted(m for m in ('openai', 'cupy', 'ray') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
