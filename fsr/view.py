@@ -1,7 +1,7 @@
 """Progress views for `fsr run`: a rich live table on a terminal, plain lines elsewhere.
 
-Both are fed `fsr.search.progress.Progress` snapshots by the search loop (`update` a few
-times a second, `close` once at the end) and never touch the search state themselves.
+Both are fed `fsr.search.progress.Progress` snapshots by the search loop (`update` after each
+batch of results, `close` once at the end) and never touch the search state themselves.
 """
 
 from __future__ import annotations
@@ -68,21 +68,26 @@ class LineView:
 
 
 class LiveView:
-    """A rich live table: per task and per island, best latency and speedup, verdict counts."""
+    """A rich live table: per task and per island, best latency and speedup, verdict counts.
+    `update` only keeps the snapshot; rich's refresh thread renders the latest one."""
 
     def __init__(self, stream: TextIO | None = None, refresh_per_s: float = 4.0) -> None:
         from rich.console import Console
         from rich.live import Live
+        from rich.text import Text
 
         self.console = Console(file=stream or sys.stdout)
-        self.live: Any = Live(console=self.console, refresh_per_second=refresh_per_s, transient=False)
+        self._latest: Progress | None = None
+        self.live: Any = Live(console=self.console, refresh_per_second=refresh_per_s, transient=False,
+                              get_renderable=lambda: self.render(self._latest) if self._latest else Text("starting"))
         self.live.start()
 
     def update(self, progress: Progress) -> None:
-        self.live.update(self.render(progress))
+        self._latest = progress
 
     def close(self, progress: Progress) -> None:
-        self.live.update(self.render(progress))
+        self._latest = progress
+        self.live.refresh()
         self.live.stop()
 
     @staticmethod

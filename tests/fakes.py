@@ -148,10 +148,10 @@ class FakeEvaluator:
     sleep_s: float = 0.0
     calls: dict[str, int] = field(default_factory=dict)
 
-    def latency_us(self, cand: Candidate) -> float:
+    def latency_us(self, cand: Candidate, features: frozenset[str] | None = None) -> float:
         if self.fixed_us is not None:
             return self.fixed_us
-        factor = math.prod(self.effects.get(f, 1.0) for f in detect(cand))
+        factor = math.prod(self.effects.get(f, 1.0) for f in (features or detect(cand)))
         factor *= math.prod(self.define_effects.get(d, 1.0) for d in cand.resolved_defines())
         return self.base_us / factor * (1 + self.noise * (2 * _unit(cand.id) - 1))
 
@@ -159,16 +159,17 @@ class FakeEvaluator:
         self.calls[cand.id] = self.calls.get(cand.id, 0) + 1
         if self.sleep_s:
             time.sleep(self.sleep_s)
-        verdict = self._verdict(cand)
+        features = detect(cand)
+        verdict = self._verdict(cand, features)
         if verdict != Verdict.OK:
             return Evaluation(cand.id, cand.task, verdict, message=f"fake {verdict}", device="fake")
-        return Evaluation(cand.id, cand.task, Verdict.OK, timing=timing(self.latency_us(cand)),
+        return Evaluation(cand.id, cand.task, Verdict.OK, timing=timing(self.latency_us(cand, features)),
                           baseline_us=self.base_us, device="fake")
 
-    def _verdict(self, cand: Candidate) -> Verdict:
+    def _verdict(self, cand: Candidate, features: frozenset[str]) -> Verdict:
         if "#error" in cand.source:
             return Verdict.COMPILE_ERROR
-        for f in detect(cand):
+        for f in features:
             if f in self.fail_features:
                 return self.fail_features[f]
         if self.fail_fraction and _unit("fail" + cand.id) < self.fail_fraction:
@@ -256,3 +257,17 @@ class FakeExecutor:
 
     def close(self) -> None:
         self.closed = True
+
+
+@dataclass
+class ListWriter:
+    """A lineage sink that keeps (candidate, evaluation, extra) in memory."""
+
+    rows: list[tuple[Candidate, Evaluation, dict]] = field(default_factory=list)
+    flushes: int = 0
+
+    def append(self, candidate: Candidate, evaluation: Evaluation, **extra: object) -> None:
+        self.rows.append((candidate, evaluation, extra))
+
+    def flush(self) -> None:
+        self.flushes += 1

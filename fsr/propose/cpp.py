@@ -15,7 +15,9 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|define)\b(.*)$")
+# Starts with the literal "#" so that `re` can skip to candidates fast; `_at_line_start` checks
+# that only blanks precede it.
+_DIRECTIVE = re.compile(r"#[ \t]*(if|ifdef|ifndef|elif|else|endif|define)\b(.*)$", re.M)
 _DEFINE = re.compile(r"^\s*(\w+)\s+\(?\s*(-?\d+)[uUlL]*\s*\)?\s*$")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
@@ -91,27 +93,30 @@ def _value(node: ast.expr, names: Mapping[str, int]) -> int:
 
 
 def active_source(source: str, defines: Mapping[str, int]) -> str:
-    """`source` with the lines of branches that are off under `defines` removed. Directive lines
-    themselves are kept only inside unknown conditions (they do not match any detector)."""
+    """`source` with the text of branches that are off under `defines` removed. Directive lines
+    themselves are dropped, except `#define`s in active code (they do not match detectors, and
+    a macro's body may be what shows a feature)."""
+    if "#" not in source:
+        return source
     names = dict(defines)
     out: list[str] = []
     # Each frame: (parent active, this branch active, a branch already taken, condition unknown).
     stack: list[tuple[bool, bool, bool, bool]] = []
-    if "#" not in source:
-        return source
-    for line in source.splitlines():
-        m = _DIRECTIVE.match(line) if "#" in line else None
+    last = 0
+    for m in _DIRECTIVE.finditer(source):  # text between directives is copied whole, not by line
+        line_start = source.rfind("\n", 0, m.start()) + 1
+        if source[line_start:m.start()].strip(" \t"):
+            continue  # a "#" inside a line (a string, a token paste): not a directive
         active = not stack or stack[-1][1]
-        if m is None:
-            if active:
-                out.append(line)
-            continue
+        if active:
+            out.append(source[last:line_start])
+        last = m.end()
         kind, rest = m.group(1), m.group(2).strip()
         if kind == "define":
             if active and (d := _DEFINE.match(rest)):
                 names[d.group(1)] = int(d.group(2))
             if active:
-                out.append(line)
+                out.append(m.group(0))
         elif kind in ("if", "ifdef", "ifndef"):
             stack.append(_open(kind, rest, names, active))
         elif kind == "elif" and stack:
@@ -121,7 +126,9 @@ def active_source(source: str, defines: Mapping[str, int]) -> str:
             stack[-1] = (parent, parent and (unknown or not taken), True, unknown)
         elif kind == "endif" and stack:
             stack.pop()
-    return "\n".join(out)
+    if not stack or stack[-1][1]:
+        out.append(source[last:])
+    return "".join(out)
 
 
 def _open(kind: str, rest: str, names: Mapping[str, int], parent: bool) -> tuple[bool, bool, bool, bool]:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from fsr import expr
 from fsr.candidate import HeaderError, check, parse, with_defines
 from fsr.propose import transforms
 from fsr.propose.base import ProposalRequest, Proposals, Scored
@@ -30,16 +31,18 @@ from fsr.types import Candidate, Origin, Task
 
 @dataclass(frozen=True)
 class Made:
-    """A move's result: new text (the parent's defines are carried over) or a whole candidate,
-    what the move did, and how many of the request's parents it drew on."""
+    """A move's result: new text (the parent's defines are carried over, but those named in
+    `drop`) or a whole candidate; what the move did; how many of the request's parents it used."""
 
     result: str | Candidate
     move: str
     parents: int = 1
+    drop: tuple[str, ...] = ()
 
 
 Move = Callable[[ProposalRequest, random.Random], "Made | None"]
-ATTEMPTS_PER_CANDIDATE = 6  # moves tried (without replacement of the first pick) per candidate
+ATTEMPTS_PER_CANDIDATE = 12  # moves tried per candidate asked for (repeats are cheap to skip)
+MEMORY_MAX = 200_000  # moves (and checks) remembered before the memory is cleared
 
 
 class MutateProposer:
@@ -49,6 +52,10 @@ class MutateProposer:
 
     def __init__(self) -> None:
         self._templates: dict[str, Candidate | None] = {}
+        # Moves already made (by result), so that a parent chosen again yields something new
+        # instead of a duplicate the loop would drop; also spares re-checking a known result.
+        self._made: set[tuple] = set()
+        self._checked: set[tuple] = set()
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
         """The template's switches plus the features the source transforms add."""
@@ -61,24 +68,35 @@ class MutateProposer:
         rng = random.Random(request.seed)
         out: list[Candidate] = []
         errors: list[str] = []
-        seen = {p.id for p in request.parents}
         for _ in range(request.n * ATTEMPTS_PER_CANDIDATE):
             if len(out) >= request.n:
                 break
             try:
                 made = self._one(request, rng)
-                if made is None:
+                if made is None or self._repeat(request, made):
                     continue
-                cand = self._finish(request, made)
+                out.append(self._finish(request, made))
             except HeaderError as e:
                 errors.append(str(e))
-                continue
-            if cand.id not in seen:
-                seen.add(cand.id)
-                out.append(cand)
         return Proposals(tuple(out), dropped=len(errors), errors=tuple(errors))
 
     # ---- choosing and finishing a move ---------------------------------------------------------
+
+    def _repeat(self, request: ProposalRequest, made: Made) -> bool:
+        """Whether this result was made before, or is a parent (remember it if not). Keys use
+        Python's string hash, which a string caches, not the candidate's sha256 id: most moves
+        keep the parent's source object, and repeats are common once a neighbourhood is mined."""
+        if isinstance(made.result, Candidate):
+            key: tuple = _key(made.result)
+        else:
+            key = (request.task.name, hash(made.result), len(made.result),
+                   request.parents[0].candidate.defines, made.drop)
+        if key in self._made or any(key == _key(p.candidate) for p in request.parents):
+            return True
+        if len(self._made) > MEMORY_MAX:
+            self._made.clear()
+        self._made.add(key)
+        return False
 
     def _one(self, request: ProposalRequest, rng: random.Random) -> Made | None:
         moves = self._moves(request)
@@ -109,18 +127,40 @@ class MutateProposer:
         return moves
 
     def _finish(self, request: ProposalRequest, made: Made) -> Candidate:
-        """Parse text (carrying the parent's defines) or re-check a candidate at its defines, then
-        stamp parents and origin; raises HeaderError."""
+        """Parse new text (carrying the parent's defines but `made.drop`), or re-check a candidate
+        at its defines; stamp parents and origin. Raises HeaderError.
+
+        A body-only rewrite comes as a candidate with the parent's header records and the new
+        source: `check` is the part of `parse` that reads the body, so it is rerun in full, and
+        tomllib is spared re-reading an unchanged header."""
         origin = Origin(proposer=self.name, features_requested=request.features_requested, move=made.move)
         if isinstance(made.result, str):
             cand = parse(made.result, request.task, origin)
-            names = {t.name for t in cand.tunables + cand.features}
+            names = {t.name for t in cand.tunables + cand.features} - set(made.drop)
             carried = {k: v for k, v in request.parents[0].candidate.defines if k in names}
-            cand = with_defines(cand, carried) if carried else cand
+            if carried:
+                cand = with_defines(cand, carried)
+                check(cand, request.task)
         else:
             cand = replace(made.result, origin=origin)
-        check(cand, request.task)
+            self._check(cand, request.task)
         return replace(cand, parents=tuple(p.id for p in request.parents[:made.parents]))
+
+    def _check(self, cand: Candidate, task: Task) -> None:
+        """`fsr.candidate.check`, memoised on what it reads: the source (kernel signatures), the
+        header records, and the defines its expressions use (toggling a switch that no launch
+        expression names cannot change the outcome). Raises HeaderError."""
+        used: set[str] = set()
+        for launch in cand.launches:
+            for text in launch.grid + launch.block + (launch.smem,):
+                used |= expr.names_in(text)
+        key = (task.name, task.content_hash, hash(cand.source), len(cand.source), cand.launches, cand.scratch,
+               cand.tunables, cand.features, tuple(d for d in cand.resolved_defines() if d[0] in used))
+        if key not in self._checked:
+            check(cand, task)  # raises before the key is remembered
+            if len(self._checked) > MEMORY_MAX:
+                self._checked.clear()
+            self._checked.add(key)
 
     def _template(self, task: Task) -> Candidate | None:
         if task.name not in self._templates:
@@ -184,8 +224,12 @@ class MutateProposer:
         parent = request.parents[0].candidate
         for transform in wanted + rest:
             made = transform(parent, request.task, rng)
-            if made is not None:
-                return Made(*made)
+            if made is None:
+                continue
+            text, move = made
+            if transforms.split(text)[0] == transforms.split(parent.source)[0]:  # body only
+                return Made(replace(parent, source=text), move)
+            return Made(text, move)
         return None
 
     def _tunable(self, request: ProposalRequest, rng: random.Random) -> Made | None:
@@ -198,9 +242,13 @@ class MutateProposer:
         value = rng.choice([v for v in t.values if v != current] or list(t.values))
         if rng.random() < 0.5:
             return Made(with_defines(parent, {t.name: value}), f"tunable {t.name}={value}")
-        reordered = parse(_reorder(parent, t.name, value), request.task)
-        others = {k: v for k, v in parent.defines if k != t.name}
-        return Made(with_defines(reordered, others) if others else reordered, f"tunable {t.name} default {value}")
+        return Made(_reorder(parent, t.name, value), f"tunable {t.name} default {value}", drop=(t.name,))
+
+
+def _key(cand: Candidate) -> tuple:
+    """What identifies a candidate (as its id does), from cheap, cached hashes."""
+    return (cand.task, hash(cand.source), len(cand.source), cand.resolved_defines(), cand.launches,
+            cand.scratch, cand.compile_options)
 
 
 def _on(values: tuple[int, ...], rng: random.Random | None = None) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,7 +39,8 @@ class LineageSink(Protocol):
 
 
 class View(Protocol):
-    """Shows progress (fsr.view); `update` is called a few times a second, `close` once."""
+    """Shows progress (fsr.view): `update` after each batch of results (and every VIEW_EVERY_S),
+    so it must be cheap; `close` once, at the end."""
 
     def update(self, progress: Progress) -> None: ...
 
@@ -55,10 +56,6 @@ class Pending:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     started_at: datetime | None = None
-    id: str = field(init=False, repr=False, compare=False)  # the candidate's id, hashed once
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "id", self.candidate.id)
 
 
 def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, config: SearchConfig,
@@ -92,11 +89,11 @@ class Driver:
                  view: View | None, n: int = 1, resumed: int = 0) -> None:
         self.state, self.executor, self.pool, self.writer, self.view = state, executor, pool, writer, view
         self.n, self.resumed = max(1, n), resumed
-        self.ready: deque[Pending] = deque()  # proposed, deduplicated, waiting for a slot
+        self.ready: deque[tuple[str, Pending]] = deque()  # (id, item): new, waiting for a slot
         self.ready_ids: set[str] = set()
         self.queued: Counter[str] = Counter()  # ready candidates per task
         self.asked: Counter[str] = Counter()  # proposal requests outstanding per task
-        self.in_flight: dict[str, Pending] = {}
+        self.in_flight: dict[str, Pending] = {}  # by candidate id
         self.counts: Counter[str] = Counter()  # evaluations, dropped, duplicates, errors
         self.worker_of = getattr(executor, "worker_of", None)  # optional executor hook
         self.started = time.perf_counter()
@@ -105,14 +102,14 @@ class Driver:
 
     def run(self) -> CampaignSummary:
         for ts in self.state.tasks.values():
-            self._queue([Pending(s.candidate, s.features) for s in ts.seeds.values()])
+            for seed in ts.seeds.values():
+                self._queue(seed.candidate, seed.features)
         while True:
             submitted = self._fill()
             if not self.in_flight and not self.pool.outstanding and not self.ready:
                 if self._all_done() or not submitted:
                     break
-            self._poll()
-            self._show()
+            self._show(self._poll())
         if self.writer is not None:
             self.writer.flush()
         return self._summary()
@@ -128,7 +125,7 @@ class Driver:
                 empty = 0
             free = self.executor.free_slots()
             if free > 0 and self.ready:
-                submitted |= self._submit(self.ready.popleft())
+                submitted |= self._submit(*self.ready.popleft())
                 continue
             wanted = free + self.pool.workers  # threaded proposals run ahead of free slots
             if (empty >= MAX_EMPTY_REQUESTS or not self.pool.has_room()
@@ -158,45 +155,47 @@ class Driver:
             self.asked[request.task.name] -= 1
             self.counts["dropped"] += proposals.dropped
             self.counts["errors"] += bool(answer.error)
-            fresh = [replace(c, island=request.island, generation=request.generation)
-                     for c in proposals.candidates if c.task == request.task.name]
             tokens = (proposals.prompt_tokens, proposals.completion_tokens)
-            queued += self._queue([Pending(c, detect(c), *(tokens if i == 0 else (None, None)))
-                                   for i, c in enumerate(fresh)])
+            for i, c in enumerate(proposals.candidates):
+                if c.task == request.task.name:
+                    c = replace(c, island=request.island, generation=request.generation)
+                    queued += self._queue(c, None, *(tokens if i == 0 else (None, None)))
         return queued
 
-    def _queue(self, items: list[Pending]) -> int:
-        """Queue candidates not seen before (by id); count the duplicates."""
-        queued = 0
-        for p in items:
-            if p.id in self.state.seen or p.id in self.ready_ids:
-                self.counts["duplicates"] += 1
-                continue
-            self.ready_ids.add(p.id)
-            self.ready.append(p)
-            self.queued[p.candidate.task] += 1
-            queued += 1
-        return queued
+    def _queue(self, cand: Candidate, features: frozenset[str] | None, prompt_tokens: int | None = None,
+               completion_tokens: int | None = None) -> bool:
+        """Queue a candidate not seen before (by id; features detected only then)."""
+        key = cand.id
+        if key in self.state.seen or key in self.ready_ids:
+            self.counts["duplicates"] += 1
+            return False
+        self.ready_ids.add(key)
+        self.ready.append((key, Pending(cand, detect(cand) if features is None else features, prompt_tokens,
+                                        completion_tokens)))
+        self.queued[cand.task] += 1
+        return True
 
-    def _submit(self, item: Pending) -> bool:
+    def _submit(self, key: str, item: Pending) -> bool:
         ts = self.state.tasks[item.candidate.task]
         self.queued[ts.task.name] -= 1
-        self.ready_ids.discard(item.id)
-        if item.id in self.state.seen or self._done(ts):
+        self.ready_ids.discard(key)
+        if key in self.state.seen or self._done(ts):
             return False
-        self.state.seen.add(item.id)
+        self.state.seen.add(key)
         ts.submitted += 1
-        self.in_flight[item.id] = replace(item, started_at=datetime.now(UTC))
+        self.in_flight[key] = replace(item, started_at=datetime.now(UTC))
         self.executor.submit(item.candidate)
         return True
 
-    def _poll(self) -> None:
+    def _poll(self) -> int:
+        """Wait for results (briefly if proposals are outstanding) and tell them; how many."""
         timeout = PROPOSAL_POLL_S if self.pool.outstanding else POLL_S
         t0 = time.perf_counter()
         evaluations = self.executor.poll(timeout)
         self.poll_s += time.perf_counter() - t0
         for ev in evaluations:
             self._tell(ev)
+        return len(evaluations)
 
     def _tell(self, ev: Evaluation) -> None:
         item = self.in_flight.pop(ev.candidate_id, None)
@@ -242,8 +241,9 @@ class Driver:
         return snapshot(self.state, self._elapsed(), self.counts["evaluations"], len(self.in_flight),
                         busy() if callable(busy) else None, self.counts)
 
-    def _show(self) -> None:
-        if self.view is not None and self._elapsed() - self.shown >= VIEW_EVERY_S:
+    def _show(self, told: int) -> None:
+        """Update the view after results came in, or every VIEW_EVERY_S (elapsed time moves)."""
+        if self.view is not None and (told or self._elapsed() - self.shown >= VIEW_EVERY_S):
             self.shown = self._elapsed()
             self.view.update(self._progress())
 

@@ -1,0 +1,20 @@
+"""The Executor contract, run against the in-process fake (virtual and real clocks)."""
+
+from __future__ import annotations
+
+from tests.contract.executor_contract import ExecutorContract
+from tests.fakes import FakeEvaluator, FakeExecutor
+
+
+class TestFakeExecutor(ExecutorContract):
+    timeout_s = 5.0
+
+    def make_executor(self) -> FakeExecutor:
+        return FakeExecutor(FakeEvaluator(), slots=4, eval_s=1.0)
+
+
+class TestFakeExecutorOnTheRealClock(ExecutorContract):
+    timeout_s = 5.0
+
+    def make_executor(self) -> FakeExecutor:
+        return FakeExecutor(FakeEvaluator(), slots=2, eval_s=0.01, real_time=True)
