@@ -100,7 +100,7 @@ class LLMProposer:
         failures and unusable replies are returned in `errors`, never raised."""
         task = request.task
         shown = self.memory.take(task.name, request.island)
-        prompt = build(request, self.device, shown, self.options.prompt_tokens)
+        prompt = build(request, self.device, shown, self.options.prompt_budget_tokens)
         temperature = self.config.temperature * request.temperature_scale
         completion = self.client.complete(prompt.as_dicts(), request.n, temperature, request.seed)
         if not completion.samples:

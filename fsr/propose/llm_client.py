@@ -58,7 +58,7 @@ class LLMOptions:
     max_total_tokens: int = 0  # prompt + completion tokens for the whole run; 0 = no limit
     input_price_per_mtok: float = -1.0  # USD per million prompt tokens; < 0 = from PRICES
     output_price_per_mtok: float = -1.0
-    prompt_tokens: int = 16_000  # budget of one prompt (estimated as characters / 4)
+    prompt_budget_tokens: int = 16_000  # size limit of one prompt (tokens estimated as characters / 4)
     models: str = ""  # an ensemble on the same endpoint: "gpt-4.1=3,gpt-4.1-mini=1"
     ensemble_by_island: bool = False  # island i uses model i (mod count) instead of weights
     send_seed: bool = True  # pass a per-sample seed (OpenAI, vLLM, SGLang, Ollama accept it)

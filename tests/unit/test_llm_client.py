@@ -361,3 +361,17 @@ def test_importing_the_proposer_loads_neither_the_client_nor_cuda_nor_ray() -> N
             "print(sorted(m for m in ('openai', 'cupy', 'ray') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_options_are_read_from_llm_config_fields_of_the_same_name() -> None:
+    from dataclasses import dataclass as frozen_dataclass
+
+    @frozen_dataclass(frozen=True)
+    class Extended(LLMConfig):
+        max_cost: float = 2.5
+        prompt_budget_tokens: int = 8000
+        models: str = "a=1,b=2"
+
+    options = LLMOptions.from_config(Extended(model="m"))
+    assert (options.max_cost, options.prompt_budget_tokens, options.models) == (2.5, 8000, "a=1,b=2")
+    assert options.max_total_tokens == 0  # not in the config: the default
