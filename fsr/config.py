@@ -67,6 +67,16 @@ class LLMConfig:
     concurrency: int = 4
     timeout_s: float = 120.0
     retries: int = 4
+    backoff_s: float = 1.0
+    max_wait_s: float = 120.0  # the longest Retry-After honoured
+    max_cost: float = 0.0  # USD for the run; 0 = no limit
+    max_total_tokens: int = 0  # prompt + completion tokens for the run; 0 = no limit
+    input_price_per_mtok: float = -1.0  # USD per million tokens; negative = built-in price table
+    output_price_per_mtok: float = -1.0
+    prompt_budget_tokens: int = 16000  # size limit of one prompt
+    models: str = ""  # an ensemble on one endpoint, e.g. "gpt-4.1=3,gpt-4.1-mini=1"
+    ensemble_by_island: bool = False
+    send_seed: bool = True
 
 
 @dataclass(frozen=True)

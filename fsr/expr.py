@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 
@@ -22,7 +22,7 @@ _BINOPS = {
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
     ast.Pow: operator.pow,
 }
-_FUNCS = {
+_FUNCS: dict[str, Callable[..., float]] = {
     "cdiv": lambda a, b: -(-a // b),
     "min": min,
     "max": max,

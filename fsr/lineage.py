@@ -386,7 +386,7 @@ class LineageWriter:
 SECRET_WORDS = ("api_key", "token", "secret")
 # Names that contain a secret word but hold no secret: an environment variable's *name*, and a
 # count of model tokens that the run needs for reproducibility.
-NOT_SECRET = frozenset({"api_key_env", "max_tokens"})
+NOT_SECRET = frozenset({"api_key_env", "max_tokens", "max_total_tokens", "prompt_budget_tokens"})
 URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")  # user:password@ in an endpoint URL
 
 

@@ -54,9 +54,9 @@ def check(cand: Candidate) -> str | None:
     if len(cand.source.encode()) > MAX_SOURCE_BYTES:
         return f"source is larger than {MAX_SOURCE_BYTES} bytes: keeps compiles and prompts bounded"
     code = strip_comments(cand.source)
-    for m in INCLUDE_RE.finditer(code):
-        if not ALLOWED_INCLUDES.match(m.group(1).strip()):
-            return (f"#include <{m.group(1)}> is not allowed: only device headers may be included "
+    for inc in INCLUDE_RE.finditer(code):
+        if not ALLOWED_INCLUDES.match(inc.group(1).strip()):
+            return (f"#include <{inc.group(1)}> is not allowed: only device headers may be included "
                     "(cuda_fp16.h, cuda_bf16.h, cooperative_groups.h, mma.h, cuda/pipeline, cub/...)")
     for rule in RULES:
         m = rule.pattern.search(code)
