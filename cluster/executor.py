@@ -18,8 +18,10 @@ Faults, each turned into a verdict for exactly one candidate:
   actor's queue (as observed by the driver, so the estimate errs on the late side): TIMEOUT,
   the actor is killed (ray.kill) and replaced. This is a backstop behind the evaluator's own
   watchdog, so `call_timeout_s` must exceed the evaluator's timeout.
-- the evaluator raises (a bug: the protocol says it never does): CRASH with the exception, the
-  actor is kept.
+- the evaluator raises (it should never; GpuEvaluator does when a task's baseline fails or its
+  GPU child cannot start): CRASH with the exception, and the actor is rebuilt, since the
+  evaluator's state is unknown. Repeated raises retire the slot like any other failure, so a
+  broken setup ends in a loud NoWorkerError rather than an endless stream of CRASH verdicts.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from ray.exceptions import RayError, RayTaskError
 
 from cluster.worker import EvaluatorFactory, GpuWorkerActor, WorkerInfo, gpu_evaluator_factory
 from fsr.config import Config
+from fsr.evaluate.evaluator import PREPARE_TIMEOUT_S
+from fsr.evaluate.sandbox import START_TIMEOUT_S
 from fsr.execute.local import crash_evaluation
 from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
 
@@ -49,10 +53,12 @@ class NoWorkerError(RuntimeError):
 
 
 def call_timeout_for(config: Config) -> float:
-    """Executor-side deadline for one evaluate call: well past the evaluator's own watchdog
-    (which covers verify + tune + time in its child), leaving room for compiling, restarting a
-    crashed child and timing the baseline on a worker's first call."""
-    return 2.0 * config.eval.timeout_s + 120.0
+    """Executor-side deadline for one evaluate call of the GPU evaluator: past the longest call
+    the evaluator can legitimately make, which restarts a crashed child, prepares the task's
+    inputs and times its baseline before the candidate's own verify + tune + time. The
+    evaluator's watchdog fires long before this; the deadline catches a wedged worker."""
+    own_s = config.eval.timeout_s + config.tune.time_budget_s
+    return START_TIMEOUT_S + PREPARE_TIMEOUT_S + config.eval.timeout_s + own_s + 60.0
 
 
 @dataclass(frozen=True)
@@ -177,8 +183,10 @@ class RayExecutor:
     @classmethod
     def from_config(cls, config: Config, num_workers: int | None = None,
                     tasks_root: str | None = None, **options: Any) -> RayExecutor:
-        """Workers running the real GPU evaluator, with a call timeout derived from `config`."""
+        """Workers running the real GPU evaluator, with a call timeout derived from `config`; a
+        call still running after the candidate's own budget and a minute is logged as stuck."""
         options.setdefault("call_timeout_s", call_timeout_for(config))
+        options.setdefault("stuck_after_s", config.eval.timeout_s + config.tune.time_budget_s + 60.0)
         if options["call_timeout_s"] <= config.eval.timeout_s:
             raise ValueError("call_timeout_s must exceed the evaluator's own timeout (eval.timeout_s)")
         return cls(gpu_evaluator_factory(config, tasks_root), num_workers=num_workers, **options)
@@ -371,13 +379,18 @@ class RayExecutor:
             try:
                 evaluation, busy_s = ray.get(ref)
             except RayTaskError as e:
-                evaluation = self._raised(slot, call, e)
+                # The evaluator broke its protocol (it never raises for a candidate): its state
+                # is unknown, so the candidate gets CRASH and the worker is rebuilt.
+                slot.calls.remove(call)
+                out.append(self._raised(slot, call, e))
+                self._lose_worker(slot, f"the evaluator on {slot.name} raised {_first_line(e.cause or e)}",
+                                  out, culprit=None)
+                continue
             except RayError as e:
                 self._waiting[ref] = owner  # _lose_worker settles all of this actor's calls
-                self._lose_worker(slot, Verdict.CRASH, f"worker {slot.name} died: {_first_line(e)}", out)
+                self._lose_worker(slot, f"worker {slot.name} died: {_first_line(e)}", out, Verdict.CRASH)
                 continue
-            else:
-                slot.busy_reported_s, slot.failures = busy_s, 0
+            slot.busy_reported_s, slot.failures = busy_s, 0
             slot.evaluations += 1
             slot.calls.remove(call)
             if slot.calls and slot.calls[0].started_at is None:
@@ -386,14 +399,16 @@ class RayExecutor:
 
     def _raised(self, slot: _Slot, call: _Call, e: RayTaskError) -> Evaluation:
         log.error("evaluator on %s raised on candidate %s: %s", slot.name, call.candidate.id, e)
-        return crash_evaluation(call.candidate, f"evaluator raised {_first_line(e.cause or e)}", slot.model)
+        slot.crashes += 1
+        return crash_evaluation(call.candidate, f"evaluator raised {_first_line(e.cause or e)}; "
+                                f"the worker was replaced", slot.model)
 
     def _on_ready(self, slot: _Slot, ref: Any, now: float, out: list[Evaluation]) -> None:
         slot.ready_ref = None
         try:
             slot.info = ray.get(ref)
         except RayError as e:
-            self._lose_worker(slot, Verdict.CRASH, f"worker {slot.name} failed to start: {_first_line(e)}", out)
+            self._lose_worker(slot, f"worker {slot.name} failed to start: {_first_line(e)}", out, None)
             return
         slot.model, slot.ready_at, slot.busy_reported_s = slot.info.device.name, now, 0.0
         log.info("worker %s ready on %s after %.1f s", slot.name, slot.model, now - slot.created_at)
@@ -412,19 +427,19 @@ class RayExecutor:
             if elapsed > self._call_timeout_s:
                 if ray.wait([head.ref], timeout=0)[0]:
                     continue  # answered just now: collected on the next round
-                self._lose_worker(slot, Verdict.TIMEOUT,
-                                  f"no answer from worker {slot.name} after {elapsed:.0f} s (call "
-                                  f"timeout {self._call_timeout_s:.0f} s); the worker was killed and "
-                                  f"replaced", out)
+                self._lose_worker(slot, f"no answer from worker {slot.name} after {elapsed:.0f} s "
+                                  f"(call timeout {self._call_timeout_s:.0f} s); the worker was killed "
+                                  f"and replaced", out, Verdict.TIMEOUT)
             elif elapsed > self._stuck_after_s and not head.warned:
                 head.warned = True
                 log.warning("candidate %s has been running on %s for %.0f s", head.candidate.id,
                             slot.name, elapsed)
 
-    def _lose_worker(self, slot: _Slot, verdict: Verdict, reason: str, out: list[Evaluation]) -> None:
-        """Settle every call of a dead or hung actor, then schedule its replacement: results
-        that came back before it died stand; the first unanswered call gets `verdict`; the
-        calls queued behind that one never ran and are queued again."""
+    def _lose_worker(self, slot: _Slot, reason: str, out: list[Evaluation], culprit: Verdict | None) -> None:
+        """Settle every call of an actor that is dead, hung or distrusted, then schedule its
+        replacement. Results that came back before it went stand. With `culprit`, the first
+        unanswered call (the one it was running) gets that verdict; the calls queued behind it
+        never ran and are queued again, as are all unanswered calls without a culprit."""
         slot.busy_past_s, slot.alive_past_s = slot.busy_alive_s(time.monotonic())
         slot.ready_at = None
         calls = list(slot.calls)
@@ -432,13 +447,9 @@ class RayExecutor:
         for c in calls:
             self._waiting.pop(c.ref, None)
         done = set(ray.wait([c.ref for c in calls], num_returns=len(calls), timeout=0)[0]) if calls else set()
-        culprit: _Call | None = None
-        requeue = []
+        requeue: list[Candidate] = []
         for c in calls:
-            if culprit is not None:
-                requeue.append(c.candidate)
-                continue
-            if c.ref in done:
+            if c.ref in done and not requeue:
                 try:
                     out.append(ray.get(c.ref)[0])
                     slot.evaluations += 1
@@ -447,16 +458,18 @@ class RayExecutor:
                     out.append(self._raised(slot, c, e))
                     continue
                 except RayError:
-                    pass
-            culprit = c
-            word = "died while evaluating this candidate" if verdict == Verdict.CRASH else "hung"
-            log.warning("%s (candidate %s %s)", reason, c.candidate.id, word)
-            message = reason if verdict == Verdict.TIMEOUT else \
+                    pass  # it died with the actor: unanswered
+            if culprit is None:
+                requeue.append(c.candidate)
+                continue
+            log.warning("%s (candidate %s)", reason, c.candidate.id)
+            message = reason if culprit == Verdict.TIMEOUT else \
                 f"{reason}; the worker process died while evaluating this candidate and was replaced"
-            out.append(Evaluation(candidate_id=c.candidate.id, task=c.candidate.task, verdict=verdict,
+            out.append(Evaluation(candidate_id=c.candidate.id, task=c.candidate.task, verdict=culprit,
                                   message=message, device=slot.model))
-            slot.crashes += verdict == Verdict.CRASH
-            slot.timeouts += verdict == Verdict.TIMEOUT
+            slot.crashes += culprit == Verdict.CRASH
+            slot.timeouts += culprit == Verdict.TIMEOUT
+            culprit = None  # everything behind it is innocent
         self._pending.extendleft(reversed(requeue))
         self._replace_actor(slot, reason)
 

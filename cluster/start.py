@@ -46,7 +46,9 @@ def connect(address: str | None = None, num_gpus: int | None = None, *, log_to_d
                                    logging_level=logging.WARNING)
     if address is None:
         try:
-            ray.init(num_gpus=num_gpus, **options)
+            # "local", not None: None would join whatever RAY_ADDRESS or a `ray start` on this
+            # machine points at, and a campaign would silently run somewhere else.
+            ray.init(address="local", num_gpus=num_gpus, **options)
         except Exception as e:
             raise ClusterError(f"could not start a local Ray instance: {_one_line(e)}") from e
         return

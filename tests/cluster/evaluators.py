@@ -1,5 +1,5 @@
 """Test evaluators for the Ray layer: fixed latency, a GPU model chosen per fake GPU, and
-candidates marked to kill their worker process or to hang it.
+candidates marked to kill their worker process, to hang it, or to make the evaluator raise.
 
 They run inside Ray actors, so everything here must be importable by the workers (the driver's
 working directory, the repository root, is on their path) and picklable.
@@ -17,6 +17,7 @@ from tests.fakes import FakeEvaluator
 
 EXIT_MARK = "// fsr-test: exit the worker process"
 HANG_MARK = "// fsr-test: hang"
+RAISE_MARK = "// fsr-test: raise"
 
 
 def candidates(count: int, task: str | None = None, mark: str = "") -> list[Candidate]:
@@ -29,7 +30,7 @@ def candidates(count: int, task: str | None = None, mark: str = "") -> list[Cand
 
 @dataclass
 class MarkedEvaluator:
-    """FakeEvaluator with a fixed latency, a device name, and the two fault markers."""
+    """FakeEvaluator with a fixed latency, a device name, and the fault markers."""
 
     latency_s: float
     device_name: str
@@ -42,6 +43,8 @@ class MarkedEvaluator:
             os._exit(3)  # what a segfaulting CUDA driver looks like from Ray
         if HANG_MARK in candidate.source:
             time.sleep(3600)
+        if RAISE_MARK in candidate.source:
+            raise RuntimeError("evaluator bug")
         time.sleep(self.latency_s)
         return replace(self.inner.evaluate(candidate), device=self.device_name)
 

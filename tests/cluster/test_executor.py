@@ -9,7 +9,7 @@ import pytest
 
 from cluster.executor import NoWorkerError, RayExecutor
 from fsr.types import Evaluation, Verdict
-from tests.cluster.evaluators import EXIT_MARK, HANG_MARK, EvaluatorFactory, candidates
+from tests.cluster.evaluators import EXIT_MARK, HANG_MARK, RAISE_MARK, EvaluatorFactory, candidates
 from tests.contract.executor_contract import ExecutorContract
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
@@ -98,6 +98,34 @@ def test_a_hung_call_times_out_and_its_worker_is_killed_and_replaced(make):
     assert time.monotonic() - start < 3.0 + 5.0
     (stats,) = ex.worker_stats()
     assert (stats.timeouts, stats.restarts, stats.state) == (1, 1, "ready")
+
+
+def test_an_evaluator_that_raises_gives_a_crash_verdict_and_a_rebuilt_worker(make):
+    ex = make(num_workers=1)
+    ex.devices()
+    (bad,) = candidates(1, mark=RAISE_MARK)
+    good = candidates(2)
+    for c in [bad, *good]:
+        ex.submit(c)
+    got = {e.candidate_id: e for e in collect(ex, 3)}
+    assert got[bad.id].verdict == Verdict.CRASH
+    assert "RuntimeError: evaluator bug" in got[bad.id].message
+    assert all(got[c.id].verdict == Verdict.OK for c in good)
+    (stats,) = ex.worker_stats()
+    assert (stats.crashes, stats.restarts) == (1, 1)
+
+
+def test_a_worker_that_keeps_failing_is_retired_and_then_the_executor_fails_loudly(make):
+    ex = make(num_workers=1, max_consecutive_failures=2, restart_backoff_s=0.1)
+    ex.devices()
+    for c in candidates(3, mark=EXIT_MARK):
+        ex.submit(c)
+    got: list[Evaluation] = []
+    with pytest.raises(NoWorkerError, match="all 1 GPU workers failed repeatedly"):
+        for _ in range(60):
+            got += ex.poll(1.0)
+    assert [e.verdict for e in got] == [Verdict.CRASH] * 3
+    assert ex.worker_stats()[0].state == "retired"
 
 
 def test_a_task_stays_on_the_gpu_model_that_first_evaluated_it(make):
