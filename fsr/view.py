@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from fsr.search.progress import Progress, TaskProgress
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import Group
 
 
 def _us(value: float | None) -> str:
@@ -91,11 +91,13 @@ class LiveView:
         self.live.stop()
 
     @staticmethod
-    def render(p: Progress) -> Table:
-        """The table for one snapshot (a method of its own so it can be tested without a TTY)."""
+    def render(p: Progress) -> Group:
+        """The headline and table of one snapshot (a method of its own, to test without a TTY)."""
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=headline(p), title_justify="left", expand=False)
+        table = Table(expand=False)
         for name in ("task", "island", "evals", "pop", "best", "speedup", "verdicts"):
             table.add_column(name, justify="left" if name in ("task", "verdicts") else "right")
         for t in p.tasks:
@@ -104,7 +106,7 @@ class LiveView:
             for i in t.islands:
                 table.add_row("", str(i.index), str(i.evaluations), str(i.population), _us(i.best_us),
                               _x(i.best_speedup), "")
-        return table
+        return Group(Text(headline(p), style="bold"), table)
 
 
 def make_view(stream: TextIO | None = None, every: int = 10, live: bool | None = None) -> LiveView | LineView:

@@ -27,7 +27,7 @@ from fsr.types import Candidate, Evaluation, Task
 POLL_S = 0.5  # longest wait in Executor.poll when only evaluations are outstanding
 PROPOSAL_POLL_S = 0.01  # ... when model proposals are outstanding too (collect them promptly)
 VIEW_EVERY_S = 0.25
-MAX_EMPTY_REQUESTS = 64  # requests in a row that yield nothing new: the space looks exhausted
+MAX_EMPTY_REQUESTS = 64  # answered requests in a row with nothing new: the space looks exhausted
 
 
 class LineageSink(Protocol):
@@ -95,6 +95,7 @@ class Driver:
         self.asked: Counter[str] = Counter()  # proposal requests outstanding per task
         self.in_flight: dict[str, Pending] = {}  # by candidate id
         self.counts: Counter[str] = Counter()  # evaluations, dropped, duplicates, errors
+        self.fruitless = 0  # answered requests in a row that brought nothing new
         self.worker_of = getattr(executor, "worker_of", None)  # optional executor hook
         self.started = time.perf_counter()
         self.poll_s = 0.0
@@ -105,9 +106,9 @@ class Driver:
             for seed in ts.seeds.values():
                 self._queue(seed.candidate, seed.features)
         while True:
-            submitted = self._fill()
+            self._fill()
             if not self.in_flight and not self.pool.outstanding and not self.ready:
-                if self._all_done() or not submitted:
+                if self._all_done() or self.fruitless >= MAX_EMPTY_REQUESTS:
                     break
             self._show(self._poll())
         if self.writer is not None:
@@ -116,27 +117,23 @@ class Driver:
 
     # ---- the loop's steps ----------------------------------------------------------------------
 
-    def _fill(self) -> bool:
-        """Submit while slots are free; ask for proposals while more are wanted. True if any
-        candidate was submitted."""
-        submitted, empty = False, 0
+    def _fill(self) -> None:
+        """Submit while slots are free; ask for proposals while more are wanted."""
         while True:
-            if self._collect():
-                empty = 0
+            self._collect()
             free = self.executor.free_slots()
             if free > 0 and self.ready:
-                submitted |= self._submit(*self.ready.popleft())
+                self._submit(*self.ready.popleft())
                 continue
             wanted = free + self.pool.workers  # threaded proposals run ahead of free slots
-            if (empty >= MAX_EMPTY_REQUESTS or not self.pool.has_room()
+            if (self.fruitless >= MAX_EMPTY_REQUESTS or not self.pool.has_room()
                     or len(self.ready) + self.pool.outstanding * self.n >= wanted):
-                return submitted
+                return
             target = self._pick()
             if target is None:
-                return submitted
+                return
             self.asked[target[0]] += 1
             self.pool.submit(self.state.request(target[0], target[1], self.n))
-            empty += 1
 
     def _pick(self) -> tuple[str, int] | None:
         """The task with the fewest evaluations committed, then its least-served island."""
@@ -147,20 +144,20 @@ class Driver:
         island = min(ts.islands, key=lambda i: i.requests)
         return ts.task.name, island.index
 
-    def _collect(self) -> int:
-        """Move finished proposals to the ready queue; returns how many were queued."""
-        queued = 0
+    def _collect(self) -> None:
+        """Move finished proposals' new candidates to the ready queue."""
         for answer in self.pool.collect():
             request, proposals = answer.request, answer.proposals
             self.asked[request.task.name] -= 1
             self.counts["dropped"] += proposals.dropped
             self.counts["errors"] += bool(answer.error)
-            tokens = (proposals.prompt_tokens, proposals.completion_tokens)
-            for i, c in enumerate(proposals.candidates):
+            tokens = (proposals.prompt_tokens, proposals.completion_tokens)  # go on the first new one
+            queued = 0
+            for c in proposals.candidates:
                 if c.task == request.task.name:
                     c = replace(c, island=request.island, generation=request.generation)
-                    queued += self._queue(c, None, *(tokens if i == 0 else (None, None)))
-        return queued
+                    queued += self._queue(c, None, *(tokens if not queued else (None, None)))
+            self.fruitless = 0 if queued else self.fruitless + 1
 
     def _queue(self, cand: Candidate, features: frozenset[str] | None, prompt_tokens: int | None = None,
                completion_tokens: int | None = None) -> bool:

@@ -152,19 +152,27 @@ def test_search_finds_the_planted_optimum():
     assert summary.tasks[0].best_us < 1000 / 2.6 * 1.03
 
 
+class Stubborn:
+    """A proposer that always writes the same kernel."""
+
+    name = "stubborn"
+
+    def supported_features(self, task: Task) -> tuple[str, ...]:
+        return ()
+
+    def propose(self, request: ProposalRequest) -> Proposals:
+        return Proposals((replace(BASE, defines=(("BLOCK", 64),), parents=(request.parents[0].id,)),))
+
+
 def test_duplicates_are_dropped_before_any_gpu_time():
-    class Stubborn:
-        name = "stubborn"
-
-        def supported_features(self, task: Task) -> tuple[str, ...]:
-            return ()
-
-        def propose(self, request: ProposalRequest) -> Proposals:
-            return Proposals((replace(BASE, defines=(("BLOCK", 64),), parents=(request.parents[0].id,)),))
-
     summary, ex = search(proposer=Stubborn())
     assert len(ex.submitted) == len(set(ex.submitted)) == 3  # the two seeds and the one variant
     assert summary.progress.duplicates_dropped > 0 and summary.stopped_by == "exhausted"
+
+
+def test_a_threaded_proposer_that_repeats_itself_ends_the_search_too():
+    summary, ex = search(proposer=Stubborn(), proposal_workers=3)
+    assert len(ex.submitted) == 3 and summary.stopped_by == "exhausted"
 
 
 def test_failing_candidates_are_values_and_the_search_goes_on():
