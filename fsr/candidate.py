@@ -180,6 +180,18 @@ def render(body: str, tunables: dict[str, list[int]], launches: list[dict], scra
     return "\n".join(lines) + "\n" + body.lstrip("\n")
 
 
+def export(cand: Candidate, defines: tuple[tuple[str, int], ...] = ()) -> str:
+    """The candidate's `.cu` text with `defines` (e.g. tuned values) made the defaults: each
+    tunable's chosen value moves to the front of its list, each feature is fixed to its value."""
+    chosen = dict(cand.resolved_defines()) | dict(defines)
+    tunables = {t.name: [chosen[t.name]] + [v for v in t.values if v != chosen[t.name]] for t in cand.tunables}
+    features = {f.name: [chosen[f.name]] for f in cand.features}
+    launches = [{"kernel": launch.kernel, "grid": list(launch.grid), "block": list(launch.block),
+                 "smem": launch.smem, "args": list(launch.args)} for launch in cand.launches]
+    scratch = [{"name": s.name, "dtype": s.dtype, "count": s.count, "zero": s.zero} for s in cand.scratch]
+    return render(HEADER_RE.sub("", cand.source, count=1), tunables, launches, scratch, features)
+
+
 def _toml_value(v: object) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"

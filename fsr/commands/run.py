@@ -1,16 +1,191 @@
-"""`fsr run`: a search campaign (wired to the search loop and executors)."""
+"""`fsr run`: a search campaign over one or more tasks on every GPU Ray can see.
+
+Embedded default: a local Ray with every local GPU; `--address` joins an existing cluster;
+`--local` runs one GPU in this process's child, without Ray (for debugging). The lineage goes to
+runs/<run_id>/, and `--resume runs/<run_id>` carries a stopped campaign on from it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fsr import config as cfg_mod
+from fsr import lineage, tasks
+from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError
+from fsr.types import Task
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="search for fast kernels for one or more tasks")
-    run.add_argument("tasks", nargs="*", help="task names or task directories")
+    run.add_argument("tasks", nargs="*", help="task names or task directories (default with --resume: the run's)")
+    where = run.add_argument_group("where it runs")
+    where.add_argument("--address", help="join this Ray cluster ('auto', host:port or ray://host:port)")
+    where.add_argument("--gpus", type=int, help="GPUs the embedded Ray uses (default: all local GPUs)")
+    where.add_argument("--local", action="store_true", help="one local GPU, no Ray")
+    where.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs/)")
+    where.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped run from its lineage")
+    budget = run.add_argument_group("budget and search")
+    budget.add_argument("--max-evaluations", type=int, help="evaluations per task")
+    budget.add_argument("--max-wall", type=float, help="seconds of wall time")
+    budget.add_argument("--target-speedup", type=float, help="stop a task once its best beats the baseline by this")
+    budget.add_argument("--islands", type=int, help="islands per task")
+    budget.add_argument("--seed", type=int)
+    budget.add_argument("--tune-trials", type=int, help="launch-parameter trials per candidate (0: off)")
+    budget.add_argument("--timeout", type=float, help="seconds before a running kernel counts as hung")
+    model = run.add_argument_group("language model (default: the offline mutator)")
+    model.add_argument("--model", help="model name at an OpenAI-compatible endpoint")
+    model.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 (default: OpenAI's)")
+    model.add_argument("--strategy", choices=("islands", "fsr"), default="islands",
+                       help="islands (fsr's search) or fsr (the paper's loop, for comparison)")
+    model.add_argument("--depth", type=int, default=8, help="rounds of the fsr strategy")
+    model.add_argument("--max-cost", type=float, help="USD the model may cost this run")
+    model.add_argument("--replay", metavar="RUN_DIR", help="serve model replies from that run's cache")
+    run.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from fsr.commands import UsageError
+    run_dir, config, task_list = _setup(args)
+    print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
+          file=sys.stderr)
+    proposer = _proposer(args, config, run_dir)
+    executor = _executor(args, config)
+    if executor is None:
+        return EXIT_NO_DEVICE
+    from fsr.execute.local import EvaluatorUnavailable
 
-    raise UsageError("fsr run is not available yet")
+    try:
+        _share_device(executor, proposer)
+        with lineage.LineageWriter(run_dir) as writer:
+            summary = _search(args, config, task_list, executor, proposer, writer, run_dir)
+    except EvaluatorUnavailable as e:
+        print(f"fsr: {e}", file=sys.stderr)
+        return EXIT_NO_DEVICE
+    finally:
+        executor.close()
+    _export_best(run_dir)
+    print(summary, file=sys.stderr)
+    return EXIT_OK
+
+
+def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
+    if args.resume:
+        run_dir = Path(args.resume)
+        if not (run_dir / "run.json").is_file():
+            raise UsageError(f"--resume {args.resume}: not a run directory (no run.json)")
+        recorded = lineage.read_run_json(run_dir)
+        config = cfg_mod.from_dict(recorded.get("config", {}))
+        names = args.tasks or recorded.get("tasks", [])
+    else:
+        config = cfg_mod.load(args.config, _overrides(args))
+        run_dir = Path(args.runs_dir) / lineage.new_run_id()
+        names = args.tasks
+    if not names:
+        raise UsageError("name at least one task (fsr tasks lists them)")
+    task_list = [tasks.load(n, args.tasks_dir) for n in names]
+    if not args.resume:
+        lineage.write_run_json(run_dir, cfg_mod.to_dict(config),
+                               {"command": " ".join(sys.argv), "tasks": [t.name for t in task_list],
+                                "strategy": args.strategy})
+    return run_dir, config, task_list
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    picks = {
+        "search": {"max_evaluations": args.max_evaluations, "max_wall_s": args.max_wall,
+                   "target_speedup": args.target_speedup, "islands": args.islands, "seed": args.seed},
+        "tune": {"trials": args.tune_trials},
+        "eval": {"timeout_s": args.timeout},
+        "llm": {"model": args.model, "base_url": args.base_url, "max_cost": args.max_cost},
+    }
+    return {section: {k: v for k, v in values.items() if v is not None} for section, values in picks.items()}
+
+
+def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -> Any:
+    if not config.llm.model and not args.replay:
+        from fsr.propose.mutate import MutateProposer
+
+        return MutateProposer()
+    from fsr.propose.llm import make_llm_proposer
+
+    try:
+        return make_llm_proposer(config.llm, run_dir, replay=args.replay)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _executor(args: argparse.Namespace, config: cfg_mod.Config) -> Any:
+    if args.local:
+        from fsr.evaluate.evaluator import GpuEvaluator
+        from fsr.execute.local import LocalExecutor
+
+        return LocalExecutor(lambda: GpuEvaluator(config, args.tasks_dir))
+    from cluster.executor import NoWorkerError, RayExecutor
+    from cluster.start import ClusterError, connect
+
+    try:
+        connect(args.address, args.gpus)
+        return RayExecutor.from_config(config, tasks_root=args.tasks_dir)
+    except ClusterError as e:
+        raise UsageError(str(e)) from None
+    except NoWorkerError as e:
+        print(f"fsr: {e}", file=sys.stderr)
+        return None
+
+
+def _share_device(executor: Any, proposer: Any) -> None:
+    """A model's prompt describes the GPU: give it the first worker's device."""
+    if not hasattr(proposer, "set_device") or not hasattr(executor, "devices"):
+        return
+    devices = executor.devices()
+    if devices:
+        proposer.set_device(next(iter(devices.values())))
+
+
+def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], executor: Any,
+            proposer: Any, writer: lineage.LineageWriter, run_dir: Path) -> str:
+    if args.strategy == "fsr":
+        from fsr.search.fsr_strategy import run_fsr
+
+        lines = []
+        for task in task_list:
+            s = run_fsr(task, executor, proposer, config.search, writer, args.depth,
+                        config.llm.candidates_per_request)
+            best = f"{s.best.latency_us:.1f} us" if s.best and s.best.ok else "none correct"
+            lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
+        return "\n".join(lines)
+    from fsr.search.loop import run_campaign
+    from fsr.view import make_view
+
+    view = make_view(live=False if args.plain else None)
+    workers = config.llm.concurrency if config.llm.model or args.replay else 0
+    summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
+                           resume=run_dir if args.resume else None, proposal_workers=workers,
+                           candidates_per_request=config.llm.candidates_per_request)
+    lines = [f"{t.task}: best {t.best_us:.1f} us, {t.best_speedup:.2f}x the baseline ({t.finished} evaluations)"
+             if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
+    lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
+                 f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
+    return "\n".join(lines)
+
+
+def _export_best(run_dir: Path) -> None:
+    """runs/<id>/best/<task>.cu: each task's fastest correct kernel, its tuned values as defaults."""
+    from fsr.candidate import export
+
+    table = lineage.read(run_dir)
+    if table.num_rows == 0:
+        return
+    rows = [r for r in table.to_pylist() if r["verdict"] == "OK" and r["median_us"] is not None]
+    best: dict[str, dict] = {}
+    for r in rows:
+        if r["task"] not in best or r["median_us"] < best[r["task"]]["median_us"]:
+            best[r["task"]] = r
+    out = run_dir / "best"
+    out.mkdir(exist_ok=True)
+    for task_name, row in best.items():
+        cand = lineage.candidate_from_row(row)
+        tuned = tuple((d["name"], d["value"]) for d in row.get("tuned_defines") or [])
+        (out / f"{task_name}.cu").write_text(export(cand, tuned or cand.resolved_defines()))

@@ -78,3 +78,12 @@ def test_with_defines_refuses_unknown_names():
     c = candidate.parse(cu(GOOD), SOFTMAX)
     with pytest.raises(candidate.HeaderError):
         candidate.with_defines(c, {"NOPE": 1})
+
+
+def test_export_makes_chosen_values_the_defaults_and_keeps_the_code():
+    c = candidate.parse(cu(GOOD), SOFTMAX)
+    text = candidate.export(c, (("BLOCK", 128), ("VEC4", 1)))
+    again = candidate.parse(text, SOFTMAX)
+    assert again.resolved_defines() == (("BLOCK", 128), ("VEC4", 1))
+    assert again.tunables[0].values == (128, 256) and again.launches == c.launches
+    assert "__global__ void k" in text
