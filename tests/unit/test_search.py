@@ -247,6 +247,7 @@ class SlowProposer:
     def __init__(self) -> None:
         self.inner = MutateProposer()
         self.calls = 0
+        self.active = self.max_active = 0
         self.threads: set[str] = set()
         self.lock = threading.Lock()
 
@@ -256,9 +257,13 @@ class SlowProposer:
     def propose(self, request: ProposalRequest) -> Proposals:
         with self.lock:
             self.calls += 1
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
             self.threads.add(threading.current_thread().name)
             fail = self.calls % 5 == 0
         time.sleep(0.02)
+        with self.lock:
+            self.active -= 1
         if fail:
             raise RuntimeError("endpoint said 503")
         out = self.inner.propose(request)
@@ -273,7 +278,7 @@ def test_slow_proposals_run_on_threads_alongside_evaluations():
     assert summary.evaluations == 40 and summary.progress.proposer_errors > 0
     assert len(proposer.threads) > 1 and all(t.startswith("fsr-propose") for t in proposer.threads)
     assert any(extra["prompt_tokens"] == 100 for _, _, extra in writer.rows)
-    assert summary.wall_s < 0.6 * proposer.calls * 0.02  # proposals overlapped each other
+    assert proposer.max_active > 1 and summary.wall_s < proposer.calls * 0.02  # they overlapped
 
 
 def test_importing_the_search_loads_neither_ray_nor_cupy():
