@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from fsr.config import SearchConfig
 from fsr.execute.base import Executor
@@ -21,6 +21,7 @@ from fsr.propose.base import Proposer
 from fsr.propose.features import detect
 from fsr.search.pool import ProposalPool
 from fsr.search.progress import CampaignSummary, Progress, snapshot
+from fsr.search.sink import BackgroundSink, LineageSink
 from fsr.search.state import CampaignState, TaskState
 from fsr.types import Candidate, Evaluation, Task
 
@@ -28,14 +29,6 @@ POLL_S = 0.5  # longest wait in Executor.poll when only evaluations are outstand
 PROPOSAL_POLL_S = 0.01  # ... when model proposals are outstanding too (collect them promptly)
 VIEW_EVERY_S = 0.25
 MAX_EMPTY_REQUESTS = 64  # answered requests in a row with nothing new: the space looks exhausted
-
-
-class LineageSink(Protocol):
-    """Where results go (fsr.lineage.LineageWriter)."""
-
-    def append(self, candidate: Candidate, evaluation: Evaluation, **extra: Any) -> None: ...
-
-    def flush(self) -> None: ...
 
 
 class View(Protocol):
@@ -66,7 +59,8 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
 
     `resume` names a run directory whose lineage is replayed first (islands, policy, seen ids,
     budgets). `proposal_workers` > 0 runs proposals on that many threads (a model proposer);
-    0 runs them inline (the offline mutator). The caller owns and closes executor and writer.
+    0 runs them inline (the offline mutator). Lineage rows are appended on a background thread
+    (fsr.search.sink); the caller owns and closes executor and writer.
     """
     state = CampaignState(tasks, config, proposer.supported_features)
     resumed = 0
@@ -75,10 +69,13 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
 
         resumed = state.load(read(resume))
     pool = ProposalPool(proposer, proposal_workers)
+    sink = BackgroundSink(writer) if writer is not None else None
     try:
-        return Driver(state, executor, pool, writer, view, candidates_per_request, resumed).run()
+        return Driver(state, executor, pool, sink, view, candidates_per_request, resumed).run()
     finally:
         pool.close()
+        if sink is not None:
+            sink.close()  # every row told so far reaches the writer, also when the loop raised
 
 
 class Driver:

@@ -310,3 +310,26 @@ def test_live_view_renders_tasks_and_islands():
 def test_make_view_is_plain_off_a_terminal():
     assert isinstance(make_view(io.StringIO()), LineView)
 
+
+
+def test_background_sink_keeps_order_and_surfaces_writer_errors():
+    from fsr.search.sink import BackgroundSink
+
+    inner = ListWriter()
+    sink = BackgroundSink(inner)
+    members = [member(i, 100.0 + i) for i in range(50)]
+    for m in members:
+        sink.append(m.candidate, m.evaluation, worker="w")
+    sink.flush()
+    assert [c.id for c, _, _ in inner.rows] == [m.id for m in members] and inner.flushes == 1
+
+    class Full(ListWriter):
+        def append(self, candidate, evaluation, **extra):
+            raise OSError("disk full")
+
+    broken = BackgroundSink(Full())
+    broken.append(members[0].candidate, members[0].evaluation)
+    with pytest.raises(RuntimeError, match="disk full"):
+        broken.flush()
+    sink.close()
+    sink.close()
