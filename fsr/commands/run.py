@@ -164,7 +164,7 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
     summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
                            resume=run_dir if args.resume else None, proposal_workers=workers,
                            candidates_per_request=config.llm.candidates_per_request)
-    lines = [f"{t.task}: best {t.best_us:.1f} us, {t.best_speedup:.2f}x the baseline ({t.finished} evaluations)"
+    lines = [f"{t.task}: best {t.best_us:.1f} us, {t.best_speedup or 0:.2f}x the baseline ({t.finished} evaluations)"
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
