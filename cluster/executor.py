@@ -9,11 +9,12 @@ Device-model pinning: timings of different GPU models are never compared. The fi
 task is dispatched to pins it; later candidates of that task only go to workers of that model,
 and if none is left the executor raises NoWorkerError instead of silently mixing models.
 
-Faults, each turned into a verdict for exactly one candidate:
-- the actor process dies (os._exit, segfault, OOM kill, node loss): the call it was running gets
-  CRASH; calls queued behind it on the same actor are innocent and go back to the front of the
-  queue; a new actor replaces the dead one (immediately the first time, then with exponential
-  backoff; a slot that fails `max_consecutive_failures` times in a row is retired).
+Faults, each turned into a verdict for at most one candidate:
+- the actor process dies (os._exit, segfault, OOM kill): the call it was running gets CRASH;
+  calls queued behind it on the same actor are innocent and go back to the front of the queue;
+  a new actor replaces the dead one (immediately the first time, then with exponential
+  backoff; a slot that fails `max_consecutive_failures` times in a row is retired). When the
+  actor's whole node is gone, no candidate is blamed: all its calls are queued again.
 - a call unanswered past `call_timeout_s`, counted from when it reached the head of its
   actor's queue (as observed by the driver, so the estimate errs on the late side): TIMEOUT,
   the actor is killed (ray.kill) and replaced. This is a backstop behind the evaluator's own
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import RayActorError, RayError, RayTaskError
 
 from cluster.worker import EvaluatorFactory, GpuWorkerActor, WorkerInfo, gpu_evaluator_factory
 from fsr.config import Config
@@ -135,8 +136,12 @@ class _Slot:
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+    """A short reason: the exception type and its first line, or for an actor death Ray's own
+    explanation (the lines after its generic first line and the indented id fields)."""
+    lines = str(e).strip().splitlines()
+    detail = [x for x in lines[1:] if x.strip() and not x.startswith("\t")]
+    text = detail[0] if isinstance(e, RayActorError) and detail else (lines[0] if lines else "")
+    return f"{type(e).__name__}: {text}"[:300]
 
 
 def _kill(actor: Any) -> None:
@@ -240,11 +245,12 @@ class RayExecutor:
         return out
 
     def close(self) -> None:
-        """Close idle workers' evaluators (bounded wait), then kill every actor."""
+        """Close the evaluators of ready, idle workers (bounded wait), then kill every actor:
+        busy ones would make close wait out their calls, starting ones may never start."""
         if self._closed_at is not None:
             return
         now = time.monotonic()
-        idle = [s.actor.close.remote() for s in self._slots if s.actor is not None and not s.calls]
+        idle = [s.actor.close.remote() for s in self._slots if s.info is not None and not s.calls]
         if idle:
             ray.wait(idle, num_returns=len(idle), timeout=10.0)
         for slot in self._slots:
@@ -388,7 +394,10 @@ class RayExecutor:
                 continue
             except RayError as e:
                 self._waiting[ref] = owner  # _lose_worker settles all of this actor's calls
-                self._lose_worker(slot, f"worker {slot.name} died: {_first_line(e)}", out, Verdict.CRASH)
+                if self._node_alive(slot):
+                    self._lose_worker(slot, f"worker {slot.name} died: {_first_line(e)}", out, Verdict.CRASH)
+                else:  # the machine went away, not the candidate's doing: nothing is blamed
+                    self._lose_worker(slot, f"worker {slot.name} lost with its node", out, None)
                 continue
             slot.busy_reported_s, slot.failures = busy_s, 0
             slot.evaluations += 1
@@ -396,6 +405,13 @@ class RayExecutor:
             if slot.calls and slot.calls[0].started_at is None:
                 slot.calls[0].started_at = now
             out.append(evaluation)
+
+    @staticmethod
+    def _node_alive(slot: _Slot) -> bool:
+        """Whether the worker's node is still in the cluster (asked only after a death)."""
+        if slot.info is None:
+            return True
+        return any(n.get("NodeID") == slot.info.node_id and n.get("Alive") for n in ray.nodes())
 
     def _raised(self, slot: _Slot, call: _Call, e: RayTaskError) -> Evaluation:
         log.error("evaluator on %s raised on candidate %s: %s", slot.name, call.candidate.id, e)

@@ -30,6 +30,7 @@ class WorkerInfo:
     """Where a worker runs and on what GPU; returned once when the actor is ready."""
 
     device: DeviceInfo
+    node_id: str
     node_ip: str
     gpu_ids: tuple[str, ...]
     pid: int
@@ -47,11 +48,11 @@ class GpuWorker:
         """The device and placement of this worker (the driver waits on this for readiness)."""
         if ray.is_initialized():
             ctx = ray.get_runtime_context()
-            node_ip = ray.util.get_node_ip_address()
+            node_id, node_ip = ctx.get_node_id(), ray.util.get_node_ip_address()
             gpu_ids = tuple(str(g) for g in ctx.get_accelerator_ids().get("GPU", []))
         else:
-            node_ip, gpu_ids = "127.0.0.1", ()
-        return WorkerInfo(device=self._device, node_ip=node_ip, gpu_ids=gpu_ids, pid=os.getpid())
+            node_id, node_ip, gpu_ids = "", "127.0.0.1", ()
+        return WorkerInfo(self._device, node_id, node_ip, gpu_ids, os.getpid())
 
     def evaluate(self, candidate: Candidate) -> tuple[Evaluation, float]:
         """The evaluation, and this worker's total seconds spent evaluating so far."""

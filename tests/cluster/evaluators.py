@@ -56,7 +56,7 @@ class MarkedEvaluator:
 
 
 @dataclass(frozen=True)
-class EvaluatorFactory:
+class MarkedEvaluatorFactory:
     """Builds a MarkedEvaluator in the worker; with several models, the model is picked by the
     worker's (fake) GPU index, so each node of the test cluster has one GPU of each."""
 

@@ -9,7 +9,7 @@ import pytest
 
 from cluster.executor import NoWorkerError, RayExecutor
 from fsr.types import Evaluation, Verdict
-from tests.cluster.evaluators import EXIT_MARK, HANG_MARK, RAISE_MARK, EvaluatorFactory, candidates
+from tests.cluster.evaluators import EXIT_MARK, HANG_MARK, RAISE_MARK, MarkedEvaluatorFactory, candidates
 from tests.contract.executor_contract import ExecutorContract
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
@@ -29,7 +29,7 @@ def make():
     made: list[RayExecutor] = []
 
     def build(**kwargs) -> RayExecutor:
-        kwargs.setdefault("evaluator_factory", EvaluatorFactory())
+        kwargs.setdefault("evaluator_factory", MarkedEvaluatorFactory())
         made.append(RayExecutor(**kwargs))
         return made[-1]
 
@@ -42,11 +42,11 @@ class TestRayExecutorContract(ExecutorContract):
     timeout_s = 60.0
 
     def make_executor(self) -> RayExecutor:
-        return RayExecutor(EvaluatorFactory(latency_s=0.01), num_workers=2)
+        return RayExecutor(MarkedEvaluatorFactory(latency_s=0.01), num_workers=2)
 
 
 def test_every_gpu_gets_a_worker_and_no_worker_holds_more_than_two_calls(make):
-    ex = make(evaluator_factory=EvaluatorFactory(latency_s=0.2))
+    ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=0.2))
     assert ex.free_slots() == 8  # 4 GPUs in the cluster x 2 calls each
     cands = candidates(24)
     submitted, got = 0, list[Evaluation]()
@@ -129,7 +129,7 @@ def test_a_worker_that_keeps_failing_is_retired_and_then_the_executor_fails_loud
 
 
 def test_a_task_stays_on_the_gpu_model_that_first_evaluated_it(make):
-    ex = make(evaluator_factory=EvaluatorFactory(latency_s=0.05, models=("ModelA", "ModelB")))
+    ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=0.05, models=("ModelA", "ModelB")))
     devices = ex.devices()
     assert Counter(d.name for d in devices.values()) == {"ModelA": 2, "ModelB": 2}
     model_of = {name: d.name for name, d in devices.items()}
@@ -155,11 +155,11 @@ def test_a_task_pinned_to_a_model_no_worker_has_fails_loudly(make):
 
 def test_more_workers_than_gpus_is_refused():
     with pytest.raises(NoWorkerError, match="5 GPU workers but the cluster has 4"):
-        RayExecutor(EvaluatorFactory(), num_workers=5)
+        RayExecutor(MarkedEvaluatorFactory(), num_workers=5)
 
 
 def test_workers_stay_busy_under_saturating_load(make):
-    ex = make(evaluator_factory=EvaluatorFactory(latency_s=0.1))
+    ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=0.1))
     ex.devices()
     cands = iter(candidates(400))
     end = time.monotonic() + 4.0
@@ -171,3 +171,22 @@ def test_workers_stay_busy_under_saturating_load(make):
     busy = ex.busy_fraction()
     assert done >= 100
     assert busy > 0.9, busy
+
+
+def test_a_lost_node_blames_no_candidate_and_its_work_is_redone_elsewhere(ray_cluster, make):
+    node = ray_cluster.add_node(num_cpus=1, num_gpus=1)  # a fifth GPU, on a node that will go
+    ray_cluster.wait_for_nodes()
+    try:
+        ex = make(num_workers=5, evaluator_factory=MarkedEvaluatorFactory(latency_s=1.0))
+        assert len(ex.devices()) == 5
+        cands = candidates(10)
+        for c in cands:
+            ex.submit(c)
+        time.sleep(0.3)
+    finally:
+        ray_cluster.remove_node(node)
+    got = collect(ex, 10)
+    assert sorted(e.candidate_id for e in got) == sorted(c.id for c in cands)
+    assert all(e.verdict == Verdict.OK for e in got), [e.message for e in got if e.verdict != Verdict.OK]
+    stats = ex.worker_stats()
+    assert sum(w.crashes for w in stats) == 0 and sum(w.restarts for w in stats) == 1
