@@ -34,9 +34,10 @@ class MarkedEvaluator:
 
     latency_s: float
     device_name: str
+    effects: tuple[tuple[str, float], ...] = ()  # feature -> speed factor of the reported timing
 
     def __post_init__(self) -> None:
-        self.inner = FakeEvaluator(fixed_us=100.0)
+        self.inner = FakeEvaluator(effects=dict(self.effects)) if self.effects else FakeEvaluator(fixed_us=100.0)
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
         if EXIT_MARK in candidate.source:
@@ -62,10 +63,11 @@ class MarkedEvaluatorFactory:
 
     latency_s: float = 0.05
     models: tuple[str, ...] = ("FakeGPU",)
+    effects: tuple[tuple[str, float], ...] = ()
 
     def __call__(self) -> MarkedEvaluator:
         import ray
 
         gpu_ids = ray.get_runtime_context().get_accelerator_ids().get("GPU", []) if ray.is_initialized() else []
         index = int(gpu_ids[0]) if gpu_ids else 0
-        return MarkedEvaluator(self.latency_s, self.models[index % len(self.models)])
+        return MarkedEvaluator(self.latency_s, self.models[index % len(self.models)], self.effects)
