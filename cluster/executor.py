@@ -30,13 +30,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 
-from cluster.worker import EvaluatorFactory, GpuWorkerActor, WorkerInfo, gpu_evaluator_factory
+from cluster.slot import Call, Slot, WorkerStats
+from cluster.worker import EvaluatorFactory, GpuWorkerActor, gpu_evaluator_factory
 from fsr.config import Config
 from fsr.evaluate.evaluator import PREPARE_TIMEOUT_S
 from fsr.evaluate.sandbox import START_TIMEOUT_S
@@ -62,80 +62,7 @@ def call_timeout_for(config: Config) -> float:
     return START_TIMEOUT_S + PREPARE_TIMEOUT_S + config.eval.timeout_s + own_s + 60.0
 
 
-@dataclass(frozen=True)
-class WorkerStats:
-    """One worker slot (a GPU), accumulated over the actors that have filled it."""
-
-    name: str
-    state: str  # starting | ready | restarting | retired
-    device: str
-    in_flight: int
-    evaluations: int
-    crashes: int
-    timeouts: int
-    restarts: int
-    busy_s: float
-    alive_s: float
-
-
-@dataclass
-class _Call:
-    candidate: Candidate
-    ref: Any  # ray.ObjectRef
-    started_at: float | None = None  # when it reached the head of its actor's queue
-    warned: bool = False
-
-
-@dataclass
-class _Slot:
-    """One GPU's worker across restarts."""
-
-    index: int
-    actor: Any = None
-    ready_ref: Any = None  # the pending info() call of a starting actor
-    info: WorkerInfo | None = None
-    model: str = ""  # device name last seen here; kept across restarts for pin checks
-    calls: deque[_Call] = field(default_factory=deque)
-    created_at: float = 0.0
-    ready_at: float | None = None
-    busy_reported_s: float = 0.0  # the current actor's own account of its busy time
-    busy_past_s: float = 0.0  # earlier actors of this slot
-    alive_past_s: float = 0.0
-    failures: int = 0  # consecutive; a returned evaluation resets it
-    restart_at: float | None = None
-    retired: bool = False
-    slow_start_warned: bool = False
-    evaluations: int = 0
-    crashes: int = 0
-    timeouts: int = 0
-    restarts: int = 0
-    last_error: str = ""
-
-    @property
-    def name(self) -> str:
-        if self.info is None:
-            return f"w{self.index:02d}"
-        return f"w{self.index:02d}@{self.info.node_ip}/gpu{','.join(self.info.gpu_ids) or '?'}"
-
-    @property
-    def state(self) -> str:
-        if self.retired:
-            return "retired"
-        if self.actor is None:
-            return "restarting"
-        return "ready" if self.info is not None else "starting"
-
-    def busy_alive_s(self, now: float) -> tuple[float, float]:
-        busy, alive = self.busy_past_s, self.alive_past_s
-        if self.ready_at is not None and self.actor is not None:
-            head = self.calls[0].started_at if self.calls else None
-            current = self.busy_reported_s + (now - head if head is not None else 0.0)
-            busy += min(current, now - self.ready_at)
-            alive += now - self.ready_at
-        return busy, alive
-
-
-def _first_line(e: BaseException) -> str:
+def _reason(e: BaseException) -> str:
     """A short reason: the exception type and its first line, or for an actor death Ray's own
     explanation (the lines after its generic first line and the indented id fields)."""
     lines = str(e).strip().splitlines()
@@ -152,7 +79,11 @@ def _kill(actor: Any) -> None:
 
 
 class RayExecutor:
-    """Executor over Ray GPU worker actors; requires a connected Ray (`cluster.start.connect`)."""
+    """Executor over Ray GPU worker actors; requires a connected Ray (`cluster.start.connect`).
+
+    Driven from one thread (the search loop's): nothing here is locked. Beyond the Executor
+    protocol it offers busy_fraction, worker_stats, worker_of, devices and pin.
+    """
 
     def __init__(self, evaluator_factory: EvaluatorFactory, num_workers: int | None = None,
                  max_in_flight_per_worker: int = 2, call_timeout_s: float = 600.0,
@@ -175,8 +106,8 @@ class RayExecutor:
         self._max_failures = max_consecutive_failures
         self._backoff_s = restart_backoff_s
         self._factory_ref = ray.put(evaluator_factory)  # shipped once, not once per actor
-        self._slots = [_Slot(i) for i in range(num_workers)]
-        self._waiting: dict[Any, tuple[_Slot, _Call | None]] = {}  # ObjectRef -> owner
+        self._slots = [Slot(i) for i in range(num_workers)]
+        self._waiting: dict[Any, tuple[Slot, Call | None]] = {}  # ObjectRef -> owner
         self._pending: deque[Candidate] = deque()
         self._pins: dict[str, str] = {}  # task -> device name
         self._worker_of: dict[str, str] = {}
@@ -276,12 +207,7 @@ class RayExecutor:
     def worker_stats(self) -> list[WorkerStats]:
         """Per-slot counters, for progress displays and the run summary."""
         now = self._closed_at or time.monotonic()
-        out = []
-        for s in self._slots:
-            busy, alive = s.busy_alive_s(now)
-            out.append(WorkerStats(s.name, s.state, s.model, len(s.calls), s.evaluations, s.crashes,
-                                   s.timeouts, s.restarts, busy, alive))
-        return out
+        return [slot.stats(now) for slot in self._slots]
 
     def worker_of(self, candidate_id: str) -> str | None:
         """The worker a candidate was last sent to (the lineage's `worker` column)."""
@@ -324,14 +250,14 @@ class RayExecutor:
         kept.extend(self._pending)
         self._pending = kept
 
-    def _preferred_model(self, open_slots: list[_Slot]) -> str:
+    def _preferred_model(self, open_slots: list[Slot]) -> str:
         """For a task not yet pinned: the model with the most live workers among those free."""
         live = [s.model for s in self._slots if not s.retired and s.model]
         return max({s.model for s in open_slots}, key=live.count)
 
-    def _send(self, slot: _Slot, candidate: Candidate, now: float) -> None:
+    def _send(self, slot: Slot, candidate: Candidate, now: float) -> None:
         ref = slot.actor.evaluate.remote(candidate)
-        call = _Call(candidate, ref, started_at=None if slot.calls else now)
+        call = Call(candidate, ref, started_at=None if slot.calls else now)
         slot.calls.append(call)
         self._waiting[ref] = (slot, call)
         self._worker_of[candidate.id] = slot.name
@@ -389,13 +315,13 @@ class RayExecutor:
                 # is unknown, so the candidate gets CRASH and the worker is rebuilt.
                 slot.calls.remove(call)
                 out.append(self._raised(slot, call, e))
-                self._lose_worker(slot, f"the evaluator on {slot.name} raised {_first_line(e.cause or e)}",
+                self._lose_worker(slot, f"the evaluator on {slot.name} raised {_reason(e.cause or e)}",
                                   out, culprit=None)
                 continue
             except RayError as e:
                 self._waiting[ref] = owner  # _lose_worker settles all of this actor's calls
                 if self._node_alive(slot):
-                    self._lose_worker(slot, f"worker {slot.name} died: {_first_line(e)}", out, Verdict.CRASH)
+                    self._lose_worker(slot, f"worker {slot.name} died: {_reason(e)}", out, Verdict.CRASH)
                 else:  # the machine went away, not the candidate's doing: nothing is blamed
                     self._lose_worker(slot, f"worker {slot.name} lost with its node", out, None)
                 continue
@@ -407,24 +333,24 @@ class RayExecutor:
             out.append(evaluation)
 
     @staticmethod
-    def _node_alive(slot: _Slot) -> bool:
+    def _node_alive(slot: Slot) -> bool:
         """Whether the worker's node is still in the cluster (asked only after a death)."""
         if slot.info is None:
             return True
         return any(n.get("NodeID") == slot.info.node_id and n.get("Alive") for n in ray.nodes())
 
-    def _raised(self, slot: _Slot, call: _Call, e: RayTaskError) -> Evaluation:
+    def _raised(self, slot: Slot, call: Call, e: RayTaskError) -> Evaluation:
         log.error("evaluator on %s raised on candidate %s: %s", slot.name, call.candidate.id, e)
         slot.crashes += 1
-        return crash_evaluation(call.candidate, f"evaluator raised {_first_line(e.cause or e)}; "
+        return crash_evaluation(call.candidate, f"evaluator raised {_reason(e.cause or e)}; "
                                 f"the worker was replaced", slot.model)
 
-    def _on_ready(self, slot: _Slot, ref: Any, now: float, out: list[Evaluation]) -> None:
+    def _on_ready(self, slot: Slot, ref: Any, now: float, out: list[Evaluation]) -> None:
         slot.ready_ref = None
         try:
             slot.info = ray.get(ref)
         except RayError as e:
-            self._lose_worker(slot, f"worker {slot.name} failed to start: {_first_line(e)}", out, None)
+            self._lose_worker(slot, f"worker {slot.name} failed to start: {_reason(e)}", out, None)
             return
         slot.model, slot.ready_at, slot.busy_reported_s = slot.info.device.name, now, 0.0
         log.info("worker %s ready on %s after %.1f s", slot.name, slot.model, now - slot.created_at)
@@ -451,7 +377,7 @@ class RayExecutor:
                 log.warning("candidate %s has been running on %s for %.0f s", head.candidate.id,
                             slot.name, elapsed)
 
-    def _lose_worker(self, slot: _Slot, reason: str, out: list[Evaluation], culprit: Verdict | None) -> None:
+    def _lose_worker(self, slot: Slot, reason: str, out: list[Evaluation], culprit: Verdict | None) -> None:
         """Settle every call of an actor that is dead, hung or distrusted, then schedule its
         replacement. Results that came back before it went stand. With `culprit`, the first
         unanswered call (the one it was running) gets that verdict; the calls queued behind it
@@ -489,7 +415,7 @@ class RayExecutor:
         self._pending.extendleft(reversed(requeue))
         self._replace_actor(slot, reason)
 
-    def _replace_actor(self, slot: _Slot, reason: str) -> None:
+    def _replace_actor(self, slot: Slot, reason: str) -> None:
         now = time.monotonic()
         if slot.ready_ref is not None:
             self._waiting.pop(slot.ready_ref, None)
@@ -512,7 +438,7 @@ class RayExecutor:
                 slot.restarts += 1
                 self._start_actor(slot, now)
 
-    def _start_actor(self, slot: _Slot, now: float) -> None:
+    def _start_actor(self, slot: Slot, now: float) -> None:
         # Resources are declared here rather than on the class so that one definition serves
         # real GPUs and the fake GPUs of a test cluster alike. num_cpus=0: the actor mostly
         # waits on its GPU child, and must not be starved of a CPU slot by other Ray work.
