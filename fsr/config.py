@@ -18,7 +18,7 @@ class EvalConfig:
     """How candidates are checked and timed."""
 
     timeout_s: float = 30.0  # one candidate's verify + tune + time in the child, then TIMEOUT
-    bench_budget_s: float = 0.25  # timed samples run until this much device time is spent...
+    bench_budget_s: float = 0.15  # timed samples run until this much device time is spent...
     bench_min_samples: int = 10
     bench_max_samples: int = 200
     warmup_s: float = 0.03

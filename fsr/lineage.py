@@ -82,7 +82,8 @@ EVALUATIONS = _schema([
     ("speedup", F64, True), ("registers", I32, False), ("spill_bytes", I64, False),
     ("smem_static_bytes", I64, False), ("stack_bytes", I64, False),
     ("tuned_defines", PAIRS, False), ("tune_trials", I32, False), ("device", STR, False),
-    ("toolchain", STR, False), ("compile_s", F64, False), ("wall_s", F64, False),
+    ("toolchain", STR, False), ("compile_s", F64, False), ("verify_s", F64, False),
+    ("tune_s", F64, False), ("bench_s", F64, False), ("wall_s", F64, False),
     ("worker", STR, False), ("started_at", TS, True), ("finished_at", TS, False),
     ("prompt_tokens", I64, True), ("completion_tokens", I64, True), ("error", STR, True),
 ])
@@ -178,7 +179,8 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         **timing, "baseline_us": e.baseline_us, "library_us": e.library_us, "speedup": e.speedup,
         **dataclasses.asdict(e.resources), "tuned_defines": _pair_structs(e.tuned_defines),
         "tune_trials": e.tune_trials, "device": e.device, "toolchain": e.toolchain,
-        "compile_s": e.compile_s, "wall_s": e.wall_s, "worker": worker, "started_at": started_at,
+        "compile_s": e.compile_s, "verify_s": e.verify_s, "tune_s": e.tune_s,
+        "bench_s": e.bench_s, "wall_s": e.wall_s, "worker": worker, "started_at": started_at,
         "finished_at": finished_at or datetime.now(UTC), "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens, "error": error,
     }
@@ -204,6 +206,7 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       library_us=row["library_us"], resources=resources,
                       tuned_defines=_pairs(row["tuned_defines"]), tune_trials=row["tune_trials"],
                       device=row["device"], toolchain=row["toolchain"], compile_s=row["compile_s"],
+                      verify_s=row["verify_s"], tune_s=row["tune_s"], bench_s=row["bench_s"],
                       wall_s=row["wall_s"])
 
 

@@ -245,6 +245,9 @@ class Evaluation:
     device: str = ""
     toolchain: str = ""
     compile_s: float = 0.0
+    verify_s: float = 0.0  # checks at every test size (in the GPU child)
+    tune_s: float = 0.0
+    bench_s: float = 0.0  # timing and the check after it
     wall_s: float = 0.0
 
     @property

@@ -163,6 +163,9 @@ def print_table(result: Evaluation, task: Task, walls: list[float], device) -> N
     if result.tuned_defines:
         summary.add_row("defines", " ".join(f"{k}={v}" for k, v in result.tuned_defines)
                         + (f"  ({result.tune_trials} tuning trials)" if result.tune_trials else ""))
+    if result.verify_s or result.bench_s:
+        summary.add_row("stages", f"compile {result.compile_s:.3f} s, verify {result.verify_s:.3f} s, "
+                        f"tune {result.tune_s:.3f} s, time {result.bench_s:.3f} s")
     if walls:
         summary.add_row("wall", ", ".join(f"{w:.2f} s" for w in walls))
     console.print(summary)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import cupy as cp
@@ -68,6 +70,7 @@ class ChildResult:
     defines: Defines = ()
     resources: Resources | None = None  # set when tuning picked values other than the request's
     trials: tuple[TrialRecord, ...] = ()
+    stages_s: tuple[float, float, float] = (0.0, 0.0, 0.0)  # verify, tune, bench (timing + recheck)
 
 
 @dataclass(frozen=True)
@@ -90,13 +93,17 @@ class TaskState:
 
 
 class InputPool:
-    """Fresh inputs and float64 references for every test size, made ahead by a thread so the
-    host's reference work overlaps the GPU's timing. Each item is used once."""
+    """Fresh inputs and references for every test size, and for the benchmark size (slot
+    `bench`, used by the check after timing), made ahead by a thread so the host's reference
+    work overlaps the GPU's. Each item is used once."""
 
     def __init__(self, task: Task, seed: int, depth: int = 2):
-        self.task, self.depth = task, depth
+        self.task = task
+        self.sizes = task.test_sizes + (task.bench_size,)
+        self.bench = len(task.test_sizes)
+        self.depths = [depth] * len(task.test_sizes) + [1]
         self.module = tasks.functions(task)
-        self.items: list[list[tuple[dict, dict]]] = [[] for _ in task.test_sizes]  # (inputs, Expected)
+        self.items: list[list[tuple[dict, dict]]] = [[] for _ in self.sizes]  # (inputs, Expected)
         self.cond = threading.Condition()
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
         threading.Thread(target=self._fill, daemon=True, name=f"inputs-{task.name}").start()
@@ -118,10 +125,10 @@ class InputPool:
     def _fill(self) -> None:
         while True:
             with self.cond:
-                while all(len(q) >= self.depth for q in self.items):
+                while all(len(q) >= d for q, d in zip(self.items, self.depths, strict=True)):
                     self.cond.wait()
-                index = min(range(len(self.items)), key=lambda i: len(self.items[i]))
-            item = self.make(dict(self.task.test_sizes[index]), self.rng)
+                index = min(range(len(self.items)), key=lambda i: len(self.items[i]) / self.depths[i])
+            item = self.make(dict(self.sizes[index]), self.rng)
             with self.cond:
                 self.items[index].append(item)
                 self.cond.notify_all()
@@ -162,26 +169,30 @@ class Child:
         cand, program = req.candidate, Program(req.cubin, req.lowered)
         trials: tuple[Any, ...] = ()
         resources = None
+        clock = _Stages()
         if req.tune_trials > 0 and _space(cand) > 1:
             tuned, trials = self._tune(state, cand, req)
             if tuned is not None and tuned.resolved_defines() != cand.resolved_defines():
                 compiled = compile_candidate(tuned, self.device.arch)
                 cand, program, resources = tuned, Program(compiled.cubin, compiled.lowered), compiled.resources
+        clock.lap("tune")
+        done = partial(ChildResult, defines=cand.resolved_defines(), resources=resources, trials=trials)
         try:
             checks = self._verify(state, cand, program, range(len(state.task.test_sizes)))
+            clock.lap("verify")
             if not checks[-1].passed:
-                return ChildResult(Verdict.WRONG, _wrong(checks[-1]), checks, (), cand.resolved_defines(),
-                                   resources, trials)
+                return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages_s=clock.stages())
             samples = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples)
             recheck = self._recheck(state, cand, program)
+            clock.lap("bench")
         except LaunchRefused as e:
-            return ChildResult(Verdict.LAUNCH_ERROR, str(e), defines=cand.resolved_defines(), trials=trials)
+            clock.lap("verify")
+            return done(Verdict.LAUNCH_ERROR, str(e), stages_s=clock.stages())
         if not recheck.passed:
-            return ChildResult(Verdict.WRONG, "after timing, new inputs under the same buffers gave a wrong "
-                               f"result (results cached in device memory?): {_wrong(recheck)}",
-                               checks + (recheck,), tuple(samples), cand.resolved_defines(), resources, trials)
-        return ChildResult(Verdict.OK, "", checks + (recheck,), tuple(samples), cand.resolved_defines(),
-                           resources, trials)
+            return done(Verdict.WRONG, "after timing, new inputs under the same buffers gave a wrong result "
+                        f"(results cached in device memory?): {_wrong(recheck)}", checks + (recheck,),
+                        tuple(samples), stages_s=clock.stages())
+        return done(Verdict.OK, "", checks + (recheck,), tuple(samples), stages_s=clock.stages())
 
     # -- stages -----------------------------------------------------------------------------
     def _verify(self, state: TaskState, cand: Candidate, program: Program, indices: Any) -> tuple[SizeCheck, ...]:
@@ -215,11 +226,15 @@ class Child:
         return samples
 
     def _recheck(self, state: TaskState, cand: Candidate, program: Program) -> SizeCheck:
-        """New contents under the timing buffers of set 0 must give set 1's answer."""
-        first, second = state.sets[0], state.sets[1]
+        """Fresh contents under the timing buffers of set 0 must give their own answer, not the
+        one computed there before (defeats results cached in device memory by pointer). Set 0
+        keeps the fresh contents afterwards, so every recheck brings new data."""
+        first = state.sets[0]
+        inputs, expected = state.pool.take(state.pool.bench)
         size = dict(state.task.bench_size)
         for name, g in first.buffers.inputs.items():
-            g.array.set(second.inputs[name])
+            g.array.set(inputs[name])
+        first.inputs, first.reference = inputs, expected
         first.buffers.reset(_no_scratch(state.task))
         scratch = scratch_buffers(cand, size)
         for s in cand.scratch:
@@ -228,15 +243,11 @@ class Child:
         arrays = {k: g.array for k, g in (first.buffers.inputs | first.buffers.outputs | scratch).items()}
         launch_all(program, cand, state.task, size, arrays, self.stream)
         synchronize(self.stream)
-        result = SizeCheck(state.task.bench_size, True)
         for name, g in first.buffers.outputs.items():
-            ok, err, detail = compare(name, g.array.get(), second.reference[name])
+            ok, err, detail = compare(name, g.array.get(), expected[name])
             if not ok:
-                result = SizeCheck(state.task.bench_size, False, err, detail)
-                break
-        for name, g in first.buffers.inputs.items():  # restore set 0 for later candidates
-            g.array.set(first.inputs[name])
-        return result
+                return SizeCheck(state.task.bench_size, False, err, detail)
+        return SizeCheck(state.task.bench_size, True)
 
     def _library_us(self, state: TaskState) -> float | None:
         fn = tasks.functions(state.task).library
@@ -282,6 +293,22 @@ class Child:
         if not result.best_values:
             return None, result.trials
         return cfmt.with_defines(cand, dict(result.best_values)), result.trials
+
+
+class _Stages:
+    """Wall time of the child's stages."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.spent = {"verify": 0.0, "tune": 0.0, "bench": 0.0}
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.spent[stage] += now - self.last
+        self.last = now
+
+    def stages(self) -> tuple[float, float, float]:
+        return self.spent["verify"], self.spent["tune"], self.spent["bench"]
 
 
 def _space(cand: Candidate) -> int:

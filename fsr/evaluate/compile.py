@@ -125,7 +125,7 @@ def _nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> C
     finally:
         nvrtc.destroyProgram(prog)
     per_kernel = parse_resources(log)
-    mine = tuple((k, per_kernel.get(sym, Resources())) for k, sym in lowered)
+    mine = tuple((k, _lookup(per_kernel, k, sym)) for k, sym in lowered)
     return Compiled(cubin=cubin, lowered=lowered, resources=_max_resources([r for _, r in mine]),
                     kernel_resources=mine, log=_truncate(log), options=options,
                     seconds=time.perf_counter() - start)
@@ -155,6 +155,18 @@ def parse_resources(log: str) -> dict[str, Resources]:
     if current:
         out[current] = Resources(**fields)
     return out
+
+
+def _lookup(per_kernel: dict[str, Resources], name: str, symbol: str) -> Resources:
+    """The report of one kernel, by its lowered symbol, else by its plain name, else the only one."""
+    if symbol in per_kernel:
+        return per_kernel[symbol]
+    if name in per_kernel:
+        return per_kernel[name]
+    matches = [r for entry, r in per_kernel.items() if name in entry]
+    if len(matches) == 1 or len(per_kernel) == 1:
+        return matches[0] if matches else next(iter(per_kernel.values()))
+    return Resources()
 
 
 def _max_resources(items: list[Resources]) -> Resources:

@@ -123,7 +123,8 @@ class GpuEvaluator:
         assert isinstance(reply, ChildResult)
         out = replace(base, verdict=reply.verdict, message=reply.message, checks=reply.checks,
                       resources=reply.resources or base.resources, tuned_defines=reply.defines,
-                      tune_trials=len(reply.trials), trials=reply.trials)
+                      tune_trials=len(reply.trials), trials=reply.trials, verify_s=reply.stages_s[0],
+                      tune_s=reply.stages_s[1], bench_s=reply.stages_s[2])
         if reply.verdict != Verdict.OK:
             return out
         sizes = dict(task.bench_size)

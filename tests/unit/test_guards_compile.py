@@ -90,3 +90,17 @@ def test_compare_counts_nan_and_out_of_tolerance_elements():
     bad[5, 5] *= 1.01
     ok, _, detail = compare("y", bad, exp)
     assert not ok and "2 of 100 elements wrong" in detail and "1 never written" in detail and "y[3, 4]" in detail
+
+
+def test_compare_on_threads_finds_one_bad_element_among_millions():
+    import numpy as np
+
+    from fsr.evaluate.verify import PARALLEL_ELEMENTS, compare, expect
+
+    ref = np.random.default_rng(0).standard_normal(PARALLEL_ELEMENTS + 12345)
+    exp = expect(ref, "float32", 1e-6, 1e-4)
+    got = ref.astype(np.float32)
+    assert compare("y", got, exp)[0]
+    got[-7] += 1.0
+    ok, _, detail = compare("y", got, exp)
+    assert not ok and detail.startswith("1 of")
