@@ -118,14 +118,15 @@ class RayExecutor:
 
     @classmethod
     def from_config(cls, config: Config, num_workers: int | None = None,
-                    tasks_root: str | None = None, **options: Any) -> RayExecutor:
+                    tasks_root: str | None = None, journal_dir: str | None = None,
+                    **options: Any) -> RayExecutor:
         """Workers running the real GPU evaluator, with a call timeout derived from `config`; a
         call still running after the candidate's own budget and a minute is logged as stuck."""
         options.setdefault("call_timeout_s", call_timeout_for(config))
         options.setdefault("stuck_after_s", config.eval.timeout_s + config.tune.time_budget_s + 60.0)
         if options["call_timeout_s"] <= config.eval.timeout_s:
             raise ValueError("call_timeout_s must exceed the evaluator's own timeout (eval.timeout_s)")
-        return cls(gpu_evaluator_factory(config, tasks_root), num_workers=num_workers, **options)
+        return cls(gpu_evaluator_factory(config, tasks_root, journal_dir), num_workers=num_workers, **options)
 
     # --- Executor ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ actor class, with resources declared by the executor at `.options()` time.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 import os
 import time
 from collections.abc import Callable
@@ -72,16 +73,24 @@ class GpuWorker:
 GpuWorkerActor = ray.remote(max_restarts=0, max_task_retries=0)(GpuWorker)
 
 
-def gpu_evaluator_factory(config: Config, tasks_root: str | None = None) -> EvaluatorFactory:
+def gpu_evaluator_factory(config: Config, tasks_root: str | None = None,
+                          journal_dir: str | None = None) -> EvaluatorFactory:
     """A picklable factory for the real GPU evaluator, built inside the actor.
 
     Leave `tasks_root` None on multi-node clusters: the default resolves next to the shipped
     `fsr` package on every node, while a driver-side absolute path may not exist elsewhere.
+    `journal_dir`: where tuning studies are journaled for optuna-dashboard (the run directory; on
+    other nodes the same path is used if it can be created there).
     """
-    return functools.partial(_build_gpu_evaluator, config, tasks_root)
+    return functools.partial(_build_gpu_evaluator, config, tasks_root, journal_dir)
 
 
-def _build_gpu_evaluator(config: Config, tasks_root: str | None) -> Evaluator:
+def _build_gpu_evaluator(config: Config, tasks_root: str | None, journal_dir: str | None = None) -> Evaluator:
     from fsr.evaluate.evaluator import GpuEvaluator  # imported in the actor: CUDA lives there
 
-    return GpuEvaluator(config, tasks_root)
+    if journal_dir:
+        try:
+            Path(journal_dir).mkdir(parents=True, exist_ok=True)
+        except OSError:
+            journal_dir = None
+    return GpuEvaluator(config, tasks_root, journal_dir=journal_dir)

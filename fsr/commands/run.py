@@ -51,7 +51,7 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
           file=sys.stderr)
     proposer = _proposer(args, config, run_dir)
-    executor = _executor(args, config)
+    executor = _executor(args, config, run_dir)
     if executor is None:
         return EXIT_NO_DEVICE
     from fsr.execute.local import EvaluatorUnavailable
@@ -116,18 +116,18 @@ def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -
         raise UsageError(str(e)) from None
 
 
-def _executor(args: argparse.Namespace, config: cfg_mod.Config) -> Any:
+def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -> Any:
     if args.local:
         from fsr.evaluate.evaluator import GpuEvaluator
         from fsr.execute.local import LocalExecutor
 
-        return LocalExecutor(lambda: GpuEvaluator(config, args.tasks_dir))
+        return LocalExecutor(lambda: GpuEvaluator(config, args.tasks_dir, journal_dir=str(run_dir)))
     from cluster.executor import NoWorkerError, RayExecutor
     from cluster.start import ClusterError, connect
 
     try:
         connect(args.address, args.gpus)
-        return RayExecutor.from_config(config, tasks_root=args.tasks_dir)
+        return RayExecutor.from_config(config, tasks_root=args.tasks_dir, journal_dir=str(run_dir.resolve()))
     except ClusterError as e:
         raise UsageError(str(e)) from None
     except NoWorkerError as e:
