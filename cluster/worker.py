@@ -11,11 +11,11 @@ actor class, with resources declared by the executor at `.options()` time.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import ray
 
