@@ -1,0 +1,446 @@
+/* fsr
+[tunables]
+TX = [16, 8]  # threads per block along N
+TY = [16, 8]  # threads per block along M
+TM = [8, 4]   # rows of C per thread with REG_BLOCK (a multiple of 4)
+TN = [8, 4]   # columns of C per thread with REG_BLOCK (a multiple of 4)
+BK = [8, 16]  # depth of a shared-memory k tile with SMEM_TILE (a multiple of 4)
+
+[features]
+SMEM_TILE = [0, 1]      # stage BM x BK tiles of A and BK x BN tiles of B in shared memory (else read global)
+REG_BLOCK = [0, 1]      # each thread computes TM x TN outputs in 4 x 4 chunks (else one)
+VEC4 = [0, 1]           # float4 global loads and stores, float4 shared reads, where aligned
+TRANSPOSE_A = [0, 1]    # A tile stored k-major (As[k][m]) so a thread's rows are contiguous
+DOUBLE_BUFFER = [0, 1]  # two shared stages: tile t + 1 is fetched while tile t is computed
+ASYNC_COPY = [0, 1]     # cp.async global-to-shared copies, zero-filled past the edges
+LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(TX * TY, 512 / (TX * TY)): at most 128 registers a thread
+
+[[launch]]
+kernel = "sgemm_template"
+grid = ["cdiv(N, TX * (1 + REG_BLOCK * (TN - 1)))", "cdiv(M, TY * (1 + REG_BLOCK * (TM - 1)))"]
+block = ["TX", "TY"]
+args = ["A", "B", "C", "M", "N", "K"]
+*/
+// Feature template: C = A @ B in float32, row-major. A block computes a BM x BN tile of C,
+// BM = TY * TM and BN = TX * TN with REG_BLOCK (else TY x TX). Every combination of the switches
+// above is a correct kernel for any M, N, K: float4 paths are taken only where K (for A), N (for
+// B and C) and the base pointers allow them, and loads past the edges read zeros.
+
+#if REG_BLOCK
+#define RM TM
+#define RN TN
+#else
+#define RM 1
+#define RN 1
+#endif
+#define BM (TY * RM)  // rows of C per block
+#define BN (TX * RN)  // columns of C per block
+#define NT (TX * TY)  // threads per block
+#define CDIV(a, b) (((a) + (b) - 1) / (b))
+static_assert(RM == 1 || RM % 4 == 0, "TM must be a multiple of 4");
+static_assert(RN == 1 || RN % 4 == 0, "TN must be a multiple of 4");
+static_assert(BK % 4 == 0 && BN % 4 == 0, "tiles are whole float4s wide");
+
+#if LAUNCH_BOUNDS
+#define BOUNDS __launch_bounds__(NT, 512 / NT)  // 512 threads per SM: at most 128 registers
+#else
+#define BOUNDS
+#endif
+
+// Register tiles of a thread (types keep the declarations short).
+typedef float AccTile[RM][RN];
+typedef float AFrag[RM];
+typedef float BFrag[RN];
+
+// Row (column) of C, within the block's tile, of this thread's i-th row (j-th column). With
+// REG_BLOCK they come in chunks of 4 consecutive rows (columns), chunk q at 4 * TY * q (4 * TX
+// * q), so the float4 reads of a warp from a k-row of the tiles are contiguous.
+__device__ __forceinline__ int tile_row(int i) {
+    return RM == 1 ? (int)threadIdx.y : (i / 4) * (4 * TY) + (int)threadIdx.y * 4 + i % 4;
+}
+__device__ __forceinline__ int tile_col(int j) {
+    return RN == 1 ? (int)threadIdx.x : (j / 4) * (4 * TX) + (int)threadIdx.x * 4 + j % 4;
+}
+
+// ---- without shared memory: every thread reads its rows of A and columns of B ---------------
+#if !SMEM_TILE
+typedef const float* ARows[RM];
+typedef int BCols[RN];
+
+__device__ __forceinline__ void gemm_direct(const float* A, const float* B, int M, int N, int K, int m0, int n0,
+                                            AccTile& acc) {
+    // Rows past M and columns past N read row M - 1 and column N - 1; their results are dropped.
+    ARows arow;
+    BCols bcol;
+#pragma unroll
+    for (int i = 0; i < RM; ++i) arow[i] = A + (size_t)min(m0 + tile_row(i), M - 1) * K;
+#pragma unroll
+    for (int j = 0; j < RN; ++j) bcol[j] = min(n0 + tile_col(j), N - 1);
+#if VEC4
+    if constexpr (RN >= 4) {
+        if (N % 4 == 0 && ((size_t)B & 15) == 0) {
+#pragma unroll
+            for (int q = 0; q < RN / 4; ++q) bcol[4 * q] = min(n0 + tile_col(4 * q), N - 4);  // whole float4s
+            for (int k = 0; k < K; ++k) {
+                AFrag a;
+                BFrag b;
+                const float* brow = B + (size_t)k * N;
+#pragma unroll
+                for (int i = 0; i < RM; ++i) a[i] = arow[i][k];
+#pragma unroll
+                for (int q = 0; q < RN / 4; ++q) {
+                    const float4 v = *reinterpret_cast<const float4*>(brow + bcol[4 * q]);
+                    b[4 * q] = v.x;
+                    b[4 * q + 1] = v.y;
+                    b[4 * q + 2] = v.z;
+                    b[4 * q + 3] = v.w;
+                }
+#pragma unroll
+                for (int i = 0; i < RM; ++i)
+#pragma unroll
+                    for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            }
+            return;
+        }
+    }
+#endif
+    for (int k = 0; k < K; ++k) {
+        AFrag a;
+        BFrag b;
+        const float* brow = B + (size_t)k * N;
+#pragma unroll
+        for (int i = 0; i < RM; ++i) a[i] = arow[i][k];
+#pragma unroll
+        for (int j = 0; j < RN; ++j) b[j] = brow[bcol[j]];
+#pragma unroll
+        for (int i = 0; i < RM; ++i)
+#pragma unroll
+            for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+#endif
+
+// ---- shared-memory tiles -----------------------------------------------------------------------
+#if SMEM_TILE
+#define STAGES (1 + DOUBLE_BUFFER)
+#if TRANSPOSE_A
+#define A_LD (BM + 4)  // As[k][m]; the pad spreads a warp's transposing stores over the banks
+#define A_AT(m, k) ((k) * A_LD + (m))
+#define A_SIZE (BK * A_LD)
+#else
+#define A_LD (BK + 4)  // As[m][k]; rows stay 16-byte aligned
+#define A_AT(m, k) ((m) * A_LD + (k))
+#define A_SIZE (BM * A_LD)
+#endif
+#define B_AT(k, n) ((k) * BN + (n))  // Bs[k][n]
+#define B_SIZE (BK * BN)
+
+// A tile load is split into units, elements or (VEC) float4s along the contiguous dimension (k
+// for A, n for B), dealt to the threads round-robin; *_PER is a thread's share. The float4 and
+// the scalar versions of the main loop are separate instantiations, so each holds only its own
+// addresses in registers.
+template <bool VEC> struct Units {
+    static constexpr int W = VEC ? 4 : 1;  // floats per unit
+    static constexpr int A_UNITS = BM * BK / W, B_UNITS = BK * BN / W;
+    static constexpr int A_PER = CDIV(A_UNITS, NT), B_PER = CDIV(B_UNITS, NT);
+    // unit u of the A (B) tile: its row and column within the tile
+    // (unsigned: the divisions are shifts, and the compiler sees that units l = 0, 1, ... of a
+    // thread share one column and step through rows by a constant)
+    static __device__ __forceinline__ void a_at(unsigned u, int& m, int& k) { m = u / (BK / W); k = u % (BK / W) * W; }
+    static __device__ __forceinline__ void b_at(unsigned u, int& k, int& n) { k = u / (BN / W); n = u % (BN / W) * W; }
+};
+#define FOR_UNITS(l, u, PER, UNITS)              \
+    _Pragma("unroll") for (int l = 0; l < PER; ++l) \
+        if (const unsigned u = tid + l * NT; UNITS % NT == 0 || u < UNITS)
+
+// The block's operands.
+struct Operands {
+    const float* A;
+    const float* B;
+    int M, N, K, m0, n0;
+};
+
+// Global memory -> registers, zeros past the edges (a float4 is wholly inside or outside, as
+// K % 4 == 0 and N % 4 == 0 on the float4 path).
+template <bool VEC>
+__device__ __forceinline__ void fetch(const Operands& g, int k0, float* sa, float* sb) {
+    using U = Units<VEC>;
+    const unsigned tid = threadIdx.y * TX + threadIdx.x;
+    FOR_UNITS(l, u, U::A_PER, U::A_UNITS) {
+        int m, k;
+        U::a_at(u, m, k);
+        const bool ok = g.m0 + m < g.M && k0 + k < g.K;
+        const float* src = g.A + ((g.m0 + m) * g.K + k0 + k);
+#if VEC4
+        if constexpr (VEC) {
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (ok) v = *reinterpret_cast<const float4*>(src);
+            sa[4 * l] = v.x;
+            sa[4 * l + 1] = v.y;
+            sa[4 * l + 2] = v.z;
+            sa[4 * l + 3] = v.w;
+        } else
+#endif
+            sa[l] = ok ? *src : 0.0f;
+    }
+    FOR_UNITS(l, u, U::B_PER, U::B_UNITS) {
+        int k, n;
+        U::b_at(u, k, n);
+        const bool ok = k0 + k < g.K && g.n0 + n < g.N;
+        const float* src = g.B + ((k0 + k) * g.N + g.n0 + n);
+#if VEC4
+        if constexpr (VEC) {
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (ok) v = *reinterpret_cast<const float4*>(src);
+            sb[4 * l] = v.x;
+            sb[4 * l + 1] = v.y;
+            sb[4 * l + 2] = v.z;
+            sb[4 * l + 3] = v.w;
+        } else
+#endif
+            sb[l] = ok ? *src : 0.0f;
+    }
+}
+
+// Registers -> one shared stage, the same units as fetch.
+template <bool VEC>
+__device__ __forceinline__ void stash(const float* sa, const float* sb, float* as, float* bs) {
+    using U = Units<VEC>;
+    const unsigned tid = threadIdx.y * TX + threadIdx.x;
+    FOR_UNITS(l, u, U::A_PER, U::A_UNITS) {
+        int m, k;
+        U::a_at(u, m, k);
+#if VEC4 && !TRANSPOSE_A
+        if constexpr (VEC) {
+            *reinterpret_cast<float4*>(as + A_AT(m, k)) = make_float4(sa[4 * l], sa[4 * l + 1], sa[4 * l + 2], sa[4 * l + 3]);
+            continue;
+        }
+#endif
+#pragma unroll
+        for (int q = 0; q < U::W; ++q) as[A_AT(m, k + q)] = sa[U::W * l + q];
+    }
+    FOR_UNITS(l, u, U::B_PER, U::B_UNITS) {
+        int k, n;
+        U::b_at(u, k, n);
+#if VEC4
+        if constexpr (VEC) {
+            *reinterpret_cast<float4*>(bs + B_AT(k, n)) = make_float4(sb[4 * l], sb[4 * l + 1], sb[4 * l + 2], sb[4 * l + 3]);
+            continue;
+        }
+#endif
+        bs[B_AT(k, n)] = sb[l];
+    }
+}
+
+#if ASYNC_COPY
+// cp.async: the copy lands in shared memory without passing through registers; a source size
+// of 0 writes zeros (the address is then A or B itself, never dereferenced past an edge).
+__device__ __forceinline__ void copy4(float* dst, const float* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
+#else
+    *dst = valid ? *src : 0.0f;
+#endif
+}
+__device__ __forceinline__ void copy16(float* dst, const float* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+#else
+#pragma unroll
+    for (int q = 0; q < 4; ++q) dst[q] = valid ? src[q] : 0.0f;
+#endif
+}
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int PENDING>
+__device__ __forceinline__ void copy_wait() {  // until at most PENDING groups are in flight
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+#endif
+}
+
+// One tile of A and of B into a shared stage. A transposed A tile goes element by element.
+template <bool VEC>
+__device__ __forceinline__ void copy_tiles(const Operands& g, int k0, float* as, float* bs) {
+    constexpr bool VA = VEC && !TRANSPOSE_A;
+    using UA = Units<VA>;
+    using UB = Units<VEC>;
+    const unsigned tid = threadIdx.y * TX + threadIdx.x;
+    FOR_UNITS(l, u, UA::A_PER, UA::A_UNITS) {
+        int m, k;
+        UA::a_at(u, m, k);
+        const bool ok = g.m0 + m < g.M && k0 + k < g.K;
+        const float* src = ok ? g.A + ((g.m0 + m) * g.K + k0 + k) : g.A;
+        if constexpr (VA) copy16(as + A_AT(m, k), src, ok);
+        else copy4(as + A_AT(m, k), src, ok);
+    }
+    FOR_UNITS(l, u, UB::B_PER, UB::B_UNITS) {
+        int k, n;
+        UB::b_at(u, k, n);
+        const bool ok = k0 + k < g.K && g.n0 + n < g.N;
+        const float* src = ok ? g.B + ((k0 + k) * g.N + g.n0 + n) : g.B;
+        if constexpr (VEC) copy16(bs + B_AT(k, n), src, ok);
+        else copy4(bs + B_AT(k, n), src, ok);
+    }
+}
+#endif
+
+// acc += As * Bs over one stage.
+__device__ __forceinline__ void compute(const float* as, const float* bs, AccTile& acc) {
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+        AFrag a;
+        BFrag b;
+#if TRANSPOSE_A && VEC4
+        if constexpr (RM >= 4) {
+#pragma unroll
+            for (int q = 0; q < RM / 4; ++q) {
+                const float4 v = *reinterpret_cast<const float4*>(as + A_AT(tile_row(4 * q), kk));
+                a[4 * q] = v.x;
+                a[4 * q + 1] = v.y;
+                a[4 * q + 2] = v.z;
+                a[4 * q + 3] = v.w;
+            }
+        } else {
+            a[0] = as[A_AT(tile_row(0), kk)];
+        }
+#else
+#pragma unroll
+        for (int i = 0; i < RM; ++i) a[i] = as[A_AT(tile_row(i), kk)];
+#endif
+#if VEC4
+        if constexpr (RN >= 4) {
+#pragma unroll
+            for (int q = 0; q < RN / 4; ++q) {
+                const float4 v = *reinterpret_cast<const float4*>(bs + B_AT(kk, tile_col(4 * q)));
+                b[4 * q] = v.x;
+                b[4 * q + 1] = v.y;
+                b[4 * q + 2] = v.z;
+                b[4 * q + 3] = v.w;
+            }
+        } else {
+            b[0] = bs[B_AT(kk, tile_col(0))];
+        }
+#else
+#pragma unroll
+        for (int j = 0; j < RN; ++j) b[j] = bs[B_AT(kk, tile_col(j))];
+#endif
+#pragma unroll
+        for (int i = 0; i < RM; ++i)
+#pragma unroll
+            for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+
+// The k loop over shared tiles; VEC: K and N are multiples of 4, A and B 16-byte aligned.
+template <bool VEC>
+__device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE], float (*Bs)[B_SIZE], AccTile& acc) {
+    const int ntiles = CDIV(g.K, BK);
+#if ASYNC_COPY && DOUBLE_BUFFER
+    copy_tiles<VEC>(g, 0, As[0], Bs[0]);
+    copy_commit();
+    for (int t = 0; t < ntiles; ++t) {
+        if (t + 1 < ntiles) copy_tiles<VEC>(g, (t + 1) * BK, As[(t + 1) % 2], Bs[(t + 1) % 2]);
+        copy_commit();  // possibly empty: one group per iteration keeps the count below right
+        copy_wait<1>();  // everything but the newest group has landed: tile t is in
+        __syncthreads();
+        compute(As[t % 2], Bs[t % 2], acc);
+        __syncthreads();  // stage t % 2 is refilled by the next iteration
+    }
+#elif ASYNC_COPY
+    for (int t = 0; t < ntiles; ++t) {
+        copy_tiles<VEC>(g, t * BK, As[0], Bs[0]);
+        copy_commit();
+        copy_wait<0>();
+        __syncthreads();
+        compute(As[0], Bs[0], acc);
+        __syncthreads();
+    }
+#else
+    typedef float AStaged[Units<VEC>::A_PER * Units<VEC>::W];  // floats a thread has in flight
+    typedef float BStaged[Units<VEC>::B_PER * Units<VEC>::W];
+    AStaged sa;
+    BStaged sb;
+#if DOUBLE_BUFFER
+    fetch<VEC>(g, 0, sa, sb);
+    stash<VEC>(sa, sb, As[0], Bs[0]);
+    __syncthreads();
+    for (int t = 0; t < ntiles; ++t) {
+        if (t + 1 < ntiles) fetch<VEC>(g, (t + 1) * BK, sa, sb);  // in flight while tile t is computed
+        compute(As[t % 2], Bs[t % 2], acc);
+        if (t + 1 < ntiles) stash<VEC>(sa, sb, As[(t + 1) % 2], Bs[(t + 1) % 2]);
+        __syncthreads();  // one barrier: stage (t + 1) % 2 was last read before the previous one
+    }
+#else
+    for (int t = 0; t < ntiles; ++t) {
+        fetch<VEC>(g, t * BK, sa, sb);
+        stash<VEC>(sa, sb, As[0], Bs[0]);
+        __syncthreads();
+        compute(As[0], Bs[0], acc);
+        __syncthreads();
+    }
+#endif
+#endif
+}
+#endif
+
+// ---- C --------------------------------------------------------------------------------------
+__device__ __forceinline__ void store(float* C, int M, int N, int m0, int n0, const AccTile& acc) {
+#if VEC4
+    const bool vc = RN >= 4 && N % 4 == 0 && ((size_t)C & 15) == 0;
+#endif
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        const int m = m0 + tile_row(i);
+        if (m >= M) continue;
+        float* crow = C + (size_t)m * N;
+#if VEC4
+        if constexpr (RN >= 4) {
+            if (vc) {
+#pragma unroll
+                for (int q = 0; q < RN / 4; ++q) {
+                    const int n = n0 + tile_col(4 * q);  // a multiple of 4: the float4 is inside or past N
+                    if (n < N)
+                        *reinterpret_cast<float4*>(crow + n) =
+                            make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
+                }
+                continue;
+            }
+        }
+#endif
+#pragma unroll
+        for (int j = 0; j < RN; ++j) {
+            const int n = n0 + tile_col(j);
+            if (n < N) crow[n] = acc[i][j];
+        }
+    }
+}
+
+extern "C" __global__ void BOUNDS sgemm_template(const float* A, const float* B, float* C, int M, int N, int K) {
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    AccTile acc;
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
+
+#if SMEM_TILE
+    __shared__ __align__(16) float As[STAGES][A_SIZE];
+    __shared__ __align__(16) float Bs[STAGES][B_SIZE];
+    const Operands g{A, B, M, N, K, m0, n0};
+#if VEC4
+    if (K % 4 == 0 && N % 4 == 0 && ((size_t)A & 15) == 0 && ((size_t)B & 15) == 0)
+        gemm_tiled<true>(g, As, Bs, acc);
+    else
+#endif
+        gemm_tiled<false>(g, As, Bs, acc);
+#else
+    gemm_direct(A, B, M, N, K, m0, n0, acc);
+#endif
+    store(C, M, N, m0, n0, acc);
+}
