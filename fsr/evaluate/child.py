@@ -80,28 +80,28 @@ class Prepared:
 
 @dataclass
 class BenchSet:
-    inputs: dict[str, np.ndarray]
-    reference: dict[str, Expected]
+    """Device buffers at the benchmark size, and which of the task's benchmark contents they hold."""
+
     buffers: Buffers
+    content: int
 
 
 @dataclass
 class TaskState:
     task: Task
     pool: InputPool
+    contents: list[tuple[dict[str, np.ndarray], dict[str, Expected]]] = field(default_factory=list)
     sets: list[BenchSet] = field(default_factory=list)
 
 
 class InputPool:
-    """Fresh inputs and references for every test size, and for the benchmark size (slot
-    `bench`, used by the check after timing), made ahead by a thread so the host's reference
-    work overlaps the GPU's. Each item is used once."""
+    """Fresh inputs and references for every test size, made ahead by a thread so the host's
+    reference work overlaps the GPU's. Each item is used once."""
 
     def __init__(self, task: Task, seed: int, depth: int = 2):
         self.task = task
-        self.sizes = task.test_sizes + (task.bench_size,)
-        self.bench = len(task.test_sizes)
-        self.depths = [depth] * len(task.test_sizes) + [1]
+        self.sizes = task.test_sizes
+        self.depths = [depth] * len(task.test_sizes)
         self.module = tasks.functions(task)
         self.items: list[list[tuple[dict, dict]]] = [[] for _ in self.sizes]  # (inputs, Expected)
         self.cond = threading.Condition()
@@ -158,9 +158,10 @@ class Child:
         state = TaskState(task, InputPool(task, self.cfg.seed))
         rng = np.random.default_rng(np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]))
         size = dict(task.bench_size)
-        for _ in range(max(self.cfg.input_sets, 2)):
-            inputs, reference = state.pool.make(size, rng)
-            state.sets.append(BenchSet(inputs, reference, make_buffers(task, _no_scratch(task), size, inputs)))
+        for i in range(max(self.cfg.input_sets, 2)):
+            inputs, expected = state.pool.make(size, rng)
+            state.contents.append((inputs, expected))
+            state.sets.append(BenchSet(make_buffers(task, _no_scratch(task), size, inputs), i))
         self.tasks[name] = state
         return Prepared(self._library_us(state) if task.has_library else None)
 
@@ -176,6 +177,7 @@ class Child:
                 compiled = compile_candidate(tuned, self.device.arch)
                 cand, program, resources = tuned, Program(compiled.cubin, compiled.lowered), compiled.resources
         clock.lap("tune")
+        resources = program.resources(resources)
         done = partial(ChildResult, defines=cand.resolved_defines(), resources=resources, trials=trials)
         try:
             checks = self._verify(state, cand, program, range(len(state.task.test_sizes)))
@@ -226,15 +228,20 @@ class Child:
         return samples
 
     def _recheck(self, state: TaskState, cand: Candidate, program: Program) -> SizeCheck:
-        """Fresh contents under the timing buffers of set 0 must give their own answer, not the
-        one computed there before (defeats results cached in device memory by pointer). Set 0
-        keeps the fresh contents afterwards, so every recheck brings new data."""
+        """Other contents under the timing buffers of set 0 must give their own answer, not the
+        one computed there during timing (defeats results cached in device memory by pointer).
+        The contents come from another set's buffers (a device copy); set 0 keeps them."""
         first = state.sets[0]
-        inputs, expected = state.pool.take(state.pool.bench)
-        size = dict(state.task.bench_size)
+        content = (first.content + 1) % len(state.contents)
+        inputs, expected = state.contents[content]
+        source = next((s for s in state.sets if s.content == content), None)
         for name, g in first.buffers.inputs.items():
-            g.array.set(inputs[name])
-        first.inputs, first.reference = inputs, expected
+            if source is not None:
+                g.array[...] = source.buffers.inputs[name].array
+            else:
+                g.array.set(inputs[name])
+        first.content = content
+        size = dict(state.task.bench_size)
         first.buffers.reset(_no_scratch(state.task))
         scratch = scratch_buffers(cand, size)
         for s in cand.scratch:

@@ -121,8 +121,12 @@ class GpuEvaluator:
         from fsr.evaluate.child import ChildResult
 
         assert isinstance(reply, ChildResult)
+        resources = base.resources
+        if reply.resources is not None:  # the driver's figures for the program that ran
+            resources = replace(reply.resources, spill_bytes=max(reply.resources.spill_bytes,
+                                                                  base.resources.spill_bytes))
         out = replace(base, verdict=reply.verdict, message=reply.message, checks=reply.checks,
-                      resources=reply.resources or base.resources, tuned_defines=reply.defines,
+                      resources=resources, tuned_defines=reply.defines,
                       tune_trials=len(reply.trials), trials=reply.trials, verify_s=reply.stages_s[0],
                       tune_s=reply.stages_s[1], bench_s=reply.stages_s[2])
         if reply.verdict != Verdict.OK:

@@ -17,7 +17,7 @@ import numpy as np
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.types import Candidate, SizeCheck, Task, size_label
+from fsr.types import Candidate, Resources, SizeCheck, Task, size_label
 
 PAD_BYTES = 64 * 1024  # canary region on each side; a multiple of 256 keeps buffers aligned
 CANARY = 0x5A
@@ -67,6 +67,19 @@ class Program:
         self.module.load(cubin)
         self.kernels = {name: self.module.get_function(symbol) for name, symbol in lowered}
 
+    def resources(self, reported: Resources | None = None) -> Resources:
+        """Registers, static shared memory and local memory as the driver loaded them (max over
+        kernels); spill bytes from the compiler's report when there is one."""
+        drv = cp.cuda.driver
+
+        def most(attribute: int) -> int:
+            return max(drv.funcGetAttribute(attribute, f.ptr) for f in self.kernels.values())
+
+        return Resources(registers=most(drv.CU_FUNC_ATTRIBUTE_NUM_REGS),
+                         spill_bytes=reported.spill_bytes if reported else 0,
+                         smem_static_bytes=most(drv.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                         stack_bytes=most(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))
+
 
 @dataclass
 class Buffers:
@@ -107,8 +120,9 @@ def launch_all(program: Program, cand: Candidate, task: Task, sizes: dict[str, i
         args = [buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes else np.float32(constants[a])
                 for a in launch.args]
         try:
-            if smem > 48 * 1024:
-                kernel.max_dynamic_shared_size_bytes = smem
+            if smem > 48 * 1024:  # above the default limit a kernel must opt in
+                cp.cuda.driver.funcSetAttribute(
+                    kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
             kernel(grid, block, args, shared_mem=smem, stream=stream)
         except cp.cuda.driver.CUDADriverError as e:
             raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None

@@ -74,3 +74,28 @@ def test_every_task_baseline_and_template_default_are_ok(evaluator, task_name):
         result = evaluator.evaluate(candidate.parse(source, task))
         assert result.verdict == Verdict.OK, f"{task_name}: {result.message[:400]}"
         assert result.timing and result.timing.ceiling_fraction < 1.1
+
+
+def test_large_dynamic_shared_memory_is_opted_in(evaluator):
+    """Above 48 KiB a kernel must opt in to dynamic shared memory; fsr does it for the header's
+    smem expression, so such a kernel launches and is judged like any other."""
+    task = tasks.load("softmax")
+    source = task.baseline_source.replace('args = ["x", "y", "rows", "cols"]',
+                                          'smem = "96 * 1024"\nargs = ["x", "y", "rows", "cols"]')
+    source = source.replace("if (r >= rows) return;",
+                            "extern __shared__ float big[]; big[threadIdx.x] = 0.0f; if (r >= rows) return;")
+    result = evaluator.evaluate(candidate.parse(source, task))
+    assert result.verdict == Verdict.OK, result.message
+
+
+def test_fsr_eval_command_reports_resources_and_stages():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "fsr", "eval", "softmax", "tasks/softmax/baseline.cu", "--json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout.splitlines()[-1])
+    assert data["verdict"] == "OK" and data["resources"]["registers"] > 0
+    assert data["verify_s"] > 0 and data["bench_s"] > 0
