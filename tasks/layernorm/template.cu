@@ -2,6 +2,7 @@
 [tunables]
 BLOCK = [256, 128, 512, 64]  # threads per block (a power of two; 1024 would leave 64 registers, too few for
                              # unrolled one-pass Welford on float4s)
+UNROLL_BY = [4, 2, 8]        # unroll factor of the strided row loops when UNROLL is on
 
 [features]
 WARP_ROW = [0, 1]      # one warp per row, BLOCK / 32 rows per block (else one block per row)
@@ -11,7 +12,7 @@ ONLINE = [0, 1]        # mean and variance in one pass (Welford, merged pairwise
 SMEM_TILE = [0, 1]     # keep the row in shared memory between passes (32 KiB a block at most)
 FAST_MATH = [0, 1]     # rsqrtf and __fdividef (else 1 / sqrtf and IEEE division)
 READONLY = [0, 1]      # __restrict__ pointers and __ldg loads of x, weight and bias
-UNROLL = [0, 1]        # unroll the strided row loops by 4 (else not at all)
+UNROLL = [0, 1]        # unroll the strided row loops by UNROLL_BY (else not at all)
 
 [[launch]]
 kernel = "layernorm_template"
@@ -54,8 +55,10 @@ args = ["x", "weight", "bias", "y", "rows", "cols", "eps"]
 #define RSQRT(v) (1.0f / sqrtf(v))
 #endif
 
+#define PRAGMA_TEXT(x) _Pragma(#x)
+#define PRAGMA_UNROLL(n) PRAGMA_TEXT(unroll n)
 #if UNROLL
-#define LOOP_UNROLL _Pragma("unroll 4")
+#define LOOP_UNROLL PRAGMA_UNROLL(UNROLL_BY)
 #else
 #define LOOP_UNROLL _Pragma("unroll 1")
 #endif

@@ -1,6 +1,7 @@
 /* fsr
 [tunables]
 BLOCK = [256, 128, 512, 1024, 64]  # threads per block (a power of two)
+UNROLL_BY = [4, 2, 8, 16]          # unroll factor of the strided row loops when UNROLL is on
 
 [features]
 WARP_ROW = [0, 1]      # one warp per row, BLOCK / 32 rows per block (else one block per row)
@@ -10,7 +11,7 @@ ONLINE = [0, 1]        # max and sum in one pass, rescaling the running sum (els
 SMEM_TILE = [0, 1]     # keep the row in shared memory between passes (32 KiB a block at most)
 FAST_MATH = [0, 1]     # __expf and one reciprocal per row (else expf and a division per element)
 READONLY = [0, 1]      # __restrict__ pointers and __ldg loads of x
-UNROLL = [0, 1]        # unroll the strided row loops by 4 (else not at all)
+UNROLL = [0, 1]        # unroll the strided row loops by UNROLL_BY (else not at all)
 
 [[launch]]
 kernel = "softmax_template"
@@ -50,8 +51,10 @@ args = ["x", "y", "rows", "cols"]
 #define EXP(v) expf(v)
 #endif
 
+#define PRAGMA_TEXT(x) _Pragma(#x)
+#define PRAGMA_UNROLL(n) PRAGMA_TEXT(unroll n)
 #if UNROLL
-#define LOOP_UNROLL _Pragma("unroll 4")
+#define LOOP_UNROLL PRAGMA_UNROLL(UNROLL_BY)
 #else
 #define LOOP_UNROLL _Pragma("unroll 1")
 #endif
