@@ -32,7 +32,7 @@ class EvalConfig:
 class TuneConfig:
     """Launch-parameter tuning of each candidate that passes its checks."""
 
-    trials: int = 24  # 0 turns tuning off
+    trials: int = 8  # 0 turns tuning off; a grid when the space has at most this many points
     time_budget_s: float = 20.0
     trial_bench_budget_s: float = 0.05
     seed: int = 0
