@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from fsr.types import (
     Scratch,
     SizeCheck,
     Timing,
+    TrialRecord,
     Tunable,
     Verdict,
 )
@@ -125,28 +127,11 @@ def test_trials_round_trip(tmp_path: Path) -> None:
     assert rows[1]["defines"] == [{"name": "BLOCK", "value": 1024}] and rows[1]["reason"] == "too much smem"
 
 
-@dataclass(frozen=True)
-class TunerTrial:
-    """Stands in for the tuner's own trial record (fields named as the tuner names them)."""
-
-    number: int
-    values: tuple[tuple[str, int], ...]
-    feasible: bool
-    reason: str
-    latency_us: float | None
-    cached: bool = False
-
-
-@dataclass(frozen=True)
-class EvaluationWithTrials(Evaluation):
-    trials: tuple[TunerTrial, ...] = ()
-
-
 def test_append_writes_the_trials_an_evaluation_carries(tmp_path: Path) -> None:
     c = make_candidate()
-    trials = (TunerTrial(0, (("BLOCK", 256),), True, "", 4.0), TunerTrial(1, (("BLOCK", 256),), True, "", 4.0, True))
+    trials = (TrialRecord(0, (("BLOCK", 256),), True, "", 4.0), TrialRecord(1, (("BLOCK", 256),), True, "", 4.0, True))
     with lineage.LineageWriter(tmp_path) as w:
-        w.append(c, EvaluationWithTrials(**vars(ok_evaluation(c)) | {"trials": trials}))
+        w.append(c, dataclasses.replace(ok_evaluation(c), trials=trials))
     rows = lineage.read(tmp_path, "trials").to_pylist()
     assert [(r["candidate_id"], r["trial"], r["median_us"], r["cached"]) for r in rows] == [
         (c.id, 0, 4.0, False), (c.id, 1, 4.0, True)]
