@@ -7,6 +7,7 @@ on real GPUs (with CUDA_VISIBLE_DEVICES set), and nothing touches a device.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -35,3 +36,15 @@ def ray_cluster() -> Iterator[Cluster]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def gpus_released() -> Iterator[None]:
+    """Start each test with every fake GPU free: actors killed by the previous test release their
+    GPUs asynchronously, and a worker that cannot get one would sit pending through the test."""
+    if ray.is_initialized():
+        deadline = time.monotonic() + 60.0
+        while (ray.available_resources().get("GPU", 0) < NODES * GPUS_PER_NODE
+               and time.monotonic() < deadline):
+            time.sleep(0.2)
+    yield
