@@ -21,7 +21,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -41,6 +40,7 @@ from fsr.types import (
     Scratch,
     SizeCheck,
     Timing,
+    TrialRecord,
     Tunable,
     Verdict,
 )
@@ -93,19 +93,6 @@ TRIALS = _schema([
     ("median_us", F64, True), ("cached", pa.bool_(), False), ("finished_at", TS, False),
 ])
 SCHEMAS = {"evaluations": EVALUATIONS, "trials": TRIALS}
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One tuning trial of a candidate: the defines tried and what came of them."""
-
-    trial: int
-    defines: Defines
-    feasible: bool
-    reason: str = ""  # why an infeasible trial failed (compile error, wrong, too much smem ...)
-    median_us: float | None = None
-    cached: bool = False  # a repeat the tuner answered without running it again
-    finished_at: datetime | None = None
 
 
 def new_run_id() -> str:
@@ -210,18 +197,11 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       wall_s=row["wall_s"])
 
 
-def trial_row(run_id: str, candidate_id: str, trial: Any) -> dict[str, Any]:
-    """One `trials` row from a Trial, a dict of Trial's fields, or the tuner's own record
-    (anything with `number`, `values`, `feasible`, `reason`, `latency_us`)."""
-    if isinstance(trial, Mapping):
-        trial = Trial(**trial)
-    elif not isinstance(trial, Trial):
-        trial = Trial(trial.number, trial.values, trial.feasible, trial.reason, trial.latency_us,
-                      getattr(trial, "cached", False))
-    return {"run_id": run_id, "candidate_id": candidate_id, "trial": trial.trial,
-            "defines": _pair_structs(trial.defines), "feasible": trial.feasible, "reason": trial.reason,
-            "median_us": trial.median_us, "cached": trial.cached,
-            "finished_at": trial.finished_at or datetime.now(UTC)}
+def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:
+    """One `trials` row from the tuner's record of a trial."""
+    return {"run_id": run_id, "candidate_id": candidate_id, "trial": trial.number,
+            "defines": _pair_structs(trial.values), "feasible": trial.feasible, "reason": trial.reason,
+            "median_us": trial.latency_us, "cached": trial.cached, "finished_at": datetime.now(UTC)}
 
 
 # ---- files -------------------------------------------------------------------------------------
@@ -330,12 +310,12 @@ class LineageWriter:
         prompt_tokens, completion_tokens, error) and the tuning trials it carries, if any;
         commits a batch when one is due."""
         row = evaluation_row(candidate, evaluation, run_id=self.run_id, **extra)
-        trials = [trial_row(self.run_id, candidate.id, t) for t in getattr(evaluation, "trials", ())]
+        trials = [trial_row(self.run_id, candidate.id, t) for t in evaluation.trials]
         self._add(evaluations=[row], trials=trials)
 
-    def append_trials(self, candidate_id: str, trials: Iterable[Any]) -> None:
-        """Buffer tuning trials known apart from an Evaluation (Trial records, dicts of Trial's
-        fields, or the tuner's records); `append` already writes an Evaluation's own trials."""
+    def append_trials(self, candidate_id: str, trials: Iterable[TrialRecord]) -> None:
+        """Buffer tuning trials known apart from an Evaluation; `append` already writes an
+        Evaluation's own trials."""
         self._add(trials=[trial_row(self.run_id, candidate_id, t) for t in trials])
 
     def flush(self) -> None:

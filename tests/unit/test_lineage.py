@@ -118,9 +118,8 @@ def test_candidate_json_round_trip_is_exact() -> None:
 
 def test_trials_round_trip(tmp_path: Path) -> None:
     with lineage.LineageWriter(tmp_path) as w:
-        w.append_trials("abc", [lineage.Trial(0, (("BLOCK", 256),), True, median_us=3.5),
-                                {"trial": 1, "defines": (("BLOCK", 1024),), "feasible": False,
-                                 "reason": "too much smem"}])
+        w.append_trials("abc", [TrialRecord(0, (("BLOCK", 256),), True, "", 3.5),
+                                TrialRecord(1, (("BLOCK", 1024),), False, "too much smem", None)])
     rows = lineage.read(tmp_path, "trials").to_pylist()
     assert [(r["candidate_id"], r["trial"], r["feasible"], r["median_us"]) for r in rows] == [
         ("abc", 0, True, 3.5), ("abc", 1, False, None)]
@@ -153,10 +152,10 @@ def test_batches_by_age(tmp_path: Path) -> None:
     c = make_candidate()
     w.append(c, ok_evaluation(c))
     now[0] = 1.5
-    w.append_trials(c.id, [lineage.Trial(0, (), True)])
+    w.append_trials(c.id, [TrialRecord(0, (), True, "", None)])
     assert parts(tmp_path) == []
     now[0] = 2.5  # the evaluation is now 2.5 s old; the trial 1 s: only evaluations are due
-    w.append_trials(c.id, [lineage.Trial(1, (), True)])
+    w.append_trials(c.id, [TrialRecord(1, (), True, "", None)])
     assert len(parts(tmp_path)) == 1 and parts(tmp_path, "trials") == []
     now[0] = 4.0
     w.append_trials(c.id, [])
