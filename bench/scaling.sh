@@ -1,40 +1,39 @@
 #!/usr/bin/env bash
-# Scaling of a campaign from one GPU to two (offline proposer, same budget and seed): softmax
-# alone and softmax + sgemm together, each on GPU 0 only and on both GPUs; nvidia-smi samples
-# utilisation every second during each run; then the same kernel is timed on each GPU.
-# Usage: bash bench/scaling.sh OUT_DIR [evaluations per task]
+# Scaling of search campaigns over GPU counts (offline proposer, same budget and seed): each
+# campaign is run once per GPU set, nvidia-smi samples utilisation every second during each run,
+# bench/scaling_report.py says where the time went; then one kernel is timed on every GPU of the
+# largest set (timings of the same kernel must agree across GPUs).
+#
+# usage: bash bench/scaling.sh OUT_DIR EVALS_PER_TASK "GPU_SET ..." CAMPAIGN [CAMPAIGN ...]
+#   GPU_SET: a CUDA_VISIBLE_DEVICES value; the first is the base of the scaling column
+#   CAMPAIGN: task names joined by '+'
+#   e.g. bash bench/scaling.sh out 40 "0 0,1" softmax softmax+sgemm
 set -uo pipefail
-out=${1:?out dir}; n=${2:-40}
+out=${1:?out dir}; n=${2:?evaluations per task}; sets=(${3:?GPU sets}); shift 3
 mkdir -p "$out/runs"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-for spec in "softmax" "softmax sgemm"; do
-  for gpus in 0 0,1; do
-    label="$(echo $spec | tr ' ' '+')-gpus$gpus"
+echo "| campaign | GPUs | evaluations | lineage span s | evaluations per minute | scaling | per worker | fsr busy | nvidia-smi samples |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for campaign in "$@"; do
+  base=""
+  for gpus in "${sets[@]}"; do
+    label="$campaign-gpus$gpus"
     nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv,noheader -l 1 > "$out/smi-$label.csv" &
     smi=$!
-    CUDA_VISIBLE_DEVICES=$gpus timeout 400 python3 -m fsr run $spec --max-evaluations "$n" --tune-trials 8 \
-      --seed 0 --plain --runs-dir "$out/runs/$label" 2>&1 | tail -4
+    CUDA_VISIBLE_DEVICES=$gpus timeout 540 python3 -m fsr run ${campaign//+/ } --max-evaluations "$n" \
+      --tune-trials 8 --seed 0 --plain --runs-dir "$out/runs/$label" > "$out/log-$label.txt" 2>&1
     kill $smi
-    run=$(ls -d "$out/runs/$label"/*/)
-    python3 bench/run_report.py "$run" | tail -n +4
-    python3 - "$run" "$out/smi-$label.csv" <<'PY'
-import collections, sys
-from fsr import lineage
-rows = lineage.read(sys.argv[1]).to_pylist()
-span = (max(r["finished_at"] for r in rows) - min(r["started_at"] or r["finished_at"] for r in rows)).total_seconds()
-workers = collections.Counter(r["worker"] for r in rows)
-util = collections.defaultdict(list)
-for line in open(sys.argv[2]):
-    parts = [p.strip() for p in line.split(",")]
-    if len(parts) == 3 and parts[2].endswith("%"):
-        util[parts[1]].append(int(parts[2].rstrip(" %")))
-busy = {g: f"{sum(1 for u in v if u > 0) / len(v):.0%} of samples busy, mean {sum(v) / len(v):.0f}%" for g, v in util.items()}
-print(f"  {len(rows)} evaluations in {span:.0f} s of lineage span: {60 * len(rows) / span:.1f} per minute; "
-      f"per worker {dict(workers)}; nvidia-smi {busy}")
-PY
+    run=$(ls -d "$out/runs/$label"/*/ | head -1)
+    python3 bench/scaling_report.py "$run" --smi "$out/smi-$label.csv" --log "$out/log-$label.txt" \
+      --label "$campaign" ${base:+--base "$base"} > "$out/report-$label.txt" 2>&1
+    head -1 "$out/report-$label.txt"
+    base=${base:-$run}
   done
 done
-for gpu in 0 1; do
+for campaign in "$@"; do for gpus in "${sets[@]}"; do
+  echo "$campaign on $gpus:"; tail -n +2 "$out/report-$campaign-gpus$gpus.txt"; grep -E "^  worker|evaluations in" "$out/log-$campaign-gpus$gpus.txt"
+done; done
+for gpu in $(echo "${sets[-1]}" | tr , ' '); do
   CUDA_VISIBLE_DEVICES=$gpu python3 -m fsr eval softmax examples/softmax_fast.cu --json --repeat 2 | tail -1 | \
     python3 -c "import json,sys; r=json.load(sys.stdin); print('GPU $gpu softmax_fast median', round(r['timing']['median_us'], 1), 'us')"
 done

@@ -93,4 +93,22 @@ def _build_gpu_evaluator(config: Config, tasks_root: str | None, journal_dir: st
             Path(journal_dir).mkdir(parents=True, exist_ok=True)
         except OSError:
             journal_dir = None
-    return GpuEvaluator(config, tasks_root, journal_dir=journal_dir)
+    return GpuEvaluator(config, tasks_root, journal_dir=journal_dir, host_threads=host_share())
+
+
+def host_share() -> int | None:
+    """This worker's share of its node's CPUs for the GPU child's host work (one worker per GPU);
+    None outside Ray or when the node is not listed."""
+    if not ray.is_initialized():
+        return None
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            resources = node.get("Resources", {})
+            return cpu_share(resources.get("CPU", 1.0), resources.get("GPU", 0.0))
+    return None
+
+
+def cpu_share(cpus: float, gpus: float) -> int:
+    """CPUs per GPU of a node, at least one."""
+    return max(1, int(cpus // max(1.0, gpus)))

@@ -26,6 +26,7 @@ class EvalConfig:
     plausibility_margin: float = 1.10  # SUSPECT above this fraction of a measured ceiling
     arch: str = ""  # "" = the device's own; without a GPU, sm_90
     seed: int = 0
+    host_threads: int = 0  # the GPU child's BLAS threads (references); 0 = the host's cores / its GPU workers
 
 
 @dataclass(frozen=True)

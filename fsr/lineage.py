@@ -86,6 +86,7 @@ EVALUATIONS = _schema([
     ("tune_s", F64, False), ("bench_s", F64, False), ("wall_s", F64, False),
     ("worker", STR, False), ("started_at", TS, True), ("finished_at", TS, False),
     ("prompt_tokens", I64, True), ("completion_tokens", I64, True), ("error", STR, True),
+    ("setup_s", F64, True),  # null in lineages written before the column existed
 ])
 TRIALS = _schema([
     ("run_id", STR, False), ("candidate_id", STR, False), ("trial", I32, False),
@@ -169,7 +170,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "compile_s": e.compile_s, "verify_s": e.verify_s, "tune_s": e.tune_s,
         "bench_s": e.bench_s, "wall_s": e.wall_s, "worker": worker, "started_at": started_at,
         "finished_at": finished_at or datetime.now(UTC), "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens, "error": error,
+        "completion_tokens": completion_tokens, "error": error, "setup_s": e.setup_s,
     }
 
 
@@ -194,7 +195,7 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       tuned_defines=_pairs(row["tuned_defines"]), tune_trials=row["tune_trials"],
                       device=row["device"], toolchain=row["toolchain"], compile_s=row["compile_s"],
                       verify_s=row["verify_s"], tune_s=row["tune_s"], bench_s=row["bench_s"],
-                      wall_s=row["wall_s"])
+                      wall_s=row["wall_s"], setup_s=row.get("setup_s") or 0.0)
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:
@@ -234,13 +235,24 @@ def _scan(directory: Path) -> tuple[list[Path], set[str]]:
     return [f for f in files if f.name not in merged], merged
 
 
+def _conform(part: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A part's columns in the schema's order and types; nullable columns the part predates
+    (added to the schema since it was written) come back as nulls."""
+    missing = [f for f in schema if f.name not in part.column_names]
+    for f in missing:
+        if not f.nullable:
+            raise ValueError(f"lineage part lacks required column {f.name!r}")
+        part = part.append_column(f, pa.nulls(part.num_rows, f.type))
+    return part.select(schema.names).cast(schema)
+
+
 def read(run_dir: str | Path, table: str = "evaluations") -> pa.Table:
     """All committed rows of one table, each once; an empty table with the schema if none."""
     schema = SCHEMAS[table]
     for attempt in range(3):
         try:
             live, _ = _scan(Path(run_dir) / table)
-            parts = [pq.read_table(f).select(schema.names).cast(schema) for f in live]
+            parts = [_conform(pq.read_table(f), schema) for f in live]
             break
         except FileNotFoundError:  # a concurrent compaction merged a part we had listed: rescan
             if attempt == 2:
@@ -276,9 +288,9 @@ def compact(run_dir: str | Path, table: str) -> None:
     stale = [directory / n for n in sorted(merged) if (directory / n).exists()]
     if len(live) > 1:
         meta = {**SCHEMA_META, MERGED_KEY: json.dumps([f.name for f in stale + live]).encode()}
-        rows = pa.concat_tables([pq.read_table(f).select(SCHEMAS[table].names) for f in live])
+        rows = pa.concat_tables([_conform(pq.read_table(f), SCHEMAS[table]) for f in live])
         target = directory / f"{live[-1].stem}-m{uuid.uuid4().hex[:6]}.parquet"  # sorts after its rows
-        _write_parquet(target, rows.cast(SCHEMAS[table]).replace_schema_metadata(meta))
+        _write_parquet(target, rows.replace_schema_metadata(meta))
         stale += live
     for f in stale:
         f.unlink(missing_ok=True)

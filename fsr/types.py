@@ -249,6 +249,8 @@ class Evaluation:
     tune_s: float = 0.0
     bench_s: float = 0.0  # timing and the check after it
     wall_s: float = 0.0
+    setup_s: float = 0.0  # of wall_s, the worker's own setup paid during this call: starting its GPU
+    # child, preparing the task there (inputs, references, library and baseline timing)
 
     @property
     def speedup(self) -> float | None:

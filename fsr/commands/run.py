@@ -168,7 +168,22 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
+    lines += _worker_lines(executor)
     return "\n".join(lines)
+
+
+def _worker_lines(executor: Any) -> list[str]:
+    """One line per GPU worker: where it ran, what it did, how busy it was once ready."""
+    stats = getattr(executor, "worker_stats", None)
+    if not callable(stats):
+        return []
+    lines = []
+    for w in stats():
+        busy = f"busy {w.busy_s / w.alive_s:.0%} of {w.alive_s:.0f} s" if w.alive_s > 0 else "never ready"
+        faults = f", {w.crashes} crashed, {w.timeouts} timed out, {w.restarts} restarts" \
+            if w.crashes or w.timeouts or w.restarts else ""
+        lines.append(f"  worker {w.name} ({w.device or 'no device'}): {w.evaluations} evaluations, {busy}{faults}")
+    return lines
 
 
 def _export_best(run_dir: Path) -> None:

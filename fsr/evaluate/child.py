@@ -10,6 +10,7 @@ import os
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -75,7 +76,13 @@ class ChildResult:
 
 @dataclass(frozen=True)
 class Prepared:
+    """A task loaded in the child: the library's median at the benchmark size, and where the
+    preparation's time went (host: inputs and float64 references; device: uploads and the
+    library's timing), so a slow start can be told apart from slow candidates."""
+
     library_us: float | None
+    host_s: float = 0.0
+    device_s: float = 0.0
 
 
 @dataclass
@@ -153,17 +160,25 @@ class Child:
 
     # -- requests ---------------------------------------------------------------------------
     def prepare(self, name: str) -> Prepared:
-        """Load a task: the input pool, the benchmark input sets and their references."""
+        """Load a task: the input pool, the benchmark input sets and their references.
+
+        The sets are built on threads, one each (NumPy releases the GIL in its array work, and
+        the references are the largest host cost of a worker's start: float64 over the whole
+        benchmark size); each set draws from its own child of the task's seed sequence."""
+        started = time.perf_counter()
         task = tasks.load(name, self.tasks_root)
         state = TaskState(task, InputPool(task, self.cfg.seed))
-        rng = np.random.default_rng(np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]))
         size = dict(task.bench_size)
-        for i in range(max(self.cfg.input_sets, 2)):
-            inputs, expected = state.pool.make(size, rng)
-            state.contents.append((inputs, expected))
-            state.sets.append(BenchSet(make_buffers(task, _no_scratch(task), size, inputs), i))
+        count = max(self.cfg.input_sets, 2)
+        seeds = np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]).spawn(count)
+        with ThreadPoolExecutor(count, thread_name_prefix=f"bench-{name}") as pool:
+            state.contents = list(pool.map(lambda s: state.pool.make(size, np.random.default_rng(s)), seeds))
+        host_s = time.perf_counter() - started
+        state.sets = [BenchSet(make_buffers(task, _no_scratch(task), size, inputs), i)
+                      for i, (inputs, _) in enumerate(state.contents)]
         self.tasks[name] = state
-        return Prepared(self._library_us(state) if task.has_library else None)
+        library_us = self._library_us(state) if task.has_library else None
+        return Prepared(library_us, host_s, time.perf_counter() - started - host_s)
 
     def evaluate(self, req: EvalRequest) -> ChildResult:
         state = self.tasks[req.candidate.task]

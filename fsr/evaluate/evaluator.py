@@ -7,6 +7,8 @@ Failures are values: `evaluate` returns a verdict for any candidate and never ra
 from __future__ import annotations
 
 import importlib.metadata
+import logging
+import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +21,8 @@ from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvr
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Died, Sandbox, TimedOut
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
+
+log = logging.getLogger(__name__)
 
 DEFAULT_ARCH = "sm_90"
 PREPARE_TIMEOUT_S = 600.0  # a task's benchmark inputs and float64 references, built once per child
@@ -65,11 +69,15 @@ class _TaskTimes:
 class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
-    def __init__(self, config: Config | None = None, tasks_root: str | None = None, journal_dir: str | None = None):
+    def __init__(self, config: Config | None = None, tasks_root: str | None = None, journal_dir: str | None = None,
+                 host_threads: int | None = None):
+        """`host_threads`: this worker's share of the host's cores, for the GPU child's host work
+        (`config.eval.host_threads` wins when set; default: every core, one worker per host)."""
         self.cfg = config or Config()
         self.tasks_root = tasks_root
         self.journal_dir = journal_dir
-        self.sandbox = Sandbox(tasks_root, self.cfg.eval, self.cfg.tune)
+        threads = self.cfg.eval.host_threads or host_threads or os.cpu_count() or 1
+        self.sandbox = Sandbox(tasks_root, self.cfg.eval, self.cfg.tune, host_threads=threads)
         self._tasks: dict[str, Task] = {}
         self._times: dict[str, _TaskTimes] = {}
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in
@@ -92,13 +100,17 @@ class GpuEvaluator:
 
     # -- internals ------------------------------------------------------------------------------
     def _evaluate(self, cand: Candidate, task: Task, tune: bool) -> Evaluation:
-        device = self.device()
+        clock = time.perf_counter()
+        device = self.device()  # starts the GPU child if it is not running (first call, after a CRASH)
+        setup_s = time.perf_counter() - clock
         static = static_stage(cand, task, device.arch)
         if static.verdict is not None:
-            return replace(static.verdict, device=device.name)
+            return replace(static.verdict, device=device.name, setup_s=setup_s)
         compiled = static.compiled
         assert compiled is not None
+        clock = time.perf_counter()
         times = self._prepare(task)
+        setup_s += time.perf_counter() - clock
         trials = self.cfg.tune.trials if tune else 0
         journal = str(Path(self.journal_dir) / "optuna.journal") if self.journal_dir and trials else None
         from fsr.evaluate.child import ChildResult, EvalRequest
@@ -108,7 +120,7 @@ class GpuEvaluator:
         reply = self.sandbox.call("evaluate", request, timeout)
         base = Evaluation(cand.id, task.name, Verdict.OK, resources=compiled.resources, device=device.name,
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
-                          baseline_us=times.baseline_us, library_us=times.library_us)
+                          baseline_us=times.baseline_us, library_us=times.library_us, setup_s=setup_s)
         if isinstance(reply, TimedOut):
             return replace(base, verdict=Verdict.TIMEOUT,
                            message=f"still running after {reply.seconds:.1f} s; the GPU child was killed and replaced")
@@ -145,6 +157,7 @@ class GpuEvaluator:
     def _prepare(self, task: Task) -> _TaskTimes:
         """Load the task in the current child; time its baseline once per evaluator."""
         if self._prepared_in.get(task.name) != self.sandbox.restarts:
+            started = time.perf_counter()
             reply = self.sandbox.call("prepare", task.name, PREPARE_TIMEOUT_S)
             if isinstance(reply, (Died, TimedOut)):
                 raise RuntimeError(f"task {task.name}: preparing its inputs failed: {reply}")
@@ -158,6 +171,9 @@ class GpuEvaluator:
                     raise RuntimeError(f"task {task.name}: its baseline kernel is {baseline.verdict}: "
                                        f"{baseline.message[:500]}")
                 self._times[task.name] = _TaskTimes(baseline.timing.median_us, library_us)
+            log.info("task %s prepared in %.2f s: inputs and references %.2f s, uploads and library "
+                     "%.2f s, baseline %.2f s", task.name, time.perf_counter() - started, reply.host_s,
+                     reply.device_s, time.perf_counter() - started - reply.host_s - reply.device_s)
         return self._times[task.name]
 
     def _toolchain_once(self) -> str:

@@ -5,8 +5,11 @@ bad kernel.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +17,10 @@ from fsr.config import EvalConfig, TuneConfig
 from fsr.types import DeviceInfo
 
 START_TIMEOUT_S = 180.0  # import cupy, create a context, measure the ceilings
+# The thread-count variables of the BLAS and OpenMP runtimes NumPy may be built on. Ray sets
+# OMP_NUM_THREADS=1 in actors without CPUs, which would leave the child's float64 references
+# (a 4096^3 matrix product for sgemm) on one core.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class NoDevice(RuntimeError):
@@ -37,8 +44,11 @@ class TimedOut:
 class Sandbox:
     """One long-lived child process holding a CUDA context."""
 
-    def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig):
+    def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
+                 host_threads: int | None = None):
+        """`host_threads`: threads the child's numerical libraries may use (None: as inherited)."""
         self.tasks_root, self.eval_cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
+        self.host_threads = host_threads
         self.device: DeviceInfo | None = None
         self.process: Any = None
         self.conn: Any = None
@@ -55,7 +65,8 @@ class Sandbox:
 
         self.process = ctx.Process(target=child_module.main, name="fsr-gpu-child", daemon=True,
                                    args=(child, self.tasks_root, self.eval_cfg, self.tune_cfg, self.device))
-        self.process.start()
+        with _thread_env(self.host_threads):  # read by the child's BLAS when NumPy loads
+            self.process.start()
         child.close()
         self.conn = parent
         if not parent.poll(START_TIMEOUT_S):
@@ -119,3 +130,22 @@ class Sandbox:
                 self.process.kill()
                 self.process.join(timeout=5)
         self.process, self.conn = None, None
+
+
+@contextlib.contextmanager
+def _thread_env(threads: int | None) -> Iterator[None]:
+    """The BLAS/OpenMP thread variables set to `threads` while a child is spawned (a spawned
+    process inherits the environment of the moment), then restored."""
+    if threads is None:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in THREAD_VARIABLES}
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(max(1, threads))))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

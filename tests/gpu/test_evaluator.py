@@ -66,6 +66,15 @@ def test_same_kernel_twice_gives_close_medians(evaluator):
     assert abs(first.timing.median_us - second.timing.median_us) / first.timing.median_us < 0.03
 
 
+def test_task_setup_is_paid_by_its_first_evaluation_only(evaluator):
+    task = tasks.load("layernorm")  # not used by the tests before this one
+    first = evaluator.evaluate(candidate.parse(task.baseline_source, task))
+    second = evaluator.evaluate(candidate.parse(task.baseline_source, task))
+    assert first.verdict == second.verdict == Verdict.OK, first.message + second.message
+    assert 0.05 < first.setup_s < first.wall_s  # references at 8192 x 8192, uploads, baseline timing
+    assert second.setup_s < 0.05
+
+
 @pytest.mark.parametrize("task_name", tasks.list_tasks())
 def test_every_task_baseline_and_template_default_are_ok(evaluator, task_name):
     task = tasks.load(task_name)

@@ -56,7 +56,7 @@ def ok_evaluation(c: Candidate) -> Evaluation:
         timing=Timing(10.5, 10.1, 11.2, 9.9, (10.5, 10.1, 11.2, 9.9), 812.5, 0.02, 0.31),
         baseline_us=21.0, library_us=12.0, resources=Resources(40, 8, 1024, 16),
         tuned_defines=(("BLOCK", 512), ("ITEMS", 2)), tune_trials=24, device="NVIDIA H100",
-        toolchain="nvrtc 13.0", compile_s=0.4, wall_s=3.2)
+        toolchain="nvrtc 13.0", compile_s=0.4, wall_s=3.2, setup_s=1.7)
 
 
 def failed_evaluation(c: Candidate) -> Evaluation:
@@ -265,3 +265,24 @@ def test_lineage_loads_neither_ray_nor_cupy(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout
     assert json.loads(out) == []
+
+
+def test_part_written_before_a_nullable_column_existed_reads_back_with_nulls(tmp_path: Path) -> None:
+    write_rows(tmp_path, 3)
+    for f in parts(tmp_path):  # as an older fsr wrote it: no setup_s column
+        pq.write_table(pq.read_table(f).drop_columns(["setup_s"]), f)
+    write_rows(tmp_path, 2)  # and newer rows beside it
+    table = lineage.read(tmp_path)
+    assert table.schema == lineage.EVALUATIONS
+    assert table.column("setup_s").to_pylist() == [None] * 3 + [1.7] * 2
+    assert lineage.evaluation_from_row(table.to_pylist()[0]).setup_s == 0.0
+    lineage.compact(tmp_path, "evaluations")
+    assert lineage.read(tmp_path).column("setup_s").null_count == 3
+
+
+def test_part_missing_a_required_column_is_refused(tmp_path: Path) -> None:
+    write_rows(tmp_path, 2)
+    for f in parts(tmp_path):
+        pq.write_table(pq.read_table(f).drop_columns(["verdict"]), f)
+    with pytest.raises(ValueError, match="verdict"):
+        lineage.read(tmp_path)

@@ -1,0 +1,42 @@
+"""A worker's fixed cost per task: what the first evaluation of each task pays on a fresh
+evaluator (benchmark inputs and float64 references, uploads, library and baseline timing), with
+the GPU child's host threads at 1 (what Ray's OMP_NUM_THREADS=1 gives an actor without CPUs)
+and at a share of the host's cores.
+
+    python bench/setup_cost.py [THREADS ...]     (default: 1 and the host's cores / GPUs)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from fsr import candidate, tasks
+from fsr.config import Config
+from fsr.evaluate.evaluator import GpuEvaluator
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="    %(message)s")
+    gpus = max(1, len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()]))
+    counts = [int(a) for a in sys.argv[1:]] or [1, max(1, (os.cpu_count() or 1) // gpus)]
+    print("| host threads | task | setup s (first evaluation) | wall s (first) | wall s (second) |")
+    print("|---|---|---|---|---|")
+    for threads in counts:
+        evaluator = GpuEvaluator(Config(), host_threads=threads)
+        started = time.perf_counter()
+        evaluator.device()
+        print(f"    GPU child started in {time.perf_counter() - started:.2f} s", flush=True)
+        for name in tasks.list_tasks():
+            task = tasks.load(name)
+            first = evaluator.evaluate(candidate.parse(task.baseline_source, task), tune=False)
+            second = evaluator.evaluate(candidate.parse(task.baseline_source, task), tune=False)
+            print(f"| {threads} | {name} | {first.setup_s:.2f} | {first.wall_s:.2f} | {second.wall_s:.2f} |",
+                  flush=True)
+        evaluator.close()
+
+
+if __name__ == "__main__":
+    main()
