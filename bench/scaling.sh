@@ -17,7 +17,7 @@ echo "|---|---|---|---|---|---|---|---|---|"
 for campaign in "$@"; do
   base=""
   for gpus in "${sets[@]}"; do
-    label="$campaign-gpus$gpus"
+    label="${campaign//+/_}-gpus${gpus//,/_}"  # file names of letters, digits, '-' and '_' only
     nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv,noheader -l 1 > "$out/smi-$label.csv" &
     smi=$!
     CUDA_VISIBLE_DEVICES=$gpus timeout 540 python3 -m fsr run ${campaign//+/ } --max-evaluations "$n" \
@@ -31,7 +31,8 @@ for campaign in "$@"; do
   done
 done
 for campaign in "$@"; do for gpus in "${sets[@]}"; do
-  echo "$campaign on $gpus:"; tail -n +2 "$out/report-$campaign-gpus$gpus.txt"; grep -E "^  worker|evaluations in" "$out/log-$campaign-gpus$gpus.txt"
+  label="${campaign//+/_}-gpus${gpus//,/_}"
+  echo "$campaign on $gpus:"; tail -n +2 "$out/report-$label.txt"; grep -E "^  worker|evaluations in" "$out/log-$label.txt"
 done; done
 for gpu in $(echo "${sets[-1]}" | tr , ' '); do
   CUDA_VISIBLE_DEVICES=$gpu python3 -m fsr eval softmax examples/softmax_fast.cu --json --repeat 2 | tail -1 | \

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import ray
@@ -119,14 +120,15 @@ class RayExecutor:
     @classmethod
     def from_config(cls, config: Config, num_workers: int | None = None,
                     tasks_root: str | None = None, journal_dir: str | None = None,
-                    **options: Any) -> RayExecutor:
+                    warm: Sequence[str] = (), **options: Any) -> RayExecutor:
         """Workers running the real GPU evaluator, with a call timeout derived from `config`; a
-        call still running after the candidate's own budget and a minute is logged as stuck."""
+        call still running after the candidate's own budget and a minute is logged as stuck.
+        `warm`: the campaign's task names, prepared by every worker as soon as it starts."""
         options.setdefault("call_timeout_s", call_timeout_for(config))
         options.setdefault("stuck_after_s", config.eval.timeout_s + config.tune.time_budget_s + 60.0)
         if options["call_timeout_s"] <= config.eval.timeout_s:
             raise ValueError("call_timeout_s must exceed the evaluator's own timeout (eval.timeout_s)")
-        return cls(gpu_evaluator_factory(config, tasks_root, journal_dir), num_workers=num_workers, **options)
+        return cls(gpu_evaluator_factory(config, tasks_root, journal_dir, warm), num_workers=num_workers, **options)
 
     # --- Executor ---------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,18 +74,20 @@ GpuWorkerActor = ray.remote(max_restarts=0, max_task_retries=0)(GpuWorker)
 
 
 def gpu_evaluator_factory(config: Config, tasks_root: str | None = None,
-                          journal_dir: str | None = None) -> EvaluatorFactory:
+                          journal_dir: str | None = None, warm: Sequence[str] = ()) -> EvaluatorFactory:
     """A picklable factory for the real GPU evaluator, built inside the actor.
 
     Leave `tasks_root` None on multi-node clusters: the default resolves next to the shipped
     `fsr` package on every node, while a driver-side absolute path may not exist elsewhere.
     `journal_dir`: where tuning studies are journaled for optuna-dashboard (the run directory; on
-    other nodes the same path is used if it can be created there).
+    other nodes the same path is used if it can be created there). `warm`: the campaign's task
+    names, prepared by each worker's GPU child as soon as it starts.
     """
-    return functools.partial(_build_gpu_evaluator, config, tasks_root, journal_dir)
+    return functools.partial(_build_gpu_evaluator, config, tasks_root, journal_dir, tuple(warm))
 
 
-def _build_gpu_evaluator(config: Config, tasks_root: str | None, journal_dir: str | None = None) -> Evaluator:
+def _build_gpu_evaluator(config: Config, tasks_root: str | None, journal_dir: str | None = None,
+                         warm: Sequence[str] = ()) -> Evaluator:
     from fsr.evaluate.evaluator import GpuEvaluator  # imported in the actor: CUDA lives there
 
     if journal_dir:
@@ -93,7 +95,7 @@ def _build_gpu_evaluator(config: Config, tasks_root: str | None, journal_dir: st
             Path(journal_dir).mkdir(parents=True, exist_ok=True)
         except OSError:
             journal_dir = None
-    return GpuEvaluator(config, tasks_root, journal_dir=journal_dir, host_threads=host_share())
+    return GpuEvaluator(config, tasks_root, journal_dir=journal_dir, host_threads=host_share(), warm=warm)
 
 
 def host_share() -> int | None:

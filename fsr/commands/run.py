@@ -51,7 +51,7 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
           file=sys.stderr)
     proposer = _proposer(args, config, run_dir)
-    executor = _executor(args, config, run_dir)
+    executor = _executor(args, config, run_dir, [t.name for t in task_list])
     if executor is None:
         return EXIT_NO_DEVICE
     from fsr.execute.local import EvaluatorUnavailable
@@ -116,18 +116,20 @@ def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -
         raise UsageError(str(e)) from None
 
 
-def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -> Any:
+def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, names: list[str]) -> Any:
+    """The executor; every worker starts preparing the campaign's tasks (`names`) at once."""
     if args.local:
         from fsr.evaluate.evaluator import GpuEvaluator
         from fsr.execute.local import LocalExecutor
 
-        return LocalExecutor(lambda: GpuEvaluator(config, args.tasks_dir, journal_dir=str(run_dir)))
+        return LocalExecutor(lambda: GpuEvaluator(config, args.tasks_dir, journal_dir=str(run_dir), warm=names))
     from cluster.executor import NoWorkerError, RayExecutor
     from cluster.start import ClusterError, connect
 
     try:
         connect(args.address, args.gpus)
-        return RayExecutor.from_config(config, tasks_root=args.tasks_dir, journal_dir=str(run_dir.resolve()))
+        return RayExecutor.from_config(config, tasks_root=args.tasks_dir, journal_dir=str(run_dir.resolve()),
+                                       warm=names)
     except ClusterError as e:
         raise UsageError(str(e)) from None
     except NoWorkerError as e:

@@ -10,7 +10,8 @@ import os
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -85,6 +86,18 @@ class Prepared:
     device_s: float = 0.0
 
 
+Content = tuple[dict[str, np.ndarray], dict[str, Expected]]  # inputs, and the expected outputs
+
+
+def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str, int],
+                 rng: np.random.Generator) -> Content:
+    """Fresh inputs at one size and the reference's outputs for them (the reference gets copies:
+    it may not change what the kernel will see)."""
+    inputs = module.make_inputs(dict(size), rng)
+    reference = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
+    return inputs, {k: expect(v, dtypes[k], task.atol, task.rtol) for k, v in reference.items()}
+
+
 @dataclass
 class BenchSet:
     """Device buffers at the benchmark size, and which of the task's benchmark contents they hold."""
@@ -97,7 +110,7 @@ class BenchSet:
 class TaskState:
     task: Task
     pool: InputPool
-    contents: list[tuple[dict[str, np.ndarray], dict[str, Expected]]] = field(default_factory=list)
+    contents: list[Content] = field(default_factory=list)
     sets: list[BenchSet] = field(default_factory=list)
 
 
@@ -110,18 +123,15 @@ class InputPool:
         self.sizes = task.test_sizes
         self.depths = [depth] * len(task.test_sizes)
         self.module = tasks.functions(task)
-        self.items: list[list[tuple[dict, dict]]] = [[] for _ in self.sizes]  # (inputs, Expected)
+        self.items: list[list[Content]] = [[] for _ in self.sizes]
         self.cond = threading.Condition()
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
         threading.Thread(target=self._fill, daemon=True, name=f"inputs-{task.name}").start()
 
-    def make(self, size: dict[str, int], rng: np.random.Generator) -> tuple[dict, dict]:
-        inputs = self.module.make_inputs(dict(size), rng)
-        reference = self.module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
-        dtypes = {a.name: a.dtype for a in self.task.outputs}
-        return inputs, {k: expect(v, dtypes[k], self.task.atol, self.task.rtol) for k, v in reference.items()}
+    def make(self, size: dict[str, int], rng: np.random.Generator) -> Content:
+        return make_content(self.task, self.module, {a.name: a.dtype for a in self.task.outputs}, size, rng)
 
-    def take(self, index: int) -> tuple[dict, dict]:
+    def take(self, index: int) -> Content:
         with self.cond:
             while not self.items[index]:
                 self.cond.wait()
@@ -145,8 +155,19 @@ class Child:
     """Everything the child holds: device, stream, flusher, per-task inputs."""
 
     def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
-                 known: DeviceInfo | None):
+                 known: DeviceInfo | None, warm: Sequence[str] = ()):
+        """`warm`: tasks whose benchmark contents are built on host threads from the start, all
+        at once, so a campaign's later tasks are ready when their first candidate arrives."""
         self.tasks_root, self.cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
+        self.building: dict[str, Future[list[Content]]] = {}
+        if warm:
+            builder = ThreadPoolExecutor(len(warm), thread_name_prefix="warm")
+            for name in dict.fromkeys(warm):
+                try:
+                    self.building[name] = builder.submit(self._contents, tasks.load(name, tasks_root))
+                except tasks.TaskError:
+                    pass  # reported when a candidate of it arrives
+            builder.shutdown(wait=False)
         self.stream = cp.cuda.Stream(non_blocking=True)
         info = bench.device_info(eval_cfg.arch)
         if known is None or known.name != info.name:
@@ -160,25 +181,35 @@ class Child:
 
     # -- requests ---------------------------------------------------------------------------
     def prepare(self, name: str) -> Prepared:
-        """Load a task: the input pool, the benchmark input sets and their references.
-
-        The sets are built on threads, one each (NumPy releases the GIL in its array work, and
-        the references are the largest host cost of a worker's start: float64 over the whole
-        benchmark size); each set draws from its own child of the task's seed sequence."""
+        """Load a task: the input pool, the benchmark input sets and their references (built
+        ahead if the task was named in `warm`), uploaded; then the library timed."""
         started = time.perf_counter()
         task = tasks.load(name, self.tasks_root)
         state = TaskState(task, InputPool(task, self.cfg.seed))
-        size = dict(task.bench_size)
-        count = max(self.cfg.input_sets, 2)
-        seeds = np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]).spawn(count)
-        with ThreadPoolExecutor(count, thread_name_prefix=f"bench-{name}") as pool:
-            state.contents = list(pool.map(lambda s: state.pool.make(size, np.random.default_rng(s)), seeds))
+        ahead = self.building.pop(name, None)
+        state.contents = ahead.result() if ahead is not None else self._contents(task)
         host_s = time.perf_counter() - started
+        size = dict(task.bench_size)
         state.sets = [BenchSet(make_buffers(task, _no_scratch(task), size, inputs), i)
                       for i, (inputs, _) in enumerate(state.contents)]
         self.tasks[name] = state
         library_us = self._library_us(state) if task.has_library else None
         return Prepared(library_us, host_s, time.perf_counter() - started - host_s)
+
+    def _contents(self, task: Task) -> list[Content]:
+        """The task's benchmark input sets and their references, one thread per set (NumPy
+        releases the GIL in its array work; float64 references over the whole benchmark size
+        are the largest host cost of a worker's start); each set draws from its own child of
+        the task's seed sequence, so every worker holds the same sets."""
+        count = max(self.cfg.input_sets, 2)
+        seeds = np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]).spawn(count)
+        size, module, dtypes = dict(task.bench_size), tasks.functions(task), {a.name: a.dtype for a in task.outputs}
+
+        def build(seed: np.random.SeedSequence) -> Content:
+            return make_content(task, module, dtypes, size, np.random.default_rng(seed))
+
+        with ThreadPoolExecutor(count, thread_name_prefix=f"bench-{task.name}") as pool:
+            return list(pool.map(build, seeds))
 
     def evaluate(self, req: EvalRequest) -> ChildResult:
         state = self.tasks[req.candidate.task]
@@ -346,13 +377,13 @@ def _wrong(check: SizeCheck) -> str:
 
 
 def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
-         known: DeviceInfo | None) -> None:
+         known: DeviceInfo | None, warm: Sequence[str] = ()) -> None:
     """The child's loop: answer requests until the pipe closes. A lost context ends the process
     after the reply, so the parent starts a fresh one."""
     try:
         if cp.cuda.runtime.getDeviceCount() < 1:  # before any stream exists, so failure is quiet
             raise RuntimeError("no CUDA device visible")
-        child = Child(tasks_root, eval_cfg, tune_cfg, known)
+        child = Child(tasks_root, eval_cfg, tune_cfg, known, warm)
     except Exception as e:  # no device, no driver: the parent reports it in one line
         conn.send(("fatal", f"{type(e).__name__}: {e}"))
         return

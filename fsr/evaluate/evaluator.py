@@ -10,6 +10,7 @@ import importlib.metadata
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -70,14 +71,16 @@ class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
     def __init__(self, config: Config | None = None, tasks_root: str | None = None, journal_dir: str | None = None,
-                 host_threads: int | None = None):
+                 host_threads: int | None = None, warm: Sequence[str] = ()):
         """`host_threads`: this worker's share of the host's cores, for the GPU child's host work
-        (`config.eval.host_threads` wins when set; default: every core, one worker per host)."""
+        (`config.eval.host_threads` wins when set; default: every core, one worker per host).
+        `warm`: the tasks this evaluator will see (a campaign's); the GPU child builds their
+        benchmark inputs and references as soon as it starts, all at once."""
         self.cfg = config or Config()
         self.tasks_root = tasks_root
         self.journal_dir = journal_dir
         threads = self.cfg.eval.host_threads or host_threads or os.cpu_count() or 1
-        self.sandbox = Sandbox(tasks_root, self.cfg.eval, self.cfg.tune, host_threads=threads)
+        self.sandbox = Sandbox(tasks_root, self.cfg.eval, self.cfg.tune, host_threads=threads, warm=warm)
         self._tasks: dict[str, Task] = {}
         self._times: dict[str, _TaskTimes] = {}
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in

@@ -9,7 +9,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,10 +45,11 @@ class Sandbox:
     """One long-lived child process holding a CUDA context."""
 
     def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
-                 host_threads: int | None = None):
-        """`host_threads`: threads the child's numerical libraries may use (None: as inherited)."""
+                 host_threads: int | None = None, warm: Sequence[str] = ()):
+        """`host_threads`: threads the child's numerical libraries may use (None: as inherited);
+        `warm`: tasks every child starts preparing at once (fsr.evaluate.child.Child)."""
         self.tasks_root, self.eval_cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
-        self.host_threads = host_threads
+        self.host_threads, self.warm = host_threads, tuple(warm)
         self.device: DeviceInfo | None = None
         self.process: Any = None
         self.conn: Any = None
@@ -64,7 +65,8 @@ class Sandbox:
         from fsr.evaluate import child as child_module
 
         self.process = ctx.Process(target=child_module.main, name="fsr-gpu-child", daemon=True,
-                                   args=(child, self.tasks_root, self.eval_cfg, self.tune_cfg, self.device))
+                                   args=(child, self.tasks_root, self.eval_cfg, self.tune_cfg, self.device,
+                                         self.warm))
         with _thread_env(self.host_threads):  # read by the child's BLAS when NumPy loads
             self.process.start()
         child.close()

@@ -75,6 +75,25 @@ def test_task_setup_is_paid_by_its_first_evaluation_only(evaluator):
     assert second.setup_s < 0.05
 
 
+def test_warm_tasks_are_prepared_before_their_first_candidate():
+    """A campaign's tasks named up front are built while the child waits for work (an unknown
+    name among them is ignored until a candidate of it arrives)."""
+    task = tasks.load("layernorm")
+    setup = {}
+    for warm in ((), ("layernorm", "no-such-task")):
+        ev = GpuEvaluator(Config(tune=TuneConfig(trials=0)), warm=warm)
+        try:
+            ev.device()
+            time.sleep(8.0)  # the child is idle: the warm build (about 2-3 s) runs meanwhile
+            result = ev.evaluate(candidate.parse(task.baseline_source, task))
+            assert result.verdict == Verdict.OK, result.message
+            setup[warm] = result.setup_s
+        finally:
+            ev.close()
+    cold, warmed = setup.values()
+    assert warmed < cold - 0.5, setup
+
+
 @pytest.mark.parametrize("task_name", tasks.list_tasks())
 def test_every_task_baseline_and_template_default_are_ok(evaluator, task_name):
     task = tasks.load(task_name)
