@@ -12,8 +12,8 @@ set -uo pipefail
 out=${1:?out dir}; n=${2:?evaluations per task}; sets=(${3:?GPU sets}); shift 3
 mkdir -p "$out/runs"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-echo "| campaign | GPUs | evaluations | lineage span s | evaluations per minute | scaling | per worker | fsr busy | nvidia-smi samples |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| campaign | GPUs | evaluations | lineage span s | evaluations per minute | scaling | occupancy | scaling at equal cost | per worker | fsr busy | nvidia-smi samples |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for campaign in "$@"; do
   base=""
   for gpus in "${sets[@]}"; do

@@ -7,7 +7,8 @@ it sat idle after its last.
     python bench/scaling_report.py RUN_DIR [--smi SMI_CSV] [--log RUN_LOG] [--label L] [--base BASE_RUN_DIR]
 
 Prints one Markdown table row (`--base`: the one-GPU run of the same campaign, for the scaling
-column) and a line per worker. The lineage span runs from the first candidate submitted to the last result, so it
+columns: evaluations per minute, and occupancy times GPUs, which is the scaling at equal cost
+per evaluation) and a line per worker. The lineage span runs from the first candidate submitted to the last result, so it
 includes the workers' start-up: nothing is left out of the rate.
 """
 
@@ -54,6 +55,15 @@ def span_rate(rows: list[dict]) -> tuple[datetime, datetime, float, float]:
     return t0, end, span, 60 * len(rows) / span
 
 
+def occupancy_of(rows: list[dict], span: float) -> float:
+    """Worker-seconds spent evaluating over worker-seconds of the span: how well the GPUs were
+    kept fed, whatever the evaluations cost. Two runs of one campaign evaluate different
+    candidates (results come back in another order), so their costs differ; the ratio of
+    occupancies times GPUs is the scaling at equal cost per evaluation."""
+    workers = {r["worker"] for r in rows}
+    return sum(r["wall_s"] for r in rows) / (span * len(workers))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
@@ -67,12 +77,18 @@ def main() -> None:
     by_worker: dict[str, list[dict]] = collections.defaultdict(list)
     for r in rows:
         by_worker[r["worker"]].append(r)
-    scaling = f"{rate / span_rate(evaluations(args.base))[3]:.2f}x" if args.base else ""
+    occupancy = occupancy_of(rows, span)
+    scaling = equal = ""
+    if args.base:
+        base = evaluations(args.base)
+        base_span = span_rate(base)[2]
+        scaling = f"{rate / span_rate(base)[3]:.2f}x"
+        equal = f"{occupancy * len(by_worker) / occupancy_of(base, base_span):.2f}x"
     per = " / ".join(str(len(v)) for _, v in sorted(by_worker.items()))
     busy = fsr_busy(args.log) if args.log else ""
     smi = "; ".join(f"gpu{g} {b}" for g, b in smi_busy(args.smi).items()) if args.smi else ""
-    print(f"| {args.label} | {len(by_worker)} | {len(rows)} | {span:.0f} | {rate:.1f} | {scaling} | {per} "
-          f"| {busy} | {smi} |")
+    print(f"| {args.label} | {len(by_worker)} | {len(rows)} | {span:.0f} | {rate:.1f} | {scaling} | {occupancy:.0%} "
+          f"| {equal} | {per} | {busy} | {smi} |")
     for name, evs in sorted(by_worker.items()):
         evs.sort(key=lambda r: r["finished_at"])
         first_start = (evs[0]["finished_at"] - t0).total_seconds() - evs[0]["wall_s"]
