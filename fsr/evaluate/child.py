@@ -7,6 +7,7 @@ breaks the context or hangs. Requests and replies are the frozen records below, 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import traceback
@@ -391,7 +392,10 @@ def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: Tune
     while True:
         try:
             kind, payload = conn.recv()
-        except (EOFError, OSError):
+        except (EOFError, OSError):  # the parent closed: finish what tuning left for the journal
+            tune_module = sys.modules.get("fsr.tune")
+            if tune_module is not None:
+                tune_module.flush_journals(timeout_s=30.0)
             return
         try:
             reply = child.prepare(payload) if kind == "prepare" else child.evaluate(payload)

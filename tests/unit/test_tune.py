@@ -12,7 +12,7 @@ import zlib
 import optuna
 import pytest
 
-from fsr.tune import INFEASIBLE_US, TrialOutcome, TuneResult, space_size, tune
+from fsr.tune import INFEASIBLE_US, TrialOutcome, TuneResult, flush_journals, space_size, tune
 from fsr.types import Tunable
 
 BLOCK = Tunable("BLOCK", (32, 64, 128, 256, 512, 1024))
@@ -109,6 +109,7 @@ def test_infeasible_points_are_told_as_constraints_and_never_returned(tmp_path):
     assert infeasible and all(t.latency_us is None and t.reason == "too many registers" for t in infeasible)
     assert dict(result.best_values)["BLOCK"] * dict(result.best_values)["ITEMS"] <= 2048
 
+    flush_journals()
     study = optuna.load_study(study_name="greedy", storage=_storage(journal))
     frozen = study.get_trials(deepcopy=False)
     assert len(frozen) == len(result.trials)
@@ -185,6 +186,7 @@ def test_the_journal_records_every_trial_and_does_not_change_the_search(tmp_path
     grid = run(SMALL, journal_path=journal, study_name="cand-b", max_trials=12)
     again = run(journal_path=journal, study_name="cand-a")  # a resumed run reuses a name
     assert tpe == run() and tpe == again
+    flush_journals()
     storage = _storage(journal)
     names = {s.study_name: s.n_trials for s in optuna.get_all_study_summaries(storage)}
     assert names == {"cand-a": len(tpe.trials), "cand-b": 12, "cand-a-2": len(tpe.trials)}
@@ -200,6 +202,7 @@ def test_an_objective_that_raises_closes_its_trial_as_failed(tmp_path):
     journal = str(tmp_path / "run.log")
     with pytest.raises(RuntimeError):
         run(objective=broken, journal_path=journal)
+    flush_journals()
     (trial,) = optuna.load_study(study_name="fsr", storage=_storage(journal)).trials
     assert trial.state == optuna.trial.TrialState.FAIL
 
@@ -214,3 +217,41 @@ def test_no_trials_or_no_tunables_means_no_search():
 
 def _storage(path: str) -> optuna.storages.JournalStorage:
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(path))
+
+
+def test_journal_cost_per_study_stays_flat_as_the_journal_grows(tmp_path, monkeypatch):
+    """Each study's trials go in with one append each, by one storage per file that reads only
+    what was appended since: no study replays the journal (that grew a run's tuning time with
+    its length), and nothing is written while the search runs."""
+    from optuna.storages.journal import JournalFileBackend
+
+    journal = str(tmp_path / "run.log")
+    appends, read = [], []
+    original_append, original_read = JournalFileBackend.append_logs, JournalFileBackend.read_logs
+
+    def counted_append(self, logs):
+        appends.append(len(logs))
+        return original_append(self, logs)
+
+    def counted_read(self, log_number_from):
+        for entry in original_read(self, log_number_from):
+            read.append(1)
+            yield entry
+
+    monkeypatch.setattr(JournalFileBackend, "append_logs", counted_append)
+    monkeypatch.setattr(JournalFileBackend, "read_logs", counted_read)
+
+    def during(params):
+        during.appends = max(getattr(during, "appends", 0), len(appends) - during.before)
+        return kernel_us(params)
+
+    for i in range(40):
+        during.before = len(appends)
+        flush_journals()
+        during.before = len(appends)
+        run(objective=during, journal_path=journal, study_name=f"c{i}", max_trials=8)
+    flush_journals()
+    written = sum(appends)
+    assert during.appends == 0  # nothing written while trials ran
+    assert len(read) <= 2 * written  # each entry read about once, not once per later study
+    assert len(optuna.get_all_study_summaries(_storage(journal))) == 40

@@ -1,0 +1,56 @@
+"""Scaling with identical work: the candidates of a recorded run, evaluated again (tuned with the
+same seed, so the same trials) on every GPU this process sees, through the Ray executor and real
+GPU evaluators. Two runs of a search campaign evaluate different candidates, whose costs differ
+several-fold (compile and tuning); replaying one list removes that, leaving what the GPU count
+changes: the executor, Ray, the workers' start-up and setup, and the host they share.
+
+    CUDA_VISIBLE_DEVICES=0   python bench/replay_scaling.py RUN_DIR
+    CUDA_VISIBLE_DEVICES=0,1 python bench/replay_scaling.py RUN_DIR
+
+Prints the wall time from the first submission to the last result (workers' start-up
+included), evaluations per minute, each worker's count and busy fraction.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+
+from cluster.executor import RayExecutor
+from cluster.start import connect
+from fsr import config as cfg_mod
+from fsr import lineage
+
+
+def main() -> None:
+    run_dir = sys.argv[1]
+    rows = sorted(lineage.read(run_dir).to_pylist(), key=lambda r: r["finished_at"])
+    candidates = [lineage.candidate_from_row(r) for r in rows]
+    config = cfg_mod.from_dict(lineage.read_run_json(run_dir).get("config", {}))
+    names = sorted({c.task for c in candidates})
+    connect()
+    started = time.perf_counter()
+    executor = RayExecutor.from_config(config, warm=names)
+    verdicts: Counter[str] = Counter()
+    try:
+        queue = list(reversed(candidates))
+        done = 0
+        while done < len(candidates):
+            while queue and executor.free_slots() > 0:
+                executor.submit(queue.pop())
+            for ev in executor.poll(1.0):
+                verdicts[str(ev.verdict)] += 1
+                done += 1
+        wall = time.perf_counter() - started
+        stats = executor.worker_stats()
+    finally:
+        executor.close()
+    print(f"{len(candidates)} candidates of {', '.join(names)} on {len(stats)} GPU(s): {wall:.1f} s, "
+          f"{60 * len(candidates) / wall:.1f} evaluations per minute; verdicts {dict(verdicts)}")
+    for w in stats:
+        print(f"  {w.name} ({w.device}): {w.evaluations} evaluations, busy {w.busy_s:.0f} s of {w.alive_s:.0f} s alive")
+
+
+if __name__ == "__main__":
+    main()
