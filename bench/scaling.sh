@@ -34,6 +34,7 @@ for campaign in "$@"; do for gpus in "${sets[@]}"; do
   label="${campaign//+/_}-gpus${gpus//,/_}"
   echo "$campaign on $gpus:"; tail -n +2 "$out/report-$label.txt"; grep -E "^  worker|evaluations in" "$out/log-$label.txt"
 done; done
+[[ ${SAME_KERNEL:-1} == 1 ]] || exit 0  # SAME_KERNEL=0 skips the per-GPU timing of one kernel
 for gpu in $(echo "${sets[-1]}" | tr , ' '); do
   CUDA_VISIBLE_DEVICES=$gpu python3 -m fsr eval softmax examples/softmax_fast.cu --json --repeat 2 | tail -1 | \
     python3 -c "import json,sys; r=json.load(sys.stdin); print('GPU $gpu softmax_fast median', round(r['timing']['median_us'], 1), 'us')"
