@@ -40,3 +40,20 @@ def test_eval_json_on_this_machine():
     assert '"candidate_id"' in out.stdout
     if out.returncode == 3:
         assert "registers" in out.stdout and "CUDA device" in out.stdout
+
+
+def test_run_summary_has_a_line_per_worker_and_names_faults_only_when_there_were_some():
+    from types import SimpleNamespace
+
+    from fsr.commands.run import _worker_lines
+
+    def stats(name, evaluations, busy_s, alive_s, crashes=0, timeouts=0, restarts=0):
+        return SimpleNamespace(name=name, device="NVIDIA H200", evaluations=evaluations, busy_s=busy_s,
+                               alive_s=alive_s, crashes=crashes, timeouts=timeouts, restarts=restarts)
+
+    executor = SimpleNamespace(worker_stats=lambda: [stats("w00@10.0.0.1/gpu0", 49, 99.0, 100.0),
+                                                     stats("w01@10.0.0.1/gpu1", 3, 0.0, 0.0, crashes=1, restarts=1)])
+    first, second = _worker_lines(executor)
+    assert first == "  worker w00@10.0.0.1/gpu0 (NVIDIA H200): 49 evaluations, busy 99% of 100 s"
+    assert second.endswith("3 evaluations, never ready, 1 crashed, 0 timed out, 1 restarts")
+    assert _worker_lines(SimpleNamespace()) == []  # an executor without workers (--local) adds nothing
