@@ -4,18 +4,21 @@ GPU evaluators. Two runs of a search campaign evaluate different candidates, who
 several-fold (compile and tuning); replaying one list removes that, leaving what the GPU count
 changes: the executor, Ray, the workers' start-up and setup, and the host they share.
 
-    CUDA_VISIBLE_DEVICES=0   python bench/replay_scaling.py RUN_DIR
-    CUDA_VISIBLE_DEVICES=0,1 python bench/replay_scaling.py RUN_DIR
+    CUDA_VISIBLE_DEVICES=0   python bench/replay_scaling.py RUN_DIR [--out REPLAY_DIR]
+    CUDA_VISIBLE_DEVICES=0,1 python bench/replay_scaling.py RUN_DIR [--out REPLAY_DIR]
 
 Prints the wall time from the first submission to the last result (workers' start-up
-included), evaluations per minute, each worker's count and busy fraction.
+included), evaluations per minute, each worker's count and busy fraction. `--out` writes the
+replay's own lineage there (stage times per evaluation, workers), for bench/scaling_report.py
+or a side-by-side look at the recorded run.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from collections import Counter
+from datetime import UTC, datetime
 
 from cluster.executor import RayExecutor
 from cluster.start import connect
@@ -24,28 +27,42 @@ from fsr import lineage
 
 
 def main() -> None:
-    run_dir = sys.argv[1]
-    rows = sorted(lineage.read(run_dir).to_pylist(), key=lambda r: r["finished_at"])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--out", help="write the replay's lineage to this directory")
+    args = ap.parse_args()
+    rows = sorted(lineage.read(args.run_dir).to_pylist(), key=lambda r: r["finished_at"])
     candidates = [lineage.candidate_from_row(r) for r in rows]
-    config = cfg_mod.from_dict(lineage.read_run_json(run_dir).get("config", {}))
+    by_id = {c.id: c for c in candidates}
+    config = cfg_mod.from_dict(lineage.read_run_json(args.run_dir).get("config", {}))
     names = sorted({c.task for c in candidates})
+    if args.out:
+        lineage.write_run_json(args.out, cfg_mod.to_dict(config), {"tasks": names, "replay_of": args.run_dir})
+    writer = lineage.LineageWriter(args.out) if args.out else None
     connect()
     started = time.perf_counter()
     executor = RayExecutor.from_config(config, warm=names)
     verdicts: Counter[str] = Counter()
+    submitted: dict[str, datetime] = {}
     try:
         queue = list(reversed(candidates))
         done = 0
         while done < len(candidates):
             while queue and executor.free_slots() > 0:
+                submitted[queue[-1].id] = datetime.now(UTC)
                 executor.submit(queue.pop())
             for ev in executor.poll(1.0):
                 verdicts[str(ev.verdict)] += 1
                 done += 1
+                if writer is not None:
+                    writer.append(by_id[ev.candidate_id], ev, worker=executor.worker_of(ev.candidate_id) or "",
+                                  started_at=submitted[ev.candidate_id], finished_at=datetime.now(UTC))
         wall = time.perf_counter() - started
         stats = executor.worker_stats()
     finally:
         executor.close()
+        if writer is not None:
+            writer.close()
     print(f"{len(candidates)} candidates of {', '.join(names)} on {len(stats)} GPU(s): {wall:.1f} s, "
           f"{60 * len(candidates) / wall:.1f} evaluations per minute; verdicts {dict(verdicts)}")
     for w in stats:
