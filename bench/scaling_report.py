@@ -81,8 +81,8 @@ def main() -> None:
     scaling = equal = ""
     if args.base:
         base = evaluations(args.base)
-        base_span = span_rate(base)[2]
-        scaling = f"{rate / span_rate(base)[3]:.2f}x"
+        _, _, base_span, base_rate = span_rate(base)
+        scaling = f"{rate / base_rate:.2f}x"
         equal = f"{occupancy * len(by_worker) / occupancy_of(base, base_span):.2f}x"
     per = " / ".join(str(len(v)) for _, v in sorted(by_worker.items()))
     busy = fsr_busy(args.log) if args.log else ""

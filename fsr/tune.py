@@ -13,6 +13,7 @@ This is the only module that imports optuna, and it does so inside functions, so
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import itertools
 import logging
@@ -107,9 +108,8 @@ def tune(
         _run_tpe(study, tunables, first, trials)
         return trials.result("tpe")
     finally:
-        if journal_path is not None and study is not None:
-            _JOURNAL_WRITES.append(_journal_writer().submit(_write_study, journal_path, study_name,
-                                                            study.get_trials(deepcopy=True)))
+        if journal_path is not None and study is not None:  # the study is not touched again: no copy
+            _journal_later(journal_path, study_name, study.get_trials(deepcopy=False))
 
 
 class _Trials:
@@ -191,7 +191,7 @@ def _create_study(seed: int) -> optuna.Study:
 # cost grew with the run (bench/journal_cost.py: 24 ms a candidate at the start, 220 ms after
 # 300). Here one storage per file and process is kept (it reads only what was appended since),
 # and a finished study goes in as one append per trial, on the writer thread.
-_JOURNAL_WRITES: list[Future[None]] = []
+_PENDING_WRITES: set[Future[None]] = set()  # a long campaign writes one per candidate: keep only these
 
 
 @functools.cache
@@ -199,15 +199,23 @@ def _journal_writer() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(1, thread_name_prefix="optuna-journal")  # joined at interpreter exit
 
 
+def _journal_later(path: str, name: str, trials: list[optuna.trial.FrozenTrial]) -> None:
+    future = _journal_writer().submit(_write_study, path, name, trials)
+    _PENDING_WRITES.add(future)
+    future.add_done_callback(_written)
+
+
+def _written(future: Future[None]) -> None:
+    """On the writer thread: a failed write is logged (the lineage's trials table holds the
+    same records) and never raises; the journal is for dashboards, the run goes on."""
+    _PENDING_WRITES.discard(future)
+    if not future.cancelled() and (error := future.exception()) is not None:
+        log.warning("an Optuna journal write failed: %r", error)
+
+
 def flush_journals(timeout_s: float | None = None) -> None:
-    """Wait until every study handed to the journal is written; a failed write is logged (the
-    lineage's trials table holds the same records) and does not raise."""
-    while _JOURNAL_WRITES:
-        future = _JOURNAL_WRITES.pop(0)
-        try:
-            future.result(timeout_s)
-        except Exception as e:  # the journal is for dashboards; the run goes on
-            log.warning("an Optuna journal write failed or did not finish: %r", e)
+    """Wait until every study handed to the journal is written (or `timeout_s` has passed)."""
+    concurrent.futures.wait(list(_PENDING_WRITES), timeout=timeout_s)
 
 
 def _write_study(path: str, name: str, trials: list[optuna.trial.FrozenTrial]) -> None:

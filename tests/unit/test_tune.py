@@ -255,3 +255,15 @@ def test_journal_cost_per_study_stays_flat_as_the_journal_grows(tmp_path, monkey
     assert during.appends == 0  # nothing written while trials ran
     assert len(read) <= 2 * written  # each entry read about once, not once per later study
     assert len(optuna.get_all_study_summaries(_storage(journal))) == 40
+
+
+def test_a_journal_that_cannot_be_written_is_logged_and_the_tuning_stands(tmp_path, caplog):
+    journal = str(tmp_path / "no-such-dir" / "run.log")
+    with caplog.at_level("WARNING", logger="fsr.tune"):
+        result = run(journal_path=journal, study_name="lost")
+        flush_journals()
+        deadline = time.monotonic() + 10
+        while "journal write failed" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)  # the failure is logged by the writer thread, just after the write ends
+    assert result == run()
+    assert "journal write failed" in caplog.text
