@@ -238,6 +238,7 @@ class Evaluation:
     timing: Timing | None = None
     baseline_us: float | None = None
     library_us: float | None = None
+    torch_us: float | None = None  # PyTorch eager at the benchmark size, timed like the library
     resources: Resources = field(default_factory=Resources)
     tuned_defines: Defines = ()
     tune_trials: int = 0

@@ -119,6 +119,9 @@ def to_json(result: Evaluation, walls: list[float]) -> dict:
     data = dataclasses.asdict(result)
     data["verdict"] = str(result.verdict)
     data["speedup"] = result.speedup
+    median = result.timing.median_us if result.timing else None
+    data["vs_library"] = result.library_us / median if result.library_us and median else None
+    data["vs_torch"] = result.torch_us / median if result.torch_us and median else None
     data["wall_s_each"] = walls
     if data.get("timing"):
         data["timing"]["samples_us"] = list(result.timing.samples_us) if result.timing else []
@@ -156,6 +159,9 @@ def print_table(result: Evaluation, task: Task, walls: list[float], device) -> N
     if result.library_us and result.timing:
         summary.add_row("vs library", f"{result.library_us / result.timing.median_us:.2f}x  "
                         f"(library {result.library_us:.1f} us)")
+    if result.torch_us and result.timing:
+        summary.add_row("vs torch", f"{result.torch_us / result.timing.median_us:.2f}x  "
+                        f"(PyTorch eager {result.torch_us:.1f} us)")
     r = result.resources
     if r.registers:
             summary.add_row("resources", f"{r.registers} registers, {r.spill_bytes} B spills, "

@@ -6,6 +6,7 @@ breaks the context or hangs. Requests and replies are the frozen records below, 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -52,6 +53,7 @@ from fsr.types import (
 )
 
 SMALL_SIZE_ELEMENTS = 1 << 20  # tuning trials verify only sizes this small
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -78,13 +80,15 @@ class ChildResult:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A task loaded in the child: the library's median at the benchmark size, and where the
+    """A task loaded in the child: the library's and PyTorch eager's medians at the benchmark
+    size (None where the task has no such comparator or it could not run), and where the
     preparation's time went (host: inputs and float64 references; device: uploads and the
-    library's timing), so a slow start can be told apart from slow candidates."""
+    comparators' timing), so a slow start can be told apart from slow candidates."""
 
     library_us: float | None
     host_s: float = 0.0
     device_s: float = 0.0
+    torch_us: float | None = None
 
 
 Content = tuple[dict[str, np.ndarray], dict[str, Expected]]  # inputs, and the expected outputs
@@ -181,9 +185,10 @@ class Child:
         self.tasks: dict[str, TaskState] = {}
 
     # -- requests ---------------------------------------------------------------------------
-    def prepare(self, name: str) -> Prepared:
+    def prepare(self, name: str, comparators: bool = True) -> Prepared:
         """Load a task: the input pool, the benchmark input sets and their references (built
-        ahead if the task was named in `warm`), uploaded; then the library timed."""
+        ahead if the task was named in `warm`), uploaded; then, with `comparators`, the library
+        and PyTorch eager timed (a child that replaces a crashed one need not time them again)."""
         started = time.perf_counter()
         task = tasks.load(name, self.tasks_root)
         state = TaskState(task, InputPool(task, self.cfg.seed))
@@ -194,8 +199,9 @@ class Child:
         state.sets = [BenchSet(make_buffers(task, _no_scratch(task), size, inputs), i)
                       for i, (inputs, _) in enumerate(state.contents)]
         self.tasks[name] = state
-        library_us = self._library_us(state) if task.has_library else None
-        return Prepared(library_us, host_s, time.perf_counter() - started - host_s)
+        library_us = self._library_us(state) if comparators and task.has_library else None
+        torch_us = self._torch_us(state) if comparators else None
+        return Prepared(library_us, host_s, time.perf_counter() - started - host_s, torch_us)
 
     def _contents(self, task: Task) -> list[Content]:
         """The task's benchmark input sets and their references, one thread per set (NumPy
@@ -305,12 +311,46 @@ class Child:
 
     def _library_us(self, state: TaskState) -> float | None:
         fn = tasks.functions(state.task).library
+
+        def call(inputs: dict[str, cp.ndarray], size: dict[str, int]) -> None:
+            with self.stream:
+                fn(inputs, size)
+
+        return self._comparator_us(state, call)
+
+    def _torch_us(self, state: TaskState) -> float | None:
+        """PyTorch eager's median, timed like the library: on fsr's stream (as torch's current
+        stream), TF32 off. None, logged once per task, when the task has no `torch_eager`,
+        torch cannot be imported or the function raises: a missing comparator is no verdict."""
+        fn = getattr(tasks.functions(state.task), "torch_eager", None)
+        if fn is None:
+            return None
+        try:
+            import torch
+
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            torch_stream = torch.cuda.ExternalStream(self.stream.ptr)
+
+            def call(inputs: dict[str, cp.ndarray], size: dict[str, int]) -> None:
+                with torch.cuda.stream(torch_stream):
+                    fn(inputs, size)
+
+            return self._comparator_us(state, call)
+        except ContextLost:
+            raise
+        except Exception as e:  # ImportError, or the task's function failed
+            log.warning("task %s: PyTorch eager not timed (%s: %s)", state.task.name, type(e).__name__, e)
+            synchronize(self.stream)
+            return None
+
+    def _comparator_us(self, state: TaskState, call: Any) -> float:
+        """Median of `call(inputs, size)` over the benchmark input sets, fsr's timing protocol."""
         size = dict(state.task.bench_size)
         views = [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
 
         def run(i: int) -> None:
-            with self.stream:
-                fn(views[i % len(views)], size)
+            call(views[i % len(views)], size)
 
         samples = bench.sample(run, self.stream, self.flusher, budget_s=self.cfg.bench_budget_s,
                                min_samples=self.cfg.bench_min_samples, max_samples=self.cfg.bench_max_samples,
@@ -398,7 +438,7 @@ def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: Tune
                 tune_module.flush_journals(timeout_s=30.0)
             return
         try:
-            reply = child.prepare(payload) if kind == "prepare" else child.evaluate(payload)
+            reply = child.prepare(*payload) if kind == "prepare" else child.evaluate(payload)
             conn.send(("ok", reply))
         except ContextLost as e:
             conn.send(("crash", f"the kernel broke the CUDA context: {e}"))

@@ -65,6 +65,7 @@ def toolchain() -> str:
 class _TaskTimes:
     baseline_us: float
     library_us: float | None
+    torch_us: float | None = None
 
 
 class GpuEvaluator:
@@ -123,7 +124,8 @@ class GpuEvaluator:
         reply = self.sandbox.call("evaluate", request, timeout)
         base = Evaluation(cand.id, task.name, Verdict.OK, resources=compiled.resources, device=device.name,
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
-                          baseline_us=times.baseline_us, library_us=times.library_us, setup_s=setup_s)
+                          baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,
+                          setup_s=setup_s)
         if isinstance(reply, TimedOut):
             return replace(base, verdict=Verdict.TIMEOUT,
                            message=f"still running after {reply.seconds:.1f} s; the GPU child was killed and replaced")
@@ -161,20 +163,21 @@ class GpuEvaluator:
         """Load the task in the current child; time its baseline once per evaluator."""
         if self._prepared_in.get(task.name) != self.sandbox.restarts:
             started = time.perf_counter()
-            reply = self.sandbox.call("prepare", task.name, PREPARE_TIMEOUT_S)
+            first = task.name not in self._times  # comparators are timed once per evaluator
+            reply = self.sandbox.call("prepare", (task.name, first), PREPARE_TIMEOUT_S)
             if isinstance(reply, (Died, TimedOut)):
                 raise RuntimeError(f"task {task.name}: preparing its inputs failed: {reply}")
             self._prepared_in[task.name] = self.sandbox.restarts
-            library_us = reply.library_us
-            if task.name not in self._times:
-                self._times[task.name] = _TaskTimes(0.0, library_us)
+            library_us, torch_us = reply.library_us, reply.torch_us
+            if first:
+                self._times[task.name] = _TaskTimes(0.0, library_us, torch_us)
                 baseline = self._evaluate(cfmt.parse(task.baseline_source, task), task, tune=False)
                 if baseline.verdict != Verdict.OK or baseline.timing is None:
                     del self._times[task.name]
                     raise RuntimeError(f"task {task.name}: its baseline kernel is {baseline.verdict}: "
                                        f"{baseline.message[:500]}")
-                self._times[task.name] = _TaskTimes(baseline.timing.median_us, library_us)
-            log.info("task %s prepared in %.2f s: inputs and references %.2f s, uploads and library "
+                self._times[task.name] = _TaskTimes(baseline.timing.median_us, library_us, torch_us)
+            log.info("task %s prepared in %.2f s: inputs and references %.2f s, uploads and comparators "
                      "%.2f s, baseline %.2f s", task.name, time.perf_counter() - started, reply.host_s,
                      reply.device_s, time.perf_counter() - started - reply.host_s - reply.device_s)
         return self._times[task.name]
