@@ -1,0 +1,87 @@
+"""The report's tables: pure functions from lineage DataFrames (`fsr.lineage.read_pandas`) to
+DataFrames. No I/O, no plotting; every figure on the page and in `fsr bench` comes from here.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from fsr.types import Verdict
+
+VERDICTS = tuple(v.value for v in Verdict)
+SUMMARY_COLUMNS = (
+    "task", "device", "evaluations", "best_us", "ceiling_fraction", "ceiling_us", "baseline_us",
+    "library_us", "torch_us", "speedup_baseline", "speedup_library", "speedup_torch",
+    "evals_per_gpu_minute", "verdicts", *VERDICTS,
+)
+
+
+def timed_ok(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows with an OK verdict and a measured median: the only ones whose latency counts."""
+    return frame[(frame["verdict"] == Verdict.OK.value) & frame["median_us"].notna()]
+
+
+def start_times(frame: pd.DataFrame) -> pd.Series:
+    """When each evaluation began: `started_at`, else its finish less its wall time."""
+    finished = pd.to_datetime(frame["finished_at"], utc=True)
+    fallback = finished - pd.to_timedelta(frame["wall_s"].fillna(0.0), unit="s")
+    if "started_at" not in frame:
+        return fallback
+    return pd.to_datetime(frame["started_at"], utc=True).fillna(fallback)
+
+
+def gpu_minutes(frame: pd.DataFrame) -> float:
+    """The span from the first evaluation's start to the last one's finish, times the workers
+    that served these rows, in minutes. Per task in a campaign whose tasks share the GPUs, the
+    rates this gives add up to the campaign's rate."""
+    if frame.empty:
+        return 0.0
+    span_s = (pd.to_datetime(frame["finished_at"], utc=True).max() - start_times(frame).min()).total_seconds()
+    return max(span_s, 0.0) * max(frame["worker"].nunique(), 1) / 60.0
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or pd.isna(numerator) or pd.isna(denominator) or not denominator:
+        return None
+    return float(numerator) / float(denominator)
+
+
+def _value(row: pd.Series | None, column: str) -> float | None:
+    if row is None or column not in row.index or pd.isna(row[column]):
+        return None
+    return float(row[column])
+
+
+def _task_row(task: str, rows: pd.DataFrame) -> dict[str, object]:
+    ok = timed_ok(rows)
+    best = ok.loc[ok["median_us"].idxmin()] if not ok.empty else None
+    devices = rows["device"][rows["device"] != ""]
+    device = best["device"] if best is not None else (devices.mode().iat[0] if not devices.empty else "")
+    counts = rows["verdict"].value_counts()
+    best_us = _value(best, "median_us")
+    fraction = _value(best, "ceiling_fraction")
+    refs = {c: _value(best, c) for c in ("baseline_us", "library_us", "torch_us")}
+    minutes = gpu_minutes(rows)
+    return {
+        "task": task, "device": device, "evaluations": len(rows), "best_us": best_us,
+        "ceiling_fraction": fraction,
+        "ceiling_us": best_us * fraction if best_us is not None and fraction is not None else None,
+        **refs,
+        "speedup_baseline": _ratio(refs["baseline_us"], best_us),
+        "speedup_library": _ratio(refs["library_us"], best_us),
+        "speedup_torch": _ratio(refs["torch_us"], best_us),
+        "evals_per_gpu_minute": len(rows) / minutes if minutes > 0 else None,
+        "verdicts": ", ".join(f"{v} {n}" for v, n in counts.items()),
+        **{v: int(counts.get(v, 0)) for v in VERDICTS},
+    }
+
+
+def task_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per task (sorted by name): the device, the evaluations, the best OK kernel's
+    median (`best_us`), its fraction of the device ceiling and the latency that ceiling allows
+    (`ceiling_us`), the baseline, library and PyTorch eager latencies recorded with it and the
+    best's speedup over each (None where one is absent, e.g. lineages without `torch_us`),
+    evaluations per GPU-minute (see `gpu_minutes`), the verdict mix as text (`verdicts`) and one
+    count column per Verdict. A task with no correct kernel has None for every latency."""
+    rows = [_task_row(str(task), group) for task, group in frame.groupby("task", sort=True)]
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))

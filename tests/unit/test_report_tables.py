@@ -1,0 +1,73 @@
+"""Report tables computed on hand-built lineages with known answers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from fsr.report import tables
+from tests.lineage_rows import T0, frame, row
+
+
+def at(seconds: float) -> dict:
+    return {"started_at": T0 + timedelta(seconds=seconds), "finished_at": T0 + timedelta(seconds=seconds + 1)}
+
+
+def softmax_and_sgemm() -> list[dict]:
+    return [
+        row(candidate_id="a", median_us=10.0, **at(0)),
+        row(candidate_id="b", median_us=8.0, ceiling_fraction=0.5, baseline_us=40.0, library_us=16.0,
+            torch_us=12.0, worker="gpu1", **at(10)),
+        row(candidate_id="c", verdict="WRONG", median_us=None, **at(20)),
+        # faster than anything correct, but not OK: must never be the best
+        row(candidate_id="d", verdict="SUSPECT", median_us=1.0, **at(30)),
+        row(candidate_id="e", verdict="COMPILE_ERROR", median_us=None, **at(59)),
+        row(candidate_id="f", task="sgemm", verdict="WRONG", median_us=None, device="NVIDIA H100", **at(0)),
+    ]
+
+
+def test_summary_takes_the_fastest_correct_kernel_and_its_references() -> None:
+    s = tables.task_summary(frame(softmax_and_sgemm())).set_index("task")
+    soft = s.loc["softmax"]
+    assert soft["best_us"] == 8.0
+    assert soft["ceiling_us"] == pytest.approx(4.0)
+    assert soft["speedup_baseline"] == pytest.approx(5.0)
+    assert soft["speedup_library"] == pytest.approx(2.0)
+    assert soft["speedup_torch"] == pytest.approx(1.5)
+    assert soft["device"] == "NVIDIA H200"
+
+
+def test_summary_counts_every_verdict_of_a_task() -> None:
+    soft = tables.task_summary(frame(softmax_and_sgemm())).set_index("task").loc["softmax"]
+    assert soft["evaluations"] == 5
+    assert (soft["OK"], soft["WRONG"], soft["SUSPECT"], soft["COMPILE_ERROR"], soft["CRASH"]) == (2, 1, 1, 1, 0)
+    assert soft["verdicts"].startswith("OK 2")
+
+
+def test_summary_of_a_task_with_no_correct_kernel_has_no_latencies() -> None:
+    sgemm = tables.task_summary(frame(softmax_and_sgemm())).set_index("task").loc["sgemm"]
+    assert sgemm["evaluations"] == 1
+    assert sgemm["device"] == "NVIDIA H100"
+    assert sgemm[["best_us", "speedup_baseline", "speedup_library", "speedup_torch"]].isna().all()
+
+
+def test_summary_tolerates_a_lineage_without_torch_timings() -> None:
+    old = frame(softmax_and_sgemm()).drop(columns=["torch_us"])
+    soft = tables.task_summary(old).set_index("task").loc["softmax"]
+    assert soft["best_us"] == 8.0
+    assert soft["torch_us"] is None or soft["torch_us"] != soft["torch_us"]
+    assert soft["speedup_torch"] is None or soft["speedup_torch"] != soft["speedup_torch"]
+
+
+def test_evaluations_per_gpu_minute_spans_first_start_to_last_finish_on_every_worker() -> None:
+    soft = tables.task_summary(frame(softmax_and_sgemm())).set_index("task").loc["softmax"]
+    # 5 evaluations between t=0 and t=60 s on two workers: two GPU-minutes
+    assert soft["evals_per_gpu_minute"] == pytest.approx(2.5)
+
+
+def test_a_missing_start_time_falls_back_to_finish_less_wall_time() -> None:
+    rows = [row(candidate_id="a", started_at=None, finished_at=T0 + timedelta(seconds=30), wall_s=30.0),
+            row(candidate_id="b", **at(29))]
+    # a began at 0 s, so 2 evaluations in 30 s on one worker (120 per minute if a's start were lost)
+    assert tables.task_summary(frame(rows))["evals_per_gpu_minute"].iat[0] == pytest.approx(4.0)
