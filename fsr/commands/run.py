@@ -47,13 +47,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    return run_campaign_args(args)[0]
+
+
+def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
+    """`fsr run`'s work from parsed arguments (also `fsr bench`'s): (exit code, run directory)."""
     run_dir, config, task_list = _setup(args)
     print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
           file=sys.stderr)
     proposer = _proposer(args, config, run_dir)
     executor = _executor(args, config, run_dir, [t.name for t in task_list])
     if executor is None:
-        return EXIT_NO_DEVICE
+        return EXIT_NO_DEVICE, run_dir
     from fsr.execute.local import EvaluatorUnavailable
 
     try:
@@ -62,12 +67,12 @@ def run_command(args: argparse.Namespace) -> int:
             summary = _search(args, config, task_list, executor, proposer, writer, run_dir)
     except EvaluatorUnavailable as e:
         print(f"fsr: {e}", file=sys.stderr)
-        return EXIT_NO_DEVICE
+        return EXIT_NO_DEVICE, run_dir
     finally:
         executor.close()
     _export_best(run_dir)
     print(summary, file=sys.stderr)
-    return EXIT_OK
+    return EXIT_OK, run_dir
 
 
 def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
