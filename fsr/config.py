@@ -7,10 +7,16 @@ Sections belong to the seams that read them. Environment variables are used only
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import re
 import tomllib
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -89,36 +95,175 @@ class Config:
 
 
 class ConfigError(ValueError):
-    """A config file or override that names an unknown key or has a wrong type."""
+    """A config file or override that names an unknown key or holds a value of the wrong type or
+    outside its range; the message names the section, the field, the value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed numbers: `low` (inclusive unless `open_low`) to `high` (inclusive); None = no bound."""
+
+    low: float | None = 0
+    high: float | None = None
+    open_low: bool = False
+
+    def allows(self, x: float) -> bool:
+        above = self.low is None or (x > self.low if self.open_low else x >= self.low)
+        return above and (self.high is None or x <= self.high)
+
+    def __str__(self) -> str:
+        low = "" if self.low is None else f"{'>' if self.open_low else '>='} {self.low:g}"
+        high = "" if self.high is None else f"<= {self.high:g}"
+        return " and ".join(p for p in (low, high) if p) or "any value"
+
+
+POSITIVE, AT_LEAST_ONE = Range(0, open_low=True), Range(1)
+# Numbers are finite and >= 0 (counts, seconds, seeds, budgets) unless listed here.
+RANGES: dict[str, Range] = {
+    "eval.timeout_s": POSITIVE, "eval.bench_budget_s": POSITIVE, "eval.warmup_s": Range(0),
+    "eval.bench_min_samples": AT_LEAST_ONE, "eval.bench_max_samples": AT_LEAST_ONE,
+    "eval.input_sets": AT_LEAST_ONE, "eval.plausibility_margin": Range(1),  # below 1, honest kernels are SUSPECT
+    "tune.time_budget_s": POSITIVE, "tune.trial_bench_budget_s": POSITIVE,
+    "search.islands": AT_LEAST_ONE, "search.population": AT_LEAST_ONE, "search.tournament": AT_LEAST_ONE,
+    "search.migrate_every": AT_LEAST_ONE, "search.max_evaluations": AT_LEAST_ONE,
+    "llm.temperature": Range(0, 2), "llm.max_tokens": AT_LEAST_ONE, "llm.candidates_per_request": AT_LEAST_ONE,
+    "llm.concurrency": AT_LEAST_ONE, "llm.timeout_s": POSITIVE, "llm.prompt_budget_tokens": AT_LEAST_ONE,
+    "llm.input_price_per_mtok": Range(None), "llm.output_price_per_mtok": Range(None),  # negative: price table
+}
+ARCH_RE = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")
+
+
+def _url(text: str) -> str | None:
+    """Why `text` is not an endpoint URL, or None if it is one."""
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected an http:// or https:// URL such as http://localhost:8000/v1"
+    return None
+
+
+# Text fields with a format: a function that says why a (non-empty) value is refused.
+FORMATS: dict[str, Callable[[str], str | None]] = {
+    "llm.base_url": _url,
+    "eval.arch": lambda s: None if ARCH_RE.match(s) else "expected an architecture such as sm_90 or sm_90a",
+}
+
+
+def check_value(section: str, name: str, kind: Any, value: Any) -> Any:
+    """`value` as the field's type (an int is a float where a float is asked), or ValueError
+    saying what is allowed."""
+    key = f"{section}.{name}"
+    args = typing.get_args(kind)
+    if type(None) in args:  # an optional field: None, or a value of the other type
+        rest = [a for a in args if a is not type(None)]
+        return value if value is None or len(rest) != 1 else check_value(section, name, rest[0], value)
+    if kind in (int, float):
+        return _number(kind, RANGES.get(key, Range()), value)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError("expected true or false")
+        return value
+    if kind is not str:  # a field of a type this table does not know: the dataclass decides
+        return value
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    why = FORMATS[key](value) if value and key in FORMATS else None
+    if why:
+        raise ValueError(why)
+    return value
+
+
+def _number(kind: type, rng: Range, value: Any) -> Any:
+    """`value` as an int or a float within `rng`, or ValueError."""
+    is_int = isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63  # TOML's ints
+    ok = is_int or (kind is float and isinstance(value, float) and math.isfinite(value))
+    if not ok or not rng.allows(value):
+        what = "an integer" if kind is int else "a number" if rng != Range(None) else "a finite number"
+        raise ValueError(f"expected {what} {rng}" if rng != Range(None) else f"expected {what}")
+    return kind(value)
+
+
+def parse_text(section: str, name: str, text: str) -> Any:
+    """A command-line value for a config field: converted by the field's type and checked;
+    ValueError says what is allowed."""
+    kind = _field_types(_section_class(section))[name]
+    if kind in (int, float):
+        try:
+            value: Any = int(text) if kind is int else float(text)
+        except ValueError:
+            value = text
+        return check_value(section, name, kind, value)
+    return check_value(section, name, kind, text)
+
+
+def _section_class(section: str) -> type:
+    return {f.name: f.default_factory for f in dataclasses.fields(Config)}[section]  # type: ignore[return-value]
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, str | bool) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load(path: str | Path | None = None, overrides: dict[str, dict[str, Any]] | None = None) -> Config:
     """Defaults, then a TOML file's sections, then overrides (from the command line)."""
-    data: dict[str, dict[str, Any]] = {}
+    data: dict[str, Any] = {}
     if path:
         try:
             data = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
+        except IsADirectoryError:
+            raise ConfigError(f"config {path}: is a directory, not a TOML file") from None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"config {path}: {e}") from None
+        try:
+            from_dict(data)
+        except ConfigError as e:
             raise ConfigError(f"config {path}: {e}") from None
     for section, values in (overrides or {}).items():
         data.setdefault(section, {}).update(values)
     return from_dict(data)
 
 
-def from_dict(data: dict[str, dict[str, Any]]) -> Config:
-    sections = {}
-    for f in dataclasses.fields(Config):
-        cls = f.default_factory  # type: ignore[misc]
-        values = data.get(f.name, {})
-        known = {g.name: g for g in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        unknown = set(values) - set(known)
-        if unknown:
-            raise ConfigError(f"[{f.name}] has unknown key(s): {', '.join(sorted(unknown))}")
-        sections[f.name] = cls(**values)  # type: ignore[operator]
-    unknown_sections = set(data) - set(sections)
+def from_dict(data: dict[str, Any]) -> Config:
+    """A Config from plain sections (TOML, run.json); raises ConfigError naming what is wrong."""
+    if not isinstance(data, dict):
+        raise ConfigError("the config must be a table of sections")
+    unknown_sections = set(data) - {f.name for f in dataclasses.fields(Config)}
     if unknown_sections:
-        raise ConfigError(f"unknown config section(s): {', '.join(sorted(unknown_sections))}")
-    return Config(**sections)
+        raise ConfigError(f"unknown config section(s): {', '.join(sorted(map(str, unknown_sections)))}")
+    sections = {name: _section(name, data.get(name, {})) for name in (f.name for f in dataclasses.fields(Config))}
+    cfg = Config(**sections)
+    if cfg.eval.bench_min_samples > cfg.eval.bench_max_samples:
+        raise ConfigError(f"[eval] bench_min_samples = {cfg.eval.bench_min_samples}: expected at most "
+                          f"bench_max_samples ({cfg.eval.bench_max_samples})")
+    if cfg.search.elites > cfg.search.population:
+        raise ConfigError(f"[search] elites = {cfg.search.elites}: expected at most population "
+                          f"({cfg.search.population})")
+    return cfg
+
+
+def _section(section: str, values: Any) -> Any:
+    if not isinstance(values, dict):
+        raise ConfigError(f"[{section}] must be a table of settings, not {_shown(values)}")
+    cls = _section_class(section)
+    types = _field_types(cls)
+    unknown = set(values) - set(types)
+    if unknown:
+        raise ConfigError(f"[{section}] has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
+    checked = {}
+    for name, value in values.items():
+        try:
+            checked[name] = check_value(section, name, types[name], value)
+        except ValueError as e:
+            raise ConfigError(f"[{section}] {name} = {_shown(value)}: {e}") from None
+    return cls(**checked)
 
 
 def to_dict(config: Config) -> dict[str, Any]:
