@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import run as run_command
 
     run_command.add_parser(sub)
+    from fsr.commands import bench as bench_command
+
+    bench_command.add_parser(sub)
     return parser
 
 
@@ -52,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             from fsr.commands.eval import eval_command
 
             return eval_command(args)
+        if args.command == "bench":
+            from fsr.commands.bench import bench_command
+
+            return bench_command(args)
         from fsr.commands import run as run_command
 
         return run_command.run_command(args)

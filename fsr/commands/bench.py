@@ -1,0 +1,149 @@
+"""`fsr bench`: the task suite as one campaign on every local GPU, then the table people quote.
+
+The campaign is `fsr run`'s (fsr.commands.run: same executors, lineage and run directory) with
+a budget that keeps the whole suite short: a per-task evaluation cap and a wall cap. Afterwards
+each task's row comes from `fsr.report.tables.task_summary` (the figures `fsr report` shows);
+this module adds only what is bench's own: geometric means over the tasks where each comparator
+was measured, and bench.md / bench.json in the run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from fsr import lineage
+from fsr import tasks as tasks_mod
+from fsr.commands import EXIT_OK, UsageError
+
+DEFAULT_MAX_EVALUATIONS = 16  # per task
+DEFAULT_MAX_WALL_S = 360.0  # the whole campaign; the in-flight evaluations then finish
+# Speedup columns of fsr.report.tables.task_summary with their names in the table and the JSON.
+COMPARATORS = (("speedup_baseline", "baseline"), ("speedup_library", "library"), ("speedup_torch", "torch"))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="run the task suite as one campaign; best kernels against "
+                                         "baseline, library and PyTorch eager")
+    bench.add_argument("tasks", nargs="*", help="task names or directories (default: every task in the tasks dir)")
+    where = bench.add_argument_group("where it runs")
+    where.add_argument("--address", help="join this Ray cluster ('auto', host:port or ray://host:port)")
+    where.add_argument("--gpus", type=int, help="GPUs the embedded Ray uses (default: all local GPUs)")
+    where.add_argument("--local", action="store_true", help="one local GPU, no Ray")
+    where.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs/)")
+    budget = bench.add_argument_group("budget")
+    budget.add_argument("--max-evaluations", type=int, default=DEFAULT_MAX_EVALUATIONS,
+                        help=f"evaluations per task (default: {DEFAULT_MAX_EVALUATIONS})")
+    budget.add_argument("--max-wall", type=float, default=DEFAULT_MAX_WALL_S,
+                        help=f"seconds of wall time for the whole suite (default: {DEFAULT_MAX_WALL_S:.0f})")
+    budget.add_argument("--islands", type=int, help="islands per task")
+    budget.add_argument("--seed", type=int)
+    budget.add_argument("--tune-trials", type=int, help="launch-parameter trials per candidate (0: off)")
+    budget.add_argument("--timeout", type=float, help="seconds before a running kernel counts as hung")
+    bench.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
+    # What `fsr run` reads that a bench leaves at its default: a fresh run of the offline search
+    # (or of the model a --config file names).
+    bench.set_defaults(resume=None, target_speedup=None, model=None, base_url=None, max_cost=None,
+                       replay=None, strategy="islands", depth=8)
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """Run the campaign, then tabulate, write and print it; the exit code of `fsr run` otherwise."""
+    from fsr.commands.run import run_campaign_args
+
+    _check_budget(args)
+    names = list(args.tasks) or tasks_mod.list_tasks(args.tasks_dir)
+    if not names:
+        raise UsageError(f"no tasks in {tasks_mod.tasks_dir(args.tasks_dir)}")
+    code, run_dir = run_campaign_args(argparse.Namespace(**{**vars(args), "tasks": names}))
+    if code != EXIT_OK:
+        return code
+    order = lineage.read_run_json(run_dir).get("tasks") or []
+    rows = bench_rows(lineage.read_pandas(run_dir), order)
+    means = geomeans(rows)
+    markdown = to_markdown(rows, means, run_dir)
+    (run_dir / "bench.md").write_text(markdown)
+    (run_dir / "bench.json").write_text(json.dumps(to_json(rows, means, run_dir), indent=2) + "\n")
+    print(markdown, end="")
+    print(f"fsr: bench table in {run_dir}/bench.md and bench.json", file=sys.stderr)
+    return EXIT_OK
+
+
+def _check_budget(args: argparse.Namespace) -> None:
+    if args.max_evaluations < 1:
+        raise UsageError(f"--max-evaluations must be at least 1 (got {args.max_evaluations})")
+    if not args.max_wall > 0:
+        raise UsageError(f"--max-wall must be a positive number of seconds (got {args.max_wall})")
+
+
+def bench_rows(frame: Any, order: list[str]) -> list[dict[str, Any]]:
+    """One dict per task (task_summary's columns, NaN as None), in `order` and then any other
+    task of the lineage; a task of `order` the campaign never evaluated gets a row of Nones."""
+    from fsr.report.tables import SUMMARY_COLUMNS, task_summary
+
+    summary = task_summary(frame) if len(frame) else None
+    found = {} if summary is None else {str(r["task"]): r for r in summary.to_dict("records")}
+    names = list(dict.fromkeys(list(order) + sorted(found)))
+    empty = dict.fromkeys(SUMMARY_COLUMNS) | {"evaluations": 0, "verdicts": ""}
+    return [{k: _plain(v) for k, v in (found.get(n) or empty | {"task": n}).items()} for n in names]
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: NaN and pandas' missing values as None, NumPy scalars as Python numbers."""
+    if value is None:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def geomeans(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per comparator: the geometric mean of the best kernels' speedups over the tasks where
+    that comparator was measured (`value` None where none was), and how many tasks that is."""
+    out = {}
+    for column, name in COMPARATORS:
+        values = [r[column] for r in rows if r.get(column) is not None and r[column] > 0]
+        value = math.exp(sum(map(math.log, values)) / len(values)) if values else None
+        out[name] = {"value": value, "tasks": len(values)}
+    return out
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value / 1000:.3f} ms" if value >= 1000 else f"{value:.1f} us"
+
+
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], run_dir: Path) -> str:
+    """The table: a row per task, then the geometric means (with the tasks each covers)."""
+    devices = sorted({r["device"] for r in rows if r.get("device")})
+    lines = [f"# fsr bench: {run_dir.name}", "",
+             f"Device: {', '.join(devices) or 'none recorded'}. Lineage: {run_dir}/.", "",
+             "| task | evaluations | best | of ceiling | vs baseline | vs library | vs torch | verdicts |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['task']} | {r['evaluations']} | {_us(r['best_us'])} | {_pct(r['ceiling_fraction'])} | "
+                     f"{_x(r['speedup_baseline'])} | {_x(r['speedup_library'])} | {_x(r['speedup_torch'])} | "
+                     f"{r['verdicts'] or '-'} |")
+    cells = [f"{_x(m['value'])} ({m['tasks']} tasks)" for m in means.values()]
+    lines.append(f"| geometric mean | {sum(r['evaluations'] for r in rows)} | | | {' | '.join(cells)} | |")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], run_dir: Path) -> dict[str, Any]:
+    """bench.json: the run, a record per task (task_summary's columns) and the geometric means."""
+    return {"run_id": run_dir.name, "run_dir": str(run_dir), "tasks": rows, "geomean": means}
