@@ -1,21 +1,33 @@
-"""Load `tasks/<name>/` into a Task record.
+"""Load `tasks/<name>/` into a Task record, checking it once, at load time.
 
 A task directory holds:
   task.toml     signature, sizes, tolerances, roofline expressions (declarative)
   reference.py  make_inputs(sizes, rng), reference(inputs, sizes) in float64, optional library(...)
   baseline.cu   the plain human-written kernel, in the candidate format
   template.cu   optional feature template for the offline proposer
+
+A malformed task is a TaskError naming the file (and line, for reference.py) when it is loaded:
+TOML errors, missing or ill-typed keys, unknown sizes in shapes, reference.py that does not
+import or lacks a function, and make_inputs or reference output whose names, shapes or dtypes
+disagree with task.toml (tried once, at the smallest test size), so that no candidate is ever
+judged WRONG for the task's own fault.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import tomllib
+import traceback
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
+from fsr import candidate as cfmt
 from fsr import expr
 from fsr.types import Arg, Size, Task
 
@@ -32,66 +44,158 @@ def tasks_dir(override: str | Path | None = None) -> Path:
 
 def list_tasks(root: str | Path | None = None) -> list[str]:
     """Names of the tasks under `root` (each a directory with a task.toml)."""
-    base = tasks_dir(root)
+    base = _existing_root(root)
     return sorted(p.parent.name for p in base.glob("*/task.toml"))
+
+
+def _existing_root(root: str | Path | None) -> Path:
+    base = tasks_dir(root)
+    if not base.is_dir():
+        raise TaskError(f"tasks directory {base} does not exist")
+    return base
 
 
 def load(name_or_path: str | Path, root: str | Path | None = None) -> Task:
     """A Task from a name under `root` or a path to a task directory; raises TaskError."""
     path = Path(name_or_path)
     if not (path / "task.toml").is_file():
-        path = tasks_dir(root) / str(name_or_path)
+        path = _existing_root(root) / str(name_or_path)
     if not (path / "task.toml").is_file():
         known = ", ".join(list_tasks(root)) or "none"
         raise TaskError(f"unknown task {str(name_or_path)!r} (known: {known})")
     try:
         data = tomllib.loads((path / "task.toml").read_text())
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
         raise TaskError(f"{path}/task.toml: {e}") from None
     try:
-        return _task(data, path)
-    except (KeyError, TypeError, ValueError) as e:
+        task = _task(data, path)
+    except TaskError:
+        raise
+    except KeyError as e:
+        raise TaskError(f"{path}/task.toml: missing key {e.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as e:
         raise TaskError(f"{path}/task.toml: {e}") from None
+    task = replace(task, has_library=hasattr(functions(path), "library"))
+    _check_sources(task, path)
+    check_functions(task)
+    return task
 
 
 def _task(data: dict[str, Any], path: Path) -> Task:
-    size_names = tuple(data["sizes"])
-    args = tuple(Arg(a["name"], a["dtype"], tuple(str(s) for s in a["shape"]), a["intent"]) for a in data["args"])
-    for a in args:
-        if a.intent not in ("in", "out"):
-            raise ValueError(f"arg {a.name}: intent must be 'in' or 'out'")
-        for dim in a.shape:
-            unknown = expr.names_in(dim) - set(size_names)
-            if unknown:
-                raise ValueError(f"arg {a.name}: shape uses unknown size(s) {sorted(unknown)}")
-    test_sizes = tuple(_size(s, size_names) for s in data["test_sizes"])
-    baseline = (path / "baseline.cu").read_text()
+    size_names = tuple(_names(data["sizes"], "sizes"))
+    args = tuple(_arg(a, size_names) for a in _tables(data["args"], "args"))
+    if len({a.name for a in args}) != len(args) or set(size_names) & {a.name for a in args}:
+        raise ValueError("args and sizes need distinct names")
+    if not any(a.intent == "out" for a in args):
+        raise ValueError("no arg has intent 'out': there is nothing to check")
+    constants = data.get("constants", {})
+    if not isinstance(constants, dict):
+        raise ValueError("[constants] must be a table of name = number")
+    test_sizes = tuple(_size(s, size_names) for s in _tables(data["test_sizes"], "test_sizes"))
+    if not test_sizes:
+        raise ValueError("test_sizes is empty")
+    bench_size = _size(data["bench_size"], size_names)
+    for arg in args:
+        for size in test_sizes + (bench_size,):
+            if min(expr.evaluate_int(d, dict(size)) for d in arg.shape) < 0:
+                raise ValueError(f"arg {arg.name}: shape {list(arg.shape)} is negative at {dict(size)}")
+    for key in ("bytes", "flops"):
+        for size in test_sizes + (bench_size,):
+            if expr.evaluate(_text(data[key], key), dict(size)) < 0:
+                raise ValueError(f"{key} is negative at {dict(size)}")
+    baseline = _read(path / "baseline.cu")
     template_path = path / "template.cu"
     hashed = b"".join(p.read_bytes() for p in sorted(path.glob("*")) if p.is_file() and p.suffix in (".toml", ".py", ".cu"))
     return Task(
-        name=str(data["name"]),
-        description=str(data["description"]).strip(),
+        name=_text(data["name"], "name"),
+        description=_text(data["description"], "description").strip(),
         directory=str(path.resolve()),
         size_names=size_names,
         args=args,
-        constants=tuple((k, float(v)) for k, v in data.get("constants", {}).items()),
+        constants=tuple((str(k), _number(v, f"constant {k}")) for k, v in constants.items()),
         test_sizes=test_sizes,
-        bench_size=_size(data["bench_size"], size_names),
-        atol=float(data["atol"]),
-        rtol=float(data["rtol"]),
+        bench_size=bench_size,
+        atol=_number(data["atol"], "atol"),
+        rtol=_number(data["rtol"], "rtol"),
         bytes_expr=str(data["bytes"]),
         flops_expr=str(data["flops"]),
         baseline_source=baseline,
-        template_source=template_path.read_text() if template_path.is_file() else None,
-        has_library=hasattr(functions(path), "library"),
+        template_source=_read(template_path) if template_path.is_file() else None,
+        has_library=False,
         content_hash=hashlib.sha256(hashed).hexdigest()[:16],
     )
 
 
-def _size(table: dict[str, int], size_names: tuple[str, ...]) -> Size:
-    if set(table) != set(size_names):
+def _arg(table: dict[str, Any], size_names: tuple[str, ...]) -> Arg:
+    name = _text(table["name"], "arg name")
+    shape = table["shape"]
+    if not isinstance(shape, list) or not all(isinstance(d, str | int) and not isinstance(d, bool) for d in shape):
+        raise ValueError(f"arg {name}: shape must be a list of expressions of the sizes")
+    arg = Arg(name, _text(table["dtype"], f"arg {name} dtype"), tuple(str(s) for s in shape),
+              _text(table["intent"], f"arg {name} intent"))
+    if arg.intent not in ("in", "out"):
+        raise ValueError(f"arg {name}: intent must be 'in' or 'out'")
+    if arg.dtype not in cfmt.DTYPES:
+        raise ValueError(f"arg {name}: dtype {arg.dtype!r} is not one of {', '.join(sorted(cfmt.DTYPES))}")
+    for dim in arg.shape:
+        unknown = expr.names_in(dim) - set(size_names)
+        if unknown:
+            raise ValueError(f"arg {name}: shape uses unknown size(s) {sorted(unknown)}")
+    return arg
+
+
+def _size(table: Any, size_names: tuple[str, ...]) -> Size:
+    if not isinstance(table, dict) or set(table) != set(size_names):
         raise ValueError(f"size {table} must give exactly {list(size_names)}")
+    for n in size_names:
+        if not isinstance(table[n], int) or isinstance(table[n], bool) or not 1 <= table[n] < 2**31:
+            raise ValueError(f"size {table}: {n} must be a positive integer")
     return tuple((n, int(table[n])) for n in size_names)
+
+
+def _names(value: Any, key: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.isidentifier() for v in value):
+        raise ValueError(f"{key} must be a non-empty list of identifiers")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{key} names one twice")
+    return value
+
+
+def _tables(value: Any, key: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ValueError(f"{key} must be a list of tables")
+    return value
+
+
+def _text(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, not {value!r}")
+    return value
+
+
+def _number(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{key} must be a number >= 0, not {value!r}")
+    return float(value)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise TaskError(f"{path} not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskError(f"{path}: {e}") from None
+
+
+def _check_sources(task: Task, path: Path) -> None:
+    """The baseline (and template) must be candidates of this task."""
+    for name, source in (("baseline.cu", task.baseline_source), ("template.cu", task.template_source)):
+        if source is not None:
+            try:
+                cfmt.parse(source, task)
+            except cfmt.HeaderError as e:
+                raise TaskError(f"{path}/{name}: {e}") from None
 
 
 def shape_of(task: Task, arg: Arg, sizes: dict[str, int]) -> tuple[int, ...]:
@@ -108,6 +212,7 @@ def flops(task: Task, sizes: dict[str, int]) -> float:
 
 
 _MODULES: dict[str, ModuleType] = {}
+_CHECKED: set[str] = set()  # content hashes of tasks whose functions passed check_functions
 
 
 def functions(task_or_dir: Task | str | Path) -> ModuleType:
@@ -116,16 +221,63 @@ def functions(task_or_dir: Task | str | Path) -> ModuleType:
     directory = Path(task_or_dir.directory if isinstance(task_or_dir, Task) else task_or_dir)
     key = str(directory.resolve())
     if key not in _MODULES:
-        spec = importlib.util.spec_from_file_location(f"fsr_task_{directory.name}", directory / "reference.py")
-        if spec is None or spec.loader is None:
-            raise TaskError(f"{directory}/reference.py not found")
+        path = directory / "reference.py"
+        spec = importlib.util.spec_from_file_location(f"fsr_task_{directory.name}", path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise TaskError(f"{path} not found")
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
-        except FileNotFoundError:
-            raise TaskError(f"{directory}/reference.py not found") from None
+        except SyntaxError as e:
+            raise TaskError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+        except Exception as e:
+            raise TaskError(f"{_where(path, e)}: importing it raised {type(e).__name__}: {e}") from None
         for fn in ("make_inputs", "reference"):
-            if not hasattr(module, fn):
-                raise TaskError(f"{directory}/reference.py lacks {fn}()")
+            if not callable(getattr(module, fn, None)):
+                raise TaskError(f"{path} lacks {fn}()")
         _MODULES[key] = module
     return _MODULES[key]
+
+
+def _where(path: Path, error: BaseException) -> str:
+    """`path:line` of the innermost frame of `error`'s traceback that is in `path`."""
+    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == path]
+    return f"{path}:{lines[-1]}" if lines else str(path)
+
+
+def check_functions(task: Task) -> None:
+    """make_inputs and reference at the task's smallest test size give arrays of the names,
+    shapes and dtypes task.toml declares; raises TaskError. Once per task content."""
+    if task.content_hash in _CHECKED:
+        return
+    module = functions(task)
+    path = Path(task.directory) / "reference.py"
+    size = dict(min(task.test_sizes, key=lambda s: math.prod(v for _, v in s)))
+    try:
+        inputs = module.make_inputs(dict(size), np.random.default_rng(0))
+    except Exception as e:
+        raise TaskError(f"{_where(path, e)}: make_inputs({size}) raised {type(e).__name__}: {e}") from None
+    _check_arrays(task, path, f"make_inputs({size})", inputs, [a for a in task.args if a.intent == "in"], size)
+    try:
+        outputs = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
+    except Exception as e:
+        raise TaskError(f"{_where(path, e)}: reference(..., {size}) raised {type(e).__name__}: {e}") from None
+    _check_arrays(task, path, f"reference(..., {size})", outputs, list(task.outputs), size, dtypes=False)
+    _CHECKED.add(task.content_hash)
+
+
+def _check_arrays(task: Task, path: Path, call: str, got: Any, args: list[Arg], size: dict[str, int],
+                  dtypes: bool = True) -> None:
+    if not isinstance(got, dict):
+        raise TaskError(f"{path}: {call} returned {type(got).__name__}, not a dict of arrays")
+    wanted = {a.name for a in args}
+    if set(got) != wanted:
+        raise TaskError(f"{path}: {call} returned {sorted(map(str, got))}, task.toml declares {sorted(wanted)}")
+    for arg in args:
+        value, shape = got[arg.name], shape_of(task, arg, size)
+        if not isinstance(value, np.ndarray):
+            raise TaskError(f"{path}: {call}[{arg.name!r}] is a {type(value).__name__}, not a NumPy array")
+        if value.shape != shape:
+            raise TaskError(f"{path}: {call}[{arg.name!r}] has shape {value.shape}, task.toml says {shape}")
+        if dtypes and value.dtype != np.dtype(arg.dtype):
+            raise TaskError(f"{path}: {call}[{arg.name!r}] has dtype {value.dtype}, task.toml says {arg.dtype}")
