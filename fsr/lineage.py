@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import platform
 import re
@@ -47,6 +48,8 @@ from fsr.types import (
 
 if TYPE_CHECKING:
     import pandas
+
+log = logging.getLogger(__name__)
 
 # Defines as an ordered list of (name, value) structs: reads back into a Defines tuple in one line,
 # keeps declaration order, and every Parquet reader (pandas, DuckDB, polars) handles it well.
@@ -228,13 +231,55 @@ def _write_parquet(path: Path, table: pa.Table) -> None:
     _atomic_write(path, lambda f: pq.write_table(table, f, compression="zstd"))
 
 
+class LineageError(ValueError):
+    """A run directory whose run.json cannot be read: bad input, reported in one line."""
+
+
+# What reading a damaged part raises (a missing part is not damage: see `read`).
+DAMAGE = (pa.ArrowException, ValueError, TypeError, OSError, UnicodeDecodeError)
+
+
+def _merged_names(path: Path) -> list[str]:
+    """The part names a compacted file says it contains; raises one of DAMAGE if unreadable."""
+    names = json.loads((pq.read_schema(path).metadata or {}).get(MERGED_KEY.encode(), b"[]"))
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{MERGED_KEY} is not a list of part names")
+    return names
+
+
+def _skip(path: Path, error: BaseException) -> None:
+    log.warning("fsr: lineage part %s is damaged and was skipped (%s: %s); every other row is kept",
+                path, type(error).__name__, str(error).splitlines()[0] if str(error) else "")
+
+
 def _scan(directory: Path) -> tuple[list[Path], set[str]]:
-    """Part files not yet contained in a compacted file, and the names of those that are."""
+    """Part files not yet contained in a compacted file, and the names of those that are. A
+    part whose footer cannot be read is left out, with a warning."""
     files = sorted(directory.glob("part-*.parquet"))
     merged: set[str] = set()
+    readable = []
     for f in files:
-        merged.update(json.loads((pq.read_schema(f).metadata or {}).get(MERGED_KEY.encode(), b"[]")))
-    return [f for f in files if f.name not in merged], merged
+        try:
+            merged.update(_merged_names(f))
+            readable.append(f)
+        except FileNotFoundError:
+            raise
+        except DAMAGE as e:
+            _skip(f, e)
+    return [f for f in readable if f.name not in merged], merged
+
+
+def _read_parts(files: list[Path], schema: pa.Schema) -> list[tuple[Path, pa.Table]]:
+    """Each readable part conformed to `schema`; a damaged one is skipped with a warning."""
+    parts = []
+    for f in files:
+        try:
+            parts.append((f, _conform(pq.read_table(f), schema)))
+        except FileNotFoundError:
+            raise
+        except DAMAGE as e:
+            _skip(f, e)
+    return parts
 
 
 def _conform(part: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -254,7 +299,7 @@ def read(run_dir: str | Path, table: str = "evaluations") -> pa.Table:
     for attempt in range(3):
         try:
             live, _ = _scan(Path(run_dir) / table)
-            parts = [_conform(pq.read_table(f), schema) for f in live]
+            parts = [t for _, t in _read_parts(live, schema)]
             break
         except FileNotFoundError:  # a concurrent compaction merged a part we had listed: rescan
             if attempt == 2:
@@ -288,12 +333,13 @@ def compact(run_dir: str | Path, table: str) -> None:
                 tmp.unlink()
     live, merged = _scan(directory)
     stale = [directory / n for n in sorted(merged) if (directory / n).exists()]
-    if len(live) > 1:
-        meta = {**SCHEMA_META, MERGED_KEY: json.dumps([f.name for f in stale + live]).encode()}
-        rows = pa.concat_tables([_conform(pq.read_table(f), SCHEMAS[table]) for f in live])
-        target = directory / f"{live[-1].stem}-m{uuid.uuid4().hex[:6]}.parquet"  # sorts after its rows
+    good = _read_parts(live, SCHEMAS[table]) if len(live) > 1 else []  # damaged parts stay as they are
+    if len(good) > 1:
+        meta = {**SCHEMA_META, MERGED_KEY: json.dumps([f.name for f in stale] + [f.name for f, _ in good]).encode()}
+        rows = pa.concat_tables([t for _, t in good])
+        target = directory / f"{good[-1][0].stem}-m{uuid.uuid4().hex[:6]}.parquet"  # sorts after its rows
         _write_parquet(target, rows.replace_schema_metadata(meta))
-        stale += live
+        stale += [f for f, _ in good]
     for f in stale:
         f.unlink(missing_ok=True)
 
@@ -424,5 +470,14 @@ def write_run_json(run_dir: str | Path, config: Mapping[str, Any],
 
 
 def read_run_json(run_dir: str | Path) -> dict[str, Any]:
-    """The run's run.json as a dict."""
-    return json.loads((Path(run_dir) / "run.json").read_text())
+    """The run's run.json as a dict; raises LineageError if it is missing or not a JSON object."""
+    path = Path(run_dir) / "run.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise LineageError(f"{run_dir}: not a run directory (no run.json)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise LineageError(f"{path} is damaged: {e}") from None
+    if not isinstance(doc, dict):
+        raise LineageError(f"{path} is damaged: not a JSON object")
+    return doc
