@@ -1,0 +1,43 @@
+"""Cross-entropy per row: logits of their own scale and offset, targets anywhere (the row's
+argmax for some rows, so that small losses are checked too), float64 reference, CuPy
+comparator."""
+
+import numpy as np
+
+
+def make_inputs(sizes, rng):
+    rows, classes = sizes["rows"], sizes["classes"]
+    # Offsets make the max subtraction matter; scales spread the losses over two decades.
+    offset = rng.uniform(-10.0, 10.0, size=(rows, 1)).astype(np.float32)
+    scale = rng.uniform(0.5, 4.0, size=(rows, 1)).astype(np.float32)
+    logits = rng.standard_normal((rows, classes), dtype=np.float32)
+    logits *= scale
+    logits += offset
+    target = rng.integers(0, classes, size=rows, dtype=np.int64)
+    best = rng.random(rows) < 0.25  # a quarter of the rows: the most likely class, a small loss
+    target[best] = logits[best].argmax(axis=1)
+    return {"logits": logits, "target": target}
+
+
+def reference(inputs, sizes):
+    x = inputs["logits"].astype(np.float64)
+    m = x.max(axis=1)
+    lse = m + np.log(np.exp(x - m[:, None]).sum(axis=1))
+    return {"loss": lse - x[np.arange(x.shape[0]), inputs["target"]]}
+
+
+def library(inputs, sizes):
+    import cupy as cp
+
+    x = inputs["logits"]
+    m = x.max(axis=1)
+    lse = m + cp.log(cp.exp(x - m[:, None]).sum(axis=1))
+    return {"loss": lse - x[cp.arange(x.shape[0]), inputs["target"]]}
+
+
+def torch_eager(inputs, sizes):
+    import torch
+
+    x = torch.as_tensor(inputs["logits"], device="cuda")
+    t = torch.as_tensor(inputs["target"], device="cuda")
+    torch.nn.functional.cross_entropy(x, t, reduction="none")
