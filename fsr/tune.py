@@ -42,6 +42,11 @@ CONSTRAINT_ATTR = "constraint"  # user attr: [0.0] feasible, [1.0] infeasible
 # TPE keeps proposing points it has already seen once the space is mostly explored; repeats are
 # answered from the cache, and this bounds how many asks a run may make per allowed evaluation.
 ASKS_PER_EVALUATION = 3
+# TPE's random start-up phase (Optuna's default length, set explicitly because the batching
+# below depends on it): its asks do not depend on each other's results, so they are asked
+# together and the objective can prepare them together (`prefetch`).
+STARTUP_TRIALS = 10
+Prefetch = Callable[[list[dict[str, int]]], None]
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ def tune(
     start: dict[str, int] | None = None,
     journal_path: str | None = None,
     study_name: str = "fsr",
+    prefetch: Prefetch | None = None,
 ) -> TuneResult:
     """Search the tunables for the lowest latency.
 
@@ -89,7 +95,10 @@ def tune(
     With `max_trials <= 0` or no tunables nothing runs: strategy "none", best = the defaults, and
     the caller measures them itself. With `journal_path`, the trials are also written to an
     Optuna journal (study `study_name`, made unique) that optuna-dashboard can open.
-    Deterministic given `seed` and the objective's outputs.
+    `prefetch(points)` is told, before they are measured, the points the objective will be
+    asked next (the grid within the budget; a batch of TPE's start-up asks), so that it can
+    prepare them together (compile them concurrently). Deterministic given `seed` and the
+    objective's outputs; the points measured do not depend on `prefetch`.
     """
     if max_trials <= 0 or not tunables:
         defaults = tuple((t.name, t.values[0]) for t in tunables)
@@ -101,11 +110,12 @@ def tune(
     # memory; the journal gets a finished study's trials on a background thread (flush_journals).
     study = _create_study(seed) if journal_path or not grid else None
     try:
+        ahead = prefetch or (lambda _: None)
         if grid:
-            _run_grid(study, tunables, first, trials)
+            _run_grid(study, tunables, first, trials, ahead)
             return trials.result("grid")
         assert study is not None
-        _run_tpe(study, tunables, first, trials)
+        _run_tpe(study, tunables, first, trials, ahead)
         return trials.result("tpe")
     finally:
         if journal_path is not None and study is not None:  # the study is not touched again: no copy
@@ -181,7 +191,8 @@ def _create_study(seed: int) -> optuna.Study:
     constraints = None if _has_set_constraint() else _constraints
     with warnings.catch_warnings():  # optuna 4 calls constraints_func experimental
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.TPESampler(seed=seed, constraints_func=constraints)
+        sampler = optuna.samplers.TPESampler(seed=seed, constraints_func=constraints,
+                                             n_startup_trials=STARTUP_TRIALS)
     return optuna.create_study(sampler=sampler, direction="minimize")
 
 
@@ -264,22 +275,54 @@ def _distributions(tunables: Sequence[Tunable]) -> dict[str, optuna.distribution
 
 
 def _run_tpe(study: optuna.Study, tunables: Sequence[Tunable], first: Point,
-             trials: _Trials) -> None:
+             trials: _Trials, prefetch: Prefetch) -> None:
     distributions = _distributions(tunables)
     study.enqueue_trial(dict(first))
     size, asks = space_size(tunables), 0
     while (trials.may_continue() and len(trials.cache) < size
            and asks < ASKS_PER_EVALUATION * trials.max_trials):
-        trial = study.ask(distributions)
-        asks += 1
-        point = tuple((t.name, int(trial.params[t.name])) for t in tunables)
-        _tell(study, trial, *_measure_or_fail(study, trial, trials, point))
+        startup_left = STARTUP_TRIALS - len(study.get_trials(deepcopy=False))
+        want = min(max(1, min(trials.max_trials - trials.evaluations, startup_left)),
+                   ASKS_PER_EVALUATION * trials.max_trials - asks)
+        batch = [study.ask(distributions) for _ in range(want)]
+        asks += len(batch)
+        points = [tuple((t.name, int(trial.params[t.name])) for t in tunables) for trial in batch]
+        prefetch([dict(p) for p in dict.fromkeys(points) if p not in trials.cache])
+        _measure_batch(study, batch, points, trials)
+
+
+def _measure_batch(study: optuna.Study, batch: list[optuna.Trial], points: list[Point], trials: _Trials) -> None:
+    """Measure asked trials in order; those the budget (or an objective that raised) leaves
+    unmeasured are closed as FAIL, never left RUNNING in the journal."""
+    done = 0
+    try:
+        for trial, point in zip(batch, points, strict=True):
+            if not trials.may_continue():
+                break
+            _tell(study, trial, *_measure_or_fail(study, trial, trials, point))
+            done += 1
+    finally:
+        for trial in batch[done:]:
+            if trial.number not in _finished(study):
+                trial.set_user_attr("reason", "not measured: the trial budget was spent")
+                study.tell(trial, state=_fail_state())
+
+
+def _finished(study: optuna.Study) -> set[int]:
+    return {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+
+
+def _fail_state() -> optuna.trial.TrialState:
+    import optuna
+
+    return optuna.trial.TrialState.FAIL
 
 
 def _run_grid(study: optuna.Study | None, tunables: Sequence[Tunable], first: Point,
-              trials: _Trials) -> None:
+              trials: _Trials, prefetch: Prefetch) -> None:
     """Every point in turn; with a study, each is enqueued and asked so the journal shows it."""
     distributions = _distributions(tunables) if study is not None else {}
+    prefetch([dict(p) for p in itertools.islice(_grid_points(tunables, first), trials.max_trials)])
     for point in _grid_points(tunables, first):
         if not trials.may_continue():
             break

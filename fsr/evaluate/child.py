@@ -11,7 +11,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -21,11 +20,10 @@ from typing import Any
 import cupy as cp
 import numpy as np
 
-from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.config import EvalConfig, TuneConfig
-from fsr.evaluate import bench
-from fsr.evaluate.compile import CompileFailed, compile_candidate
+from fsr.evaluate import bench, tuning
+from fsr.evaluate.compile import compile_candidate
 from fsr.evaluate.verify import (
     Buffers,
     ContextLost,
@@ -34,7 +32,9 @@ from fsr.evaluate.verify import (
     Program,
     check_size,
     compare,
+    crash_line,
     expect,
+    is_context_error,
     launch_all,
     make_buffers,
     scratch_buffers,
@@ -52,7 +52,6 @@ from fsr.types import (
     size_label,
 )
 
-SMALL_SIZE_ELEMENTS = 1 << 20  # tuning trials verify only sizes this small
 log = logging.getLogger(__name__)
 
 
@@ -182,6 +181,7 @@ class Child:
             info = replace(info, copy_gbps=known.copy_gbps, sgemm_tflops=known.sgemm_tflops)
         self.device = info
         self.flusher = bench.L2Flusher(info.l2_bytes)
+        self.hold = bench.Hold()
         self.tasks: dict[str, TaskState] = {}
 
     # -- requests ---------------------------------------------------------------------------
@@ -225,7 +225,7 @@ class Child:
         resources = None
         clock = _Stages()
         if req.tune_trials > 0 and _space(cand) > 1:
-            tuned, trials = self._tune(state, cand, req)
+            tuned, trials = tuning.run(self, state, cand, req)
             if tuned is not None and tuned.resolved_defines() != cand.resolved_defines():
                 compiled = compile_candidate(tuned, self.device.arch)
                 cand, program, resources = tuned, Program(compiled.cubin, compiled.lowered), compiled.resources
@@ -276,7 +276,8 @@ class Child:
                 cp.cuda.runtime.memsetAsync(g.array.data.ptr, 0, g.nbytes, self.stream.ptr)
 
         samples = bench.sample(run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
-                               max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=before)
+                               max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=before,
+                               hold=self.hold)
         synchronize(self.stream)
         return samples
 
@@ -354,39 +355,8 @@ class Child:
 
         samples = bench.sample(run, self.stream, self.flusher, budget_s=self.cfg.bench_budget_s,
                                min_samples=self.cfg.bench_min_samples, max_samples=self.cfg.bench_max_samples,
-                               warmup_s=self.cfg.warmup_s)
+                               warmup_s=self.cfg.warmup_s, hold=self.hold)
         return float(np.median(samples))
-
-    def _tune(self, state: TaskState, cand: Candidate, req: EvalRequest) -> tuple[Candidate | None, tuple]:
-        from fsr import tune
-
-        small = [i for i, s in enumerate(state.task.test_sizes)
-                 if np.prod([v for _, v in s], dtype=np.int64) <= SMALL_SIZE_ELEMENTS]
-
-        def objective(values: dict[str, int]) -> tune.TrialOutcome:
-            trial = cfmt.with_defines(cand, values)
-            try:
-                cfmt.check(trial, state.task)
-                compiled = compile_candidate(trial, self.device.arch)
-                program = Program(compiled.cubin, compiled.lowered)
-                checks = self._verify(state, trial, program, small)
-                if checks and not checks[-1].passed:
-                    return tune.TrialOutcome(None, "wrong " + _wrong(checks[-1]))
-                samples = self._time(state, trial, program, self.tune_cfg.trial_bench_budget_s, 3)
-            except CompileFailed as e:
-                return tune.TrialOutcome(None, "compile error: " + (e.log.splitlines() or [""])[0])
-            except (LaunchRefused, cfmt.HeaderError, cp.cuda.memory.OutOfMemoryError) as e:
-                return tune.TrialOutcome(None, str(e)[:300])
-            return tune.TrialOutcome(float(np.median(samples)), "")
-
-        tunable_names = {t.name for t in cand.tunables}
-        start = {k: v for k, v in (req.start_defines or cand.resolved_defines()) if k in tunable_names}
-        result = tune.tune(cand.tunables, objective, max_trials=req.tune_trials,
-                           time_budget_s=self.tune_cfg.time_budget_s, seed=self.tune_cfg.seed, start=start,
-                           journal_path=req.journal_path, study_name=f"{cand.task}-{cand.id}")
-        if not result.best_values:
-            return None, result.trials
-        return cfmt.with_defines(cand, dict(result.best_values)), result.trials
 
 
 class _Stages:
@@ -441,9 +411,12 @@ def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: Tune
             reply = child.prepare(*payload) if kind == "prepare" else child.evaluate(payload)
             conn.send(("ok", reply))
         except ContextLost as e:
-            conn.send(("crash", f"the kernel broke the CUDA context: {e}"))
+            log.error("GPU child: %s", e, exc_info=True)
+            conn.send(("crash", str(e)))
             os._exit(3)
-        except Exception as e:
-            conn.send(("crash", f"evaluator error ({type(e).__name__}: {e}); child restarted\n"
-                                + traceback.format_exc(limit=6)))
+        except Exception as e:  # one line to the verdict; the traceback to the worker's log
+            log.error("GPU child: %s failed", kind, exc_info=True)
+            conn.send(("crash", crash_line(e) if is_context_error(e) else
+                       f"evaluator error ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+                       "the GPU child was replaced (traceback in the worker's log)"))
             os._exit(4)

@@ -10,6 +10,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ def include_dirs() -> list[str]:
 
 _CACHE: OrderedDict[str, Compiled] = OrderedDict()
 _CACHE_SIZE = 512
+_CACHE_LOCK = threading.Lock()  # tuning trials compile on several threads at once
 
 
 def compile_candidate(cand: Candidate, arch: str) -> Compiled:
@@ -96,13 +98,15 @@ def compile_candidate(cand: Candidate, arch: str) -> Compiled:
     kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
     options = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
     key = hashlib.sha256(repr((source, kernels, options)).encode()).hexdigest()
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
-    result = _nvrtc(source, kernels, options)
-    _CACHE[key] = result
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    result = _nvrtc(source, kernels, options)  # outside the lock: compiles run concurrently
+    with _CACHE_LOCK:
+        _CACHE[key] = result
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
     return result
 
 

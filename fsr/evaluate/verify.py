@@ -132,8 +132,37 @@ def synchronize(stream: cp.cuda.Stream) -> None:
     """Wait for the stream; any error now means the context is gone."""
     try:
         stream.synchronize()
-    except cp.cuda.driver.CUDADriverError as e:
-        raise ContextLost(str(e)) from None
+    except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as e:
+        raise ContextLost(crash_line(e)) from None
+
+
+# CUDA errors that leave the context unusable (same numbers in the driver and runtime APIs), and
+# what each means for a kernel's author.
+STICKY_ERRORS = {
+    700: "the kernel read or wrote memory outside its buffers",
+    702: "the kernel ran past the display watchdog",
+    710: "a device-side assertion or trap stopped the kernel",
+    714: "the kernel overflowed or corrupted its stack",
+    715: "the kernel executed an illegal instruction",
+    716: "a load or store was not aligned to its size (e.g. float4 at an address not a multiple of 16)",
+    717: "an instruction used an address outside its memory space",
+    718: "the kernel jumped to an invalid program counter",
+    719: "the kernel faulted while running",
+}
+
+
+def crash_line(error: BaseException) -> str:
+    """One line for a CUDA error that broke the context: the error's name and what it means."""
+    status = getattr(error, "status", None)
+    name = str(error).split(":", 1)[0].strip() or type(error).__name__
+    meaning = STICKY_ERRORS.get(status, " ".join(str(error).split(":", 1)[-1].split()))  # type: ignore[arg-type]
+    return f"the kernel broke the CUDA context: {name} ({meaning}); the GPU child was replaced"
+
+
+def is_context_error(error: BaseException) -> bool:
+    """A CUDA error of the kind a faulting kernel leaves behind (any call may report it)."""
+    return (isinstance(error, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError))
+            and getattr(error, "status", None) in STICKY_ERRORS)
 
 
 def check_size(program: Program, cand: Candidate, task: Task, size: tuple[tuple[str, int], ...],

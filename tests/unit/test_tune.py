@@ -203,8 +203,8 @@ def test_an_objective_that_raises_closes_its_trial_as_failed(tmp_path):
     with pytest.raises(RuntimeError):
         run(objective=broken, journal_path=journal)
     flush_journals()
-    (trial,) = optuna.load_study(study_name="fsr", storage=_storage(journal)).trials
-    assert trial.state == optuna.trial.TrialState.FAIL
+    trials = optuna.load_study(study_name="fsr", storage=_storage(journal)).trials
+    assert trials and all(t.state == optuna.trial.TrialState.FAIL for t in trials)  # none left RUNNING
 
 
 def test_no_trials_or_no_tunables_means_no_search():
@@ -267,3 +267,26 @@ def test_a_journal_that_cannot_be_written_is_logged_and_the_tuning_stands(tmp_pa
             time.sleep(0.01)  # the failure is logged by the writer thread, just after the write ends
     assert result == run()
     assert "journal write failed" in caplog.text
+
+
+def test_prefetch_is_told_each_point_before_it_is_measured_and_changes_nothing():
+    told: list[tuple[tuple[str, int], ...]] = []
+    objective = Counting()
+
+    def measured_after_told(params: dict[str, int]) -> TrialOutcome:
+        assert tuple(params.items()) in told, f"{params} measured before it was prefetched"
+        return objective(params)
+
+    for tunables, trials in ((SMALL, 12), (LARGE, 8)):  # grid, TPE
+        told.clear()
+        with_prefetch = run(tunables, measured_after_told, max_trials=trials,
+                            prefetch=lambda points: told.extend(tuple(p.items()) for p in points))
+        plain = run(tunables, kernel_us, max_trials=trials)
+        assert with_prefetch.trials == plain.trials and with_prefetch.best_values == plain.best_values
+        assert len(told) >= with_prefetch.evaluations > 1
+
+
+def test_tpe_start_up_asks_are_prefetched_together():
+    batches: list[int] = []
+    result = run(LARGE, kernel_us, max_trials=8, prefetch=lambda points: batches.append(len(points)))
+    assert result.strategy == "tpe" and batches[0] == 8  # the whole budget falls in the start-up phase
