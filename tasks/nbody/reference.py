@@ -1,0 +1,63 @@
+"""N-body accelerations: targets and sources in a cube with a denser core, masses summing to
+about 1, float64 reference (blocked over targets), CuPy comparator."""
+
+import numpy as np
+
+EPS2 = 1e-2  # must equal [constants] eps2 in task.toml
+BLOCK_PAIRS = 1 << 21  # pairs per block of the float64 reference: bounded temporaries
+
+
+def _points(count, rng):
+    # Half uniform in the cube (-1, 1)^3, half in a core of radius ~0.2 round a random centre.
+    p = rng.uniform(-1.0, 1.0, size=(count, 3))
+    core = rng.random(count) < 0.5
+    p[core] = rng.uniform(-0.5, 0.5, size=3) + 0.2 * rng.standard_normal((int(core.sum()), 3))
+    return p.astype(np.float32)
+
+
+def make_inputs(sizes, rng):
+    n, m = sizes["n"], sizes["m"]
+    sources = np.empty((m, 4), np.float32)
+    sources[:, :3] = _points(m, rng)
+    sources[:, 3] = rng.uniform(0.5, 1.5, size=m) / m
+    return {"targets": _points(n, rng), "sources": sources}
+
+
+def reference(inputs, sizes):
+    t = inputs["targets"].astype(np.float64)
+    s = inputs["sources"].astype(np.float64)
+    acc = np.empty_like(t)
+    step = max(1, BLOCK_PAIRS // max(len(s), 1))
+    for lo in range(0, len(t), step):
+        d = s[None, :, :3] - t[lo:lo + step, None, :]
+        r2 = np.einsum("ijk,ijk->ij", d, d) + EPS2
+        w = s[None, :, 3] / (r2 * np.sqrt(r2))
+        acc[lo:lo + step] = np.einsum("ij,ijk->ik", w, d)
+    return {"acc": acc}
+
+
+def library(inputs, sizes):
+    import cupy as cp
+
+    t, s = inputs["targets"], inputs["sources"]
+    acc = cp.empty_like(t)
+    step = max(1, (1 << 26) // max(len(s), 1))
+    for lo in range(0, len(t), step):
+        d = s[None, :, :3] - t[lo:lo + step, None, :]
+        r2 = (d * d).sum(axis=2) + cp.float32(EPS2)
+        w = s[None, :, 3] / (r2 * cp.sqrt(r2))
+        acc[lo:lo + step] = (w[:, :, None] * d).sum(axis=1)
+    return {"acc": acc}
+
+
+def torch_eager(inputs, sizes):
+    import torch
+
+    t = torch.as_tensor(inputs["targets"], device="cuda")
+    s = torch.as_tensor(inputs["sources"], device="cuda")
+    step = max(1, (1 << 26) // max(len(s), 1))
+    for lo in range(0, len(t), step):
+        d = s[None, :, :3] - t[lo:lo + step, None, :]
+        r2 = (d * d).sum(dim=2) + EPS2
+        w = s[None, :, 3] / (r2 * torch.sqrt(r2))
+        torch.einsum("ij,ijk->ik", w, d)

@@ -1,0 +1,265 @@
+/* fsr
+[tunables]
+BLOCK = [256, 128, 512]  # threads per block
+ITEMS = [8, 4, 16]       # consecutive elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
+
+[features]
+VEC4 = [0, 1]           # int4 loads and stores of whole tiles (the last, partial tile stays scalar)
+SMEM_TILE = [0, 1]      # tiles staged through shared memory: coalesced striped loads and stores
+WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else Hillis-Steele in shared memory)
+LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
+READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
+LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, 1024 / BLOCK): registers bounded for two blocks an SM or more
+
+[[scratch]]
+name = "state"
+dtype = "int64"
+count = "cdiv(n, BLOCK * ITEMS)"
+zero = true
+
+[[scratch]]
+name = "ticket"
+dtype = "int32"
+count = "1"
+zero = true
+
+[[launch]]
+kernel = "scan_template"
+grid = ["cdiv(n, BLOCK * ITEMS)"]
+block = ["BLOCK"]
+args = ["x", "y", "state", "ticket", "n"]
+*/
+// Feature template: single-pass inclusive scan with decoupled look-back (Merrill & Garland).
+// Tiles are numbered in the order blocks start (a ticket), so every predecessor of a tile is
+// running or done and waiting on it cannot deadlock. Each tile publishes a 64-bit word
+// (flag << 32 | value): flag 1, its own sum (aggregate); flag 2, the sum of everything up to
+// and including it (inclusive prefix). A tile's exclusive prefix is found by walking back over
+// predecessors, adding aggregates, until one publishes an inclusive prefix.
+#define TILE (BLOCK * ITEMS)
+#define FLAG_AGG 1ull
+#define FLAG_PRE 2ull
+
+#if READONLY
+#define RESTRICT __restrict__
+#define LOAD(p) __ldg(p)
+#else
+#define RESTRICT
+#define LOAD(p) (*(p))
+#endif
+
+#if LAUNCH_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1024 / BLOCK)
+#else
+#define KERNEL_BOUNDS
+#endif
+
+typedef unsigned long long word_t;
+
+__device__ __forceinline__ word_t read_state(const word_t* p) { return *(const volatile word_t*)p; }
+__device__ __forceinline__ void write_state(word_t* p, word_t flag, int value) {
+    *(volatile word_t*)p = (flag << 32) | (unsigned)value;  // one aligned 64-bit store: never torn
+}
+
+// ---- load and store this thread's ITEMS consecutive elements --------------------------------
+
+__device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int n, int* v, int* tile_s) {
+    const int t = threadIdx.x;
+    const bool full = base + TILE <= n;
+#if SMEM_TILE
+#if VEC4
+    if (full) {
+#pragma unroll
+        for (int k = 0; k < ITEMS / 4; ++k)
+            reinterpret_cast<int4*>(tile_s)[k * BLOCK + t] = LOAD(reinterpret_cast<const int4*>(x + base) + k * BLOCK + t);
+    } else
+#endif
+    {
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            const int i = k * BLOCK + t;
+            tile_s[i] = (full || base + i < n) ? LOAD(x + base + i) : 0;
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) v[k] = tile_s[t * ITEMS + k];
+#else
+    const int first = base + t * ITEMS;
+#if VEC4
+    if (full) {
+#pragma unroll
+        for (int k = 0; k < ITEMS; k += 4) {
+            const int4 q = LOAD(reinterpret_cast<const int4*>(x + first + k));
+            v[k] = q.x; v[k + 1] = q.y; v[k + 2] = q.z; v[k + 3] = q.w;
+        }
+        return;
+    }
+#endif
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) v[k] = (full || first + k < n) ? LOAD(x + first + k) : 0;
+#endif
+}
+
+__device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, const int* v, int* tile_s) {
+    const int t = threadIdx.x;
+    const bool full = base + TILE <= n;
+#if SMEM_TILE
+    __syncthreads();  // every thread has read its items out of tile_s
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) tile_s[t * ITEMS + k] = v[k];
+    __syncthreads();
+#if VEC4
+    if (full) {
+#pragma unroll
+        for (int k = 0; k < ITEMS / 4; ++k)
+            reinterpret_cast<int4*>(y + base)[k * BLOCK + t] = reinterpret_cast<const int4*>(tile_s)[k * BLOCK + t];
+        return;
+    }
+#endif
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int i = k * BLOCK + t;
+        if (full || base + i < n) y[base + i] = tile_s[i];
+    }
+#else
+    const int first = base + t * ITEMS;
+#if VEC4
+    if (full) {
+#pragma unroll
+        for (int k = 0; k < ITEMS; k += 4)
+            *reinterpret_cast<int4*>(y + first + k) = make_int4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+        return;
+    }
+#endif
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k)
+        if (full || first + k < n) y[first + k] = v[k];
+#endif
+}
+
+// ---- exclusive scan of one value per thread across the block; *total gets the block's sum ---
+
+#if WARP_SHUFFLE
+__device__ __forceinline__ int block_exclusive(int value, int* total, int* warp_sums) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int inc = value;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const int up = __shfl_up_sync(0xffffffffu, inc, d);
+        if (lane >= d) inc += up;
+    }
+    if (lane == 31) warp_sums[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        int w = lane < BLOCK / 32 ? warp_sums[lane] : 0;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int up = __shfl_up_sync(0xffffffffu, w, d);
+            if (lane >= d) w += up;
+        }
+        warp_sums[lane] = w;  // inclusive over warps
+    }
+    __syncthreads();
+    *total = warp_sums[BLOCK / 32 - 1];
+    return inc - value + (warp > 0 ? warp_sums[warp - 1] : 0);
+}
+#else
+__device__ __forceinline__ int block_exclusive(int value, int* total, int* part) {
+    const int t = threadIdx.x;
+    part[t] = value;
+    __syncthreads();
+    for (int d = 1; d < BLOCK; d *= 2) {
+        const int add = t >= d ? part[t - d] : 0;
+        __syncthreads();
+        part[t] += add;
+        __syncthreads();
+    }
+    *total = part[BLOCK - 1];
+    return part[t] - value;
+}
+#endif
+
+// ---- look-back: the sum of every tile before `tile` (tile > 0) -------------------------------
+
+#if LOOKBACK_WARP
+// Warp 0: lane l inspects tile window - l; the nearest inclusive prefix in the window ends the
+// walk, else all 32 aggregates are added and the window moves back.
+__device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum_s) {
+    const int lane = threadIdx.x;
+    if (lane == 0) *sum_s = 0;
+    __syncwarp();
+    for (int window = tile - 1;; window -= 32) {
+        const int j = window - lane;
+        word_t s = 0;
+        if (j >= 0)
+            do s = read_state(state + j); while ((s >> 32) == 0);
+        const unsigned done = __ballot_sync(0xffffffffu, j >= 0 && (s >> 32) == FLAG_PRE);
+        const int last = done ? __ffs(done) - 1 : 31;
+        if (j >= 0 && lane <= last) atomicAdd(sum_s, (int)(unsigned)(s & 0xffffffffu));
+        if (done) break;
+    }
+    __syncwarp();
+    return *sum_s;
+}
+#else
+__device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
+    int prefix = 0;
+    for (int j = tile - 1;; --j) {
+        word_t s;
+        do s = read_state(state + j); while ((s >> 32) == 0);
+        prefix += (int)(unsigned)(s & 0xffffffffu);
+        if ((s >> 32) == FLAG_PRE) return prefix;
+    }
+}
+#endif
+
+extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, int* RESTRICT y, word_t* state,
+                                                      int* ticket, int n) {
+    __shared__ int tile_id, prefix_s, sum_s;
+#if WARP_SHUFFLE
+    __shared__ int part[32];
+#else
+    __shared__ int part[BLOCK];
+#endif
+#if SMEM_TILE
+    __shared__ __align__(16) int tile_s[TILE];
+#else
+    int* tile_s = nullptr;
+#endif
+    if (threadIdx.x == 0) tile_id = atomicAdd(ticket, 1);
+    __syncthreads();
+    const int tile = tile_id, base = tile * TILE;
+
+    int v[ITEMS];
+    load_items(x, base, n, v, tile_s);
+#pragma unroll
+    for (int k = 1; k < ITEMS; ++k) v[k] += v[k - 1];
+    int total;
+    const int offset = block_exclusive(v[ITEMS - 1], &total, part);
+
+#if LOOKBACK_WARP
+    const bool walker = threadIdx.x < 32;
+#else
+    const bool walker = threadIdx.x == 0;
+#endif
+    if (walker) {
+        if (tile == 0) {
+            if (threadIdx.x == 0) {
+                write_state(state, FLAG_PRE, total);
+                prefix_s = 0;
+            }
+        } else {
+            if (threadIdx.x == 0) write_state(state + tile, FLAG_AGG, total);
+            const int prefix = look_back(state, tile, &sum_s);
+            if (threadIdx.x == 0) {
+                write_state(state + tile, FLAG_PRE, prefix + total);
+                prefix_s = prefix;
+            }
+        }
+    }
+    __syncthreads();
+    const int add = prefix_s + offset;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) v[k] += add;
+    store_items(y, base, n, v, tile_s);
+}
