@@ -3,10 +3,10 @@ task, where each evaluation's wall time went (stages from the lineage), and the 
 campaign's wall time the GPU spent running kernels (nvidia-smi's utilization.gpu, sampled every
 100 ms, over the campaign once its worker was set up).
 
-    python bench/throughput.py OUT_DIR LABEL EVALS_PER_TASK TASK [TASK ...]
+    python bench/throughput.py OUT_DIR LABEL EVALS_PER_TASK TASK [TASK ...] [--fsr-path DIR]
 
 Runs `python3 -m fsr run TASK ... --max-evaluations N --plain` (embedded Ray, one GPU, default
-config) with the environment it was given, so PYTHONPATH picks the fsr under test; reads the
+config) with DIR (e.g. an exported older fsr) first on its PYTHONPATH, else the inherited one; reads the
 lineage with this checkout's reader (older lineages read too). Per task, evaluations per
 GPU-minute = evaluations / (sum over them of wall_s - setup_s): the worker's time on the task,
 the one-off start of the worker and preparation of each task left out (shown apart as setup).
@@ -15,11 +15,12 @@ Prints a Markdown table and writes OUT_DIR/LABEL.json.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import os
 import statistics
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,16 +76,20 @@ def summarise(run_dir: Path, smi: Path) -> dict:
     return out
 
 
-def main(out_dir: str, label: str, evaluations: int, task_names: list[str]) -> None:
+def main(out_dir: str, label: str, evaluations: int, task_names: list[str], fsr_path: str | None) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     smi_path = out / f"smi-{label}.csv"
     smi = sample_gpu(smi_path)
     command = ["python3", "-m", "fsr", "run", *task_names, "--max-evaluations", str(evaluations), "--plain",
-               "--runs-dir", str(out / f"runs-{label}")]
+               "--runs-dir", str((out / f"runs-{label}").resolve())]
     started = time.perf_counter()
+    env = dict(os.environ)
+    if fsr_path:
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(fsr_path).resolve()), env.get("PYTHONPATH", "")])
     with (out / f"log-{label}.txt").open("w") as log:
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=600).returncode
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=600, env=env,
+                              cwd=fsr_path or None).returncode
     wall = time.perf_counter() - started
     if smi is not None:
         smi.terminate()
@@ -106,6 +111,11 @@ def main(out_dir: str, label: str, evaluations: int, task_names: list[str]) -> N
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 5:
-        sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("label")
+    ap.add_argument("evaluations", type=int)
+    ap.add_argument("tasks", nargs="+")
+    ap.add_argument("--fsr-path", help="directory holding the fsr (and tasks/) to run")
+    a = ap.parse_args()
+    main(a.out_dir, a.label, a.evaluations, a.tasks, a.fsr_path)
