@@ -61,6 +61,10 @@ class LineView:
     def close(self, progress: Progress) -> None:
         self._write(progress)
 
+    def note(self, text: str) -> None:
+        """One line of news from the search (a task that stopped early, and why)."""
+        print(f"fsr: {text}", file=self.stream, flush=True)
+
     def _write(self, p: Progress) -> None:
         tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {_us(t.best_us)} ({_x(t.best_speedup)})"
                           for t in p.tasks)
@@ -89,6 +93,10 @@ class LiveView:
         self._latest = progress
         self.live.refresh()
         self.live.stop()
+
+    def note(self, text: str) -> None:
+        """One line of news, printed above the live table."""
+        self.console.print(f"fsr: {text}", markup=False, highlight=False)
 
     @staticmethod
     def render(p: Progress) -> Group:

@@ -8,7 +8,10 @@ asked for:
   source transforms survive) with the requested feature switches turned on or off;
 - crossover: each switch taken from one of two parents;
 - transform: a rewrite from `fsr.propose.transforms` (restrict, unroll, launch bounds, fast
-  math, __ldg), preferring those that add a requested feature;
+  math, __ldg), preferring those that add a requested feature; one the parent already had
+  made is skipped, so each is tried;
+- launch: the launch space widened (`fsr.propose.launch_space`: block sizes, work per thread),
+  the main move for a task with no template, e.g. a user's baseline that declares one value;
 - tunable: a different value as the default (the header reordered) or as a define.
 
 Every result is re-parsed with `fsr.candidate.parse`; one that fails is dropped and counted.
@@ -23,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from fsr import expr
 from fsr.candidate import HeaderError, check, parse, with_defines
-from fsr.propose import transforms
+from fsr.propose import launch_space, transforms
 from fsr.propose.base import ProposalRequest, Proposals, Scored
 from fsr.propose.features import feature_name
 from fsr.types import Candidate, Origin, Task
@@ -56,6 +59,9 @@ class MutateProposer:
         # instead of a duplicate the loop would drop; also spares re-checking a known result.
         self._made: set[tuple] = set()
         self._checked: set[tuple] = set()
+        # Kernels proposed (by `_kernel_key`): a tunable's value set as a define and the same
+        # value moved first in the header are one kernel, proposed once.
+        self._kernels: set[tuple] = set()
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
         """The template's switches plus the features the source transforms add."""
@@ -75,27 +81,59 @@ class MutateProposer:
                 made = self._one(request, rng)
                 if made is None or self._repeat(request, made):
                     continue
-                out.append(self._finish(request, made))
+                cand = self._finish(request, made)
+                if self._same_kernel(request, cand):
+                    continue
+                out.append(cand)
             except HeaderError as e:
                 errors.append(str(e))
         return Proposals(tuple(out), dropped=len(errors), errors=tuple(errors))
 
     # ---- choosing and finishing a move ---------------------------------------------------------
 
-    def _repeat(self, request: ProposalRequest, made: Made) -> bool:
-        """Whether this result was made before, or is a parent (remember it if not). Keys use
-        Python's string hash, which a string caches, not the candidate's sha256 id: most moves
-        keep the parent's source object, and repeats are common once a neighbourhood is mined."""
+    def exhausted_hint(self, task: Task) -> str:
+        """What would give the search of `task` more to try once this proposer has nothing new."""
+        more = []
+        template = self._template(task)
+        if template is None and not any(len(t.values) > 1 for t in parse(task.baseline_source, task).tunables):
+            more.append("tunables that baseline.cu's code reads (e.g. ITEMS = [1, 2, 4] items per thread)")
+        if template is None:
+            more.append(f"a feature template ({task.directory}/template.cu, see tasks/README.md)")
+        more.append("a language model (--model)")
+        return ", ".join(more[:-1]) + (" or " if len(more) > 1 else "") + more[-1]
+
+    def _made_key(self, request: ProposalRequest, made: Made) -> tuple:
+        """Keys use Python's string hash, which a string caches, not the candidate's sha256 id:
+        most moves keep the parent's source object, and repeats are common once a neighbourhood
+        is mined."""
         if isinstance(made.result, Candidate):
-            key: tuple = _key(made.result)
-        else:
-            key = (request.task.name, hash(made.result), len(made.result),
-                   request.parents[0].candidate.defines, made.drop)
-        if key in self._made or any(key == _key(p.candidate) for p in request.parents):
+            return _key(made.result)
+        return (request.task.name, hash(made.result), len(made.result), request.parents[0].candidate.defines,
+                made.drop)
+
+    def _made_before(self, request: ProposalRequest, made: Made) -> bool:
+        """Whether this result was made before or is a parent (nothing is remembered)."""
+        key = self._made_key(request, made)
+        return key in self._made or any(key == _key(p.candidate) for p in request.parents)
+
+    def _repeat(self, request: ProposalRequest, made: Made) -> bool:
+        """Whether this result was made before, or is a parent (remember it if not)."""
+        if self._made_before(request, made):
             return True
+        key = self._made_key(request, made)
         if len(self._made) > MEMORY_MAX:
             self._made.clear()
         self._made.add(key)
+        return False
+
+    def _same_kernel(self, request: ProposalRequest, cand: Candidate) -> bool:
+        """Whether `cand` is a kernel proposed before or a parent (remember it if not)."""
+        key = _kernel_key(cand)
+        if key in self._kernels or any(key == _kernel_key(p.candidate) for p in request.parents):
+            return True
+        if len(self._kernels) > MEMORY_MAX:
+            self._kernels.clear()
+        self._kernels.add(key)
         return False
 
     def _one(self, request: ProposalRequest, rng: random.Random) -> Made | None:
@@ -119,6 +157,7 @@ class MutateProposer:
         moves: dict[str, tuple[Move, float]] = {
             "transform": (self._transform, 2.0 if wanted_transforms else 0.5),
             "tunable": (self._tunable, 1.0),
+            "launch": (self._launch, 0.25 if template else 1.0),
         }
         if template:
             moves["toggle"] = (self._toggle, 4.0 if asked & switches else 1.0)
@@ -228,8 +267,19 @@ class MutateProposer:
                 continue
             text, move = made
             if transforms.split(text)[0] == transforms.split(parent.source)[0]:  # body only
-                return Made(replace(parent, source=text), move)
-            return Made(text, move)
+                result = Made(replace(parent, source=text), move)
+            else:
+                result = Made(text, move)
+            if not self._made_before(request, result):
+                return result
+        return None
+
+    def _launch(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        """The first launch-space rewrite of the parent not made before."""
+        for text, move in launch_space.rewrites(request.parents[0].candidate, request.task):
+            made = Made(text, move)
+            if not self._made_before(request, made):
+                return made
         return None
 
     def _tunable(self, request: ProposalRequest, rng: random.Random) -> Made | None:
@@ -249,6 +299,15 @@ def _key(cand: Candidate) -> tuple:
     """What identifies a candidate (as its id does), from cheap, cached hashes."""
     return (cand.task, hash(cand.source), len(cand.source), cand.resolved_defines(), cand.launches,
             cand.scratch, cand.compile_options)
+
+
+def _kernel_key(cand: Candidate) -> tuple:
+    """What makes two candidates the same kernel launched the same way: the code after the
+    header, launches, scratch, features, the compiled values and each tunable's set of values,
+    but not the order they are listed in (the default only starts the tuner)."""
+    tunables = frozenset((t.name, frozenset(t.values)) for t in cand.tunables)
+    return (cand.task, hash(transforms.split(cand.source)[1]), cand.launches, cand.scratch, cand.features,
+            tunables, cand.resolved_defines(), cand.compile_options)
 
 
 def _on(values: tuple[int, ...], rng: random.Random | None = None) -> int:

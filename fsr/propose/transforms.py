@@ -31,6 +31,7 @@ _CONST_PTR = re.compile(r"\bconst\s+(" + "|".join(t.replace(" ", r"\s+") for t i
                         r")\s*\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)")
 _FOR_LINE = re.compile(r"^([ \t]*)for\s*\(")
 _SIMPLE_BOUND = re.compile(r"^[\w\s*+()-]+$")
+_INDEXED_WRITE = re.compile(r"(?<![\w.])(\w+)\s*\[[^\[\]]*\]\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)")
 
 
 def split(source: str) -> tuple[str, str]:
@@ -113,14 +114,20 @@ def use_fast_math(cand: Candidate, task: Task, rng: random.Random) -> tuple[str,
 
 def use_ldg(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] | None:
     """Reads `p[i]` through `__ldg(&p[i])` for const pointers to types __ldg supports, where the
-    index has no nested brackets and the element's address is not taken."""
+    index has no nested brackets and the element's address is not taken. A name that is written
+    anywhere (`p[i] = ...`: another kernel's non-const parameter of the same name) is left alone."""
     header, body = split(cand.source)
-    names = sorted({m.group(2) for m in _CONST_PTR.finditer(body)})
+    names = sorted({m.group(2) for m in _CONST_PTR.finditer(body)} - _written(body))
     if not names:
         return None
     pattern = re.compile(r"(?<![&\w.>])(" + "|".join(names) + r")\s*\[([^\[\]]+)\]")
     new = pattern.sub(lambda m: f"__ldg(&{m.group(1)}[{m.group(2)}])", body)
     return (header + new, "ldg") if new != body else None
+
+
+def _written(body: str) -> set[str]:
+    """Names assigned through an index somewhere in `body`: `p[i] = `, `p[i] += `, ..."""
+    return set(_INDEXED_WRITE.findall(body))
 
 
 # Transforms by the catalogue feature they add.

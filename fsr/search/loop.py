@@ -2,7 +2,10 @@
 barrier. While the executor has free slots, the least-served task and island is asked for
 parents, the proposer writes candidates, duplicates are dropped by id (before any GPU time),
 and the rest are submitted; every finished evaluation is told to its island at once and
-written to the lineage. Budgets (per task): evaluations, wall time, target speedup.
+written to the lineage. Budgets (per task): evaluations, wall time, target speedup. A task whose
+proposer keeps answering with nothing new is exhausted: once MAX_EMPTY_REQUESTS requests in a
+row brought nothing and none of its candidates is waiting or running, it stops, and the view is
+given one line naming it and what would let it go further (the proposer's `exhausted_hint`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from fsr.types import Candidate, Evaluation, Task
 POLL_S = 0.5  # longest wait in Executor.poll when only evaluations are outstanding
 PROPOSAL_POLL_S = 0.01  # ... when model proposals are outstanding too (collect them promptly)
 VIEW_EVERY_S = 0.25
-MAX_EMPTY_REQUESTS = 64  # answered requests in a row with nothing new: the space looks exhausted
+MAX_EMPTY_REQUESTS = 64  # a task's answered requests in a row with nothing new: its space looks exhausted
 
 
 class View(Protocol):
@@ -38,6 +41,8 @@ class View(Protocol):
     def update(self, progress: Progress) -> None: ...
 
     def close(self, progress: Progress) -> None: ...
+
+    # Optional: `note(text)`, one line of news (a task stopped early and why).
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,10 @@ class Driver:
         self.asked: Counter[str] = Counter()  # proposal requests outstanding per task
         self.in_flight: dict[str, Pending] = {}  # by candidate id
         self.counts: Counter[str] = Counter()  # evaluations, dropped, duplicates, errors
-        self.fruitless = 0  # answered requests in a row that brought nothing new
+        # Per task: answered requests in a row that brought nothing new (reset by a correct
+        # result, which may be a parent with new moves); its candidates submitted, not yet told.
+        self.fruitless: Counter[str] = Counter()
+        self.running: Counter[str] = Counter()
         self.worker_of = getattr(executor, "worker_of", None)  # optional executor hook
         self.started = time.perf_counter()
         self.poll_s = 0.0
@@ -102,12 +110,17 @@ class Driver:
         for ts in self.state.tasks.values():
             for seed in ts.seeds.values():
                 self._queue(seed.candidate, seed.features)
-        while True:
-            self._fill()
-            if not self.in_flight and not self.pool.outstanding and not self.ready:
-                if self._all_done() or self.fruitless >= MAX_EMPTY_REQUESTS:
+        try:
+            while True:
+                self._fill()
+                self._note_exhausted()
+                if not self.in_flight and not self.pool.outstanding and not self.ready and self._all_done():
                     break
-            self._show(self._poll())
+                self._show(self._poll())
+        except BaseException:
+            if self.view is not None:  # e.g. every worker lost: the view ends before the error line
+                self.view.close(self._progress())
+            raise
         if self.writer is not None:
             self.writer.flush()
         return self._summary()
@@ -123,8 +136,7 @@ class Driver:
                 self._submit(*self.ready.popleft())
                 continue
             wanted = free + self.pool.workers  # threaded proposals run ahead of free slots
-            if (self.fruitless >= MAX_EMPTY_REQUESTS or not self.pool.has_room()
-                    or len(self.ready) + self.pool.outstanding * self.n >= wanted):
+            if not self.pool.has_room() or len(self.ready) + self.pool.outstanding * self.n >= wanted:
                 return
             target = self._pick()
             if target is None:
@@ -134,7 +146,8 @@ class Driver:
 
     def _pick(self) -> tuple[str, int] | None:
         """The task with the fewest evaluations committed, then its least-served island."""
-        open_tasks = [ts for ts in self.state.tasks.values() if not self._done(ts, committed=True)]
+        open_tasks = [ts for ts in self.state.tasks.values() if not self._done(ts, committed=True)
+                      and self.fruitless[ts.task.name] < MAX_EMPTY_REQUESTS]
         if not open_tasks:
             return None
         ts = min(open_tasks, key=self._committed)
@@ -154,7 +167,8 @@ class Driver:
                 if c.task == request.task.name:
                     c = replace(c, island=request.island, generation=request.generation)
                     queued += self._queue(c, None, *(tokens if not queued else (None, None)))
-            self.fruitless = 0 if queued else self.fruitless + 1
+            name = request.task.name
+            self.fruitless[name] = 0 if queued else self.fruitless[name] + 1
 
     def _queue(self, cand: Candidate, features: frozenset[str] | None, prompt_tokens: int | None = None,
                completion_tokens: int | None = None) -> bool:
@@ -177,6 +191,7 @@ class Driver:
             return False
         self.state.seen.add(key)
         ts.submitted += 1
+        self.running[ts.task.name] += 1
         self.in_flight[key] = replace(item, started_at=datetime.now(UTC))
         self.executor.submit(item.candidate)
         return True
@@ -185,17 +200,31 @@ class Driver:
         """Wait for results (briefly if proposals are outstanding) and tell them; how many."""
         timeout = PROPOSAL_POLL_S if self.pool.outstanding else POLL_S
         t0 = time.perf_counter()
-        evaluations = self.executor.poll(timeout)
-        self.poll_s += time.perf_counter() - t0
+        try:
+            evaluations = self.executor.poll(timeout)
+        finally:
+            self.poll_s += time.perf_counter() - t0
+            self._pass_on_notices()
         for ev in evaluations:
             self._tell(ev)
         return len(evaluations)
+
+    def _pass_on_notices(self) -> None:
+        """The executor's one-line reports (a worker lost, evaluations re-queued) go to the view."""
+        notices = getattr(self.executor, "notices", None)
+        note = getattr(self.view, "note", None)
+        for line in notices() if callable(notices) else ():
+            if callable(note):
+                note(line)
 
     def _tell(self, ev: Evaluation) -> None:
         item = self.in_flight.pop(ev.candidate_id, None)
         if item is None:
             return  # not ours (an executor bug): nothing to credit it to
-        self.state.tell(item.candidate, ev, item.features)
+        member = self.state.tell(item.candidate, ev, item.features)
+        self.running[item.candidate.task] -= 1
+        if member.ok:
+            self.fruitless[item.candidate.task] = 0
         self.counts["evaluations"] += 1
         if self.writer is not None:
             worker = self.worker_of(ev.candidate_id) if callable(self.worker_of) else ""
@@ -219,7 +248,28 @@ class Driver:
             reasons.append("wall time")
         if cfg.target_speedup and (ts.best_speedup or 0.0) >= cfg.target_speedup:
             reasons.append("target speedup")
+        if self._exhausted(ts.task.name):
+            reasons.append("exhausted")
         return reasons
+
+    def _exhausted(self, name: str) -> bool:
+        """Nothing new came of the task's last requests, and nothing of it waits or runs."""
+        return (self.fruitless[name] >= MAX_EMPTY_REQUESTS and not self.running[name]
+                and not self.queued[name] and not self.asked[name])
+
+    def _note_exhausted(self) -> None:
+        """One line for each task newly exhausted (within its budgets): what it reached, and
+        what would let it go further."""
+        for name, ts in self.state.tasks.items():
+            if ts.note or not self._exhausted(name):
+                continue
+            hint = getattr(self.pool.proposer, "exhausted_hint", None)
+            best = f"best {ts.best_speedup:.2f}x the baseline" if ts.best_speedup else "no correct kernel"
+            ts.note = (f"{name}: nothing new to try after {ts.finished} evaluations ({best}); "
+                       + (f"to go further: {hint(ts.task)}" if callable(hint) else "the proposer has no more"))
+            note = getattr(self.view, "note", None)
+            if callable(note):
+                note(ts.note)
 
     def _done(self, ts: TaskState, committed: bool = False) -> bool:
         return bool(self._stop_reasons(ts, committed))

@@ -28,6 +28,7 @@ class TaskProgress:
     verdicts: tuple[tuple[str, int], ...]
     islands: tuple[IslandProgress, ...]
     migrations: int
+    note: str = ""  # why it stopped before its budgets, when it did
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def task_progress(ts: TaskState, budget: int) -> TaskProgress:
                     for i in ts.islands)
     return TaskProgress(ts.task.name, ts.submitted, ts.finished, budget, best.id if best else None,
                         best.latency_us if best else None, ts.best_speedup,
-                        tuple(sorted(ts.verdicts.items())), islands, len(ts.migrations))
+                        tuple(sorted(ts.verdicts.items())), islands, len(ts.migrations), ts.note)
 
 
 def snapshot(state: CampaignState, elapsed_s: float, evaluations: int, in_flight: int,

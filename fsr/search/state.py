@@ -47,6 +47,7 @@ class TaskState:
     best: Scored | None = None
     since_migration: int = 0
     migrations: list[Migration] = field(default_factory=list)
+    note: str = ""  # why the task stopped before its budgets, when it did (one line)
 
     @property
     def best_speedup(self) -> float | None:
