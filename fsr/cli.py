@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 
-from fsr.commands import EXIT_USAGE, UsageError
+from fsr.commands import EXIT_INTERRUPTED, EXIT_USAGE, at_least, bad_input_errors, config_option
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with bad input reported like every other: one line on stderr, exit code 2."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_USAGE, f"fsr: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fsr", description="Search for fast, correct CUDA kernels.")
+    parser = Parser(prog="fsr", description="Search for fast, correct CUDA kernels.")
     parser.add_argument("--tasks-dir", help="folder of task directories (default: the built-in tasks/)")
     parser.add_argument("--config", help="TOML config file (sections: eval, tune, search, llm)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -26,10 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     ev.add_argument("--lineage", metavar="RUN_DIR", help="append the evaluation to this run's lineage")
     ev.add_argument("--tune", action="store_true", help="tune the kernel's declared launch parameters")
-    ev.add_argument("--tune-trials", type=int, help="tuning trial budget (0 turns tuning off)")
-    ev.add_argument("--timeout", type=float, help="seconds before a running kernel counts as hung")
-    ev.add_argument("--repeat", type=int, default=1, help="evaluate N times (with --json, one line per evaluation)")
-    ev.add_argument("--arch", help="compile for this architecture (default: the device's; sm_90 without one)")
+    ev.add_argument("--tune-trials", type=config_option("tune", "trials"),
+                    help="tuning trial budget (0 turns tuning off)")
+    ev.add_argument("--timeout", type=config_option("eval", "timeout_s"),
+                    help="seconds before a running kernel counts as hung")
+    ev.add_argument("--repeat", type=at_least(1), default=1,
+                    help="evaluate N times (with --json, one line per evaluation)")
+    ev.add_argument("--arch", type=config_option("eval", "arch"),
+                    help="compile for this architecture (default: the device's; sm_90 without one)")
 
     from fsr.commands import run as run_command
 
@@ -43,9 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from fsr import config as cfg_mod
-    from fsr import tasks
-
     try:
         if args.command == "tasks":
             from fsr.commands.eval import list_tasks
@@ -62,12 +71,19 @@ def main(argv: list[str] | None = None) -> int:
         from fsr.commands import run as run_command
 
         return run_command.run_command(args)
-    except (UsageError, tasks.TaskError, cfg_mod.ConfigError, FileNotFoundError, IsADirectoryError) as e:
-        print(f"fsr: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         print("fsr: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        if not isinstance(e, bad_input_errors()):
+            raise
+        print(f"fsr: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _one_line(error: BaseException) -> str:
+    """The error's message on one line (TOML and compiler messages may span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 if __name__ == "__main__":

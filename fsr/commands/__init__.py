@@ -3,8 +3,51 @@
 Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input; 3 no CUDA device.
 """
 
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_NO_DEVICE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
     """Bad user input: reported in one line, exit code 2."""
+
+
+def bad_input_errors() -> tuple[type[BaseException], ...]:
+    """Every error that means bad input (exit 2, one line): imported only once one was raised."""
+    from fsr import candidate, config, lineage, tasks
+
+    return (UsageError, tasks.TaskError, config.ConfigError, candidate.HeaderError, lineage.LineageError,
+            FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
+
+def config_option(section: str, name: str) -> Callable[[str], Any]:
+    """An argparse `type=` for an option that sets a config field: converted and checked exactly
+    like the field's value in a config file, so both refuse the same values."""
+    from fsr import config
+
+    def parse(text: str) -> Any:
+        try:
+            return config.parse_text(section, name, text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{e}, not {text!r}") from None
+
+    return parse
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse `type=` for an integer option with a lower bound."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, not {text!r}")
+        return value
+
+    return parse

@@ -12,33 +12,65 @@ from pathlib import Path
 from fsr import candidate as cfmt
 from fsr import config as cfg_mod
 from fsr import tasks
-from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError
+from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError
 from fsr.types import Candidate, Evaluation, Task, Verdict, size_label
 
 
 def list_tasks(root: str | None) -> int:
+    """The tasks as a table; a task that does not load is one line on stderr (and exit 2)."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table("task", "sizes", "bench size", "library", "description", box=None)
+    broken = []
     for name in tasks.list_tasks(root):
-        t = tasks.load(name, root)
+        try:
+            t = tasks.load(name, root)
+        except tasks.TaskError as e:
+            broken.append(str(e))
+            continue
         table.add_row(name, ",".join(t.size_names), size_label(t.bench_size), "yes" if t.has_library else "",
-                      t.description.splitlines()[0])
+                      (t.description.splitlines() or [""])[0])
     Console().print(table)
-    return EXIT_OK
+    for message in broken:
+        print(f"fsr: error: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_USAGE if broken else EXIT_OK
 
 
 def load_candidate(task: Task, file: str) -> Candidate:
+    """The candidate in `file`; UsageError naming the file and what is wrong with it."""
     path = Path(file)
-    if not path.is_file():
+    if path.is_dir():
+        raise UsageError(f"{file} is a directory, not a .cu file")
+    if not path.exists():
         raise UsageError(f"no such file: {file}")
+    if not path.is_file():
+        raise UsageError(f"{file} is not a regular file")
     try:
-        return cfmt.parse(path.read_text(), task)
-    except cfmt.HeaderError as e:
-        raise UsageError(f"{file}: {e}") from None
+        text = path.read_text()
     except UnicodeDecodeError:
         raise UsageError(f"{file}: not a text file") from None
+    except OSError as e:
+        raise UsageError(f"{file}: {e.strerror or e}") from None
+    if not text.strip():
+        raise UsageError(f"{file} is empty")
+    try:
+        return cfmt.parse(text, task)
+    except cfmt.HeaderError as e:
+        raise UsageError(f"{file}: {e}") from None
+
+
+def check_lineage_dir(run_dir: str | None) -> None:
+    """`--lineage` must name a directory (or nothing yet), and a run.json there must be readable."""
+    from fsr import lineage
+
+    if run_dir is None:
+        return
+    path = Path(run_dir)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--lineage {run_dir}: not a directory")
+    if (path / "run.json").exists():
+        lineage.read_run_json(path)
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -52,9 +84,8 @@ def eval_command(args: argparse.Namespace) -> int:
     config = cfg_mod.load(args.config, overrides)
     task = tasks.load(args.task, args.tasks_dir)
     cand = load_candidate(task, args.file)
+    check_lineage_dir(args.lineage)
     tune = args.tune or (args.tune_trials or 0) > 0
-    if args.repeat < 1:
-        raise UsageError("--repeat must be at least 1")
 
     from fsr.evaluate.evaluator import GpuEvaluator, static_stage
     from fsr.evaluate.sandbox import NoDevice

@@ -8,13 +8,15 @@ runs/<run_id>/, and `--resume runs/<run_id>` carries a stopped campaign on from 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from fsr import config as cfg_mod
 from fsr import lineage, tasks
-from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError
+from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_option
 from fsr.types import Task
 
 
@@ -23,25 +25,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("tasks", nargs="*", help="task names or task directories (default with --resume: the run's)")
     where = run.add_argument_group("where it runs")
     where.add_argument("--address", help="join this Ray cluster ('auto', host:port or ray://host:port)")
-    where.add_argument("--gpus", type=int, help="GPUs the embedded Ray uses (default: all local GPUs)")
+    where.add_argument("--gpus", type=at_least(1), help="GPUs the embedded Ray uses (default: all local GPUs)")
     where.add_argument("--local", action="store_true", help="one local GPU, no Ray")
     where.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs/)")
     where.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped run from its lineage")
     budget = run.add_argument_group("budget and search")
-    budget.add_argument("--max-evaluations", type=int, help="evaluations per task")
-    budget.add_argument("--max-wall", type=float, help="seconds of wall time")
-    budget.add_argument("--target-speedup", type=float, help="stop a task once its best beats the baseline by this")
-    budget.add_argument("--islands", type=int, help="islands per task")
-    budget.add_argument("--seed", type=int)
-    budget.add_argument("--tune-trials", type=int, help="launch-parameter trials per candidate (0: off)")
-    budget.add_argument("--timeout", type=float, help="seconds before a running kernel counts as hung")
+    budget.add_argument("--max-evaluations", type=config_option("search", "max_evaluations"),
+                        help="evaluations per task")
+    budget.add_argument("--max-wall", type=config_option("search", "max_wall_s"), help="seconds of wall time")
+    budget.add_argument("--target-speedup", type=config_option("search", "target_speedup"),
+                        help="stop a task once its best beats the baseline by this")
+    budget.add_argument("--islands", type=config_option("search", "islands"), help="islands per task")
+    budget.add_argument("--seed", type=config_option("search", "seed"))
+    budget.add_argument("--tune-trials", type=config_option("tune", "trials"),
+                        help="launch-parameter trials per candidate (0: off)")
+    budget.add_argument("--timeout", type=config_option("eval", "timeout_s"),
+                        help="seconds before a running kernel counts as hung")
     model = run.add_argument_group("language model (default: the offline mutator)")
     model.add_argument("--model", help="model name at an OpenAI-compatible endpoint")
-    model.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 (default: OpenAI's)")
+    model.add_argument("--base-url", type=config_option("llm", "base_url"),
+                       help="endpoint, e.g. http://localhost:8000/v1 (default: OpenAI's)")
     model.add_argument("--strategy", choices=("islands", "fsr"), default="islands",
                        help="islands (fsr's search) or fsr (the paper's loop, for comparison)")
-    model.add_argument("--depth", type=int, default=8, help="rounds of the fsr strategy")
-    model.add_argument("--max-cost", type=float, help="USD the model may cost this run")
+    model.add_argument("--depth", type=at_least(1), default=8, help="rounds of the fsr strategy")
+    model.add_argument("--max-cost", type=config_option("llm", "max_cost"), help="USD the model may cost this run")
     model.add_argument("--replay", metavar="RUN_DIR", help="serve model replies from that run's cache")
     run.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 
@@ -53,19 +60,30 @@ def run_command(args: argparse.Namespace) -> int:
 def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
     """`fsr run`'s work from parsed arguments (also `fsr bench`'s): (exit code, run directory)."""
     run_dir, config, task_list = _setup(args)
-    print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
-          file=sys.stderr)
-    proposer = _proposer(args, config, run_dir)
-    executor = _executor(args, config, run_dir, [t.name for t in task_list])
+    fresh = [] if args.resume else [d for d in (run_dir, *run_dir.parents) if not d.exists()]
+    try:
+        proposer = _proposer(args, config, run_dir)
+        executor = _executor(args, config, run_dir, [t.name for t in task_list])
+    except BaseException:
+        _discard_unstarted(run_dir, fresh)
+        raise
     if executor is None:
+        _discard_unstarted(run_dir, fresh)
         return EXIT_NO_DEVICE, run_dir
     from fsr.execute.local import EvaluatorUnavailable
 
     try:
+        if args.local:
+            executor.devices()  # the GPU child is up (or EvaluatorUnavailable) before anything is written
         _share_device(executor, proposer)
+        if fresh:
+            _write_run_json(args, config, task_list, run_dir)
+        print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
+              file=sys.stderr)
         with lineage.LineageWriter(run_dir) as writer:
             summary = _search(args, config, task_list, executor, proposer, writer, run_dir)
     except EvaluatorUnavailable as e:
+        _discard_unstarted(run_dir, fresh)
         print(f"fsr: {e}", file=sys.stderr)
         return EXIT_NO_DEVICE, run_dir
     finally:
@@ -76,25 +94,48 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
+    """Config, run directory (not created yet) and tasks, all checked; raises on bad input."""
     if args.resume:
         run_dir = Path(args.resume)
         if not (run_dir / "run.json").is_file():
             raise UsageError(f"--resume {args.resume}: not a run directory (no run.json)")
-        recorded = lineage.read_run_json(run_dir)
-        config = cfg_mod.from_dict(recorded.get("config", {}))
+        recorded = lineage.read_run_json(run_dir)  # LineageError if damaged
+        try:
+            config = cfg_mod.from_dict(recorded.get("config", {}))
+        except cfg_mod.ConfigError as e:
+            raise UsageError(f"{run_dir / 'run.json'}: {e}") from None
         names = args.tasks or recorded.get("tasks", [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise UsageError(f"{run_dir / 'run.json'}: 'tasks' is not a list of task names")
     else:
         config = cfg_mod.load(args.config, _overrides(args))
+        if Path(args.runs_dir).exists() and not Path(args.runs_dir).is_dir():
+            raise UsageError(f"--runs-dir {args.runs_dir}: not a directory")
         run_dir = Path(args.runs_dir) / lineage.new_run_id()
         names = args.tasks
     if not names:
         raise UsageError("name at least one task (fsr tasks lists them)")
-    task_list = [tasks.load(n, args.tasks_dir) for n in names]
-    if not args.resume:
-        lineage.write_run_json(run_dir, cfg_mod.to_dict(config),
-                               {"command": " ".join(sys.argv), "tasks": [t.name for t in task_list],
-                                "strategy": args.strategy})
-    return run_dir, config, task_list
+    return run_dir, config, [tasks.load(n, args.tasks_dir) for n in names]
+
+
+def _write_run_json(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], run_dir: Path) -> None:
+    """Written once the run can start (config, tasks, proposer and GPU workers all ready)."""
+    lineage.write_run_json(run_dir, cfg_mod.to_dict(config),
+                           {"command": " ".join(sys.argv), "tasks": [t.name for t in task_list],
+                            "strategy": args.strategy})
+
+
+def _discard_unstarted(run_dir: Path, fresh: list[Path]) -> bool:
+    """Remove a new run's directory, and the parents made for it (`fresh`), if nothing was
+    evaluated: a run that could not start leaves nothing behind (not even an llm_cache or a
+    cluster log made on the way). True if removed."""
+    if not fresh or (run_dir.exists() and lineage.read(run_dir).num_rows):
+        return False
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for parent in fresh[1:]:
+        with contextlib.suppress(OSError):  # not empty: another run started there meanwhile
+            parent.rmdir()
+    return True
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
