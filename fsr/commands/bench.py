@@ -45,10 +45,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     budget.add_argument("--tune-trials", type=int, help="launch-parameter trials per candidate (0: off)")
     budget.add_argument("--timeout", type=float, help="seconds before a running kernel counts as hung")
     bench.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
-    # What `fsr run` reads that a bench leaves at its default: a fresh run of the offline search
-    # (or of the model a --config file names).
-    bench.set_defaults(resume=None, target_speedup=None, model=None, base_url=None, max_cost=None,
-                       replay=None, strategy="islands", depth=8)
 
 
 def bench_command(args: argparse.Namespace) -> int:
@@ -59,7 +55,7 @@ def bench_command(args: argparse.Namespace) -> int:
     names = list(args.tasks) or tasks_mod.list_tasks(args.tasks_dir)
     if not names:
         raise UsageError(f"no tasks in {tasks_mod.tasks_dir(args.tasks_dir)}")
-    code, run_dir = run_campaign_args(argparse.Namespace(**{**vars(args), "tasks": names}))
+    code, run_dir = run_campaign_args(_run_args(args, names))
     if code != EXIT_OK:
         return code
     order = lineage.read_run_json(run_dir).get("tasks") or []
@@ -71,6 +67,16 @@ def bench_command(args: argparse.Namespace) -> int:
     print(markdown, end="")
     print(f"fsr: bench table in {run_dir}/bench.md and bench.json", file=sys.stderr)
     return EXIT_OK
+
+
+def _run_args(args: argparse.Namespace, names: list[str]) -> argparse.Namespace:
+    """`fsr run`'s arguments for this bench: its defaults (a fresh run of the offline search, or
+    of the model a --config file names), overlaid with the bench's options and tasks."""
+    from fsr.commands import run
+
+    parser = argparse.ArgumentParser(add_help=False)
+    run.add_parser(parser.add_subparsers(dest="command"))
+    return argparse.Namespace(**(vars(parser.parse_args(["run"])) | vars(args) | {"tasks": names}))
 
 
 def _check_budget(args: argparse.Namespace) -> None:
