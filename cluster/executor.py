@@ -9,20 +9,24 @@ Device-model pinning: timings of different GPU models are never compared. The fi
 task is dispatched to pins it; later candidates of that task only go to workers of that model,
 and if none is left the executor raises NoWorkerError instead of silently mixing models.
 
-Faults, each turned into a verdict for at most one candidate:
-- the actor process dies (os._exit, segfault, OOM kill): the call it was running gets CRASH;
-  calls queued behind it on the same actor are innocent and go back to the front of the queue;
-  a new actor replaces the dead one (immediately the first time, then with exponential
-  backoff; a slot that fails `max_consecutive_failures` times in a row is retired). When the
-  actor's whole node is gone, no candidate is blamed: all its calls are queued again.
+Faults (cluster/faults.py says which are whose):
+- a call that fails at `ray.get` (the actor's process died, its node went away, it cannot be
+  reached, its result was lost, the evaluator raised): the infrastructure's fault, never the
+  candidate's. Results that came back before it stand; every unanswered call of that actor goes
+  back to the front of the queue and is evaluated by another worker; the actor is killed and
+  replaced (immediately the first time, then with exponential backoff; a slot that fails
+  `max_consecutive_failures` times in a row is retired). The user gets one line: which worker,
+  what happened, how many evaluations were re-queued. A candidate that was running on
+  `poison_after` consecutive losses gets CRASH (see cluster.faults).
 - a call unanswered past `call_timeout_s`, counted from when it reached the head of its
-  actor's queue (as observed by the driver, so the estimate errs on the late side): TIMEOUT,
-  the actor is killed (ray.kill) and replaced. This is a backstop behind the evaluator's own
-  watchdog, so `call_timeout_s` must exceed the evaluator's timeout.
-- the evaluator raises (it should never; GpuEvaluator does when a task's baseline fails or its
-  GPU child cannot start): CRASH with the exception, and the actor is rebuilt, since the
-  evaluator's state is unknown. Repeated raises retire the slot like any other failure, so a
-  broken setup ends in a loud NoWorkerError rather than an endless stream of CRASH verdicts.
+  actor's queue (as observed by the driver, so the estimate errs on the late side): the worker
+  is wedged, so it is killed and replaced and its calls are re-queued like the above (a
+  candidate left unanswered `poison_after` times gets TIMEOUT). This is a backstop behind the
+  evaluator's own watchdog, whose TIMEOUT is the kernel's verdict; `call_timeout_s` must exceed
+  the evaluator's timeout.
+- no worker ready for `start_timeout_s` (all lost with their nodes, none can be placed) or every
+  slot retired: NoWorkerError, one line; the lineage keeps what was evaluated, and the campaign
+  can be resumed.
 """
 
 from __future__ import annotations
@@ -34,24 +38,27 @@ from collections.abc import Sequence
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayError, RayTaskError
+from ray.exceptions import RayError, RayTaskError
 
+from cluster.faults import POISON_AFTER, Strikes, describe_loss, first_line
 from cluster.slot import Call, Slot, WorkerStats
 from cluster.worker import EvaluatorFactory, GpuWorkerActor, gpu_evaluator_factory
 from fsr.config import Config
 from fsr.evaluate.evaluator import PREPARE_TIMEOUT_S
 from fsr.evaluate.sandbox import START_TIMEOUT_S
-from fsr.execute.local import crash_evaluation
+from fsr.execute.local import EvaluatorUnavailable
 from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
 WAKEUP_S = 1.0  # poll re-checks deadlines, restarts and pins at least this often
+START_TIMEOUT_S_DEFAULT = 300.0  # no worker ready this long: the campaign stops (resumable)
 
 
-class NoWorkerError(RuntimeError):
-    """No live worker can take a candidate: all failed, or none has the task's GPU model."""
+class NoWorkerError(EvaluatorUnavailable):
+    """No live worker can take a candidate: all failed or were lost, or none has the task's GPU
+    model. The message is one line."""
 
 
 def call_timeout_for(config: Config) -> float:
@@ -61,15 +68,6 @@ def call_timeout_for(config: Config) -> float:
     evaluator's watchdog fires long before this; the deadline catches a wedged worker."""
     own_s = config.eval.timeout_s + config.tune.time_budget_s
     return START_TIMEOUT_S + PREPARE_TIMEOUT_S + config.eval.timeout_s + own_s + 60.0
-
-
-def _reason(e: BaseException) -> str:
-    """A short reason: the exception type and its first line, or for an actor death Ray's own
-    explanation (the lines after its generic first line and the indented id fields)."""
-    lines = str(e).strip().splitlines()
-    detail = [x for x in lines[1:] if x.strip() and not x.startswith("\t")]
-    text = detail[0] if isinstance(e, RayActorError) and detail else (lines[0] if lines else "")
-    return f"{type(e).__name__}: {text}"[:300]
 
 
 def _kill(actor: Any) -> None:
@@ -89,11 +87,12 @@ class RayExecutor:
     def __init__(self, evaluator_factory: EvaluatorFactory, num_workers: int | None = None,
                  max_in_flight_per_worker: int = 2, call_timeout_s: float = 600.0,
                  stuck_after_s: float | None = None, max_consecutive_failures: int = 5,
-                 restart_backoff_s: float = 1.0):
+                 restart_backoff_s: float = 1.0, poison_after: int = POISON_AFTER,
+                 start_timeout_s: float = START_TIMEOUT_S_DEFAULT):
         if not ray.is_initialized():
             raise RuntimeError("Ray is not connected: call cluster.start.connect() first")
-        if max_in_flight_per_worker < 1 or call_timeout_s <= 0:
-            raise ValueError("max_in_flight_per_worker must be >= 1 and call_timeout_s > 0")
+        if max_in_flight_per_worker < 1 or call_timeout_s <= 0 or poison_after < 1:
+            raise ValueError("max_in_flight_per_worker and poison_after must be >= 1, call_timeout_s > 0")
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if num_workers is None:
             num_workers = gpus
@@ -106,6 +105,9 @@ class RayExecutor:
         self._stuck_after_s = stuck_after_s if stuck_after_s is not None else call_timeout_s / 2
         self._max_failures = max_consecutive_failures
         self._backoff_s = restart_backoff_s
+        self._start_timeout_s = start_timeout_s
+        self._strikes = Strikes(poison_after)
+        self._notices: list[str] = []
         self._factory_ref = ray.put(evaluator_factory)  # shipped once, not once per actor
         self._slots = [Slot(i) for i in range(num_workers)]
         self._waiting: dict[Any, tuple[Slot, Call | None]] = {}  # ObjectRef -> owner
@@ -114,6 +116,7 @@ class RayExecutor:
         self._worker_of: dict[str, str] = {}
         self._closed_at: float | None = None
         now = time.monotonic()
+        self._none_ready_since: float | None = now
         for slot in self._slots:
             self._start_actor(slot, now)
 
@@ -227,6 +230,12 @@ class RayExecutor:
             self._collect(ready, [])
         return {s.name: s.info.device for s in self._slots if s.info is not None}
 
+    def notices(self) -> list[str]:
+        """One-line reports of what happened to workers since the last call (lost, re-queued,
+        retired, not placed), for the progress view; each is also in the cluster log."""
+        out, self._notices = self._notices, []
+        return out
+
     def pin(self, task: str, device_name: str) -> None:
         """Pin a task to a GPU model up front (a resumed run keeps the model it started on)."""
         self._pins[task] = device_name
@@ -271,6 +280,15 @@ class RayExecutor:
         if not live:
             errors = "; ".join(sorted({s.last_error for s in self._slots if s.last_error}))
             raise NoWorkerError(f"all {len(self._slots)} GPU workers failed repeatedly ({errors})")
+        now = time.monotonic()
+        if any(s.info is not None for s in live):
+            self._none_ready_since = None
+        elif self._none_ready_since is None:
+            self._none_ready_since = now
+        elif now - self._none_ready_since > self._start_timeout_s:
+            states = "; ".join(f"{s.name}: {s.last_error or 'not placed (no free GPU)'}" for s in live)
+            raise NoWorkerError(f"no GPU worker left: none has been ready for "
+                                f"{now - self._none_ready_since:.0f} s ({states})")
         if any(not s.model for s in live):
             return  # a worker whose model is not known yet might still fit
         models = {s.model for s in live}
@@ -306,28 +324,18 @@ class RayExecutor:
         for ref in ready:
             owner = self._waiting.pop(ref, None)
             if owner is None:
-                continue  # already settled while handling its actor's death
+                continue  # already settled while handling its actor's loss
             slot, call = owner
             if call is None:
-                self._on_ready(slot, ref, now, out)
+                self._on_ready(slot, ref, now)
                 continue
             try:
-                evaluation, busy_s = ray.get(ref)
-            except RayTaskError as e:
-                # The evaluator broke its protocol (it never raises for a candidate): its state
-                # is unknown, so the candidate gets CRASH and the worker is rebuilt.
-                slot.calls.remove(call)
-                out.append(self._raised(slot, call, e))
-                self._lose_worker(slot, f"the evaluator on {slot.name} raised {_reason(e.cause or e)}",
-                                  out, culprit=None)
-                continue
+                evaluation, busy_s = self._fetch(call)
             except RayError as e:
                 self._waiting[ref] = owner  # _lose_worker settles all of this actor's calls
-                if self._node_alive(slot):
-                    self._lose_worker(slot, f"worker {slot.name} died: {_reason(e)}", out, Verdict.CRASH)
-                else:  # the machine went away, not the candidate's doing: nothing is blamed
-                    self._lose_worker(slot, f"worker {slot.name} lost with its node", out, None)
+                self._lose_worker(slot, e, out)
                 continue
+            self._strikes.forget(call.candidate.id)
             slot.busy_reported_s, slot.failures = busy_s, 0
             slot.evaluations += 1
             slot.calls.remove(call)
@@ -335,25 +343,30 @@ class RayExecutor:
                 slot.calls[0].started_at = now
             out.append(evaluation)
 
+    def _fetch(self, call: Call) -> tuple[Evaluation, float]:
+        """The result of a finished call; raises Ray's exception when the call failed."""
+        return ray.get(call.ref)  # type: ignore[no-any-return]
+
     @staticmethod
-    def _node_alive(slot: Slot) -> bool:
-        """Whether the worker's node is still in the cluster (asked only after a death)."""
+    def _node_gone(slot: Slot) -> bool:
+        """Whether the worker's node has left the cluster (asked only after a loss; Ray notices
+        a dead node after its health checks fail, so a fresh loss may still read as alive)."""
         if slot.info is None:
-            return True
-        return any(n.get("NodeID") == slot.info.node_id and n.get("Alive") for n in ray.nodes())
+            return False
+        try:
+            nodes = ray.nodes()
+        except RayError:
+            return False
+        return not any(n.get("NodeID") == slot.info.node_id and n.get("Alive") for n in nodes)
 
-    def _raised(self, slot: Slot, call: Call, e: RayTaskError) -> Evaluation:
-        log.error("evaluator on %s raised on candidate %s: %s", slot.name, call.candidate.id, e)
-        slot.crashes += 1
-        return crash_evaluation(call.candidate, f"evaluator raised {_reason(e.cause or e)}; "
-                                f"the worker was replaced", slot.model)
-
-    def _on_ready(self, slot: Slot, ref: Any, now: float, out: list[Evaluation]) -> None:
+    def _on_ready(self, slot: Slot, ref: Any, now: float) -> None:
         slot.ready_ref = None
         try:
             slot.info = ray.get(ref)
         except RayError as e:
-            self._lose_worker(slot, f"worker {slot.name} failed to start: {_reason(e)}", out, None)
+            reason = f"failed to start: {first_line(e)}"
+            self._notice(f"worker {slot.name} {reason}")
+            self._replace_actor(slot, reason)
             return
         slot.model, slot.ready_at, slot.busy_reported_s = slot.info.device.name, now, 0.0
         log.info("worker %s ready on %s after %.1f s", slot.name, slot.model, now - slot.created_at)
@@ -363,8 +376,8 @@ class RayExecutor:
             if slot.ready_ref is not None and not slot.slow_start_warned \
                     and now - slot.created_at > self._stuck_after_s:
                 slot.slow_start_warned = True
-                log.warning("worker %s has not started after %.0f s (no free GPU?)", slot.name,
-                            now - slot.created_at)
+                self._notice(f"worker {slot.name} has not started after {now - slot.created_at:.0f} s "
+                             f"(no free GPU in the cluster?)")
             if not slot.calls or (start := slot.calls[0].started_at) is None:
                 continue
             head = slot.calls[0]
@@ -372,51 +385,70 @@ class RayExecutor:
             if elapsed > self._call_timeout_s:
                 if ray.wait([head.ref], timeout=0)[0]:
                     continue  # answered just now: collected on the next round
-                self._lose_worker(slot, f"no answer from worker {slot.name} after {elapsed:.0f} s "
-                                  f"(call timeout {self._call_timeout_s:.0f} s); the worker was killed "
-                                  f"and replaced", out, Verdict.TIMEOUT)
+                self._lose_worker(slot, f"no answer after {elapsed:.0f} s (call timeout "
+                                  f"{self._call_timeout_s:.0f} s), killed", out, unanswered=True)
             elif elapsed > self._stuck_after_s and not head.warned:
                 head.warned = True
                 log.warning("candidate %s has been running on %s for %.0f s", head.candidate.id,
                             slot.name, elapsed)
 
-    def _lose_worker(self, slot: Slot, reason: str, out: list[Evaluation], culprit: Verdict | None) -> None:
-        """Settle every call of an actor that is dead, hung or distrusted, then schedule its
-        replacement. Results that came back before it went stand. With `culprit`, the first
-        unanswered call (the one it was running) gets that verdict; the calls queued behind it
-        never ran and are queued again, as are all unanswered calls without a culprit."""
+    def _lose_worker(self, slot: Slot, cause: BaseException | str, out: list[Evaluation],
+                     unanswered: bool = False) -> None:
+        """Settle every call of an actor that is dead, unreachable, hung or distrusted, then
+        schedule its replacement. Results that came back before it went stand; the rest are
+        queued again, except a candidate that was running on `poison_after` losses in a row."""
+        gone = isinstance(cause, BaseException) and not isinstance(cause, RayTaskError) \
+            and self._node_gone(slot)
+        reason = cause if isinstance(cause, str) else \
+            describe_loss(cause, slot.info.node_ip if slot.info else "", gone)
         slot.busy_past_s, slot.alive_past_s = slot.busy_alive_s(time.monotonic())
         slot.ready_at = None
         calls = list(slot.calls)
         slot.calls.clear()
         for c in calls:
             self._waiting.pop(c.ref, None)
-        done = set(ray.wait([c.ref for c in calls], num_returns=len(calls), timeout=0)[0]) if calls else set()
-        requeue: list[Candidate] = []
-        for c in calls:
-            if c.ref in done and not requeue:
-                try:
-                    out.append(ray.get(c.ref)[0])
-                    slot.evaluations += 1
-                    continue
-                except RayTaskError as e:
-                    out.append(self._raised(slot, c, e))
-                    continue
-                except RayError:
-                    pass  # it died with the actor: unanswered
-            if culprit is None:
-                requeue.append(c.candidate)
-                continue
-            log.warning("%s (candidate %s)", reason, c.candidate.id)
-            message = reason if culprit == Verdict.TIMEOUT else \
-                f"{reason}; the worker process died while evaluating this candidate and was replaced"
-            out.append(Evaluation(candidate_id=c.candidate.id, task=c.candidate.task, verdict=culprit,
-                                  message=message, device=slot.model))
-            slot.crashes += culprit == Verdict.CRASH
-            slot.timeouts += culprit == Verdict.TIMEOUT
-            culprit = None  # everything behind it is innocent
+        unsettled = calls[self._settle_answered(slot, calls, out):]
+        requeue = [c.candidate for c in unsettled]
+        blamed = ""
+        if unsettled and not gone:  # the first unanswered call is the one the actor was running
+            running = unsettled[0].candidate
+            if self._strikes.add(running, f"{slot.name}: {reason}", unanswered):
+                out.append(verdict := self._strikes.verdict(running, slot.model))
+                slot.crashes += verdict.verdict == Verdict.CRASH
+                slot.timeouts += verdict.verdict == Verdict.TIMEOUT
+                requeue.pop(0)
+                blamed = f"; candidate {running.id} was running on each of the last " \
+                         f"{self._strikes.limit} losses: {verdict.verdict.value}"
         self._pending.extendleft(reversed(requeue))
+        slot.lost += 1
+        slot.requeued += len(requeue)
+        self._notice(f"worker {slot.name} lost: {reason}; {len(requeue)} evaluation"
+                     f"{'' if len(requeue) == 1 else 's'} re-queued{blamed}")
         self._replace_actor(slot, reason)
+
+    def _settle_answered(self, slot: Slot, calls: list[Call], out: list[Evaluation]) -> int:
+        """Hand out the results an actor returned before it was lost, in call order, up to its
+        first unanswered call; how many."""
+        if not calls:
+            return 0
+        done = set(ray.wait([c.ref for c in calls], num_returns=len(calls), timeout=0)[0])
+        settled = 0
+        for c in calls:
+            if c.ref not in done:
+                break
+            try:
+                evaluation, _ = self._fetch(c)
+            except RayError:
+                break
+            self._strikes.forget(c.candidate.id)
+            slot.evaluations += 1
+            out.append(evaluation)
+            settled += 1
+        return settled
+
+    def _notice(self, line: str) -> None:
+        log.warning("%s", line)
+        self._notices.append(line)
 
     def _replace_actor(self, slot: Slot, reason: str) -> None:
         now = time.monotonic()
@@ -429,8 +461,7 @@ class RayExecutor:
         slot.last_error = reason
         if slot.failures > self._max_failures:
             slot.retired = True
-            log.error("worker w%02d retired after %d consecutive failures: %s", slot.index,
-                      slot.failures, reason)
+            self._notice(f"worker w{slot.index:02d} retired after {slot.failures} failures in a row: {reason}")
             return
         delay = 0.0 if slot.failures == 1 else min(self._backoff_s * 2 ** (slot.failures - 2), MAX_BACKOFF_S)
         slot.restart_at = now + delay

@@ -21,11 +21,13 @@ class WorkerStats:
     device: str
     in_flight: int
     evaluations: int
-    crashes: int
-    timeouts: int
+    crashes: int  # CRASH and TIMEOUT verdicts given by the executor (candidates that took down
+    timeouts: int  # poison_after workers in a row); the GPU child's verdicts are evaluations
     restarts: int
     busy_s: float
     alive_s: float
+    lost: int = 0  # actors lost (process died, node gone, unreachable, hung, evaluator raised)
+    requeued: int = 0  # unanswered calls of lost actors, sent to the queue again
 
 
 @dataclass
@@ -61,6 +63,8 @@ class Slot:
     crashes: int = 0
     timeouts: int = 0
     restarts: int = 0
+    lost: int = 0
+    requeued: int = 0
     last_error: str = ""
 
     @property
@@ -80,7 +84,7 @@ class Slot:
     def stats(self, now: float) -> WorkerStats:
         busy, alive = self.busy_alive_s(now)
         return WorkerStats(self.name, self.state, self.model, len(self.calls), self.evaluations,
-                           self.crashes, self.timeouts, self.restarts, busy, alive)
+                           self.crashes, self.timeouts, self.restarts, busy, alive, self.lost, self.requeued)
 
     def busy_alive_s(self, now: float) -> tuple[float, float]:
         """Seconds evaluating and seconds alive, over all of this slot's actors: the current

@@ -15,13 +15,15 @@ from typing import Any
 
 import ray
 
+from cluster.ray_output import route_ray_output
+
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROBE_TIMEOUT_S = 5.0
 # What is never shipped to workers: run outputs can be large, the rest is not code.
 SHIP_EXCLUDES = ["runs/", ".git/", "**/__pycache__/", "*.egg-info/", ".venv/", ".mypy_cache/",
-                 ".ruff_cache/", ".pytest_cache/"]
+                 ".ruff_cache/", ".pytest_cache/", ".devdeps/", ".whl/"]
 
 
 class ClusterError(RuntimeError):
@@ -29,7 +31,7 @@ class ClusterError(RuntimeError):
 
 
 def connect(address: str | None = None, num_gpus: int | None = None, *, log_to_driver: bool = False,
-            ship_code: bool = True) -> None:
+            ship_code: bool = True, ray_log: str | Path | None = None) -> None:
     """Start or join Ray once per process (a second call is a no-op).
 
     address: None for an embedded instance on this machine; "auto", "host:port" or
@@ -38,10 +40,22 @@ def connect(address: str | None = None, num_gpus: int | None = None, *, log_to_d
       declares its own GPUs at `ray start`, so with an address this is ignored.
     log_to_driver: forward the workers' stdout/stderr to this process.
     ship_code: when joining a cluster, upload this project as the job's working_dir (see below).
+    ray_log: a file for Ray's own output (its logger, the errors it publishes to drivers such as
+      a lost node's raylet log) and fsr's cluster log, which then stay out of the terminal.
     """
     if ray.is_initialized():
         log.debug("Ray already initialised; connect() does nothing")
         return
+    if ray_log is not None:
+        route_ray_output(ray_log)
+    try:
+        _init(address, num_gpus, log_to_driver, ship_code)
+    finally:
+        if ray_log is not None:
+            route_ray_output(ray_log)  # ray.init sets up its logger again
+
+
+def _init(address: str | None, num_gpus: int | None, log_to_driver: bool, ship_code: bool) -> None:
     options: dict[str, Any] = dict(include_dashboard=False, log_to_driver=log_to_driver,
                                    logging_level=logging.WARNING)
     if address is None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,31 @@ def gpus_released() -> Iterator[None]:
                and time.monotonic() < deadline):
             time.sleep(0.2)
     yield
+
+
+def collect(ex: Any, count: int, timeout_s: float = 60.0) -> list[Any]:
+    """Poll a RayExecutor until `count` evaluations came back; fail if they do not in time."""
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count and time.monotonic() < deadline:
+        out += ex.poll(1.0)
+    assert len(out) == count, f"{len(out)} of {count} evaluations came back"
+    return out
+
+
+@pytest.fixture
+def make() -> Iterator[Callable[..., Any]]:
+    """Builds RayExecutors (test evaluators by default) and closes them after the test."""
+    from cluster.executor import RayExecutor
+    from tests.cluster.evaluators import MarkedEvaluatorFactory
+
+    made: list[RayExecutor] = []
+
+    def build(cls: type[RayExecutor] = RayExecutor, **kwargs: Any) -> RayExecutor:
+        kwargs.setdefault("evaluator_factory", MarkedEvaluatorFactory())
+        made.append(cls(**kwargs))
+        return made[-1]
+
+    yield build
+    for ex in made:
+        ex.close()

@@ -1,5 +1,7 @@
 """Test evaluators for the Ray layer: fixed latency, a GPU model chosen per fake GPU, and
-candidates marked to kill their worker process, to hang it, or to make the evaluator raise.
+candidates marked to kill their worker process, to hang it, to make the evaluator raise, or to
+take a while (so a test can kill the worker under it). Every evaluation's message names the
+worker's process id.
 
 They run inside Ray actors, so everything here must be importable by the workers (the driver's
 working directory, the repository root, is on their path) and picklable.
@@ -18,6 +20,8 @@ from tests.fakes import FakeEvaluator
 EXIT_MARK = "// fsr-test: exit the worker process"
 HANG_MARK = "// fsr-test: hang"
 RAISE_MARK = "// fsr-test: raise"
+SLOW_MARK = "// fsr-test: slow"
+SLOW_S = 2.0
 
 
 def candidates(count: int, task: str | None = None, mark: str = "") -> list[Candidate]:
@@ -46,8 +50,9 @@ class MarkedEvaluator:
             time.sleep(3600)
         if RAISE_MARK in candidate.source:
             raise RuntimeError("evaluator bug")
-        time.sleep(self.latency_s)
-        return replace(self.inner.evaluate(candidate), device=self.device_name)
+        time.sleep(SLOW_S if SLOW_MARK in candidate.source else self.latency_s)
+        return replace(self.inner.evaluate(candidate), device=self.device_name,
+                       message=f"evaluated in process {os.getpid()}")
 
     def device(self) -> DeviceInfo:
         return DeviceInfo(name=self.device_name, arch="sm_90")

@@ -1,4 +1,5 @@
-"""RayExecutor on a two-node local cluster with four fake GPUs: scheduling, faults, pinning."""
+"""RayExecutor on a two-node local cluster with four fake GPUs: scheduling and pinning (faults:
+test_faults.py)."""
 
 from __future__ import annotations
 
@@ -9,33 +10,11 @@ import pytest
 
 from cluster.executor import NoWorkerError, RayExecutor
 from fsr.types import Evaluation, Verdict
-from tests.cluster.evaluators import EXIT_MARK, HANG_MARK, RAISE_MARK, MarkedEvaluatorFactory, candidates
+from tests.cluster.conftest import collect
+from tests.cluster.evaluators import MarkedEvaluatorFactory, candidates
 from tests.contract.executor_contract import ExecutorContract
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
-
-
-def collect(ex: RayExecutor, count: int, timeout_s: float = 60.0) -> list[Evaluation]:
-    out: list[Evaluation] = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < count and time.monotonic() < deadline:
-        out += ex.poll(1.0)
-    assert len(out) == count, f"{len(out)} of {count} evaluations came back"
-    return out
-
-
-@pytest.fixture
-def make():
-    made: list[RayExecutor] = []
-
-    def build(**kwargs) -> RayExecutor:
-        kwargs.setdefault("evaluator_factory", MarkedEvaluatorFactory())
-        made.append(RayExecutor(**kwargs))
-        return made[-1]
-
-    yield build
-    for ex in made:
-        ex.close()
 
 
 class TestRayExecutorContract(ExecutorContract):
@@ -61,71 +40,6 @@ def test_every_gpu_gets_a_worker_and_no_worker_holds_more_than_two_calls(make):
     workers = Counter(ex.worker_of(c.id) for c in cands)
     assert len(workers) == 4 and min(workers.values()) >= 3, workers
     assert len(ex.devices()) == 4
-
-
-def test_a_worker_that_dies_costs_one_crash_verdict_and_is_replaced(make):
-    ex = make(num_workers=1)
-    ex.devices()
-    (killer,) = candidates(1, mark=EXIT_MARK)
-    queued_behind = candidates(2)
-    for c in [killer, *queued_behind]:
-        ex.submit(c)
-    got = {e.candidate_id: e for e in collect(ex, 3)}
-    assert got[killer.id].verdict == Verdict.CRASH
-    assert "died" in got[killer.id].message and got[killer.id].device == "FakeGPU"
-    # The calls queued behind it never ran on the dead actor: they are evaluated by its successor.
-    assert all(got[c.id].verdict == Verdict.OK for c in queued_behind)
-    later = candidates(3, task="later")
-    for c in later:
-        ex.submit(c)
-    assert all(e.verdict == Verdict.OK for e in collect(ex, 3))
-    (stats,) = ex.worker_stats()
-    assert (stats.crashes, stats.restarts, stats.state) == (1, 1, "ready")
-    assert stats.evaluations == 5
-
-
-def test_a_hung_call_times_out_and_its_worker_is_killed_and_replaced(make):
-    ex = make(num_workers=1, call_timeout_s=3.0)
-    ex.devices()
-    (hang,) = candidates(1, mark=HANG_MARK)
-    (after,) = candidates(1)
-    start = time.monotonic()
-    ex.submit(hang)
-    ex.submit(after)
-    got = {e.candidate_id: e for e in collect(ex, 2)}
-    assert got[hang.id].verdict == Verdict.TIMEOUT and "killed" in got[hang.id].message
-    assert got[after.id].verdict == Verdict.OK
-    assert time.monotonic() - start < 3.0 + 5.0
-    (stats,) = ex.worker_stats()
-    assert (stats.timeouts, stats.restarts, stats.state) == (1, 1, "ready")
-
-
-def test_an_evaluator_that_raises_gives_a_crash_verdict_and_a_rebuilt_worker(make):
-    ex = make(num_workers=1)
-    ex.devices()
-    (bad,) = candidates(1, mark=RAISE_MARK)
-    good = candidates(2)
-    for c in [bad, *good]:
-        ex.submit(c)
-    got = {e.candidate_id: e for e in collect(ex, 3)}
-    assert got[bad.id].verdict == Verdict.CRASH
-    assert "RuntimeError: evaluator bug" in got[bad.id].message
-    assert all(got[c.id].verdict == Verdict.OK for c in good)
-    (stats,) = ex.worker_stats()
-    assert (stats.crashes, stats.restarts) == (1, 1)
-
-
-def test_a_worker_that_keeps_failing_is_retired_and_then_the_executor_fails_loudly(make):
-    ex = make(num_workers=1, max_consecutive_failures=2, restart_backoff_s=0.1)
-    ex.devices()
-    for c in candidates(3, mark=EXIT_MARK):
-        ex.submit(c)
-    got: list[Evaluation] = []
-    with pytest.raises(NoWorkerError, match="all 1 GPU workers failed repeatedly"):
-        for _ in range(60):
-            got += ex.poll(1.0)
-    assert [e.verdict for e in got] == [Verdict.CRASH] * 3
-    assert ex.worker_stats()[0].state == "retired"
 
 
 def test_a_task_stays_on_the_gpu_model_that_first_evaluated_it(make):
@@ -171,22 +85,3 @@ def test_workers_stay_busy_under_saturating_load(make):
     busy = ex.busy_fraction()
     assert done >= 100
     assert busy > 0.9, busy
-
-
-def test_a_lost_node_blames_no_candidate_and_its_work_is_redone_elsewhere(ray_cluster, make):
-    node = ray_cluster.add_node(num_cpus=1, num_gpus=1)  # a fifth GPU, on a node that will go
-    ray_cluster.wait_for_nodes()
-    try:
-        ex = make(num_workers=5, evaluator_factory=MarkedEvaluatorFactory(latency_s=1.0))
-        assert len(ex.devices()) == 5
-        cands = candidates(10)
-        for c in cands:
-            ex.submit(c)
-        time.sleep(0.3)
-    finally:
-        ray_cluster.remove_node(node)
-    got = collect(ex, 10)
-    assert sorted(e.candidate_id for e in got) == sorted(c.id for c in cands)
-    assert all(e.verdict == Verdict.OK for e in got), [e.message for e in got if e.verdict != Verdict.OK]
-    stats = ex.worker_stats()
-    assert sum(w.crashes for w in stats) == 0 and sum(w.restarts for w in stats) == 1
