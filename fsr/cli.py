@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import bench as bench_command
 
     bench_command.add_parser(sub)
+    from fsr.commands import report as report_command
+
+    report_command.add_parser(sub)
     return parser
 
 
@@ -64,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             from fsr.commands.eval import eval_command
 
             return eval_command(args)
+        if args.command == "report":
+            from fsr.commands.report import report_command
+
+            return report_command(args)
         if args.command == "bench":
             from fsr.commands.bench import bench_command
 

@@ -85,3 +85,61 @@ def task_summary(frame: pd.DataFrame) -> pd.DataFrame:
     count column per Verdict. A task with no correct kernel has None for every latency."""
     rows = [_task_row(str(task), group) for task, group in frame.groupby("task", sort=True)]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def ceiling_us(frame: pd.DataFrame) -> pd.Series:
+    """Per task, the latency the device's measured ceiling allows (copy bandwidth or SGEMM
+    rate, whichever binds): a timed row's median times its fraction of the ceiling, the same
+    figure for every row of a task on one device; the median over rows guards against rounding."""
+    ok = timed_ok(frame).dropna(subset=["ceiling_fraction"])
+    return (ok["median_us"] * ok["ceiling_fraction"]).groupby(ok["task"]).median()
+
+
+def _finish_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the order their results came back, with `evaluation` (1-based, per task) and
+    `elapsed_s` (since the first evaluation of the run began)."""
+    out = frame.assign(_finished=pd.to_datetime(frame["finished_at"], utc=True))
+    out = out.sort_values(["_finished", "candidate_id"], kind="stable")
+    t0 = start_times(frame).min()
+    out["evaluation"] = out.groupby("task").cumcount() + 1
+    out["elapsed_s"] = (out["_finished"] - t0).dt.total_seconds()
+    return out.drop(columns="_finished")
+
+
+def best_so_far(frame: pd.DataFrame) -> pd.DataFrame:
+    """Best-so-far latency per task, per island ("island N") and over all ("all islands"), as
+    steps: one point where the best improved and one at the task's last evaluation, so a curve
+    drawn as steps to that point is exact whatever the lineage's length. Columns: task, series,
+    evaluation (the task's results so far, all islands counted, so islands share an axis),
+    elapsed_s, best_us."""
+    ordered = _finish_order(frame)
+    last = ordered.groupby("task")[["evaluation", "elapsed_s"]].max()
+    ok = timed_ok(ordered)
+    keys = ["task", "series", "evaluation", "elapsed_s", "best_us"]
+    parts = []
+    for group in (ok.assign(series="island " + ok["island"].astype(str)), ok.assign(series="all islands")):
+        g = group.assign(best_us=group.groupby(["task", "series"])["median_us"].cummin())
+        steps = g[g["best_us"] < g.groupby(["task", "series"])["best_us"].shift(fill_value=float("inf"))]
+        ends = steps.groupby(["task", "series"], as_index=False).last()
+        ends["evaluation"] = last.loc[ends["task"], "evaluation"].to_numpy()
+        ends["elapsed_s"] = last.loc[ends["task"], "elapsed_s"].to_numpy()
+        parts += [steps[keys], ends[keys]]
+    if not parts or all(p.empty for p in parts):
+        return pd.DataFrame(columns=keys)
+    out = pd.concat(parts, ignore_index=True).drop_duplicates(["task", "series", "evaluation"])
+    return out.sort_values(["task", "series", "evaluation"], ignore_index=True)
+
+
+def verdict_mix(frame: pd.DataFrame, bins: int = 20) -> pd.DataFrame:
+    """Verdict counts over time: each task's results, in the order they came back, cut into at
+    most `bins` runs of equal length. Columns: task, first, last (evaluation numbers, 1-based),
+    verdict, count (zero counts left out)."""
+    ordered = _finish_order(frame)
+    size = ordered.groupby("task")["evaluation"].transform("max")
+    width = -(-size // bins)  # ceiling division: at most `bins` bins per task
+    ordered["bin"] = (ordered["evaluation"] - 1) // width
+    counts = ordered.groupby(["task", "bin", "verdict"]).size().rename("count").reset_index()
+    edges = ordered.groupby(["task", "bin"])["evaluation"].agg(first="min", last="max").reset_index()
+    out = counts.merge(edges, on=["task", "bin"])
+    return out[["task", "first", "last", "verdict", "count"]].sort_values(["task", "first", "verdict"],
+                                                                         ignore_index=True)

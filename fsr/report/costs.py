@@ -1,0 +1,71 @@
+"""Where a run's time and money went, as pure DataFrame functions over a lineage: seconds per
+stage, each worker's occupancy, model tokens and their cost."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from fsr.report.tables import start_times
+
+STAGES = ("setup_s", "compile_s", "verify_s", "tune_s", "bench_s")
+STAGE_NAMES = {"setup_s": "setup", "compile_s": "compile", "verify_s": "verify", "tune_s": "tune",
+               "bench_s": "time", "other_s": "other"}
+
+
+def stage_times(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per task, the seconds its evaluations spent in each stage (setup of the worker, compile,
+    verify, tune, time) and in the rest of the evaluator's wall time (`other`: transfers, the
+    child's bookkeeping), in total and per evaluation. Columns: task, stage, total_s,
+    per_evaluation_s (stage `time`: timing the kernel and the check after it)."""
+    rows = frame.assign(setup_s=frame["setup_s"].fillna(0.0))
+    stages = rows[list(STAGES)]
+    rows = rows.assign(other_s=(rows["wall_s"] - stages.sum(axis=1)).clip(lower=0.0))
+    grouped = rows.groupby("task")
+    totals = grouped[[*STAGES, "other_s"]].sum()
+    long = totals.stack().rename("total_s").reset_index().rename(columns={"level_1": "stage"})
+    long["stage"] = long["stage"].map(STAGE_NAMES)
+    long["per_evaluation_s"] = long["total_s"] / long["task"].map(grouped.size())
+    return long[["task", "stage", "total_s", "per_evaluation_s"]]
+
+
+def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per worker: its evaluations, the seconds it spent evaluating (`busy_s`, the evaluator's
+    wall time) and setting up (`setup_s`), its occupancy (busy over the run's span, from the
+    first evaluation's start to the last result), when it began its first evaluation and how
+    long it sat idle after its last (seconds from the run's start and to its end)."""
+    columns = ["worker", "device", "evaluations", "busy_s", "setup_s", "occupancy", "first_start_s", "idle_end_s"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    starts, finished = start_times(frame), pd.to_datetime(frame["finished_at"], utc=True)
+    t0, end = starts.min(), finished.max()
+    span_s = max((end - t0).total_seconds(), 1e-9)
+    rows = frame.assign(_start=(starts - t0).dt.total_seconds(), _finish=(finished - t0).dt.total_seconds(),
+                        setup_s=frame["setup_s"].fillna(0.0))
+    out = rows.groupby("worker").agg(device=("device", "last"), evaluations=("wall_s", "size"),
+                                     busy_s=("wall_s", "sum"), setup_s=("setup_s", "sum"),
+                                     first_start_s=("_start", "min"), last_finish_s=("_finish", "max"))
+    out["occupancy"] = out["busy_s"] / span_s
+    out["idle_end_s"] = span_s - out["last_finish_s"]
+    return out.reset_index()[columns]
+
+
+def token_use(frame: pd.DataFrame, config: Mapping[str, Any]) -> pd.DataFrame:
+    """Per task and model: the proposals that used a model, their prompt and completion tokens,
+    and the cost in dollars where run.json's `llm` config gives prices per million tokens (a
+    negative price means unknown: cost is then left empty). Empty when no model was used."""
+    columns = ["task", "model", "proposals", "prompt_tokens", "completion_tokens", "cost_usd"]
+    used = frame[frame["prompt_tokens"].notna() | frame["completion_tokens"].notna()]
+    if used.empty:
+        return pd.DataFrame(columns=columns)
+    out = used.groupby(["task", "model"]).agg(
+        proposals=("candidate_id", "size"), prompt_tokens=("prompt_tokens", "sum"),
+        completion_tokens=("completion_tokens", "sum")).reset_index()
+    llm = config.get("llm", {}) if isinstance(config.get("llm"), Mapping) else {}
+    price_in, price_out = llm.get("input_price_per_mtok", -1.0), llm.get("output_price_per_mtok", -1.0)
+    known = price_in is not None and price_out is not None and price_in >= 0 and price_out >= 0
+    out["cost_usd"] = ((out["prompt_tokens"] * price_in + out["completion_tokens"] * price_out) / 1e6
+                       if known else None)
+    return out[columns]

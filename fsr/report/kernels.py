@@ -1,0 +1,116 @@
+"""What the search learned about kernels, as pure DataFrame functions over a lineage: which
+features paid off, what tuning chose, and the winner's chain of edits from its seed."""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+import pandas as pd
+
+from fsr.propose.features import NAMES as CATALOGUE
+from fsr.report.tables import timed_ok
+
+EFFECT_COLUMNS = ("task", "feature", "kernels_with", "kernels_without", "ok_share_with", "ok_share_without",
+                  "speedup_with", "speedup_without", "effect")
+
+
+def _geomean(values: pd.Series) -> float:
+    values = values.dropna()
+    return float(np.exp(np.log(values).mean())) if len(values) else float("nan")
+
+
+def _feature_row(task: str, feature: str, rows: pd.DataFrame, has: pd.Series) -> dict[str, object]:
+    ok = rows["verdict"] == "OK"
+    speedup = (rows["baseline_us"] / rows["median_us"]).where(ok & rows["median_us"].notna())
+    with_, without = _geomean(speedup[has]), _geomean(speedup[~has])
+    return {"task": task, "feature": feature, "kernels_with": int(has.sum()), "kernels_without": int((~has).sum()),
+            "ok_share_with": float(ok[has].mean()) if has.any() else float("nan"),
+            "ok_share_without": float(ok[~has].mean()) if (~has).any() else float("nan"),
+            "speedup_with": with_, "speedup_without": without, "effect": with_ / without}
+
+
+def feature_effects(frame: pd.DataFrame) -> pd.DataFrame:
+    """For every task and every feature of the catalogue (and any other the lineage names), the
+    kernels whose source has it and those whose source lacks it (`features_detected`): how many,
+    the share that came out correct, the geometric-mean speedup over the baseline of the correct
+    timed ones, and `effect`, the ratio of those means (above 1: kernels with it were faster).
+    A feature no kernel of the task had is left out."""
+    out = []
+    for task, rows in frame.groupby("task", sort=True):
+        detected = rows["features_detected"].map(lambda xs: frozenset(xs) if xs is not None else frozenset())
+        seen = frozenset().union(*detected)
+        for feature in [*CATALOGUE, *sorted(seen - set(CATALOGUE))]:
+            if feature in seen:
+                has = detected.map(lambda xs, f=feature: f in xs).astype(bool)
+                out.append(_feature_row(str(task), feature, rows, has))
+    return pd.DataFrame(out, columns=list(EFFECT_COLUMNS))
+
+
+def _pairs_long(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """One row per (row, define) of a list-of-{name, value} column: the frame's index as `row`,
+    then `tunable` and `value`."""
+    exploded = frame[column].explode().dropna()
+    pairs = pd.DataFrame(exploded.tolist(), index=exploded.index)
+    if pairs.empty:
+        return pd.DataFrame(columns=["row", "tunable", "value"])
+    return pairs.rename(columns={"name": "tunable"}).rename_axis("row").reset_index()
+
+
+def tuning_spread(trials: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """Per task, tunable and value: the tuning trials that tried it (`trials`), the median over
+    them of the trial's latency relative to the best trial of the same candidate (`median_ratio`,
+    1.0 = that candidate's best; comparable across candidates), the infeasible trials, and how
+    many correct kernels ended with that value (`chosen`)."""
+    columns = ["task", "tunable", "value", "trials", "infeasible", "median_ratio", "chosen"]
+    if trials.empty:
+        return pd.DataFrame(columns=columns)
+    task_of = frame.drop_duplicates("candidate_id").set_index("candidate_id")["task"]
+    t = trials.assign(task=trials["candidate_id"].map(task_of)).dropna(subset=["task"]).reset_index(drop=True)
+    best = t[t["feasible"]].groupby("candidate_id")["median_us"].min()
+    t["ratio"] = t["median_us"] / t["candidate_id"].map(best)
+    long = _pairs_long(t, "defines").join(t[["task", "feasible", "ratio"]], on="row")
+    spread = long.groupby(["task", "tunable", "value"]).agg(
+        trials=("feasible", "size"), infeasible=("feasible", lambda f: int((~f.astype(bool)).sum())),
+        median_ratio=("ratio", "median")).reset_index()
+    ok = timed_ok(frame).reset_index(drop=True)
+    chosen = _pairs_long(ok, "tuned_defines").join(ok[["task"]], on="row")
+    counts = chosen.groupby(["task", "tunable", "value"]).size().rename("chosen").reset_index()
+    out = spread.merge(counts, on=["task", "tunable", "value"], how="left").fillna({"chosen": 0})
+    out["chosen"] = out["chosen"].astype(int)
+    return out[columns].sort_values(["task", "tunable", "value"], ignore_index=True)
+
+
+def _compiled(row: pd.Series) -> list[str]:
+    """What the compiler saw, as lines: the candidate's defines, then its source (a template's
+    feature toggles change only the defines)."""
+    defines = row["defines"] if row["defines"] is not None else []
+    return [f"#define {d['name']} {d['value']}\n" for d in defines] + row["source"].splitlines(True)
+
+
+def winner_chain(frame: pd.DataFrame, task: str) -> pd.DataFrame:
+    """The best correct kernel of `task` and its ancestors, seed first: one row per step with
+    its candidate id, move, detected features, verdict, latency, speedup over the baseline and
+    the unified diff of its source against its (first) parent's. Empty if no kernel is correct.
+    The walk stops at a parent the lineage does not hold (e.g. a killed run's lost batch)."""
+    columns = ["step", "candidate_id", "move", "features", "verdict", "median_us", "speedup", "diff"]
+    rows = frame[frame["task"] == task]
+    ok = timed_ok(rows)
+    if ok.empty:
+        return pd.DataFrame(columns=columns)
+    by_id = rows.sort_values("median_us", na_position="last").drop_duplicates("candidate_id").set_index("candidate_id")
+    chain, current = [], ok.loc[ok["median_us"].idxmin(), "candidate_id"]
+    while current in by_id.index and current not in chain:
+        chain.append(current)
+        parents = by_id.at[current, "parents"]
+        current = parents[0] if parents is not None and len(parents) else None
+    chain.reverse()
+    out = []
+    for step, cid in enumerate(chain):
+        r = by_id.loc[cid]
+        diff = "".join(difflib.unified_diff(_compiled(by_id.loc[chain[step - 1]]), _compiled(r),
+                                            chain[step - 1], cid, n=2)) if step else ""
+        out.append({"step": step, "candidate_id": cid, "move": r["move"],
+                    "features": ", ".join(sorted(r["features_detected"])), "verdict": r["verdict"],
+                    "median_us": r["median_us"], "speedup": r["baseline_us"] / r["median_us"], "diff": diff})
+    return pd.DataFrame(out, columns=columns)
