@@ -118,6 +118,7 @@ def check(cand: Candidate, task: Task) -> None:
                                   f"buffer, size ({', '.join(task.size_names)}) or constant")
     for size in task.test_sizes + (task.bench_size,):
         launch_dims(cand, dict(size))
+        scratch_counts(cand, dict(size))
 
 
 def launch_dims(cand: Candidate, sizes: dict[str, int]) -> list[tuple[tuple[int, ...], tuple[int, ...], int]]:
@@ -129,9 +130,9 @@ def launch_dims(cand: Candidate, sizes: dict[str, int]) -> list[tuple[tuple[int,
             grid = tuple(expr.evaluate_int(g, names) for g in launch.grid)
             block = tuple(expr.evaluate_int(b, names) for b in launch.block)
             smem = expr.evaluate_int(launch.smem, names)
-        except expr.ExprError as e:
+        except (ValueError, ArithmeticError) as e:  # ExprError; inf or NaN has no integer value
             raise HeaderError(f"{launch.kernel}: {e}") from None
-        if any(d < 1 for d in grid + block) or smem < 0:
+        if any(not 1 <= d < 2**31 for d in grid + block) or not 0 <= smem < 2**31:  # the driver's ints
             raise HeaderError(f"{launch.kernel}: grid {grid} block {block} smem {smem} at "
                               f"{sizes} is not a valid launch")
         out.append((grid, block, smem))
@@ -143,7 +144,7 @@ def scratch_counts(cand: Candidate, sizes: dict[str, int]) -> dict[str, int]:
     names = dict(sizes) | dict(cand.resolved_defines())
     try:
         return {s.name: expr.evaluate_int(s.count, names) for s in cand.scratch}
-    except expr.ExprError as e:
+    except (ValueError, ArithmeticError) as e:  # ExprError; inf or NaN has no integer value
         raise HeaderError(f"scratch: {e}") from None
 
 

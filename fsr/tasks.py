@@ -73,7 +73,7 @@ def load(name_or_path: str | Path, root: str | Path | None = None) -> Task:
         raise
     except KeyError as e:
         raise TaskError(f"{path}/task.toml: missing key {e.args[0]!r}") from None
-    except (TypeError, ValueError, AttributeError) as e:
+    except (TypeError, ValueError, AttributeError, ArithmeticError) as e:  # ArithmeticError: inf in a shape
         raise TaskError(f"{path}/task.toml: {e}") from None
     task = replace(task, has_library=hasattr(functions(path), "library"))
     _check_sources(task, path)
