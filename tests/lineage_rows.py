@@ -44,11 +44,13 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pa.Table.from_pylist(rows, schema=lineage.EVALUATIONS).to_pandas()
 
 
-def write_run(run_dir: Path, rows: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> Path:
-    """A run directory holding `rows` as one evaluations part and a run.json."""
-    (run_dir / "evaluations").mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=lineage.EVALUATIONS)
-    pq.write_table(table, run_dir / "evaluations" / "part-0.parquet")
+def write_run(run_dir: Path, rows: list[dict[str, Any]], extra: dict[str, Any] | None = None,
+              trials: list[dict[str, Any]] | None = None) -> Path:
+    """A run directory holding `rows` (and `trials`) as one part each and a run.json."""
+    for table, items, schema in (("evaluations", rows, lineage.EVALUATIONS), ("trials", trials, lineage.TRIALS)):
+        if items is not None:
+            (run_dir / table).mkdir(parents=True, exist_ok=True)
+            pq.write_table(pa.Table.from_pylist(items, schema=schema), run_dir / table / "part-0.parquet")
     doc = {"run_id": run_dir.name, "command": "fsr run softmax", "tasks": sorted({r["task"] for r in rows}),
            "config": {}, **(extra or {})}
     (run_dir / "run.json").write_text(json.dumps(doc))
@@ -74,4 +76,20 @@ def synthetic_rows(evaluations: int, tasks: int = 3, islands: int = 8, seed: int
             samples_us=[median] * 50 if median else None, ceiling_fraction=0.3 if ok else None,
             worker=f"gpu{i % 2}", started_at=T0 + timedelta(seconds=0.5 * i),
             finished_at=T0 + timedelta(seconds=0.5 * i + 1.0)))
+    return out
+
+
+def synthetic_trials(rows: list[dict[str, Any]], per_candidate: int = 8, seed: int = 0) -> list[dict[str, Any]]:
+    """Tuning trials of every correct row: BLOCK and UNROLL values, latencies around its own."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in rows:
+        if r["verdict"] != "OK":
+            continue
+        for n in range(per_candidate):
+            block, unroll = int(rng.choice([64, 128, 256, 512])), int(rng.choice([1, 2, 4]))
+            out.append({"run_id": "r", "candidate_id": r["candidate_id"], "trial": n,
+                        "defines": [{"name": "BLOCK", "value": block}, {"name": "UNROLL", "value": unroll}],
+                        "feasible": True, "reason": "", "median_us": r["median_us"] * (1 + 256 / block / 10),
+                        "cached": False, "finished_at": r["finished_at"]})
     return out

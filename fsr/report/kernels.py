@@ -4,6 +4,8 @@ features paid off, what tuning chose, and the winner's chain of edits from its s
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -81,11 +83,11 @@ def tuning_spread(trials: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     return out[columns].sort_values(["task", "tunable", "value"], ignore_index=True)
 
 
-def _compiled(row: pd.Series) -> list[str]:
+def _compiled(defines: Iterable[Mapping[str, Any]] | None, source: str) -> list[str]:
     """What the compiler saw, as lines: the candidate's defines, then its source (a template's
     feature toggles change only the defines)."""
-    defines = row["defines"] if row["defines"] is not None else []
-    return [f"#define {d['name']} {d['value']}\n" for d in defines] + row["source"].splitlines(True)
+    return ([f"#define {d['name']} {d['value']}\n" for d in (() if defines is None else defines)]
+            + source.splitlines(True))
 
 
 def winner_chain(frame: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -98,19 +100,25 @@ def winner_chain(frame: pd.DataFrame, task: str) -> pd.DataFrame:
     ok = timed_ok(rows)
     if ok.empty:
         return pd.DataFrame(columns=columns)
+    # one row per candidate (a resumed run may hold a candidate twice: its timed row wins)
     by_id = rows.sort_values("median_us", na_position="last").drop_duplicates("candidate_id").set_index("candidate_id")
+    first_parent = {cid: (ps[0] if ps is not None and len(ps) else None)
+                    for cid, ps in zip(by_id.index, by_id["parents"], strict=True)}
     chain, current = [], ok.loc[ok["median_us"].idxmin(), "candidate_id"]
-    while current in by_id.index and current not in chain:
+    seen = set()
+    while current in first_parent and current not in seen:
         chain.append(current)
-        parents = by_id.at[current, "parents"]
-        current = parents[0] if parents is not None and len(parents) else None
+        seen.add(current)
+        current = first_parent[current]
     chain.reverse()
+    steps = by_id.loc[chain, ["move", "features_detected", "verdict", "median_us", "baseline_us", "defines",
+                              "source"]].reset_index()
+    compiled = [_compiled(d, src) for d, src in zip(steps["defines"], steps["source"], strict=True)]
     out = []
-    for step, cid in enumerate(chain):
-        r = by_id.loc[cid]
-        diff = "".join(difflib.unified_diff(_compiled(by_id.loc[chain[step - 1]]), _compiled(r),
-                                            chain[step - 1], cid, n=2)) if step else ""
-        out.append({"step": step, "candidate_id": cid, "move": r["move"],
-                    "features": ", ".join(sorted(r["features_detected"])), "verdict": r["verdict"],
-                    "median_us": r["median_us"], "speedup": r["baseline_us"] / r["median_us"], "diff": diff})
+    for step, r in enumerate(steps.itertuples(index=False)):
+        diff = "".join(difflib.unified_diff(compiled[step - 1], compiled[step], chain[step - 1], chain[step],
+                                            n=2)) if step else ""
+        out.append({"step": step, "candidate_id": r.candidate_id, "move": r.move,
+                    "features": ", ".join(sorted(r.features_detected)), "verdict": r.verdict,
+                    "median_us": r.median_us, "speedup": r.baseline_us / r.median_us, "diff": diff})
     return pd.DataFrame(out, columns=columns)

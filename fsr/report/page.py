@@ -58,12 +58,20 @@ def figure_html(fig: go.Figure) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True})
 
 
+CHAIN_SHOWN = 40  # steps of a winner's chain shown open; a longer chain's table is folded
+DIFFS_SHOWN = 100  # diffs of the last steps embedded: the page's size stays bounded (all are in the JSON)
+
+
 def chain_html(chain: pd.DataFrame) -> str:
-    """The winner's lineage: a table of steps, then each step's diff against its parent."""
+    """The winner's lineage: a table of steps, then each of the last steps' diff against its parent."""
     if chain.empty:
         return "<p>No correct kernel.</p>"
-    parts = [table_html(chain.drop(columns="diff"))]
-    for _, step in chain.iterrows():
+    table = table_html(chain.drop(columns="diff"))
+    parts = [table if len(chain) <= CHAIN_SHOWN else
+             f"<details><summary>{len(chain)} steps from the seed to the best kernel</summary>{table}</details>"]
+    if len(chain) > DIFFS_SHOWN:
+        parts.append(f"<p>Diffs of the last {DIFFS_SHOWN} steps (all are in <code>--format json</code>):</p>")
+    for _, step in chain.tail(DIFFS_SHOWN).iterrows():
         if step["diff"]:
             parts.append(f"<details><summary>step {step['step']}: {html.escape(step['move'])} "
                          f"({step['candidate_id']})</summary><pre class='diff'>{html.escape(step['diff'])}"
