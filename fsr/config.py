@@ -125,7 +125,8 @@ RANGES: dict[str, Range] = {
     "eval.timeout_s": POSITIVE, "eval.bench_budget_s": POSITIVE, "eval.warmup_s": Range(0),
     "eval.bench_min_samples": AT_LEAST_ONE, "eval.bench_max_samples": AT_LEAST_ONE,
     "eval.input_sets": AT_LEAST_ONE, "eval.plausibility_margin": Range(1),  # below 1, honest kernels are SUSPECT
-    "tune.time_budget_s": POSITIVE, "tune.trial_bench_budget_s": POSITIVE,
+    "tune.time_budget_s": POSITIVE, "tune.trial_bench_budget_s": POSITIVE, "tune.trial_max_samples": AT_LEAST_ONE,
+    "tune.trial_stop_ratio": Range(1),  # below 1, a trial as fast as the best is stopped
     "search.islands": AT_LEAST_ONE, "search.population": AT_LEAST_ONE, "search.tournament": AT_LEAST_ONE,
     "search.migrate_every": AT_LEAST_ONE, "search.max_evaluations": AT_LEAST_ONE,
     "llm.temperature": Range(0, 2), "llm.max_tokens": AT_LEAST_ONE, "llm.candidates_per_request": AT_LEAST_ONE,
