@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +111,22 @@ def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
             raise UsageError(f"{run_dir / 'run.json'}: 'tasks' is not a list of task names")
     else:
         config = cfg_mod.load(args.config, _overrides(args))
-        if Path(args.runs_dir).exists() and not Path(args.runs_dir).is_dir():
-            raise UsageError(f"--runs-dir {args.runs_dir}: not a directory")
+        _check_runs_dir(args.runs_dir)
         run_dir = Path(args.runs_dir) / lineage.new_run_id()
         names = args.tasks
     if not names:
         raise UsageError("name at least one task (fsr tasks lists them)")
     return run_dir, config, [tasks.load(n, args.tasks_dir) for n in names]
+
+
+def _check_runs_dir(runs_dir: str) -> None:
+    """A run directory can be made under `runs_dir` (tried with a probe that is removed at once)."""
+    path = Path(runs_dir)
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".fsr-probe-", dir=existing))
+    except OSError as e:
+        raise UsageError(f"--runs-dir {runs_dir}: cannot make a run directory there ({e.strerror})") from None
 
 
 def _write_run_json(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], run_dir: Path) -> None:

@@ -149,3 +149,10 @@ def test_the_readme_exit_code_table_matches_the_commands(tmp_path):
     assert "one line on stderr" in table[commands.EXIT_USAGE]
     no_gpu = fsr("eval", "softmax", BASELINE, env={"CUDA_VISIBLE_DEVICES": ""})
     assert no_gpu.returncode == commands.EXIT_NO_DEVICE and "no CUDA device" in table[commands.EXIT_NO_DEVICE]
+
+
+def test_runs_dir_where_no_run_directory_can_be_made_is_one_line(capsys, tmp_path):
+    (tmp_path / "afile").write_text("")
+    for runs in (tmp_path / "afile", tmp_path / "afile" / "runs"):
+        assert_one_line(*run_main(capsys, "run", "softmax", "--runs-dir", str(runs)), "--runs-dir")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # the probe left nothing
