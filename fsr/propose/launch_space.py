@@ -19,6 +19,7 @@ infeasible; a default that fails is the candidate's verdict).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -34,12 +35,13 @@ MIN_THREADS, MAX_THREADS = 32, 1024  # a block of less than a warp wastes lanes;
 WORK_PER_THREAD = (1, 2, 4, 8, 16)
 WORK_NAME, BLOCK_NAME = "WORK_PER_THREAD", "BLOCK"
 AXES = ("x", "y", "z")
+_names_in = functools.lru_cache(maxsize=4096)(expr.names_in)  # expressions repeat across candidates
 
 
 def rewrites(cand: Candidate, task: Task) -> Iterator[tuple[str, str]]:
     """Every launch-space rewrite of `cand` (new text, what it did), cheapest first."""
-    block_names = {n for launch in cand.launches for d in launch.block for n in expr.names_in(d)}
-    grid_names = {n for launch in cand.launches for d in launch.grid for n in expr.names_in(d)}
+    block_names = {n for launch in cand.launches for d in launch.block for n in _names_in(d)}
+    grid_names = {n for launch in cand.launches for d in launch.grid for n in _names_in(d)}
     for t in cand.tunables:
         if t.name in block_names:
             values = _block_values(cand, t.name)
@@ -67,7 +69,7 @@ def _block_values(cand: Candidate, name: str) -> tuple[int, ...]:
         names = defines | {name: v}
         try:
             threads = [math.prod(expr.evaluate_int(d, names) for d in launch.block) for launch in cand.launches
-                       if any(name in expr.names_in(d) for d in launch.block)]
+                       if any(name in _names_in(d) for d in launch.block)]
         except expr.ExprError:
             continue
         if threads and all(MIN_THREADS <= n <= MAX_THREADS for n in threads):
@@ -112,7 +114,7 @@ def _literal_block(cand: Candidate, task: Task) -> tuple[str, str] | None:
 def _varies(dim: str) -> bool:
     """A grid dimension that is not a constant (a constant grid is a design, e.g. one block)."""
     try:
-        return bool(expr.names_in(dim))
+        return bool(_names_in(dim))
     except expr.ExprError:
         return False
 

@@ -19,10 +19,12 @@ Every result is re-parsed with `fsr.candidate.parse`; one that fails is dropped 
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fsr import expr
 from fsr.candidate import HeaderError, check, parse, with_defines
@@ -62,6 +64,9 @@ class MutateProposer:
         # Kernels proposed (by `_kernel_key`): a tunable's value set as a define and the same
         # value moved first in the header are one kernel, proposed once.
         self._kernels: set[tuple] = set()
+        # Results of the rewrites that do not depend on the rng, by (parent, rewrite): an
+        # exhausted neighbourhood is asked again and again before the task stops.
+        self._rewritten: dict[tuple, object] = {}
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
         """The template's switches plus the features the source transforms add."""
@@ -262,25 +267,33 @@ class MutateProposer:
         rng.shuffle(rest)
         parent = request.parents[0].candidate
         for transform in wanted + rest:
-            made = transform(parent, request.task, rng)
-            if made is None:
-                continue
-            text, move = made
-            if transforms.split(text)[0] == transforms.split(parent.source)[0]:  # body only
-                result = Made(replace(parent, source=text), move)
+            if transform in transforms.RANDOM:
+                result = _transformed(parent, request.task, transform, rng)
             else:
-                result = Made(text, move)
-            if not self._made_before(request, result):
+                result = self._remember((_key(parent), request.task.content_hash, transform),
+                                        functools.partial(_transformed, parent, request.task, transform, rng))
+            if result is not None and not self._made_before(request, result):
                 return result
         return None
 
     def _launch(self, request: ProposalRequest, rng: random.Random) -> Made | None:
         """The first launch-space rewrite of the parent not made before."""
-        for text, move in launch_space.rewrites(request.parents[0].candidate, request.task):
+        parent = request.parents[0].candidate
+        options = self._remember((_key(parent), request.task.content_hash, "launch"),
+                                 lambda: list(launch_space.rewrites(parent, request.task)))
+        for text, move in options:
             made = Made(text, move)
             if not self._made_before(request, made):
                 return made
         return None
+
+    def _remember(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """`compute()`, once per key (a rewrite of a parent that does not depend on the rng)."""
+        if key not in self._rewritten:
+            if len(self._rewritten) > MEMORY_MAX // 10:
+                self._rewritten.clear()
+            self._rewritten[key] = compute()
+        return self._rewritten[key]
 
     def _tunable(self, request: ProposalRequest, rng: random.Random) -> Made | None:
         parent = request.parents[0].candidate
@@ -293,6 +306,17 @@ class MutateProposer:
         if rng.random() < 0.5:
             return Made(with_defines(parent, {t.name: value}), f"tunable {t.name}={value}")
         return Made(_reorder(parent, t.name, value), f"tunable {t.name} default {value}", drop=(t.name,))
+
+
+def _transformed(parent: Candidate, task: Task, transform: transforms.Transform, rng: random.Random) -> Made | None:
+    """A transform's result as a move: a body-only rewrite keeps the parent's header records."""
+    made = transform(parent, task, rng)
+    if made is None:
+        return None
+    text, move = made
+    if transforms.split(text)[0] == transforms.split(parent.source)[0]:
+        return Made(replace(parent, source=text), move)
+    return Made(text, move)
 
 
 def _key(cand: Candidate) -> tuple:

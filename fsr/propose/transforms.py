@@ -138,3 +138,4 @@ BY_FEATURE: dict[str, tuple[Transform, ...]] = {
     "FAST_MATH": (use_fast_math,),
 }
 ALL: tuple[Transform, ...] = (add_restrict, use_ldg, add_unroll, add_launch_bounds, use_fast_math)
+RANDOM: frozenset[Transform] = frozenset({add_unroll})  # the rest give one result per candidate and task

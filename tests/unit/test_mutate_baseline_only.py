@@ -192,3 +192,18 @@ def test_the_hint_names_only_what_the_task_lacks(tmp_path):
     bare = proposer.exhausted_hint(make_task(tmp_path, HEADER + ONE_PER_THREAD))
     assert "tunables" in bare and "template.cu" in bare and bare.endswith("or a language model (--model)")
     assert proposer.exhausted_hint(load("softmax")) == "a language model (--model)"
+
+
+def test_both_views_print_the_line_once_as_it_comes(tmp_path):
+    import io
+
+    from fsr.view import LineView, LiveView
+
+    task = make_task(tmp_path, HEADER + ONE_PER_THREAD)
+    for make in (lambda s: LineView(s, every=1000), LiveView):
+        stream = io.StringIO()
+        view = make(stream)
+        run_campaign([task], FakeExecutor(FakeEvaluator()), MutateProposer(), SearchConfig(max_evaluations=400),
+                     None, view)
+        lines = [line for line in stream.getvalue().splitlines() if "nothing new to try" in line]
+        assert len(lines) == 1 and lines[0].startswith("fsr: axpy: nothing new to try after"), lines
