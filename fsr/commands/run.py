@@ -103,9 +103,13 @@ def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
             raise UsageError(f"--resume {args.resume}: not a run directory (no run.json)")
         recorded = lineage.read_run_json(run_dir)  # LineageError if damaged
         try:
-            config = cfg_mod.from_dict(recorded.get("config", {}))
+            cfg_mod.from_dict(recorded.get("config", {}))
         except cfg_mod.ConfigError as e:
             raise UsageError(f"{run_dir / 'run.json'}: {e}") from None
+        if args.config:
+            raise UsageError("--config with --resume: a resumed run keeps the config in its run.json "
+                             "(options such as --max-evaluations still apply)")
+        config = cfg_mod.from_dict(_merged(recorded.get("config", {}), _overrides(args)))
         names = args.tasks or recorded.get("tasks", [])
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise UsageError(f"{run_dir / 'run.json'}: 'tasks' is not a list of task names")
@@ -117,6 +121,11 @@ def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
     if not names:
         raise UsageError("name at least one task (fsr tasks lists them)")
     return run_dir, config, [tasks.load(n, args.tasks_dir) for n in names]
+
+
+def _merged(sections: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A recorded config with the command line's options on top (a resumed run's new budget)."""
+    return {name: {**sections.get(name, {}), **overrides.get(name, {})} for name in {*sections, *overrides}}
 
 
 def _check_runs_dir(runs_dir: str) -> None:

@@ -156,3 +156,19 @@ def test_runs_dir_where_no_run_directory_can_be_made_is_one_line(capsys, tmp_pat
     for runs in (tmp_path / "afile", tmp_path / "afile" / "runs"):
         assert_one_line(*run_main(capsys, "run", "softmax", "--runs-dir", str(runs)), "--runs-dir")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # the probe left nothing
+
+
+def test_resume_keeps_the_recorded_config_and_applies_options_but_refuses_a_config_file(capsys, tmp_path):
+    from dataclasses import replace
+
+    from fsr import config, lineage
+    from fsr.commands import run
+
+    recorded = config.Config(search=replace(config.SearchConfig(), islands=2, max_evaluations=10))
+    lineage.write_run_json(tmp_path, config.to_dict(recorded), {"tasks": ["softmax"]})
+    args = cli.build_parser().parse_args(["run", "--resume", str(tmp_path), "--max-evaluations", "30"])
+    run_dir, cfg, task_list = run._setup(args)
+    assert (cfg.search.islands, cfg.search.max_evaluations) == (2, 30) and [t.name for t in task_list] == ["softmax"]
+    (tmp_path / "other.toml").write_text("[search]\nislands = 3\n")
+    assert_one_line(*run_main(capsys, "--config", str(tmp_path / "other.toml"), "run", "--resume", str(tmp_path)),
+                    "--config with --resume")
