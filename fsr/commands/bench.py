@@ -18,7 +18,7 @@ from typing import Any
 
 from fsr import lineage
 from fsr import tasks as tasks_mod
-from fsr.commands import EXIT_OK, UsageError
+from fsr.commands import EXIT_OK, UsageError, at_least, config_option
 
 DEFAULT_MAX_EVALUATIONS = 16  # per task
 DEFAULT_MAX_WALL_S = 360.0  # the whole campaign; the in-flight evaluations then finish
@@ -32,18 +32,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("tasks", nargs="*", help="task names or directories (default: every task in the tasks dir)")
     where = bench.add_argument_group("where it runs")
     where.add_argument("--address", help="join this Ray cluster ('auto', host:port or ray://host:port)")
-    where.add_argument("--gpus", type=int, help="GPUs the embedded Ray uses (default: all local GPUs)")
+    where.add_argument("--gpus", type=at_least(1), help="GPUs the embedded Ray uses (default: all local GPUs)")
     where.add_argument("--local", action="store_true", help="one local GPU, no Ray")
     where.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs/)")
     budget = bench.add_argument_group("budget")
-    budget.add_argument("--max-evaluations", type=int, default=DEFAULT_MAX_EVALUATIONS,
+    budget.add_argument("--max-evaluations", type=config_option("search", "max_evaluations"),
+                        default=DEFAULT_MAX_EVALUATIONS,
                         help=f"evaluations per task (default: {DEFAULT_MAX_EVALUATIONS})")
-    budget.add_argument("--max-wall", type=float, default=DEFAULT_MAX_WALL_S,
+    budget.add_argument("--max-wall", type=config_option("search", "max_wall_s"), default=DEFAULT_MAX_WALL_S,
                         help=f"seconds of wall time for the whole suite (default: {DEFAULT_MAX_WALL_S:.0f})")
-    budget.add_argument("--islands", type=int, help="islands per task")
-    budget.add_argument("--seed", type=int)
-    budget.add_argument("--tune-trials", type=int, help="launch-parameter trials per candidate (0: off)")
-    budget.add_argument("--timeout", type=float, help="seconds before a running kernel counts as hung")
+    budget.add_argument("--islands", type=config_option("search", "islands"), help="islands per task")
+    budget.add_argument("--seed", type=config_option("search", "seed"))
+    budget.add_argument("--tune-trials", type=config_option("tune", "trials"),
+                        help="launch-parameter trials per candidate (0: off)")
+    budget.add_argument("--timeout", type=config_option("eval", "timeout_s"),
+                        help="seconds before a running kernel counts as hung")
     bench.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 
 

@@ -142,10 +142,16 @@ def test_bench_of_named_tasks_runs_only_those(suite, tmp_path, fake_gpu):
     ["bench", "--max-evaluations", "0"],
     ["bench", "--max-wall", "-5"],
     ["--tasks-dir", "/nonexistent/tasks", "bench"],
+    ["bench", "--max-evaluations", "x"],
+    ["bench", "--gpus", "0"],
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_run(argv, tmp_path, fake_gpu, capsys):
     runs = tmp_path / "runs"
-    assert cli.main(argv + ["--runs-dir", str(runs)]) == 2
+    try:
+        code = cli.main(argv + ["--runs-dir", str(runs)])
+    except SystemExit as e:  # argparse's own checks exit from the parser
+        code = e.code
+    assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("fsr: error:") and err.count("\n") == 1 and "Traceback" not in err
     assert not runs.exists() or not any(runs.iterdir())
