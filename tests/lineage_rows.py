@@ -93,3 +93,13 @@ def synthetic_trials(rows: list[dict[str, Any]], per_candidate: int = 8, seed: i
                         "feasible": True, "reason": "", "median_us": r["median_us"] * (1 + 256 / block / 10),
                         "cached": False, "finished_at": r["finished_at"]})
     return out
+
+
+def small_run(run_dir: Path, device: str = "NVIDIA H200", slower: float = 1.0) -> Path:
+    """Two tasks, six kernels each on two islands (each 10 us faster than the last), one wrong."""
+    rows = [row(candidate_id=f"{task}{i}", task=task, island=i % 2, median_us=(100.0 - 10 * i) * slower,
+                device=device, parents=[f"{task}{i - 2}"] if i >= 2 else [], started_at=T0 + timedelta(seconds=i),
+                finished_at=T0 + timedelta(seconds=i + 1), features_detected=["VEC4"] if i % 2 else [])
+            for i in range(6) for task in ("softmax", "sgemm")]
+    rows.append(row(candidate_id="w", verdict="WRONG", median_us=None, device=device))
+    return write_run(run_dir, rows, {"config": {"search": {"islands": 2}}}, trials=synthetic_trials(rows))

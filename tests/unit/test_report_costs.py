@@ -1,0 +1,46 @@
+"""Stage times, worker occupancy and model cost on hand-built lineages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from fsr.report import costs
+from tests.lineage_rows import T0, frame, row
+
+
+def timed(cid: str, worker: str, start_s: float, wall_s: float, **values) -> dict:
+    return row(candidate_id=cid, worker=worker, wall_s=wall_s, started_at=T0 + timedelta(seconds=start_s),
+               finished_at=T0 + timedelta(seconds=start_s + wall_s), **values)
+
+
+def test_stage_times_add_up_to_wall_time_per_task() -> None:
+    rows = [timed("a", "gpu0", 0, 2.0, setup_s=0.5, compile_s=0.2, verify_s=0.1, tune_s=0.6, bench_s=0.4),
+            timed("b", "gpu0", 2, 1.0, setup_s=None, compile_s=0.1, verify_s=0.1, tune_s=0.3, bench_s=0.3)]
+    stages = costs.stage_times(frame(rows)).set_index("stage")
+    assert stages["total_s"].sum() == pytest.approx(3.0)
+    assert stages.loc["setup", "total_s"] == pytest.approx(0.5)  # a lineage without setup_s counts none
+    assert stages.loc["time", "per_evaluation_s"] == pytest.approx(0.35)
+    assert stages.loc["other", "total_s"] == pytest.approx(0.4)
+
+
+def test_occupancy_is_busy_time_over_the_runs_span_per_worker() -> None:
+    rows = [timed("a", "gpu0", 0, 10.0), timed("b", "gpu0", 10, 10.0),
+            timed("c", "gpu1", 5, 5.0)]  # gpu1 started late and stopped early
+    workers = costs.worker_occupancy(frame(rows)).set_index("worker")
+    assert workers.loc["gpu0", "occupancy"] == pytest.approx(1.0)
+    assert workers.loc["gpu1", "occupancy"] == pytest.approx(0.25)
+    assert (workers.loc["gpu1", "first_start_s"], workers.loc["gpu1", "idle_end_s"]) == (5.0, 10.0)
+
+
+def test_token_cost_needs_both_prices() -> None:
+    rows = [row(candidate_id="a", model="m", prompt_tokens=1_000_000, completion_tokens=500_000),
+            row(candidate_id="b", model="m", prompt_tokens=1_000_000, completion_tokens=500_000),
+            row(candidate_id="c")]  # the offline proposer: no tokens
+    priced = costs.token_use(frame(rows), {"llm": {"input_price_per_mtok": 2.0, "output_price_per_mtok": 8.0}})
+    assert priced.iloc[0]["proposals"] == 2
+    assert priced.iloc[0]["cost_usd"] == pytest.approx(2 * (2.0 + 4.0))
+    unpriced = costs.token_use(frame(rows), {"llm": {"input_price_per_mtok": 2.0, "output_price_per_mtok": -1.0}})
+    assert unpriced["cost_usd"].isna().all()
+    assert costs.token_use(frame(rows[2:]), {}).empty
