@@ -1,8 +1,10 @@
-"""Summary of a search run from its lineage, for BENCHMARKS.md: per task the best kernel's
-latency, its fraction of the device ceiling, its speedup over the baseline, over the library and
-(with --torch, on a machine with PyTorch and a GPU) over the PyTorch operator timed here with the
-same protocol (L2 flushed before each sample, CUDA events, median); evaluations per GPU-minute;
-verdict counts.
+"""Summary of a search run from its lineage, for BENCHMARKS.md: the task table of `fsr report`
+(fsr.report.tables.task_summary: best latency, fraction of the device ceiling, speedups over the
+baseline, the library and PyTorch eager, evaluations per GPU-minute, verdicts) as Markdown.
+
+PyTorch eager comes from the lineage's `torch_us` (timed by the GPU worker). For a lineage
+written before that column, `--torch` (on a machine with PyTorch and a GPU) times the operator
+here with the same protocol (L2 flushed before each sample, CUDA events, median), TF32 off.
 
     python bench/run_report.py runs/<run_id> [--torch]
 """
@@ -10,12 +12,12 @@ verdict counts.
 from __future__ import annotations
 
 import sys
-from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
 from fsr import lineage, tasks
+from fsr.report import tables
+from fsr.report.text import SUMMARY_MD, markdown_table
 
 TORCH_OPS = {
     "softmax": lambda t, x: t.softmax(x["x"], dim=1),
@@ -32,11 +34,9 @@ def torch_median_us(task_name: str, samples: int = 100) -> float | None:
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
     task = tasks.load(task_name)
-    size = dict(task.bench_size)
-    host = tasks.functions(task).make_inputs(size, np.random.default_rng(0))
+    host = tasks.functions(task).make_inputs(dict(task.bench_size), np.random.default_rng(0))
     inputs = {k: torch.from_numpy(v).cuda() for k, v in host.items()}
-    op = TORCH_OPS[task_name]
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    op, flush = TORCH_OPS[task_name], torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for _ in range(5):
         op(torch, inputs)
     times = []
@@ -52,30 +52,13 @@ def torch_median_us(task_name: str, samples: int = 100) -> float | None:
 
 
 def main(run_dir: str, with_torch: bool) -> None:
-    rows = lineage.read(run_dir).to_pylist()
-    info = lineage.read_run_json(run_dir)
-    print(f"run {Path(run_dir).name}: {info.get('command', '')}")
-    print("| task | evaluations | best median us | of ceiling | vs baseline | vs library | vs torch "
-          "| evals per GPU-minute | verdicts |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for task_name in sorted({r["task"] for r in rows}):
-        mine = [r for r in rows if r["task"] == task_name]
-        ok = [r for r in mine if r["verdict"] == "OK" and r["median_us"]]
-        best = min(ok, key=lambda r: r["median_us"]) if ok else None
-        starts = [r["started_at"] or r["finished_at"] for r in mine]
-        minutes = (max(r["finished_at"] for r in mine) - min(starts)).total_seconds() / 60
-        gpus = len({r["worker"] for r in mine}) or 1
-        verdicts = ", ".join(f"{k} {v}" for k, v in Counter(r["verdict"] for r in mine).most_common())
-        if best is None:
-            print(f"| {task_name} | {len(mine)} | none correct | | | | | {len(mine) / max(minutes * gpus, 1e-9):.1f} "
-                  f"| {verdicts} |")
-            continue
-        torch_us = torch_median_us(task_name) if with_torch else None
-        lib = f"{best['library_us'] / best['median_us']:.2f}x" if best["library_us"] else ""
-        vs_torch = f"{torch_us / best['median_us']:.2f}x ({torch_us:.1f} us)" if torch_us else ""
-        print(f"| {task_name} | {len(mine)} | {best['median_us']:.1f} | {100 * best['ceiling_fraction']:.1f}% "
-              f"| {best['speedup']:.2f}x | {lib} | {vs_torch} | {len(mine) / max(minutes * gpus, 1e-9):.1f} "
-              f"| {verdicts} |")
+    frame = lineage.read_pandas(run_dir)
+    if with_torch:  # fill what the lineage lacks: one timing per task, measured here
+        missing = frame["torch_us"].isna()
+        for task in frame.loc[missing, "task"].unique():
+            frame.loc[missing & (frame["task"] == task), "torch_us"] = torch_median_us(str(task))
+    print(f"run {lineage.read_run_json(run_dir).get('command', '')}")
+    print(markdown_table(tables.task_summary(frame), SUMMARY_MD))
 
 
 if __name__ == "__main__":

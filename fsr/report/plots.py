@@ -24,6 +24,8 @@ REFERENCE_STYLES = {  # line dash and colour of each reference latency
 }
 AXIS_TITLES = {"evaluation": "evaluations (all islands)", "elapsed_s": "wall time since the run began (s)"}
 AXIS_STYLE = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#999999", "automargin": True}
+# Log axes labelled at 1, 2 and 5 times each power of ten, in full ("200", "5k"), not as bare digits.
+LOG_AXIS = {"type": "log", "dtick": "D2", "tickformat": "~s"}
 
 
 def _figure(traces: list[Any], title: str, x: Mapping[str, Any], y: Mapping[str, Any], height: int = 360,
@@ -58,7 +60,7 @@ def best_so_far_figure(curves: pd.DataFrame, task: str, x: str = "evaluation",
             traces.append(go.Scatter(x=span, y=[value, value], mode="lines", name=f"{name} {value:,.1f} us",
                                      line={"dash": dash, "color": colour, "width": 1.5}, hoverinfo="name"))
     return _figure(traces, f"{task}: best so far against {_title(x)}", {"title": {"text": AXIS_TITLES.get(x, x)}},
-                   {"title": {"text": "best latency so far (us)"}, "type": "log"})
+                   {"title": {"text": "best latency so far (us)"}, **LOG_AXIS})
 
 
 def comparison_figure(curves: pd.DataFrame, task: str, x: str = "evaluation") -> go.Figure:
@@ -68,7 +70,7 @@ def comparison_figure(curves: pd.DataFrame, task: str, x: str = "evaluation") ->
                          line={"shape": "hv", "width": 2}, marker={"size": 4})
               for run, line in curves[curves["task"] == task].groupby("run", sort=False)]
     return _figure(traces, f"{task}: runs compared, against {_title(x)}", {"title": {"text": AXIS_TITLES.get(x, x)}},
-                   {"title": {"text": "best latency so far (us)"}, "type": "log"}, height=420,
+                   {"title": {"text": "best latency so far (us)"}, **LOG_AXIS}, height=420,
                    legend={"orientation": "h", "y": -0.3, "font": {"size": 10}})
 
 
@@ -98,7 +100,7 @@ def feature_figure(effects: pd.DataFrame, task: str) -> go.Figure:
                hovertext=mine["kernels_without"].map(lambda n: f"{n} kernels"), marker={"color": "#aaaaaa"}),
     ]
     return _figure(traces, f"{task}: what paid off, kernels with and without each feature",
-                   {"type": "category"}, {"title": {"text": "geomean speedup over baseline"}, "type": "log"},
+                   {"type": "category"}, {"title": {"text": "geomean speedup over baseline"}, **LOG_AXIS},
                    barmode="group")
 
 
