@@ -122,6 +122,24 @@ def tune(
             _journal_later(journal_path, study_name, study.get_trials(deepcopy=False))
 
 
+def first_points(tunables: tuple[Tunable, ...], *, max_trials: int, seed: int = 0,
+                 start: dict[str, int] | None = None) -> list[dict[str, int]]:
+    """The points `tune` with these arguments hands to `prefetch` first (the grid within the
+    budget, or TPE's first batch of start-up asks), known before there is an objective: the
+    same study, seed and asks, so work on them can start early."""
+    if max_trials <= 0 or not tunables:
+        return []
+    first = _start_point(tunables, start)
+    if space_size(tunables) <= max_trials:
+        return [dict(p) for p in itertools.islice(_grid_points(tunables, first), max_trials)]
+    study = _create_study(seed)
+    study.enqueue_trial(dict(first))
+    distributions = _distributions(tunables)
+    asked = [study.ask(distributions) for _ in range(min(max_trials, STARTUP_TRIALS))]
+    points = dict.fromkeys(tuple((t.name, int(trial.params[t.name])) for t in tunables) for trial in asked)
+    return [dict(p) for p in points]
+
+
 class _Trials:
     """The trials of one run: records, the cache of measured points, and the budgets."""
 

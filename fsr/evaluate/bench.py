@@ -106,17 +106,21 @@ def _one(run: Callable[[int], None], i: int, stream: cp.cuda.Stream, flusher: L2
 def warm_up(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, warmup_s: float,
             hold: Hold | None = None, prepare: Callable[[int], None] = lambda _: None,
             min_runs: int = 2) -> tuple[float, bool]:
-    """Run until `warmup_s` has passed (at least `min_runs` times): the wall time per run, and
-    whether holding works for `run` (False when a hold expired: `run` waits on the stream)."""
+    """Run until `warmup_s` has passed (at least `min_runs` times, two at least): the wall time per run, and
+    whether holding works for `run` (False when a hold expired: `run` waits on the stream). The
+    first run is not held: a library's first call may allocate, and an allocation may wait for
+    the whole device."""
+    _one(run, 0, stream, flusher, None, prepare, None, 0)
+    stream.synchronize()
     if hold is not None:
         hold.reset(stream)
     start = time.perf_counter()
-    n = 0
-    while n < min_runs or time.perf_counter() - start < warmup_s:
+    n = 1
+    while n < max(min_runs, 2) or time.perf_counter() - start < warmup_s:
         _one(run, n, stream, flusher, hold, prepare, None, 0)
         stream.synchronize()
         n += 1
-    per_run = (time.perf_counter() - start) / n
+    per_run = (time.perf_counter() - start) / (n - 1)
     held = hold is not None and not hold.expired_slots(1)[0]
     return per_run, held
 
@@ -160,17 +164,17 @@ def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flushe
 def sample_trial(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
                  max_samples: int, best_us: float | None, stop_ratio: float,
                  before: Callable[[int], None] | None = None, hold: Hold | None = None) -> list[float]:
-    """The short protocol for tuning trials: one warm-up run, three samples, and stop there when
-    their fastest is `stop_ratio` times slower than `best_us` (clearly not the winner); else
-    more samples up to `max_samples` or `budget_s`. The winner is timed again with `sample`."""
+    """The short protocol for tuning trials of a program just checked (so warm): three samples,
+    and stop there when their fastest is `stop_ratio` times slower than `best_us` (clearly not
+    the winner); else more, up to `max_samples` or `budget_s` of device time. The winner is
+    timed again with `sample`. `run` must not wait on the stream (a candidate's launches)."""
     prepare = before or (lambda _: None)
-    per_run, held = warm_up(run, stream, flusher, warmup_s=0.0, hold=hold, prepare=prepare, min_runs=1)
-    hold = hold if held else None
-    first = timed(run, stream, flusher, 3, hold=hold, prepare=prepare, first=1)
+    first = timed(run, stream, flusher, 3, hold=hold, prepare=prepare)
     if best_us is not None and min(first) > stop_ratio * best_us:
         return first
-    more = int(min(budget_s / max(per_run, 1e-6), max_samples)) - len(first)
-    return first + (timed(run, stream, flusher, more, hold=hold, prepare=prepare, first=4) if more > 0 else [])
+    per_run_s = max(float(np.median(first)) * 1e-6, 1e-6)
+    more = int(min(budget_s / per_run_s, max_samples)) - len(first)
+    return first + (timed(run, stream, flusher, more, hold=hold, prepare=prepare, first=3) if more > 0 else [])
 
 
 def device_info(arch_override: str = "") -> DeviceInfo:

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 import cupy as cp
+import cupyx
 import numpy as np
 
 from fsr import tasks
@@ -33,10 +34,12 @@ from fsr.evaluate.verify import (
     check_size,
     compare,
     crash_line,
+    enqueue,
     expect,
     is_context_error,
     launch_all,
     make_buffers,
+    plan,
     scratch_buffers,
     synchronize,
 )
@@ -116,6 +119,14 @@ class TaskState:
     pool: InputPool
     contents: list[Content] = field(default_factory=list)
     sets: list[BenchSet] = field(default_factory=list)
+    pinned: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def landing(self, name: str, like: cp.ndarray) -> np.ndarray:
+        """A pinned host array for output `name` at the benchmark size (copies back at full
+        bus speed; pageable memory is staged through a bounce buffer)."""
+        if name not in self.pinned:
+            self.pinned[name] = cupyx.empty_pinned(like.shape, like.dtype)
+        return self.pinned[name]
 
 
 class InputPool:
@@ -203,6 +214,11 @@ class Child:
         torch_us = self._torch_us(state) if comparators else None
         return Prepared(library_us, host_s, time.perf_counter() - started - host_s, torch_us)
 
+    def task(self, name: str) -> Task:
+        """A task this child has prepared, else loaded from disk."""
+        state = self.tasks.get(name)
+        return state.task if state is not None else tasks.load(name, self.tasks_root)
+
     def _contents(self, task: Task) -> list[Content]:
         """The task's benchmark input sets and their references, one thread per set (NumPy
         releases the GIL in its array work; float64 references over the whole benchmark size
@@ -264,12 +280,13 @@ class Child:
               min_samples: int) -> list[float]:
         size = dict(state.task.bench_size)
         scratch = scratch_buffers(cand, size)
-        arrays = [{k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()}
-                  for s in state.sets]
+        plans = [plan(program, cand, state.task, size,
+                      {k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()})
+                 for s in state.sets]
         zeroed = [scratch[s.name] for s in cand.scratch if s.zero]
 
         def run(i: int) -> None:
-            launch_all(program, cand, state.task, size, arrays[i % len(arrays)], self.stream)
+            enqueue(plans[i % len(plans)], self.stream)
 
         def before(_: int) -> None:
             for g in zeroed:
@@ -284,30 +301,31 @@ class Child:
     def _recheck(self, state: TaskState, cand: Candidate, program: Program) -> SizeCheck:
         """Other contents under the timing buffers of set 0 must give their own answer, not the
         one computed there during timing (defeats results cached in device memory by pointer).
-        The contents come from another set's buffers (a device copy); set 0 keeps them."""
+        The contents come from another set's buffers (a device copy); set 0 keeps them. All in
+        order on the child's stream; outputs come back through pinned host memory."""
         first = state.sets[0]
         content = (first.content + 1) % len(state.contents)
         inputs, expected = state.contents[content]
         source = next((s for s in state.sets if s.content == content), None)
-        for name, g in first.buffers.inputs.items():
-            if source is not None:
-                g.array[...] = source.buffers.inputs[name].array
-            else:
-                g.array.set(inputs[name])
-        first.content = content
         size = dict(state.task.bench_size)
-        first.buffers.reset(_no_scratch(state.task))
-        scratch = scratch_buffers(cand, size)
-        for s in cand.scratch:
-            scratch[s.name].fill(0 if s.zero else 0xFF)
-        synchronize(cp.cuda.Stream.null)
-        arrays = {k: g.array for k, g in (first.buffers.inputs | first.buffers.outputs | scratch).items()}
-        launch_all(program, cand, state.task, size, arrays, self.stream)
-        synchronize(self.stream)
-        for name, g in first.buffers.outputs.items():
-            ok, err, detail = compare(name, g.array.get(), expected[name])
-            if not ok:
-                return SizeCheck(state.task.bench_size, False, err, detail)
+        with self.stream:
+            for name, g in first.buffers.inputs.items():
+                if source is not None:
+                    g.array[...] = source.buffers.inputs[name].array
+                else:
+                    g.array.set(inputs[name])
+            first.content = content
+            first.buffers.reset(_no_scratch(state.task))
+            scratch = scratch_buffers(cand, size)
+            for s in cand.scratch:
+                scratch[s.name].fill(0 if s.zero else 0xFF)
+            arrays = {k: g.array for k, g in (first.buffers.inputs | first.buffers.outputs | scratch).items()}
+            launch_all(program, cand, state.task, size, arrays, self.stream)
+            synchronize(self.stream)
+            for name, g in first.buffers.outputs.items():
+                ok, err, detail = compare(name, g.array.get(out=state.landing(name, g.array)), expected[name])
+                if not ok:
+                    return SizeCheck(state.task.bench_size, False, err, detail)
         return SizeCheck(state.task.bench_size, True)
 
     def _library_us(self, state: TaskState) -> float | None:
@@ -407,6 +425,12 @@ def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: Tune
             if tune_module is not None:
                 tune_module.flush_journals(timeout_s=30.0)
             return
+        if kind == "prefetch":  # no reply: the parent does not wait for it
+            try:
+                tuning.prefetch(child, *payload)
+            except Exception:  # never fatal: the candidate's trials compile when they run
+                log.warning("GPU child: prefetch failed", exc_info=True)
+            continue
         try:
             reply = child.prepare(*payload) if kind == "prepare" else child.evaluate(payload)
             conn.send(("ok", reply))

@@ -107,6 +107,9 @@ class GpuEvaluator:
         clock = time.perf_counter()
         device = self.device()  # starts the GPU child if it is not running (first call, after a CRASH)
         setup_s = time.perf_counter() - clock
+        trials = self.cfg.tune.trials if tune else 0
+        if trials and cand.tunables and task.name in self._times:  # the child compiles trials meanwhile
+            self.sandbox.post("prefetch", (cand, trials, ()))
         static = static_stage(cand, task, device.arch)
         if static.verdict is not None:
             return replace(static.verdict, device=device.name, setup_s=setup_s)
@@ -115,7 +118,6 @@ class GpuEvaluator:
         clock = time.perf_counter()
         times = self._prepare(task)
         setup_s += time.perf_counter() - clock
-        trials = self.cfg.tune.trials if tune else 0
         journal = str(Path(self.journal_dir) / "optuna.journal") if self.journal_dir and trials else None
         from fsr.evaluate.child import ChildResult, EvalRequest
 

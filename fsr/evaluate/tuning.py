@@ -24,8 +24,18 @@ import numpy as np
 from fsr import candidate as cfmt
 from fsr.evaluate import bench
 from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate
-from fsr.evaluate.verify import LaunchRefused, Program, launch_all, scratch_buffers, synchronize
-from fsr.types import Candidate, Defines
+from fsr.evaluate.verify import (
+    Buffers,
+    LaunchRefused,
+    Program,
+    check_size,
+    enqueue,
+    make_buffers,
+    plan,
+    scratch_buffers,
+    synchronize,
+)
+from fsr.types import Candidate, Defines, SizeCheck
 
 if TYPE_CHECKING:
     from fsr import tune as tune_module
@@ -42,6 +52,41 @@ def compile_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max(1, min(share, 16)), thread_name_prefix="fsr-compile")
 
 
+# Compiles started ahead, by trial candidate id: by `prefetch` when the parent announces a
+# candidate (before it compiles the candidate itself), then picked up by that candidate's trials.
+_AHEAD: dict[str, Future[Compiled]] = {}
+
+
+def compile_ahead(trial: Candidate, task: Any, arch: str) -> Future[Compiled]:
+    """The trial's compile, started now on the compile threads unless already started."""
+    future = _AHEAD.get(trial.id)
+    if future is None:
+        future = _AHEAD[trial.id] = compile_pool().submit(_compile, trial, task, arch)
+    return future
+
+
+def _compile(trial: Candidate, task: Any, arch: str) -> Compiled:
+    cfmt.check(trial, task)
+    return compile_candidate(trial, arch)
+
+
+def prefetch(child: Child, cand: Candidate, trials: int, start: Defines) -> None:
+    """Start compiling the configurations `cand`'s tuning will try first (fsr.tune.first_points),
+    while the parent still compiles `cand` itself; a candidate that is rejected before it
+    reaches the child only costs host threads."""
+    from fsr import tune
+
+    if trials <= 0 or not cand.tunables:
+        return
+    task = child.task(cand.task)
+    names = {t.name for t in cand.tunables}
+    first = {k: v for k, v in (start or cand.resolved_defines()) if k in names}
+    for values in tune.first_points(cand.tunables, max_trials=trials, seed=child.tune_cfg.seed, start=first):
+        trial = cfmt.with_defines(cand, values)
+        if trial.resolved_defines() != cand.resolved_defines():
+            compile_ahead(trial, task, child.device.arch)
+
+
 class Trials:
     """One candidate's tuning: compiles queued ahead, each trial checked and timed on demand."""
 
@@ -52,6 +97,10 @@ class Trials:
         self.best_us: float | None = None
         sizes = state.task.test_sizes
         self.small = [i for i, s in enumerate(sizes) if np.prod([v for _, v in s], dtype=np.int64) <= SMALL_SIZE_ELEMENTS]
+        # One input set per small size for all of this candidate's trials (a filter only: the
+        # winner is checked on fresh inputs at every size), on device buffers kept while intact.
+        self.contents: dict[int, Any] = {}
+        self.kept: dict[int, Buffers] = {}
 
     def prefetch(self, points: Iterable[dict[str, int]]) -> None:
         """Start compiling these points on the compile threads (each once)."""
@@ -59,18 +108,14 @@ class Trials:
             trial = cfmt.with_defines(self.cand, values)
             key = trial.resolved_defines()
             if key != self.own[0] and key not in self.pending:
-                self.pending[key] = compile_pool().submit(self._compile, trial)
-
-    def _compile(self, trial: Candidate) -> Compiled:
-        cfmt.check(trial, self.state.task)
-        return compile_candidate(trial, self.child.device.arch)
+                self.pending[key] = compile_ahead(trial, self.state.task, self.child.device.arch)
 
     def program(self, trial: Candidate) -> Program:
         """The trial's loaded program; raises CompileFailed or HeaderError."""
         key = trial.resolved_defines()
         if key == self.own[0]:
             return self.own[1]
-        future = self.pending.pop(key, None) or compile_pool().submit(self._compile, trial)
+        future = self.pending.pop(key, None) or compile_ahead(trial, self.state.task, self.child.device.arch)
         compiled = future.result()
         return Program(compiled.cubin, compiled.lowered)
 
@@ -81,9 +126,9 @@ class Trials:
         trial = cfmt.with_defines(self.cand, values)
         try:
             program = self.program(trial)
-            checks = self.child._verify(self.state, trial, program, self.small)
-            if checks and not checks[-1].passed:
-                return tune.TrialOutcome(None, "wrong " + describe(checks[-1]))
+            failed = self._check(trial, program)
+            if failed is not None:
+                return tune.TrialOutcome(None, "wrong " + describe(failed))
             samples = self._time(trial, program)
         except CompileFailed as e:
             return tune.TrialOutcome(None, "compile error: " + (e.log.splitlines() or [""])[0])
@@ -93,16 +138,34 @@ class Trials:
         self.best_us = latency if self.best_us is None else min(self.best_us, latency)
         return tune.TrialOutcome(latency, "")
 
+    def _check(self, trial: Candidate, program: Program) -> SizeCheck | None:
+        """The first failed check at the small sizes, or None."""
+        task, stream = self.state.task, self.child.stream
+        for i in self.small:
+            if i not in self.contents:
+                self.contents[i] = self.state.pool.take(i)
+            inputs, expected = self.contents[i]
+            sizes = dict(task.test_sizes[i])
+            with stream:
+                kept = self.kept.pop(i, None) or make_buffers(task, Candidate(task=task.name, source="", launches=()), sizes, inputs)
+                buf = Buffers(kept.inputs, kept.outputs, scratch_buffers(trial, sizes))
+            check = check_size(program, trial, task, task.test_sizes[i], inputs, expected, stream, buffers=buf)
+            if not check.passed:
+                return check
+            self.kept[i] = buf
+        return None
+
     def _time(self, trial: Candidate, program: Program) -> list[float]:
         child, state, cfg = self.child, self.state, self.child.tune_cfg
         size = dict(state.task.bench_size)
         scratch = scratch_buffers(trial, size)
-        arrays = [{k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()}
-                  for s in state.sets]
+        plans = [plan(program, trial, state.task, size,
+                      {k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()})
+                 for s in state.sets]
         zeroed = [scratch[s.name] for s in trial.scratch if s.zero]
 
         def run(i: int) -> None:
-            launch_all(program, trial, state.task, size, arrays[i % len(arrays)], child.stream)
+            enqueue(plans[i % len(plans)], child.stream)
 
         def before(_: int) -> None:
             for g in zeroed:
@@ -129,6 +192,7 @@ def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> tu
                        prefetch=trials.prefetch)
     for future in trials.pending.values():  # points the budget left unmeasured
         future.cancel()
+    _AHEAD.clear()  # this candidate's (and any rejected one's) compiles are no longer wanted
     if not result.best_values:
         return None, result.trials
     return cfmt.with_defines(cand, dict(result.best_values)), result.trials

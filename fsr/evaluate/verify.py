@@ -56,7 +56,11 @@ class Guarded:
         self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].fill(byte)
 
     def canaries_intact(self) -> bool:
-        return bool((self.raw[:PAD_BYTES] == CANARY).all() & (self.raw[PAD_BYTES + self.nbytes:] == CANARY).all())
+        return bool(self.canary_flag())
+
+    def canary_flag(self) -> cp.ndarray:
+        """A device boolean: both canary regions intact (no wait for it)."""
+        return (self.raw[:PAD_BYTES] == CANARY).all() & (self.raw[PAD_BYTES + self.nbytes:] == CANARY).all()
 
 
 class Program:
@@ -111,21 +115,50 @@ def scratch_buffers(cand: Candidate, sizes: dict[str, int]) -> dict[str, Guarded
     return {s.name: Guarded((max(counts[s.name], 1),), s.dtype) for s in cand.scratch}
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One launch with its dimensions and arguments resolved (expressions evaluated once)."""
+
+    name: str
+    kernel: cp.RawKernel
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    smem: int
+    args: tuple
+
+
+def plan(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
+         buffers: dict[str, cp.ndarray]) -> list[Launch]:
+    """Every declared launch at these sizes on these buffers; raises LaunchRefused."""
+    constants = dict(task.constants)
+    out = []
+    for launch, (grid, block, smem) in zip(cand.launches, cfmt.launch_dims(cand, sizes), strict=True):
+        kernel = program.kernels[launch.kernel]
+        args = tuple(buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes else np.float32(constants[a])
+                     for a in launch.args)
+        if smem > 48 * 1024:  # above the default limit a kernel must opt in
+            try:
+                cp.cuda.driver.funcSetAttribute(
+                    kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            except cp.cuda.driver.CUDADriverError as e:
+                raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None
+        out.append(Launch(launch.kernel, kernel, grid, block, smem, args))
+    return out
+
+
+def enqueue(launches: list[Launch], stream: cp.cuda.Stream) -> None:
+    """Enqueue planned launches on `stream`, in order; raises LaunchRefused."""
+    for launch in launches:
+        try:
+            launch.kernel(launch.grid, launch.block, launch.args, shared_mem=launch.smem, stream=stream)
+        except cp.cuda.driver.CUDADriverError as e:
+            raise LaunchRefused(f"{launch.name} grid={launch.grid} block={launch.block} smem={launch.smem}: {e}") from None
+
+
 def launch_all(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
                buffers: dict[str, cp.ndarray], stream: cp.cuda.Stream) -> None:
     """Enqueue every declared launch on `stream`; raises LaunchRefused."""
-    constants = dict(task.constants)
-    for launch, (grid, block, smem) in zip(cand.launches, cfmt.launch_dims(cand, sizes), strict=True):
-        kernel = program.kernels[launch.kernel]
-        args = [buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes else np.float32(constants[a])
-                for a in launch.args]
-        try:
-            if smem > 48 * 1024:  # above the default limit a kernel must opt in
-                cp.cuda.driver.funcSetAttribute(
-                    kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-            kernel(grid, block, args, shared_mem=smem, stream=stream)
-        except cp.cuda.driver.CUDADriverError as e:
-            raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None
+    enqueue(plan(program, cand, task, sizes, buffers), stream)
 
 
 def synchronize(stream: cp.cuda.Stream) -> None:
@@ -167,31 +200,43 @@ def is_context_error(error: BaseException) -> bool:
 
 def check_size(program: Program, cand: Candidate, task: Task, size: tuple[tuple[str, int], ...],
                host_inputs: dict[str, np.ndarray], expected: dict[str, Expected],
-               stream: cp.cuda.Stream, runs: int = 2) -> SizeCheck:
+               stream: cp.cuda.Stream, runs: int = 2, buffers: Buffers | None = None) -> SizeCheck:
     """Run the candidate `runs` times on the same inputs; every run must match the reference,
-    leave its inputs and every canary untouched. Raises LaunchRefused / ContextLost."""
+    leave its inputs and every canary untouched. Raises LaunchRefused / ContextLost.
+
+    Everything runs in order on `stream` (buffers, poison, launches, copies back), so nothing
+    waits on another stream. `buffers` (holding `host_inputs`) may be passed in to be reused;
+    a check that fails leaves them unfit for reuse. Inputs and canaries are checked after the
+    last run (damage stays), and before reporting a wrong output."""
     sizes = dict(size)
-    buf = make_buffers(task, cand, sizes, host_inputs)
-    arrays = {k: g.array for k, g in buf.all().items()}
-    worst = 0.0
-    for run in range(1, runs + 1):
-        buf.reset(cand)
-        synchronize(cp.cuda.Stream.null)  # poison is in place before the kernel starts
-        launch_all(program, cand, task, sizes, arrays, stream)
-        synchronize(stream)
-        for name, g in buf.outputs.items():
-            ok, err, detail = compare(name, g.array.get(), expected[name])
-            worst = max(worst, err)
-            if not ok:
-                prefix = f"run {run} of {runs}: " if run > 1 else ""
-                return SizeCheck(size, False, err, prefix + detail)
-        for name, g in buf.inputs.items():
-            if not np.array_equal(g.array.get(), host_inputs[name]):
-                return SizeCheck(size, False, worst, f"input {name} was modified (inputs are read-only)")
-        for name, g in buf.all().items():
-            if not g.canaries_intact():
-                return SizeCheck(size, False, worst, f"wrote outside buffer {name} (canary region changed)")
-    return SizeCheck(size, True, worst)
+    with stream:
+        buf = buffers or make_buffers(task, cand, sizes, host_inputs)
+        launches = plan(program, cand, task, sizes, {k: g.array for k, g in buf.all().items()})
+        worst = 0.0
+        for run in range(1, runs + 1):
+            buf.reset(cand)
+            enqueue(launches, stream)
+            synchronize(stream)
+            for name, g in buf.outputs.items():
+                ok, err, detail = compare(name, g.array.get(), expected[name])
+                worst = max(worst, err)
+                if not ok:
+                    prefix = f"run {run} of {runs}: " if run > 1 else ""
+                    return SizeCheck(size, False, err, damage(buf, host_inputs) or prefix + detail)
+        problem = damage(buf, host_inputs)
+    return SizeCheck(size, not problem, worst, problem)
+
+
+def damage(buf: Buffers, host_inputs: dict[str, np.ndarray]) -> str:
+    """Why the buffers show a kernel wrote where it may not ("" if they do not): an input
+    changed, or a canary region next to a buffer (all canaries checked with one wait)."""
+    for name, g in buf.inputs.items():
+        if not np.array_equal(g.array.get(), host_inputs[name]):
+            return f"input {name} was modified (inputs are read-only)"
+    buffers = buf.all()
+    flags = cp.stack([g.canary_flag() for g in buffers.values()]).get()
+    broken = [name for name, ok in zip(buffers, flags, strict=True) if not ok]
+    return f"wrote outside buffer {broken[0]} (canary region changed)" if broken else ""
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,9 @@ def test_adversary_gets_its_verdict_and_evaluator_recovers(evaluator, task_name,
     result = evaluator.evaluate(parse(task_name, path))
     elapsed = time.monotonic() - started
     assert result.verdict == Verdict(expected), f"{path.name}: {result.verdict} {result.message[:400]}"
+    if expected == "CRASH":  # one clean line: the CUDA error and what it means
+        assert "\n" not in result.message and "Traceback" not in result.message, result.message
+        assert ".py" not in result.message and "CUDA" in result.message, result.message
     if expected == "TIMEOUT":
         assert elapsed < HANG_TIMEOUT_S + 10, f"hang reported after {elapsed:.1f} s"
     # the same evaluator still judges a good kernel right afterwards
@@ -127,3 +130,30 @@ def test_fsr_eval_command_reports_resources_and_stages():
     data = json.loads(out.stdout.splitlines()[-1])
     assert data["verdict"] == "OK" and data["resources"]["registers"] > 0
     assert data["verify_s"] > 0 and data["bench_s"] > 0
+    assert data["torch_us"] > 0 and data["vs_torch"] > 0  # torch.softmax, timed like the library
+
+
+def test_library_and_torch_eager_are_timed_like_the_candidates(evaluator):
+    task = tasks.load("softmax")
+    result = evaluator.evaluate(candidate.parse(task.baseline_source, task))
+    assert result.verdict == Verdict.OK, result.message
+    # both far faster than the one-thread-per-row baseline (about 4.7 ms on an H200)
+    assert result.library_us and result.torch_us and result.baseline_us
+    assert 0 < result.torch_us < result.baseline_us / 4 and 0 < result.library_us < result.baseline_us
+
+
+def test_a_torch_comparator_that_fails_leaves_no_figure_and_no_verdict(tmp_path):
+    import shutil
+
+    shutil.copytree(ROOT / "tasks" / "softmax", tmp_path / "softmax")
+    reference = tmp_path / "softmax" / "reference.py"
+    reference.write_text(reference.read_text().replace(
+        "    torch.softmax(", "    raise RuntimeError('broken comparator')\n    torch.softmax("))
+    ev = GpuEvaluator(Config(tune=TuneConfig(trials=0)), tasks_root=str(tmp_path))
+    try:
+        task = tasks.load("softmax", str(tmp_path))
+        result = ev.evaluate(candidate.parse(task.baseline_source, task))
+    finally:
+        ev.close()
+    assert result.verdict == Verdict.OK, result.message
+    assert result.torch_us is None and result.library_us

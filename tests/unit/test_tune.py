@@ -12,7 +12,7 @@ import zlib
 import optuna
 import pytest
 
-from fsr.tune import INFEASIBLE_US, TrialOutcome, TuneResult, flush_journals, space_size, tune
+from fsr.tune import INFEASIBLE_US, TrialOutcome, TuneResult, first_points, flush_journals, space_size, tune
 from fsr.types import Tunable
 
 BLOCK = Tunable("BLOCK", (32, 64, 128, 256, 512, 1024))
@@ -290,3 +290,11 @@ def test_tpe_start_up_asks_are_prefetched_together():
     batches: list[int] = []
     result = run(LARGE, kernel_us, max_trials=8, prefetch=lambda points: batches.append(len(points)))
     assert result.strategy == "tpe" and batches[0] == 8  # the whole budget falls in the start-up phase
+
+
+def test_first_points_are_what_tuning_prefetches_first():
+    for tunables, trials, seed in ((SMALL, 12, 0), (LARGE, 8, 0), (LARGE, 8, 3), (SMALL, 5, 1)):
+        batches: list[list[dict[str, int]]] = []
+        run(tunables, kernel_us, max_trials=trials, seed=seed, start={"BLOCK": 256}, prefetch=batches.append)
+        assert first_points(tunables, max_trials=trials, seed=seed, start={"BLOCK": 256}) == batches[0]
+    assert first_points(LARGE, max_trials=8, seed=0) != first_points(LARGE, max_trials=8, seed=1)
