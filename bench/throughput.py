@@ -66,7 +66,7 @@ def summarise(run_dir: Path, smi: Path) -> dict:
         out["tasks"][task] = {"evaluations": len(mine), "per_gpu_minute": len(mine) / (work / 60),
                               "setup_s": setup, "verdicts": verdicts,
                               **{f"median_{s}": statistics.median(r[s] for r in mine) for s in STAGES}}
-    warm = [r for r in rows if not r["setup_s"]]  # after the worker's and the tasks' set-up
+    warm = [r for r in rows if (r["setup_s"] or 0.0) < 0.05]  # after the worker's and the tasks' set-up
     if warm:
         start = min(r["started_at"] or r["finished_at"] for r in warm)
         end = max(r["finished_at"] for r in rows)
