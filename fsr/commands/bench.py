@@ -61,10 +61,10 @@ def bench_command(args: argparse.Namespace) -> int:
     code, run_dir = run_campaign_args(_run_args(args, names))
     if code != EXIT_OK:
         return code
-    order = lineage.read_run_json(run_dir).get("tasks") or []
-    rows = bench_rows(lineage.read_pandas(run_dir), order)
+    recorded = lineage.read_run_json(run_dir)
+    rows = bench_rows(lineage.read_pandas(run_dir), recorded.get("tasks") or [])
     means = geomeans(rows)
-    markdown = to_markdown(rows, means, run_dir)
+    markdown = to_markdown(rows, means, run_dir, _provenance(recorded))
     (run_dir / "bench.md").write_text(markdown)
     (run_dir / "bench.json").write_text(json.dumps(to_json(rows, means, run_dir), indent=2) + "\n")
     print(markdown, end="")
@@ -137,11 +137,23 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], run_dir: Path) -> str:
+def _provenance(recorded: dict[str, Any]) -> str:
+    """`Command: ... Started: ...` from run.json, for whoever quotes the table."""
+    words = recorded.get("command") or []
+    words = words.split() if isinstance(words, str) else list(words)
+    if words and Path(words[0]).name in ("fsr", "__main__.py"):  # the script or `python -m fsr`
+        words[0] = "fsr"
+    command = " ".join(words)
+    started = str(recorded.get("created_at") or "")[:16].replace("T", " ")
+    return f"Command: `{command}`. Started: {started} UTC." if command and started else ""
+
+
+def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], run_dir: Path,
+                provenance: str = "") -> str:
     """The table: a row per task, then the geometric means (with the tasks each covers)."""
     devices = sorted({r["device"] for r in rows if r.get("device")})
     lines = [f"# fsr bench: {run_dir.name}", "",
-             f"Device: {', '.join(devices) or 'none recorded'}. Lineage: {run_dir}/.", "",
+             f"Device: {', '.join(devices) or 'none recorded'}. Lineage: {run_dir}/. {provenance}".rstrip(), "",
              "| task | evaluations | best | of ceiling | vs baseline | vs library | vs torch | verdicts |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:

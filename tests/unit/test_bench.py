@@ -126,6 +126,9 @@ def test_bench_runs_every_task_of_the_tasks_dir_and_writes_the_table(suite, tmp_
     assert doc["geomean"]["torch"]["tasks"] == 1 and doc["geomean"]["library"]["tasks"] == 2
     table = (run_dir / "bench.md").read_text()
     assert table in capsys.readouterr().out
+    assert "Command: `" in table and " UTC." in table
+    assert bench._provenance({"command": ["/usr/bin/fsr", "bench", "--plain"], "created_at": "2026-11-23T06:21:39"}) \
+        == "Command: `fsr bench --plain`. Started: 2026-11-23 06:21 UTC."
     assert "| layernorm |" in table and "| geometric mean |" in table
 
 
