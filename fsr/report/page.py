@@ -12,6 +12,7 @@ from plotly.offline import get_plotlyjs
 
 from fsr.report import plots
 from fsr.report.data import RunTables, comparison
+from fsr.report.text import SUMMARY_MD, cell
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1360px; color: #222; }
@@ -23,35 +24,17 @@ table.fsr th { background: #f3f3f3; } table.fsr td:first-child { text-align: lef
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
 pre.diff { font-size: 0.8em; background: #f8f8f8; padding: 6px; overflow-x: auto; max-height: 30em; }
 """
-SUMMARY_SHOWN = {"task": "task", "device": "device", "evaluations": "evaluations", "best_us": "best us",
-                 "ceiling_fraction": "of ceiling", "speedup_baseline": "vs baseline", "speedup_library": "vs library",
-                 "speedup_torch": "vs PyTorch eager", "evals_per_gpu_minute": "evals per GPU-minute",
-                 "verdicts": "verdicts"}
-
-
-def _fmt(value: object) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return ""
-    if isinstance(value, float):
-        return f"{value:,.3g}" if abs(value) < 10 else f"{value:,.1f}"
-    return str(value)
-
-
 def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
-    """A table, `columns` choosing and renaming (all columns when None)."""
-    shown = frame[list(columns)].rename(columns=columns) if columns else frame
-    return shown.to_html(index=False, classes="fsr", border=0, na_rep="", formatters={
-        c: _fmt for c in shown.columns}, escape=True)
+    """A table, `columns` choosing and renaming (all columns when None); numbers formatted as
+    in the Markdown report (fractions as percentages, ratios as speedups)."""
+    columns = columns or {c: c for c in frame.columns}
+    shown = pd.DataFrame({name: frame[c].map(lambda v, c=c: cell(c, v)) for c, name in columns.items()})
+    return shown.to_html(index=False, classes="fsr", border=0, escape=True)
 
 
 def summary_html(summary: pd.DataFrame) -> str:
-    """The task summary, ratios as speedups and the ceiling as a percentage."""
-    shown = summary.copy()
-    for c in ("speedup_baseline", "speedup_library", "speedup_torch"):
-        shown[c] = shown[c].map(lambda x: "" if pd.isna(x) else f"{x:.2f}x").astype(object)
-    shown["ceiling_fraction"] = shown["ceiling_fraction"].map(lambda x: "" if pd.isna(x) else f"{x:.1%}")
-    columns = {"run": "run", **SUMMARY_SHOWN} if "run" in shown else SUMMARY_SHOWN
-    return table_html(shown, columns)
+    """The task summary (with a run column when several runs are compared)."""
+    return table_html(summary, {"run": "run", **SUMMARY_MD} if "run" in summary else SUMMARY_MD)
 
 
 def figure_html(fig: go.Figure) -> str:
@@ -59,7 +42,7 @@ def figure_html(fig: go.Figure) -> str:
 
 
 CHAIN_SHOWN = 40  # steps of a winner's chain shown open; a longer chain's table is folded
-DIFFS_SHOWN = 100  # diffs of the last steps embedded: the page's size stays bounded (all are in the JSON)
+DIFFS_SHOWN = 25  # diffs of the last steps embedded: the page's size stays bounded (all are in the JSON)
 
 
 def chain_html(chain: pd.DataFrame) -> str:

@@ -19,7 +19,8 @@ TIMES = {"speedup_baseline", "speedup_library", "speedup_torch", "speedup_with",
          "speedup", "median_ratio"}
 
 
-def _cell(column: str, value: Any) -> str:
+def cell(column: str, value: Any) -> str:
+    """One table cell as text: fractions as percentages, ratios as speedups, numbers rounded."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
     if column in PERCENT:
@@ -36,7 +37,7 @@ def markdown_table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -
     columns = columns or {c: c for c in frame.columns}
     lines = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
     for row in frame[list(columns)].itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(c, v) for c, v in zip(columns, row, strict=True)) + " |")
+        lines.append("| " + " | ".join(cell(c, v) for c, v in zip(columns, row, strict=True)) + " |")
     return "\n".join(lines)
 
 
