@@ -10,6 +10,7 @@ WARP_SHUFFLE = [0, 1]   # left and right neighbours from the adjacent lanes' reg
 ROLLING = [0, 1]        # rows visited in order with the row above and the row itself kept in registers
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of u
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(32 * BY): registers bounded for the block size
+STREAM = [0, 1]         # streaming (evict-first) stores of v with __stcs, so L2 keeps the rows of u
 
 [[launch]]
 kernel = "jacobi_template"
@@ -35,6 +36,12 @@ args = ["u", "v", "ny", "nx"]
 #else
 #define RESTRICT
 #define LOAD(p) (*(p))
+#endif
+
+#if STREAM
+#define STORE(p, x) __stcs(p, x)
+#else
+#define STORE(p, x) (*(p) = (x))
 #endif
 
 #if LAUNCH_BOUNDS
@@ -82,13 +89,13 @@ __device__ __forceinline__ void emit(float* RESTRICT v, int i, int j0, int ny, i
     float* p = v + (size_t)i * nx + j0;
 #if VEC4
     if (vec) {
-        *reinterpret_cast<float4*>(p) = make_float4(out.v[0], out.v[1], out.v[2], out.v[3]);
+        STORE(reinterpret_cast<float4*>(p), make_float4(out.v[0], out.v[1], out.v[2], out.v[3]));
         return;
     }
 #endif
 #pragma unroll
     for (int k = 0; k < W; ++k)
-        if (j0 + k < nx) p[k] = out.v[k];
+        if (j0 + k < nx) STORE(p + k, out.v[k]);
 }
 
 #if SMEM_TILE

@@ -24,15 +24,21 @@ def make_inputs(sizes, rng):
 
 
 def reference(inputs, sizes):
+    # acc_i = sum_j w_ij (s_j - t_i) = W @ s - t_i * sum_j w_ij, with |s_j - t_i|^2 from one
+    # matrix product: float64 keeps the cancellations far below the tolerance (|t|, |s| < 2).
     t = inputs["targets"].astype(np.float64)
     s = inputs["sources"].astype(np.float64)
+    xyz, mass = s[:, :3], s[:, 3]
     acc = np.empty_like(t)
     step = max(1, BLOCK_PAIRS // max(len(s), 1))
     for lo in range(0, len(t), step):
-        d = s[None, :, :3] - t[lo:lo + step, None, :]
-        r2 = np.einsum("ijk,ijk->ij", d, d) + EPS2
-        w = s[None, :, 3] / (r2 * np.sqrt(r2))
-        acc[lo:lo + step] = np.einsum("ij,ijk->ik", w, d)
+        tb = t[lo:lo + step]
+        r2 = tb @ (-2.0 * xyz.T)
+        r2 += np.einsum("ij,ij->i", tb, tb)[:, None]
+        r2 += np.einsum("ij,ij->i", xyz, xyz)[None, :] + EPS2
+        np.maximum(r2, EPS2, out=r2)  # rounding must not take a coincident pair below eps2
+        w = mass / (r2 * np.sqrt(r2))
+        acc[lo:lo + step] = w @ xyz - tb * w.sum(axis=1)[:, None]
     return {"acc": acc}
 
 

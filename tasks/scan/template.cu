@@ -2,6 +2,7 @@
 [tunables]
 BLOCK = [256, 128, 512]  # threads per block
 ITEMS = [8, 4, 16]       # consecutive elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
+BACKOFF_NS = [128, 0, 32, 512]  # a look-back poll that finds a tile unpublished sleeps this long before the next
 
 [features]
 VEC4 = [0, 1]           # int4 loads and stores of whole tiles (the last, partial tile stays scalar)
@@ -10,6 +11,7 @@ WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else 
 LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, 1024 / BLOCK): registers bounded for two blocks an SM or more
+IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
 
 [[scratch]]
 name = "state"
@@ -31,7 +33,8 @@ args = ["x", "y", "state", "ticket", "n"]
 */
 // Feature template: single-pass inclusive scan with decoupled look-back (Merrill & Garland).
 // Tiles are numbered in the order blocks start (a ticket), so every predecessor of a tile is
-// running or done and waiting on it cannot deadlock. Each tile publishes a 64-bit word
+// running or done and waiting on it cannot deadlock; with IN_ORDER the block index is the tile,
+// relying on blocks being started in index order, as CUB's scans do. Each tile publishes a 64-bit word
 // (flag << 32 | value): flag 1, its own sum (aggregate); flag 2, the sum of everything up to
 // and including it (inclusive prefix). A tile's exclusive prefix is found by walking back over
 // predecessors, adding aggregates, until one publishes an inclusive prefix.
@@ -56,6 +59,19 @@ args = ["x", "y", "state", "ticket", "n"]
 typedef unsigned long long word_t;
 
 __device__ __forceinline__ word_t read_state(const word_t* p) { return *(const volatile word_t*)p; }
+
+// Polls until the tile has published something; the sleep keeps waiting lanes from flooding L2
+// with polls while the tile ahead is still loading.
+__device__ __forceinline__ word_t wait_state(const word_t* p) {
+    word_t s = read_state(p);
+    while ((s >> 32) == 0) {
+#if BACKOFF_NS > 0
+        __nanosleep(BACKOFF_NS);
+#endif
+        s = read_state(p);
+    }
+    return s;
+}
 __device__ __forceinline__ void write_state(word_t* p, word_t flag, int value) {
     *(volatile word_t*)p = (flag << 32) | (unsigned)value;  // one aligned 64-bit store: never torn
 }
@@ -190,9 +206,7 @@ __device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum
     __syncwarp();
     for (int window = tile - 1;; window -= 32) {
         const int j = window - lane;
-        word_t s = 0;
-        if (j >= 0)
-            do s = read_state(state + j); while ((s >> 32) == 0);
+        const word_t s = j >= 0 ? wait_state(state + j) : 0;
         const unsigned done = __ballot_sync(0xffffffffu, j >= 0 && (s >> 32) == FLAG_PRE);
         const int last = done ? __ffs(done) - 1 : 31;
         if (j >= 0 && lane <= last) atomicAdd(sum_s, (int)(unsigned)(s & 0xffffffffu));
@@ -205,8 +219,7 @@ __device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum
 __device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
     int prefix = 0;
     for (int j = tile - 1;; --j) {
-        word_t s;
-        do s = read_state(state + j); while ((s >> 32) == 0);
+        const word_t s = wait_state(state + j);
         prefix += (int)(unsigned)(s & 0xffffffffu);
         if ((s >> 32) == FLAG_PRE) return prefix;
     }
@@ -226,9 +239,13 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #else
     int* tile_s = nullptr;
 #endif
+#if IN_ORDER
+    const int tile = blockIdx.x, base = tile * TILE;
+#else
     if (threadIdx.x == 0) tile_id = atomicAdd(ticket, 1);
     __syncthreads();
     const int tile = tile_id, base = tile * TILE;
+#endif
 
     int v[ITEMS];
     load_items(x, base, n, v, tile_s);
