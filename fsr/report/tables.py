@@ -32,12 +32,22 @@ def start_times(frame: pd.DataFrame) -> pd.Series:
 
 def gpu_minutes(frame: pd.DataFrame) -> float:
     """The span from the first evaluation's start to the last one's finish, times the workers
-    that served these rows, in minutes. Per task in a campaign whose tasks share the GPUs, the
-    rates this gives add up to the campaign's rate."""
+    that served these rows, in minutes: the GPU time the run held, idle or busy."""
     if frame.empty:
         return 0.0
     span_s = (pd.to_datetime(frame["finished_at"], utc=True).max() - start_times(frame).min()).total_seconds()
     return max(span_s, 0.0) * max(frame["worker"].nunique(), 1) / 60.0
+
+
+def task_gpu_minutes(frame: pd.DataFrame) -> pd.Series:
+    """Per task, its share of the run's GPU-minutes (`gpu_minutes`): in proportion to the time
+    workers spent evaluating it (`wall_s`), so the tasks of a campaign that share the GPUs split
+    the whole held time, idle included, and the shares add up to it. A run with no recorded
+    wall time splits by each task's own span instead."""
+    busy = frame.groupby("task")["wall_s"].sum()
+    if busy.sum() <= 0:
+        return frame.groupby("task").apply(gpu_minutes, include_groups=False)
+    return gpu_minutes(frame) * busy / busy.sum()
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -52,7 +62,7 @@ def _value(row: pd.Series | None, column: str) -> float | None:
     return float(row[column])
 
 
-def _task_row(task: str, rows: pd.DataFrame) -> dict[str, object]:
+def _task_row(task: str, rows: pd.DataFrame, minutes: float) -> dict[str, object]:
     ok = timed_ok(rows)
     best = ok.loc[ok["median_us"].idxmin()] if not ok.empty else None
     devices = rows["device"][rows["device"] != ""]
@@ -61,7 +71,6 @@ def _task_row(task: str, rows: pd.DataFrame) -> dict[str, object]:
     best_us = _value(best, "median_us")
     fraction = _value(best, "ceiling_fraction")
     refs = {c: _value(best, c) for c in ("baseline_us", "library_us", "torch_us")}
-    minutes = gpu_minutes(rows)
     return {
         "task": task, "device": device, "evaluations": len(rows), "best_us": best_us,
         "ceiling_fraction": fraction,
@@ -81,9 +90,10 @@ def task_summary(frame: pd.DataFrame) -> pd.DataFrame:
     median (`best_us`), its fraction of the device ceiling and the latency that ceiling allows
     (`ceiling_us`), the baseline, library and PyTorch eager latencies recorded with it and the
     best's speedup over each (None where one is absent, e.g. lineages without `torch_us`),
-    evaluations per GPU-minute (see `gpu_minutes`), the verdict mix as text (`verdicts`) and one
+    evaluations per GPU-minute (see `task_gpu_minutes`), the verdict mix as text (`verdicts`) and one
     count column per Verdict. A task with no correct kernel has None for every latency."""
-    rows = [_task_row(str(task), group) for task, group in frame.groupby("task", sort=True)]
+    minutes = task_gpu_minutes(frame) if not frame.empty else pd.Series(dtype=float)
+    rows = [_task_row(str(task), group, float(minutes[task])) for task, group in frame.groupby("task", sort=True)]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 

@@ -60,10 +60,12 @@ def test_summary_tolerates_a_lineage_without_torch_timings() -> None:
     assert soft["speedup_torch"] is None or soft["speedup_torch"] != soft["speedup_torch"]
 
 
-def test_evaluations_per_gpu_minute_spans_first_start_to_last_finish_on_every_worker() -> None:
-    soft = tables.task_summary(frame(softmax_and_sgemm())).set_index("task").loc["softmax"]
-    # 5 evaluations between t=0 and t=60 s on two workers: two GPU-minutes
-    assert soft["evals_per_gpu_minute"] == pytest.approx(2.5)
+def test_tasks_share_the_runs_gpu_minutes_by_the_time_spent_evaluating_them() -> None:
+    s = tables.task_summary(frame(softmax_and_sgemm())).set_index("task")
+    # t=0 to t=60 s on two workers: two GPU-minutes; softmax took 5 of the 6 busy seconds
+    assert s.loc["softmax", "evals_per_gpu_minute"] == pytest.approx(5 / (2 * 5 / 6))
+    assert s.loc["sgemm", "evals_per_gpu_minute"] == pytest.approx(1 / (2 * 1 / 6))
+    assert (s["evaluations"] / s["evals_per_gpu_minute"]).sum() == pytest.approx(2.0)
 
 
 def test_a_missing_start_time_falls_back_to_finish_less_wall_time() -> None:
