@@ -34,15 +34,18 @@ class Run:
 
     @property
     def device(self) -> str:
-        devices = self.evaluations["device"][self.evaluations["device"] != ""]
-        return str(devices.mode().iat[0]) if not devices.empty else "unknown device"
+        """The GPU model(s) the run's rows name (a campaign keeps each task on one model)."""
+        devices = sorted(set(self.evaluations["device"]) - {""})
+        return " + ".join(devices) if devices else "unknown device"
 
     @property
     def label(self) -> str:
         """The run's id, device and search shape: how a curve of this run is named."""
         config = self.info.get("config", {})
         search = config.get("search", {}) if isinstance(config, dict) else {}
-        shape = "fsr strategy" if self.info.get("strategy") == "fsr" else f"{search.get('islands', '?')} islands"
+        islands = search.get("islands", "?")
+        shape = ("fsr strategy" if self.info.get("strategy") == "fsr"
+                 else f"{islands} island{'' if islands == 1 else 's'}")
         return f"{self.run_id} ({self.device}, {shape})"
 
 

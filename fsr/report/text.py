@@ -51,6 +51,8 @@ def run_markdown(t: RunTables) -> str:
     if not t.effects.empty:
         parts += ["### What paid off (geomean speedup over baseline of correct kernels)",
                   markdown_table(t.effects)]
+    if not t.tuning.empty:
+        parts += ["### Tuning (trial latency relative to the candidate's best trial)", markdown_table(t.tuning)]
     parts += ["### Seconds per evaluation, by stage",
               markdown_table(t.stages.pivot(index="task", columns="stage", values="per_evaluation_s").reset_index()),
               "### Workers", markdown_table(t.workers)]
