@@ -84,9 +84,9 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
               file=sys.stderr)
         with lineage.LineageWriter(run_dir) as writer:
             summary = _search(args, config, task_list, executor, proposer, writer, run_dir)
-    except EvaluatorUnavailable as e:
-        _discard_unstarted(run_dir, fresh)
-        print(f"fsr: {e}", file=sys.stderr)
+    except EvaluatorUnavailable as e:  # also every Ray worker lost: what was evaluated is kept
+        resume = "" if _discard_unstarted(run_dir, fresh) else f"; carry the campaign on with: fsr run --resume {run_dir}"
+        print(f"fsr: {e}{resume}", file=sys.stderr)
         return EXIT_NO_DEVICE, run_dir
     finally:
         executor.close()
@@ -193,7 +193,7 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, n
     from cluster.start import ClusterError, connect
 
     try:
-        connect(args.address, args.gpus)
+        connect(args.address, args.gpus, ray_log=run_dir / "cluster.log")
         return RayExecutor.from_config(config, tasks_root=args.tasks_dir, journal_dir=str(run_dir.resolve()),
                                        warm=names)
     except ClusterError as e:
@@ -248,8 +248,10 @@ def _worker_lines(executor: Any) -> list[str]:
     lines = []
     for w in stats():
         busy = f"busy {w.busy_s / w.alive_s:.0%} of {w.alive_s:.0f} s" if w.alive_s > 0 else "never ready"
-        faults = f", {w.crashes} crashed, {w.timeouts} timed out, {w.restarts} restarts" \
-            if w.crashes or w.timeouts or w.restarts else ""
+        lost, requeued = getattr(w, "lost", 0), getattr(w, "requeued", 0)
+        faults = f", lost {lost} time{'s' * (lost != 1)} ({requeued} evaluations re-queued)" if lost else ""
+        if w.crashes or w.timeouts or w.restarts:
+            faults += f", {w.crashes} crashed, {w.timeouts} timed out, {w.restarts} restarts"
         lines.append(f"  worker {w.name} ({w.device or 'no device'}): {w.evaluations} evaluations, {busy}{faults}")
     return lines
 

@@ -239,3 +239,19 @@ def test_a_campaign_that_loses_every_worker_stops_in_one_line_and_resumes_to_its
     rows = read(tmp_path).to_pylist()
     assert len(rows) == 16 and len({r["candidate_id"] for r in rows}) == 16
     assert [r["candidate_id"] for r in rows[:len(first)]] == [r["candidate_id"] for r in first]
+
+
+def test_the_run_summary_names_a_lost_worker_and_its_requeued_evaluations(make):
+    from fsr.commands.run import _worker_lines
+
+    ex = make(num_workers=1)
+    (probe,) = candidates(1, task="probe")
+    ex.submit(probe)
+    pid = int(collect(ex, 1)[0].message.split()[-1])
+    assert "lost" not in _worker_lines(ex)[0]
+    ex.submit(candidates(1, mark=SLOW_MARK)[0])
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGKILL)
+    collect(ex, 1)
+    (line,) = _worker_lines(ex)
+    assert "2 evaluations, " in line and "lost 1 time (1 evaluations re-queued), 0 crashed" in line
