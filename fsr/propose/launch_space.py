@@ -7,7 +7,9 @@ as a tunable, so that the tuner (or the proposer's tunable move) then tries them
 
 - widen a tunable that sizes a block: every power of two that keeps each launch's block
   between one warp and 1024 threads;
-- widen a tunable that divides only a grid (work per thread, e.g. `cdiv(n, BLOCK * ITEMS)`);
+- widen a tunable that divides only a grid (work per thread, e.g. `cdiv(n, BLOCK * ITEMS)`)
+  by halving and doubling its values (a parent widened before is widened further) while the
+  grid at the benchmark size keeps MIN_BLOCKS blocks;
 - for a kernel that reads `gridDim` (a grid-stride loop), divide that grid dimension by a new
   work-per-thread tunable; and a literal block size that the grid repeats (`block = ["256"]`,
   `grid = ["cdiv(n, 256)"]`) becomes a tunable, when the kernel's code does not repeat it.
@@ -26,13 +28,14 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from fsr import expr
-from fsr.candidate import GLOBAL_RE, HeaderError, render, strip_comments
+from fsr.candidate import GLOBAL_RE, HeaderError, launch_dims, render, strip_comments, with_defines
 from fsr.propose.transforms import split
 from fsr.types import Candidate, LaunchSpec, Task
 
 POWERS_OF_TWO = tuple(2**k for k in range(11))  # 1 .. 1024
 MIN_THREADS, MAX_THREADS = 32, 1024  # a block of less than a warp wastes lanes; 1024 is CUDA's limit
 WORK_PER_THREAD = (1, 2, 4, 8, 16)
+MIN_BLOCKS = 256  # a grid of fewer blocks at the benchmark size leaves most of a large GPU idle
 WORK_NAME, BLOCK_NAME = "WORK_PER_THREAD", "BLOCK"
 AXES = ("x", "y", "z")
 _names_in = functools.lru_cache(maxsize=4096)(expr.names_in)  # expressions repeat across candidates
@@ -46,7 +49,8 @@ def rewrites(cand: Candidate, task: Task) -> Iterator[tuple[str, str]]:
         if t.name in block_names:
             values = _block_values(cand, t.name)
         elif t.name in grid_names:
-            values = WORK_PER_THREAD
+            values = tuple(w for w in sorted({w for v in t.values for w in (v // 2, v * 2) if w >= 1})
+                           if _fills_device(cand, task, t.name, w))
         else:
             continue
         wider = t.values + tuple(v for v in values if v not in t.values)
@@ -75,6 +79,18 @@ def _block_values(cand: Candidate, name: str) -> tuple[int, ...]:
         if threads and all(MIN_THREADS <= n <= MAX_THREADS for n in threads):
             out.append(v)
     return tuple(out)
+
+
+def _fills_device(cand: Candidate, task: Task, name: str, value: int) -> bool:
+    """Whether every launch's grid keeps MIN_BLOCKS blocks at the benchmark size (or as many as
+    it had) with `name` = `value`."""
+    sizes = dict(task.bench_size)
+    try:
+        before = [math.prod(g) for g, _, _ in launch_dims(cand, sizes)]
+        after = [math.prod(g) for g, _, _ in launch_dims(with_defines(cand, {name: value}), sizes)]
+    except HeaderError:
+        return False
+    return all(a >= min(b, MIN_BLOCKS) for a, b in zip(after, before, strict=True))
 
 
 def _work_per_thread(cand: Candidate, task: Task) -> tuple[str, str] | None:

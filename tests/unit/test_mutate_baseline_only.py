@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fsr.candidate import parse
+from fsr.candidate import launch_dims, parse, with_defines
 from fsr.config import SearchConfig
 from fsr.propose import launch_space, transforms
 from fsr.propose.mutate import MutateProposer
@@ -106,9 +106,18 @@ def test_a_two_dimensional_block_keeps_between_a_warp_and_1024_threads():
 def test_a_tunable_that_divides_only_the_grid_is_widened_as_work_per_thread(tmp_path):
     text = HEADER.replace("BLOCK = [256]", "BLOCK = [256]\nITEMS = [4]").replace(
         "cdiv(n, BLOCK)", "cdiv(n, BLOCK * ITEMS)")
-    moves = rewrites(make_task(tmp_path, text + GRID_STRIDE))
-    items = next(c for m, c in moves.items() if m.startswith("launch ITEMS"))
-    assert dict((t.name, t.values) for t in items.tunables)["ITEMS"] == (4, 1, 2, 8, 16)
+    task = make_task(tmp_path, text + GRID_STRIDE)
+    items = next(c for m, c in rewrites(task).items() if m.startswith("launch ITEMS"))
+    assert dict((t.name, t.values) for t in items.tunables)["ITEMS"] == (4, 2, 8)  # halved and doubled
+    assert "launch ITEMS in [4, 2, 8, 1, 16]" in {m for _, m in launch_space.rewrites(items, task)}
+    while True:  # widened again and again, until the grid at the benchmark size would be too small
+        wider = [parse(t, task) for t, m in launch_space.rewrites(items, task) if m.startswith("launch ITEMS")]
+        if not wider:
+            break
+        items = wider[0]
+    values = dict((t.name, t.values) for t in items.tunables)["ITEMS"]
+    assert min(values) == 1 and max(values) == 2**24 // 256 // launch_space.MIN_BLOCKS
+    assert launch_dims(with_defines(items, {"ITEMS": max(values)}), dict(task.bench_size))[0][0] == (256,)
 
 
 def test_a_grid_stride_kernel_gets_a_work_per_thread_divisor_and_a_one_per_thread_kernel_does_not(tmp_path):
@@ -160,20 +169,30 @@ def search(tasks: list[Task], evaluator: FakeEvaluator, max_evaluations: int = 4
     return summary, writer.rows, view.notes
 
 
-def test_a_baseline_only_task_searches_its_launch_space_and_every_transform_then_stops_with_one_line(tmp_path):
+def test_a_baseline_only_task_searches_its_launch_space_and_every_transform(tmp_path):
     task = make_task(tmp_path, HEADER + GRID_STRIDE)
     faster = FakeEvaluator(noise=0.0, define_effects={("BLOCK", 512): 1.5, ("WORK_PER_THREAD", 8): 2.0})
-    summary, rows, notes = search([task], faster)
+    summary, rows, notes = search([task], faster, max_evaluations=200)
     defines = [dict(c.resolved_defines()) for c, _, _ in rows]
     assert {d["BLOCK"] for d in defines} == {32, 64, 128, 256, 512, 1024}
-    assert {d.get("WORK_PER_THREAD", 1) for d in defines} == {1, 2, 4, 8, 16}
+    assert {1, 2, 4, 8, 16, 32} <= {d.get("WORK_PER_THREAD", 1) for d in defines}  # the first list, then wider
     moves = {c.origin.move.split()[0] for c, _, _ in rows}
     assert {"restrict", "ldg", "launch_bounds", "launch", "tunable"} <= moves
     (best,) = summary.tasks
     assert best.best_speedup == pytest.approx(3.0)  # both effects found together
+    assert summary.stopped_by == "evaluations" and notes == []  # still going at the budget
+
+
+def test_a_baseline_only_task_with_nothing_new_left_stops_with_one_line(tmp_path):
+    task = make_task(tmp_path, HEADER + ONE_PER_THREAD)  # no gridDim: block sizes and transforms only
+    summary, rows, notes = search([task], FakeEvaluator(noise=0.0, define_effects={("BLOCK", 512): 1.25}))
+    (best,) = summary.tasks
     assert summary.stopped_by == "exhausted" and best.finished < 400
+    assert best.best_speedup == pytest.approx(1.25)
+    kernels = {(c.source.split("*/")[1], c.resolved_defines(), frozenset(c.tunables[0].values)) for c, _, _ in rows}
+    assert len(kernels) == len(rows)  # a kernel and its tuning space evaluated once, whatever the values' order
     (line,) = notes
-    assert line.startswith(f"axpy: nothing new to try after {best.finished} evaluations (best 3.00x")
+    assert line.startswith(f"axpy: nothing new to try after {best.finished} evaluations (best 1.25x")
     assert "tunables" in line and "template.cu" in line and "--model" in line
     assert best.note == line
 
