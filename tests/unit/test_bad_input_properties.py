@@ -198,6 +198,13 @@ def test_generated_header_text_parses_or_is_a_header_error(softmax, text):
         pass
 
 
+@given(st.lists(st.integers(1, 2**20), min_size=1, max_size=6, unique=True), st.sampled_from(["0", "BLOCK * 4"]))
+def test_a_generated_valid_header_parses_with_what_it_declares(softmax, blocks, smem):
+    header = {**HEADER, "tunables": {"BLOCK": blocks}, "launch": [{**HEADER["launch"][0], "smem": smem}]}
+    cand = candidate.parse(f"/* fsr\n{toml_text(header)}*/{BODY}", softmax)
+    assert cand.tunables[0].values == tuple(blocks) and cand.launches[0].smem == smem
+
+
 def test_the_writer_of_these_tests_reproduces_a_valid_header(softmax):
     """The unmutated header, written back by `toml_text`, still parses: the mutations are what fail."""
     cand = candidate.parse(f"/* fsr\n{toml_text(HEADER)}*/{BODY}", softmax)
