@@ -172,3 +172,25 @@ def test_resume_keeps_the_recorded_config_and_applies_options_but_refuses_a_conf
     (tmp_path / "other.toml").write_text("[search]\nislands = 3\n")
     assert_one_line(*run_main(capsys, "--config", str(tmp_path / "other.toml"), "run", "--resume", str(tmp_path)),
                     "--config with --resume")
+
+
+def test_an_endpoint_that_cannot_be_reached_is_one_line_and_no_run_directory(capsys, tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    runs = tmp_path / "runs"
+    code, err = run_main(capsys, "run", "softmax", "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1",
+                         "--runs-dir", str(runs))
+    assert_one_line(code, err, "cannot reach", f"127.0.0.1:{port}")
+    assert not runs.exists()
+
+
+def test_the_endpoint_check_passes_a_server_without_a_model_list():
+    from fsr.commands.run import _check_endpoint
+    from fsr.config import LLMConfig
+    from tests.llm_server import ScriptedServer
+
+    with ScriptedServer() as server:
+        _check_endpoint(LLMConfig(model="scripted-model", base_url=server.base_url))  # GET /models: 501
