@@ -76,13 +76,15 @@ def summarise(run_dir: Path, smi: Path) -> dict:
     return out
 
 
-def main(out_dir: str, label: str, evaluations: int, task_names: list[str], fsr_path: str | None) -> None:
+def main(out_dir: str, label: str, evaluations: int, task_names: list[str], fsr_path: str | None,
+         max_wall_s: float | None = None) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     smi_path = out / f"smi-{label}.csv"
     smi = sample_gpu(smi_path)
     command = ["python3", "-m", "fsr", "run", *task_names, "--max-evaluations", str(evaluations), "--plain",
                "--runs-dir", str((out / f"runs-{label}").resolve())]
+    command += ["--max-wall", str(max_wall_s)] if max_wall_s else []
     started = time.perf_counter()
     env = dict(os.environ)
     if fsr_path:
@@ -117,5 +119,6 @@ if __name__ == "__main__":
     ap.add_argument("evaluations", type=int)
     ap.add_argument("tasks", nargs="+")
     ap.add_argument("--fsr-path", help="directory holding the fsr (and tasks/) to run")
+    ap.add_argument("--max-wall", type=float, help="passed to fsr run: stop the search after this many seconds")
     a = ap.parse_args()
-    main(a.out_dir, a.label, a.evaluations, a.tasks, a.fsr_path)
+    main(a.out_dir, a.label, a.evaluations, a.tasks, a.fsr_path, a.max_wall)

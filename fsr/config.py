@@ -43,7 +43,7 @@ class TuneConfig:
     time_budget_s: float = 20.0
     trial_bench_budget_s: float = 0.05
     trial_max_samples: int = 6  # a trial's samples at most (the winner is timed again in full)
-    trial_stop_ratio: float = 1.25  # a trial stops after 3 samples whose fastest is this much slower than the best
+    trial_stop_ratio: float = 1.25  # a trial stops after 2 samples whose fastest is this much slower than the best
     seed: int = 0
 
 

@@ -164,17 +164,17 @@ def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flushe
 def sample_trial(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
                  max_samples: int, best_us: float | None, stop_ratio: float,
                  before: Callable[[int], None] | None = None, hold: Hold | None = None) -> list[float]:
-    """The short protocol for tuning trials of a program just checked (so warm): three samples,
+    """The short protocol for tuning trials of a program just checked (so warm): two samples,
     and stop there when their fastest is `stop_ratio` times slower than `best_us` (clearly not
     the winner); else more, up to `max_samples` or `budget_s` of device time. The winner is
     timed again with `sample`. `run` must not wait on the stream (a candidate's launches)."""
     prepare = before or (lambda _: None)
-    first = timed(run, stream, flusher, 3, hold=hold, prepare=prepare)
+    first = timed(run, stream, flusher, 2, hold=hold, prepare=prepare)
     if best_us is not None and min(first) > stop_ratio * best_us:
         return first
     per_run_s = max(float(np.median(first)) * 1e-6, 1e-6)
     more = int(min(budget_s / per_run_s, max_samples)) - len(first)
-    return first + (timed(run, stream, flusher, more, hold=hold, prepare=prepare, first=3) if more > 0 else [])
+    return first + (timed(run, stream, flusher, more, hold=hold, prepare=prepare, first=2) if more > 0 else [])
 
 
 def device_info(arch_override: str = "") -> DeviceInfo:

@@ -4,7 +4,7 @@ The GPU should set the pace, so a trial's host work is done ahead: the tuner nam
 will measure next (the whole grid, or a batch of TPE asks), and their NVRTC compiles run at once
 on the worker's host cores (NVRTC releases the GIL) while the GPU checks and times the points
 before them. Each trial is then checked at the small test sizes and timed with the short protocol
-(`bench.sample_trial`: a few samples, stopped early when clearly slower than the best so far);
+(`bench.sample_trial`: a few samples, stopped after two when clearly slower than the best so far);
 only the winner is timed with the full protocol, by the caller.
 
 Runs in the evaluator's child process only (imports cupy).
