@@ -1,8 +1,8 @@
 /* fsr
 [tunables]
-BLOCK = [256, 128, 512, 1024]  # threads per block
+BLOCK = [512, 256, 1024, 128]  # threads per block
 GRID = [528, 264, 1056, 2112]  # most blocks launched; each strides over the vector
-COPIES = [2, 1, 4, 8]          # sub-histograms per block with PRIVATE (warp w uses copy w % COPIES)
+COPIES = [4, 1, 2, 8]          # sub-histograms per block with PRIVATE (warp w uses copy w % COPIES)
 UNROLL_BY = [4, 2, 8]          # loads issued before their updates when UNROLL is on
 
 [features]

@@ -1,7 +1,7 @@
 /* fsr
 [tunables]
-BY = [8, 4]       # warps per block (rows of 32 threads)
-ROWS = [4, 8, 2]  # consecutive grid rows per thread
+BY = [4, 8]       # warps per block (rows of 32 threads)
+ROWS = [8, 4, 2]  # consecutive grid rows per thread
 
 [features]
 VEC4 = [0, 1]           # four columns per thread, float4 loads and stores where rows are 16-byte aligned (nx % 4 == 0)

@@ -1,7 +1,7 @@
 /* fsr
 [tunables]
-BLOCK = [128, 256]    # threads per block
-SPLIT = [4, 1, 2, 8, 16, 32]  # consecutive lanes sharing a target, each summing every SPLIT-th source
+BLOCK = [256, 128]    # threads per block
+SPLIT = [16, 1, 2, 4, 8, 32]  # consecutive lanes sharing a target, each summing every SPLIT-th source
 TPT = [2, 1, 4]       # targets per thread, each source loaded once for all of them
 
 [features]

@@ -1,7 +1,7 @@
 /* fsr
 [tunables]
-BLOCK = [256, 128, 512]  # threads per block
-ITEMS = [8, 4, 16]       # consecutive elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
+BLOCK = [512, 256, 128]  # threads per block
+ITEMS = [16, 8, 4]       # consecutive elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
 BACKOFF_NS = [128, 0, 32, 512]  # a look-back poll that finds a tile unpublished sleeps this long before the next
 
 [features]
