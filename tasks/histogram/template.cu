@@ -43,6 +43,13 @@ args = ["x", "counts", "n", "bins"]
 #define BATCH 1
 #endif
 #define SPAN (BLOCK * W * BATCH)
+// Loops of a fixed trip count over register arrays: unrolled on request with UNROLL (the
+// compiler unrolls such short loops of its own accord too).
+#if UNROLL
+#define FIXED_LOOP _Pragma("unroll")
+#else
+#define FIXED_LOOP
+#endif
 
 #if READONLY
 #define RESTRICT __restrict__
@@ -78,9 +85,9 @@ __device__ __forceinline__ void count_span(const int* RESTRICT x, int off, int n
 #if VEC4
     if (off + SPAN <= n) {
         int4 q[BATCH];
-#pragma unroll
+FIXED_LOOP
         for (int b = 0; b < BATCH; ++b) q[b] = LOAD(reinterpret_cast<const int4*>(x + off) + b * BLOCK + t);
-#pragma unroll
+FIXED_LOOP
         for (int b = 0; b < BATCH; ++b) {
             count(hist, q[b].x);
             count(hist, q[b].y);
@@ -91,12 +98,12 @@ __device__ __forceinline__ void count_span(const int* RESTRICT x, int off, int n
     }
 #endif
     int v[BATCH * W];
-#pragma unroll
+FIXED_LOOP
     for (int k = 0; k < BATCH * W; ++k) {
         const int i = off + k * BLOCK + t;
         v[k] = i < n ? LOAD(x + i) : -1;
     }
-#pragma unroll
+FIXED_LOOP
     for (int k = 0; k < BATCH * W; ++k) count(hist, v[k]);
 }
 

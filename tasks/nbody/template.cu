@@ -25,6 +25,13 @@ args = ["targets", "sources", "acc", "n", "m", "eps2"]
 // No thread returns early: every thread reaches each barrier and shuffle.
 #define SLOTS (BLOCK / SPLIT)
 #define TPB (SLOTS * TPT)  // targets per block
+// Loops of a fixed trip count over register arrays: unrolled on request with UNROLL (the
+// compiler unrolls such short loops of its own accord too).
+#if UNROLL
+#define FIXED_LOOP _Pragma("unroll")
+#else
+#define FIXED_LOOP
+#endif
 
 #if READONLY
 #define RESTRICT __restrict__
@@ -81,7 +88,7 @@ __device__ __forceinline__ void interact(Acc& a, const Body& t, const Body& s, f
 // The sum of a value over the SPLIT lanes of a group, in every lane of it.
 #if WARP_SHUFFLE
 __device__ __forceinline__ float group_sum(float v, float*) {
-#pragma unroll
+FIXED_LOOP
     for (int mask = SPLIT / 2; mask > 0; mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, mask);
     return v;
 }
@@ -102,7 +109,7 @@ extern "C" __global__ void KERNEL_BOUNDS nbody_template(const float* RESTRICT ta
     const int lane = threadIdx.x % SPLIT, slot = threadIdx.x / SPLIT;
     Body t[TPT];
     Acc a[TPT];
-#pragma unroll
+FIXED_LOOP
     for (int r = 0; r < TPT; ++r) {
         const int i = min(blockIdx.x * TPB + r * SLOTS + slot, n - 1);  // past n: computed, not stored
         t[r] = {LOAD(targets + 3 * i), LOAD(targets + 3 * i + 1), LOAD(targets + 3 * i + 2), 0.0f};
@@ -119,7 +126,7 @@ extern "C" __global__ void KERNEL_BOUNDS nbody_template(const float* RESTRICT ta
         SOURCE_LOOP
         for (int k = lane; k < count; k += SPLIT) {
             const Body s = tile[k];
-#pragma unroll
+FIXED_LOOP
             for (int r = 0; r < TPT; ++r) interact(a[r], t[r], s, eps2);
         }
     }
@@ -127,12 +134,12 @@ extern "C" __global__ void KERNEL_BOUNDS nbody_template(const float* RESTRICT ta
     SOURCE_LOOP
     for (int j = lane; j < m; j += SPLIT) {
         const Body s = source(sources, j);
-#pragma unroll
+FIXED_LOOP
         for (int r = 0; r < TPT; ++r) interact(a[r], t[r], s, eps2);
     }
 #endif
     __shared__ float red[BLOCK];
-#pragma unroll
+FIXED_LOOP
     for (int r = 0; r < TPT; ++r) {
         const float x = group_sum(a[r].x, red), y = group_sum(a[r].y, red), z = group_sum(a[r].z, red);
         const int i = blockIdx.x * TPB + r * SLOTS + slot;

@@ -22,6 +22,13 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "rows"]
 // 16-byte-aligned middle); the group adds its partial sums. No thread returns early: groups
 // past the last row run empty, so every lane reaches each shuffle and barrier.
 #define RPB (BLOCK / TPR)  // rows per block
+// Loops of a fixed trip count over register arrays: unrolled on request with UNROLL (the
+// compiler unrolls such short loops of its own accord too).
+#if UNROLL
+#define FIXED_LOOP _Pragma("unroll")
+#else
+#define FIXED_LOOP
+#endif
 
 #if READONLY
 #define RESTRICT __restrict__
@@ -51,7 +58,7 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "rows"]
 
 #if WARP_SHUFFLE
 __device__ __forceinline__ float group_sum(float v, float*) {
-#pragma unroll
+FIXED_LOOP
     for (int mask = TPR / 2; mask > 0; mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, mask);
     return v;
 }
