@@ -23,7 +23,9 @@ WORKER_NAME = "local"
 
 
 class EvaluatorUnavailable(RuntimeError):
-    """The evaluator could not be built (no GPU, broken toolchain): nothing can be evaluated."""
+    """Nothing can be evaluated: the evaluator could not be built (no GPU, broken toolchain), or
+    a cluster has no worker left (cluster.executor.NoWorkerError). One line; what was evaluated
+    before is in the lineage."""
 
 
 def crash_evaluation(candidate: Candidate, message: str, device: str = "") -> Evaluation:

@@ -217,14 +217,15 @@ def test_a_campaign_that_loses_every_worker_stops_in_one_line_and_resumes_to_its
     from fsr.search.loop import run_campaign
     from tests.fakes import softmax_task
 
-    node = ray_cluster.add_node(num_cpus=1, num_gpus=1)
-    ray_cluster.wait_for_nodes()
     holders = [GpuHolder.remote() for _ in range(4)]  # type: ignore[attr-defined]
-    ray.get([h.ready.remote() for h in holders], timeout=60)  # every other GPU is taken
+    ray.get([h.ready.remote() for h in holders], timeout=60)  # every GPU of the session is taken
+    node = ray_cluster.add_node(num_cpus=1, num_gpus=1)  # the worker's, to be lost
+    ray_cluster.wait_for_nodes()
     config = SearchConfig(max_evaluations=16, seed=3)
     factory = MarkedEvaluatorFactory(latency_s=0.2)
     try:
         ex = make(num_workers=1, start_timeout_s=2.0, evaluator_factory=factory)
+        assert len(ex.devices()) == 1  # started (on the new node) before the clock runs
         with LineageWriter(tmp_path) as writer, pytest.raises(NoWorkerError) as info:
             run_campaign([softmax_task()], ex, MutateProposer(), config, writer, NodeRemover(ray_cluster, node, 4))
         assert "no GPU worker left" in str(info.value) and "\n" not in str(info.value)
