@@ -24,6 +24,7 @@ from ray.exceptions import (
     ActorUnavailableError,
     NodeDiedError,
     ObjectLostError,
+    OutOfMemoryError,
     OwnerDiedError,
     RayActorError,
     RaySystemError,
@@ -54,6 +55,8 @@ def describe_loss(e: BaseException, node_ip: str, node_gone: bool) -> str:
         what = f"its node {node_ip or '?'} is gone"
     elif isinstance(e, ActorUnavailableError):
         what = "it cannot be reached"
+    elif isinstance(e, OutOfMemoryError):
+        what = "Ray killed it for lack of host memory"
     elif isinstance(e, (ActorDiedError, WorkerCrashedError)):
         what = "its process died"
     elif isinstance(e, RayActorError):

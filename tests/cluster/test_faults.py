@@ -10,9 +10,19 @@ import time
 
 import pytest
 import ray
-from ray.exceptions import ActorUnavailableError, ObjectLostError, RaySystemError
+from ray.exceptions import (
+    ActorDiedError,
+    ActorUnavailableError,
+    NodeDiedError,
+    ObjectLostError,
+    OutOfMemoryError,
+    OwnerDiedError,
+    RaySystemError,
+    WorkerCrashedError,
+)
 
 from cluster.executor import NoWorkerError, RayExecutor
+from cluster.faults import describe_loss
 from cluster.slot import Call
 from fsr.types import Evaluation, Verdict
 from tests.cluster.conftest import collect
@@ -256,3 +266,17 @@ def test_the_run_summary_names_a_lost_worker_and_its_requeued_evaluations(make):
     collect(ex, 1)
     (line,) = _worker_lines(ex)
     assert "2 evaluations, " in line and "lost 1 time (1 evaluations re-queued), 0 crashed" in line
+
+
+@pytest.mark.parametrize("error,words", [
+    (ActorDiedError(), "its process died (ActorDiedError)"),
+    (WorkerCrashedError(), "its process died (WorkerCrashedError)"),
+    (ActorUnavailableError("RpcError: Socket closed", None), "it cannot be reached (ActorUnavailableError)"),
+    (NodeDiedError("gone"), "its node 10.0.0.2 is gone (NodeDiedError)"),
+    (OwnerDiedError("ab" * 14, None, "x"), "its result was lost from the object store (OwnerDiedError)"),
+    (OutOfMemoryError("oom"), "lack of host memory (OutOfMemoryError)"),
+    (RaySystemError("x"), "Ray failed (RaySystemError)"),
+], ids=lambda x: type(x).__name__ if isinstance(x, Exception) else "")
+def test_each_kind_of_loss_is_named_in_fsrs_words_with_rays_class(error, words):
+    assert describe_loss(error, "10.0.0.2", node_gone=False).endswith(words)
+    assert describe_loss(error, "10.0.0.2", node_gone=True) == f"its node 10.0.0.2 is gone ({type(error).__name__})"
