@@ -70,12 +70,21 @@ def _compile(trial: Candidate, task: Any, arch: str) -> Compiled:
     return compile_candidate(trial, arch)
 
 
+def forget_ahead() -> None:
+    """Drop compiles started ahead: those not yet running are cancelled."""
+    for future in _AHEAD.values():
+        future.cancel()
+    _AHEAD.clear()
+
+
 def prefetch(child: Child, cand: Candidate, trials: int, start: Defines) -> None:
     """Start compiling the configurations `cand`'s tuning will try first (fsr.tune.first_points),
-    while the parent still compiles `cand` itself; a candidate that is rejected before it
-    reaches the child only costs host threads."""
+    while the parent still compiles `cand` itself. Announcements come one candidate at a time,
+    so an earlier one's compiles still queued (its candidate was rejected before the child saw
+    it) are cancelled first."""
     from fsr import tune
 
+    forget_ahead()
     if trials <= 0 or not cand.tunables:
         return
     task = child.task(cand.task)
@@ -190,9 +199,7 @@ def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> tu
                        time_budget_s=child.tune_cfg.time_budget_s, seed=child.tune_cfg.seed, start=start,
                        journal_path=req.journal_path, study_name=f"{cand.task}-{cand.id}",
                        prefetch=trials.prefetch)
-    for future in trials.pending.values():  # points the budget left unmeasured
-        future.cancel()
-    _AHEAD.clear()  # this candidate's (and any rejected one's) compiles are no longer wanted
+    forget_ahead()  # points the budget left unmeasured
     if not result.best_values:
         return None, result.trials
     return cfmt.with_defines(cand, dict(result.best_values)), result.trials
