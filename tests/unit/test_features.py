@@ -79,9 +79,15 @@ def test_detector_ignores_near_misses(name):
     assert name not in detect_source(NEGATIVE[name])
 
 
+# Features a plain kernel of the task cannot avoid, so the policy learns nothing from them there:
+# a multi-pass scan reduces and scans its chunks with block-stride loops, and one thread per
+# attention row keeps that row's d accumulators in a local array.
+INHERENT = {"scan": frozenset({"COALESCE"}), "attention": frozenset({"REG_BLOCK"})}
+
+
 @pytest.mark.parametrize("task", list_tasks())
 def test_plain_baselines_have_no_optimisation_features(task):
-    assert detect_source(load(task).baseline_source) == frozenset()
+    assert detect_source(load(task).baseline_source) == INHERENT.get(task, frozenset())
 
 
 def test_hand_optimised_softmax_example_is_tagged():
