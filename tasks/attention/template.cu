@@ -2,7 +2,7 @@
 [tunables]
 NT = [128, 64, 256]  # threads per block
 BK = [32, 64, 16]    # keys per K/V tile staged in shared memory with SMEM_TILE
-KC = [16, 8]         # keys per score chunk with SMEM_TILE: the online rescale happens once per chunk (KC <= BK)
+KC = [8, 16]         # keys per score chunk with SMEM_TILE: the online rescale happens once per chunk (KC <= BK)
 SPLIT_D = [2, 4]     # threads sharing a query row with WARP_SHUFFLE
 
 [features]
@@ -39,7 +39,7 @@ args = ["q", "k", "v", "o", "bh", "seq"]
 #else
 #define CH 1  // from global memory one key at a time: a chunk's loads in flight would take too many registers
 #endif
-static_assert(BK % CH == 0, "a tile holds whole chunks");
+static_assert(BK % KC == 0, "a tile holds whole chunks");
 
 #if LAUNCH_BOUNDS
 #define BOUNDS __launch_bounds__(NT, 1)
@@ -62,7 +62,6 @@ static_assert(BK % CH == 0, "a tile holds whole chunks");
 #endif
 
 typedef float RowPart[DT];  // a thread's share of a q row or an output row
-typedef float Scores[CH];
 
 // The dim of a thread's i-th value: groups of W dims, the TPR threads of a row side by side.
 template <int W>
@@ -109,11 +108,11 @@ struct RowState {
     float m, l;  // running max of the scores, sum of exp(score - m)
 };
 
-// Scores of keys j..j+CH (rows krow(kk) of 64 floats), masked to -inf past seq.
-template <int W, class KeyRow>
-__device__ __forceinline__ void score(const RowState& st, KeyRow krow, int j, int seq, int part, Scores& s) {
+// Scores of keys j..j+C (rows krow(kk) of 64 floats), masked to -inf past seq.
+template <int W, int C, class KeyRow>
+__device__ __forceinline__ void score(const RowState& st, KeyRow krow, int j, int seq, int part, float (&s)[C]) {
 #pragma unroll
-    for (int kk = 0; kk < CH; ++kk) {
+    for (int kk = 0; kk < C; ++kk) {
         const float* kr = krow(kk);
         float acc = 0.0f;
 #pragma unroll
@@ -130,10 +129,10 @@ __device__ __forceinline__ void score(const RowState& st, KeyRow krow, int j, in
 }
 
 // o += sum over the chunk of exp(s - m) v (m already covers the chunk).
-template <int W, class ValueRow>
-__device__ __forceinline__ void accumulate(RowState& st, ValueRow vrow, const Scores& s, int part) {
+template <int W, int C, class ValueRow>
+__device__ __forceinline__ void accumulate(RowState& st, ValueRow vrow, const float (&s)[C], int part) {
 #pragma unroll
-    for (int kk = 0; kk < CH; ++kk) {
+    for (int kk = 0; kk < C; ++kk) {
         const float p = EXP(s[kk] - st.m);
         st.l += p;
         const float* vr = vrow(kk);
@@ -167,7 +166,7 @@ struct Tiles {
     float (*vs)[D];
 };
 
-template <int W, bool ACC>
+template <int W, int C, bool ACC>
 __device__ __forceinline__ void pass(RowState& st, const float* RESTRICT kh, const float* RESTRICT vh, int seq,
                                      int part, Tiles tiles) {
 #if SMEM_TILE
@@ -180,16 +179,16 @@ __device__ __forceinline__ void pass(RowState& st, const float* RESTRICT kh, con
         stage<W>(kh, vh, j0, seq, ACC, ks, vs);
         __syncthreads();
 #endif
-        for (int jc = j0; jc < min(j0 + BK, seq); jc += CH) {
-            Scores s;
+        for (int jc = j0; jc < min(j0 + BK, seq); jc += C) {
+            float s[C];
 #if SMEM_TILE
-            score<W>(st, TileRows{ks, jc - j0}, jc, seq, part, s);
+            score<W, C>(st, TileRows{ks, jc - j0}, jc, seq, part, s);
 #else
-            score<W>(st, GlobalRows{kh, jc, seq - 1}, jc, seq, part, s);
+            score<W, C>(st, GlobalRows{kh, jc, seq - 1}, jc, seq, part, s);
 #endif
             float cmax = s[0];
 #pragma unroll
-            for (int kk = 1; kk < CH; ++kk) cmax = fmaxf(cmax, s[kk]);
+            for (int kk = 1; kk < C; ++kk) cmax = fmaxf(cmax, s[kk]);
             if constexpr (!ACC) {
                 st.m = fmaxf(st.m, cmax);
                 continue;
@@ -204,15 +203,16 @@ __device__ __forceinline__ void pass(RowState& st, const float* RESTRICT kh, con
             }
 #endif
 #if SMEM_TILE
-            accumulate<W>(st, TileRows{vs, jc - j0}, s, part);
+            accumulate<W, C>(st, TileRows{vs, jc - j0}, s, part);
 #else
-            accumulate<W>(st, GlobalRows{vh, jc, seq - 1}, s, part);
+            accumulate<W, C>(st, GlobalRows{vh, jc, seq - 1}, s, part);
 #endif
         }
     }
 }
 
-template <int W>
+// C: keys per chunk (CH, or 1 in the unaligned fallback of VEC4, which only has to be right).
+template <int W, int C>
 __device__ __forceinline__ void attend(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v,
                                        float* RESTRICT o, int seq, Tiles tiles) {
     const size_t head = (size_t)blockIdx.y * seq * D;
@@ -230,9 +230,9 @@ __device__ __forceinline__ void attend(const float* RESTRICT q, const float* RES
     st.m = -INFINITY;
     st.l = 0.0f;
 #if !ONLINE
-    pass<W, false>(st, k + head, v + head, seq, part, tiles);  // the max first: no rescaling in the second pass
+    pass<W, C, false>(st, k + head, v + head, seq, part, tiles);  // the max first: no rescaling in the second pass
 #endif
-    pass<W, true>(st, k + head, v + head, seq, part, tiles);
+    pass<W, C, true>(st, k + head, v + head, seq, part, tiles);
     if (row >= seq) return;
     float* orow = o + head + (size_t)row * D;
 #if FAST_MATH
@@ -269,9 +269,11 @@ extern "C" __global__ void BOUNDS attention_template(const float* RESTRICT q, co
 #endif
 #if VEC4
     if ((((size_t)q | (size_t)k | (size_t)v | (size_t)o) & 15) == 0) {
-        attend<4>(q, k, v, o, seq, tiles);
+        attend<4, CH>(q, k, v, o, seq, tiles);
         return;
     }
+    attend<1, 1>(q, k, v, o, seq, tiles);  // unaligned: floats, one key at a time (compiles fast)
+#else
+    attend<1, CH>(q, k, v, o, seq, tiles);
 #endif
-    attend<1>(q, k, v, o, seq, tiles);
 }
