@@ -8,7 +8,11 @@ ROWS_PER_BLOCK = 1024
 
 def make_inputs(sizes, rng):
     m, n = sizes["M"], sizes["N"]
-    a = rng.uniform(-1.0, 1.0, size=(m, n)).astype(np.float32)
+    # Drawn in float32 and shifted in place: a float64 draw of the benchmark matrix would take
+    # 1 GiB and most of the task's preparation time on each worker.
+    a = rng.random((m, n), dtype=np.float32)
+    a *= 2.0
+    a -= 1.0
     x = rng.uniform(-1.0, 1.0, size=n).astype(np.float32)
     return {"A": a, "x": x}
 
