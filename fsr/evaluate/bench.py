@@ -2,10 +2,10 @@
 owns, L2 flushed before every sample, input sets rotated, a time budget instead of a count.
 Also the device's ceilings (copy bandwidth, library SGEMM), measured once per child.
 
-The host never stretches a sample: before each sample's cache flush a one-thread kernel (`Hold`)
-holds the stream until the host has queued the flush, the start event, every launch and the end
-event, so the GPU runs them back to back however long Python took to queue them (nvbench's
-"blocking kernel"). Without it, launches queued after the GPU has drained the flush put host time inside
+The host never stretches a sample: before each sample's start event a one-thread kernel (`Hold`)
+holds the stream until the host has queued the start event, every launch and the end event, so
+the GPU runs them back to back however long Python took to queue them (nvbench's "blocking
+kernel"). Without it, launches queued after the GPU has drained the flush put host time inside
 the timed region (about 1.3 us and more per sample on an H200: +16% on an 8 us kernel).
 
 Runs in the evaluator's child process only (imports cupy).
@@ -90,14 +90,10 @@ class Hold:
 def _one(run: Callable[[int], None], i: int, stream: cp.cuda.Stream, flusher: L2Flusher,
          hold: Hold | None, prepare: Callable[[int], None],
          events: tuple[cp.cuda.Event, cp.cuda.Event] | None, slot: int) -> None:
-    """Queue one sample: (hold,) flush, `prepare`, start event, `run(i)`, end event, (release).
-    The hold comes before the flush, so that whenever the host is slower than the GPU, the GPU
-    still goes from the flush straight into the sample as in a loop queued far ahead. Held
-    after the flush, a GPU left waiting for a slow host started the sample from a settled
-    cache: two 6.5 us launches measured 2% faster (12.74 against 13.01 us, H200)."""
-    ticket = hold.hold(stream, slot) if hold is not None else 0
+    """Queue one sample: flush, `prepare`, (hold,) start event, `run(i)`, end event, (release)."""
     flusher.flush(stream)
     prepare(i)
+    ticket = hold.hold(stream, slot) if hold is not None else 0
     if events is not None:
         events[0].record(stream)
     run(i)
