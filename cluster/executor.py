@@ -165,8 +165,9 @@ class RayExecutor:
             self._dispatch(now)
             self._check_workers()
             if not self._pending and not any(s.calls for s in self._slots):
-                if self._waiting:  # only starting workers: take note of those now ready
+                if self._waiting:  # only starting workers: take note of those now ready, or slow
                     self._collect(ray.wait(list(self._waiting), num_returns=len(self._waiting), timeout=0)[0], out)
+                    self._expire(time.monotonic(), out)
                 break
             wait_s = 0.0 if out else max(0.0, min(deadline, self._next_event(now)) - now)
             if self._waiting:
