@@ -56,6 +56,9 @@ class ProposalRequest:
     made the difference); `failures` are recent failed attempts from these parents or this
     island, each with its verdict and message (correctness feedback). `seed` makes a proposal
     reproducible; `temperature_scale` is the island's multiplier on a model's temperature.
+    `asked` is how many requests the island made before this one (None where the caller keeps no
+    count), so a proposer can open an island boldly; `feature_scores` are the policy's posterior
+    mean log-speedups of the features it has observed (what their toggles did to parents).
     """
 
     task: Task
@@ -70,6 +73,8 @@ class ProposalRequest:
     contrast: Scored | None = None
     failures: tuple[Scored, ...] = ()
     temperature_scale: float = 1.0
+    asked: int | None = None
+    feature_scores: tuple[tuple[str, float], ...] = ()
 
     @property
     def features_requested(self) -> tuple[str, ...]:

@@ -4,6 +4,14 @@ No model and no network: it is the default when no endpoint is configured, and f
 run inline in the search loop. Moves, chosen at random with weights that favour what the policy
 asked for:
 
+- bold (a task with a template, an island's first request): the template with several switches
+  on at once, all of them on island 0, a random half elsewhere, so that combinations (which
+  often pay off only together) are measured early and the islands start apart;
+- stack: the best template instance so far (or the parent) with one or two further switches
+  turned on, preferring those the policy scores well and those it asks for: what paid off is
+  kept and built on;
+- prune: the same kernel with one switch turned off, preferring those scored worst, so that a
+  bold start loses the switch that holds it back;
 - toggle: the task's template (or the parent itself, when it is a template instance, so earlier
   source transforms survive) with the requested feature switches turned on or off;
 - crossover: each switch taken from one of two parents;
@@ -14,12 +22,17 @@ asked for:
   the main move for a task with no template, e.g. a user's baseline that declares one value;
 - tunable: a different value as the default (the header reordered) or as a define.
 
+For a task with a template, little goes to transforms, launch rewrites and tunables of a parent
+that is no template instance (the plain baseline): such kernels rarely beat the template's
+switches. A task without one searches its launch space, transforms and tunables as before.
+
 Every result is re-parsed with `fsr.candidate.parse`; one that fails is dropped and counted.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 from collections.abc import Callable
@@ -37,17 +50,20 @@ from fsr.types import Candidate, Origin, Task
 @dataclass(frozen=True)
 class Made:
     """A move's result: new text (the parent's defines are carried over, but those named in
-    `drop`) or a whole candidate; what the move did; how many of the request's parents it used."""
+    `drop`) or a whole candidate; what the move did; how many of the request's parents it used
+    (or the one kernel it was built on, when that is not the request's first parent)."""
 
     result: str | Candidate
     move: str
     parents: int = 1
     drop: tuple[str, ...] = ()
+    parent: Scored | None = None  # built on this kernel, not on the request's first parent
 
 
 Move = Callable[[ProposalRequest, random.Random], "Made | None"]
 ATTEMPTS_PER_CANDIDATE = 12  # moves tried per candidate asked for (repeats are cheap to skip)
 MEMORY_MAX = 200_000  # moves (and checks) remembered before the memory is cleared
+BOLD_REQUESTS = 1  # an island's first requests that open with several template switches on
 
 
 class MutateProposer:
@@ -142,6 +158,10 @@ class MutateProposer:
         return False
 
     def _one(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        if request.asked is not None and request.asked < BOLD_REQUESTS:
+            made = self._bold(request, rng)
+            if made is not None:
+                return made
         moves = self._moves(request)
         names = list(moves)
         weights = [moves[n][1] for n in names]
@@ -156,18 +176,34 @@ class MutateProposer:
     def _moves(self, request: ProposalRequest) -> dict[str, tuple[Move, float]]:
         """Applicable moves with weights: requested features first, exploration after."""
         template = self._template(request.task)
-        switches = {feature_name(t.name) for t in template.features} if template else set()
-        asked = set(request.features_wanted) | set(request.features_unwanted)
         wanted_transforms = [f for f in request.features_wanted if f in transforms.BY_FEATURE]
-        moves: dict[str, tuple[Move, float]] = {
-            "transform": (self._transform, 2.0 if wanted_transforms else 0.5),
-            "tunable": (self._tunable, 1.0),
-            "launch": (self._launch, 0.25 if template else 1.0),
-        }
-        if template:
-            moves["toggle"] = (self._toggle, 4.0 if asked & switches else 1.0)
-            if len(request.parents) > 1:
-                moves["crossover"] = (self._crossover, 1.0)
+        if template is None:
+            return {"transform": (self._transform, 2.0 if wanted_transforms else 0.5),
+                    "tunable": (self._tunable, 1.0), "launch": (self._launch, 1.0)}
+        switches = {feature_name(t.name) for t in template.features}
+        asked = set(request.features_wanted) | set(request.features_unwanted)
+        # A feature the template has a switch for is the toggle's to add, not a transform's.
+        transform_only = [f for f in wanted_transforms if f not in switches]
+        moves: dict[str, tuple[Move, float]]
+        if self._instance(request.task, request.parents[0].candidate):
+            moves = {
+                "stack": (self._stack, 3.0),
+                "prune": (self._prune, 1.5),
+                "toggle": (self._toggle, 3.0 if asked & switches else 1.0),
+                "transform": (self._transform, 1.0 if transform_only else 0.25),
+                "tunable": (self._tunable, 1.0),
+                "launch": (self._launch, 0.1),
+            }
+        else:  # the plain baseline (or a hand-written kernel): mostly back to the template
+            moves = {
+                "stack": (self._stack, 3.0),
+                "toggle": (self._toggle, 2.0),
+                "transform": (self._transform, 0.1),
+                "tunable": (self._tunable, 0.1),
+                "launch": (self._launch, 0.05),
+            }
+        if len(request.parents) > 1:
+            moves["crossover"] = (self._crossover, 1.0)
         return moves
 
     def _finish(self, request: ProposalRequest, made: Made) -> Candidate:
@@ -188,6 +224,8 @@ class MutateProposer:
         else:
             cand = replace(made.result, origin=origin)
             self._check(cand, request.task)
+        if made.parent is not None:
+            return replace(cand, parents=(made.parent.id,))
         return replace(cand, parents=tuple(p.id for p in request.parents[:made.parents]))
 
     def _check(self, cand: Candidate, task: Task) -> None:
@@ -216,13 +254,18 @@ class MutateProposer:
 
     # ---- moves ---------------------------------------------------------------------------------
 
+    def _instance(self, task: Task, cand: Candidate) -> bool:
+        """Whether `cand` is an instance of the task's template (has exactly its switches)."""
+        template = self._template(task)
+        return template is not None and {t.name for t in cand.features} == {t.name for t in template.features}
+
     def _base(self, task: Task, parent: Scored) -> tuple[Candidate, dict[str, int]] | None:
         """The parent itself if it is a template instance, else the template set to the parent's
         detected features; with the current value of each switch by catalogue name."""
         template = self._template(task)
         if template is None:
             return None
-        if {t.name for t in parent.candidate.features} == {t.name for t in template.features}:
+        if self._instance(task, parent.candidate):
             base = parent.candidate
         else:
             base = with_defines(template, {t.name: _on(t.values) for t in template.features
@@ -244,6 +287,69 @@ class MutateProposer:
             changes = {switch.name: _off(switch.values) if current[switch.name] else _on(switch.values, rng)}
         move = "toggle " + " ".join(f"{'+' if v else '-'}{k}" for k, v in sorted(changes.items()))
         return Made(with_defines(base, changes), move)
+
+    def _bold(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        """The template with several switches on: all of them on island 0 (once), else each on
+        with even odds (at least two, or all there are), tunables at the template's defaults."""
+        template = self._template(request.task)
+        if template is None or not template.features:
+            return None
+        switches = template.features
+        everything = Made(with_defines(template, {t.name: _on(t.values) for t in switches}), "bold all switches on")
+        if request.island == 0 and not self._made_before(request, everything):
+            return everything
+        for _ in range(8):
+            on = [t for t in switches if rng.random() < 0.5]
+            least = min(2, len(switches))
+            if len(on) < least:
+                on += rng.sample([t for t in switches if t not in on], least - len(on))
+            values = {t.name: _on(t.values, rng) if t in on else _off(t.values) for t in switches}
+            made = Made(with_defines(template, values), "bold " + " ".join(f"+{t.name}" for t in on))
+            if not self._made_before(request, made):
+                return made
+        return None
+
+    def _stack(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        """The best template instance so far (even odds; else the parent) with one or two more
+        switches on, chosen by the policy's scores and requests; requested removals go too."""
+        return self._build(request, rng, adding=True)
+
+    def _prune(self, request: ProposalRequest, rng: random.Random) -> Made | None:
+        """The best template instance so far (even odds; else the parent) with one switch off,
+        the worse the policy scores it (or if it asks to remove it) the likelier."""
+        return self._build(request, rng, adding=False)
+
+    def _build(self, request: ProposalRequest, rng: random.Random, adding: bool) -> Made | None:
+        best = request.best
+        start = best if best is not None and best.ok and best.candidate.task == request.task.name \
+            and self._instance(request.task, best.candidate) and rng.random() < 0.5 else request.parents[0]
+        made = self._base(request.task, start)
+        if made is None:
+            return None
+        base, current = made
+        pool = [t for t in base.features if (current[t.name] == _off(t.values)) == adding]
+        if not pool:
+            return None
+        scores = dict(request.feature_scores)
+        wanted, unwanted = set(request.features_wanted), set(request.features_unwanted)
+        sign, asked = (1, wanted) if adding else (-1, unwanted)
+
+        def weight(name: str) -> float:
+            f = feature_name(name)
+            return math.exp(2 * sign * max(-2.0, min(2.0, scores.get(f, 0.0)))) * (3.0 if f in asked else 1.0)
+
+        changes: dict[str, int] = {}
+        for _ in range(1 if len(pool) == 1 or not adding or rng.random() < 0.5 else 2):
+            pick = rng.choices(pool, weights=[weight(t.name) for t in pool])[0]
+            pool.remove(pick)
+            changes[pick.name] = _on(pick.values, rng) if adding else _off(pick.values)
+        if adding:
+            for t in base.features:
+                if feature_name(t.name) in unwanted and current[t.name] != _off(t.values):
+                    changes[t.name] = _off(t.values)
+        move = ("stack " if adding else "prune ") + " ".join(f"{'+' if v else '-'}{k}"
+                                                            for k, v in sorted(changes.items()))
+        return Made(with_defines(base, changes), move, parent=None if start is request.parents[0] else start)
 
     def _crossover(self, request: ProposalRequest, rng: random.Random) -> Made | None:
         a, b = request.parents[0], request.parents[1]

@@ -74,6 +74,7 @@ class CampaignState:
         ts = self.tasks[task]
         island = ts.islands[index]
         rng = island.rng()
+        asked = island.requests
         island.requests += 1
         parents = island.ask(rng) or (rng.choice(list(ts.seeds.values())),)
         choice = ts.policy.choose(parents[0].features, rng, island.settings.explore)
@@ -84,7 +85,8 @@ class CampaignState:
             generation=1 + max(p.candidate.generation for p in parents),
             features_wanted=choice.wanted, features_unwanted=choice.unwanted, best=ts.best,
             contrast=contrast, failures=island.recent_failures({p.id for p in parents}),
-            temperature_scale=island.settings.temperature_scale)
+            temperature_scale=island.settings.temperature_scale, asked=asked,
+            feature_scores=tuple((f, ts.policy.posterior(f)[0]) for f in ts.policy.features if ts.policy.count[f]))
 
     def tell(self, candidate: Candidate, evaluation: Evaluation, features: frozenset[str]) -> Scored:
         """Record a result: islands, policy credit, best, verdict counts, migration."""
