@@ -11,7 +11,8 @@ asked for:
   turned on, preferring those the policy scores well and those it asks for: what paid off is
   kept and built on;
 - prune: the same kernel with one switch turned off, preferring those scored worst, so that a
-  bold start loses the switch that holds it back;
+  bold start loses the switch that holds it back (stack weighs more while the kernel has few
+  switches on, prune while it has many);
 - toggle: the task's template (or the parent itself, when it is a template instance, so earlier
   source transforms survive) with the requested feature switches turned on or off;
 - crossover: each switch taken from one of two parents;
@@ -186,12 +187,14 @@ class MutateProposer:
         transform_only = [f for f in wanted_transforms if f not in switches]
         moves: dict[str, tuple[Move, float]]
         if self._instance(request.task, request.parents[0].candidate):
+            # Stack onto a kernel with few switches on, prune one with many (a bold start).
+            share = self._share_on(request)
             moves = {
-                "stack": (self._stack, 3.0),
-                "prune": (self._prune, 1.5),
-                "toggle": (self._toggle, 3.0 if asked & switches else 1.0),
-                "transform": (self._transform, 1.0 if transform_only else 0.25),
-                "tunable": (self._tunable, 1.0),
+                "stack": (self._stack, 0.5 + 3.0 * (1 - share)),
+                "prune": (self._prune, 0.5 + 3.0 * share),
+                "toggle": (self._toggle, 1.5 if asked & switches else 0.5),
+                "transform": (self._transform, 1.0 if transform_only else 0.15),
+                "tunable": (self._tunable, 0.5),
                 "launch": (self._launch, 0.1),
             }
         else:  # the plain baseline (or a hand-written kernel): mostly back to the template
@@ -259,6 +262,22 @@ class MutateProposer:
         template = self._template(task)
         return template is not None and {t.name for t in cand.features} == {t.name for t in template.features}
 
+    def _share_on(self, request: ProposalRequest) -> float:
+        """The share of switches on in the best template instance so far (else the parent)."""
+        made = self._base(request.task, self._best_instance(request) or request.parents[0])
+        if made is None or not made[1]:
+            return 0.0
+        base, current = made
+        return sum(current[t.name] != _off(t.values) for t in base.features) / len(base.features)
+
+    def _best_instance(self, request: ProposalRequest) -> Scored | None:
+        """The task's fastest kernel so far if it is a template instance."""
+        best = request.best
+        if best is not None and best.ok and best.candidate.task == request.task.name \
+                and self._instance(request.task, best.candidate):
+            return best
+        return None
+
     def _base(self, task: Task, parent: Scored) -> tuple[Candidate, dict[str, int]] | None:
         """The parent itself if it is a template instance, else the template set to the parent's
         detected features; with the current value of each switch by catalogue name."""
@@ -315,14 +334,13 @@ class MutateProposer:
         return self._build(request, rng, adding=True)
 
     def _prune(self, request: ProposalRequest, rng: random.Random) -> Made | None:
-        """The best template instance so far (even odds; else the parent) with one switch off,
+        """The best template instance so far (four times in five; else the parent) with one switch off,
         the worse the policy scores it (or if it asks to remove it) the likelier."""
         return self._build(request, rng, adding=False)
 
     def _build(self, request: ProposalRequest, rng: random.Random, adding: bool) -> Made | None:
-        best = request.best
-        start = best if best is not None and best.ok and best.candidate.task == request.task.name \
-            and self._instance(request.task, best.candidate) and rng.random() < 0.5 else request.parents[0]
+        best = self._best_instance(request)
+        start = best if best is not None and rng.random() < (0.5 if adding else 0.8) else request.parents[0]
         made = self._base(request.task, start)
         if made is None:
             return None
@@ -336,7 +354,7 @@ class MutateProposer:
 
         def weight(name: str) -> float:
             f = feature_name(name)
-            return math.exp(2 * sign * max(-2.0, min(2.0, scores.get(f, 0.0)))) * (3.0 if f in asked else 1.0)
+            return math.exp(4 * sign * max(-1.0, min(1.0, scores.get(f, 0.0)))) * (3.0 if f in asked else 1.0)
 
         changes: dict[str, int] = {}
         for _ in range(1 if len(pool) == 1 or not adding or rng.random() < 0.5 else 2):
