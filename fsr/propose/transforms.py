@@ -117,12 +117,21 @@ def use_ldg(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] 
     index has no nested brackets and the element's address is not taken. A name that is written
     anywhere (`p[i] = ...`: another kernel's non-const parameter of the same name) is left alone."""
     header, body = split(cand.source)
-    names = sorted({m.group(2) for m in _CONST_PTR.finditer(body)} - _written(body))
+    names = sorted({m.group(2) for m in _CONST_PTR.finditer(body)} - _written(body) - _typedefs(body))
     if not names:
         return None
     pattern = re.compile(r"(?<![&\w.>])(" + "|".join(names) + r")\s*\[([^\[\]]+)\]")
     new = pattern.sub(lambda m: f"__ldg(&{m.group(1)}[{m.group(2)}])", body)
     return (header + new, "ldg") if new != body else None
+
+
+_TYPEDEF = re.compile(r"typedef[^;{}]*?(\w+)\s*(?:\[[^;]*)?;")
+
+
+def _typedefs(body: str) -> set[str]:
+    """Type names declared by `typedef` (`typedef const float* Rows[4];` names a type, not a
+    pointer that could be read through __ldg)."""
+    return {m.group(1) for m in _TYPEDEF.finditer(body)}
 
 
 def _written(body: str) -> set[str]:

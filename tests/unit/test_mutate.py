@@ -215,6 +215,14 @@ def test_ldg_wraps_const_reads_only():
     assert "yr[c] =" in text and "__ldg(&yr" not in text
 
 
+def test_ldg_leaves_a_typedef_of_const_pointers_alone():
+    task = load("sgemm")
+    cand = parse(task.template_source, task)
+    assert "typedef const float* ARows[RM];" in cand.source
+    text, _ = transforms.use_ldg(cand, task, random.Random(0))
+    assert "typedef const float* ARows[RM];" in text and "__ldg(&ARows" not in text
+
+
 @pytest.fixture(scope="module")
 def nvrtc():
     try:
