@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -278,20 +278,7 @@ class Child:
 
     def _time(self, state: TaskState, cand: Candidate, program: Program, budget_s: float,
               min_samples: int) -> list[float]:
-        size = dict(state.task.bench_size)
-        scratch = scratch_buffers(cand, size)
-        plans = [plan(program, cand, state.task, size,
-                      {k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()})
-                 for s in state.sets]
-        zeroed = [scratch[s.name] for s in cand.scratch if s.zero]
-
-        def run(i: int) -> None:
-            enqueue(plans[i % len(plans)], self.stream)
-
-        def before(_: int) -> None:
-            for g in zeroed:
-                cp.cuda.runtime.memsetAsync(g.array.data.ptr, 0, g.nbytes, self.stream.ptr)
-
+        run, before = bench_launches(state, cand, program, self.stream)
         samples = bench.sample(run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
                                max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=before,
                                hold=self.hold)
@@ -391,6 +378,28 @@ class _Stages:
 
     def stages(self) -> tuple[float, float, float]:
         return self.spent["verify"], self.spent["tune"], self.spent["bench"]
+
+
+def bench_launches(state: TaskState, cand: Candidate, program: Program, stream: cp.cuda.Stream
+                   ) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    """For timing at the benchmark size: `run(i)` queues the candidate's launches on benchmark
+    set i (rotating through the sets), `before(i)` clears its zeroed scratch buffers (outside the
+    timed region). Raises LaunchRefused."""
+    size = dict(state.task.bench_size)
+    scratch = scratch_buffers(cand, size)
+    plans = [plan(program, cand, state.task, size,
+                  {k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()})
+             for s in state.sets]
+    zeroed = [scratch[s.name] for s in cand.scratch if s.zero]
+
+    def run(i: int) -> None:
+        enqueue(plans[i % len(plans)], stream)
+
+    def before(_: int) -> None:
+        for g in zeroed:
+            cp.cuda.runtime.memsetAsync(g.array.data.ptr, 0, g.nbytes, stream.ptr)
+
+    return run, before
 
 
 def _space(cand: Candidate) -> int:

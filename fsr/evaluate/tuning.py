@@ -29,9 +29,7 @@ from fsr.evaluate.verify import (
     LaunchRefused,
     Program,
     check_size,
-    enqueue,
     make_buffers,
-    plan,
     scratch_buffers,
     synchronize,
 )
@@ -165,21 +163,10 @@ class Trials:
         return None
 
     def _time(self, trial: Candidate, program: Program) -> list[float]:
-        child, state, cfg = self.child, self.state, self.child.tune_cfg
-        size = dict(state.task.bench_size)
-        scratch = scratch_buffers(trial, size)
-        plans = [plan(program, trial, state.task, size,
-                      {k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()})
-                 for s in state.sets]
-        zeroed = [scratch[s.name] for s in trial.scratch if s.zero]
+        from fsr.evaluate.child import bench_launches
 
-        def run(i: int) -> None:
-            enqueue(plans[i % len(plans)], child.stream)
-
-        def before(_: int) -> None:
-            for g in zeroed:
-                cp.cuda.runtime.memsetAsync(g.array.data.ptr, 0, g.nbytes, child.stream.ptr)
-
+        child, cfg = self.child, self.child.tune_cfg
+        run, before = bench_launches(self.state, trial, program, child.stream)
         samples = bench.sample_trial(run, child.stream, child.flusher, budget_s=cfg.trial_bench_budget_s,
                                      max_samples=cfg.trial_max_samples, best_us=self.best_us,
                                      stop_ratio=cfg.trial_stop_ratio, before=before, hold=child.hold)
