@@ -469,6 +469,16 @@ def write_run_json(run_dir: str | Path, config: Mapping[str, Any],
     return path
 
 
+def record_campaign(run_dir: str | Path, campaign: Mapping[str, Any]) -> None:
+    """Append one campaign's totals (evaluations, wall seconds, the driver's ms per evaluation,
+    what stopped it) to run.json's `campaigns`, one entry per start or resume of the run."""
+    path = Path(run_dir) / "run.json"
+    doc = read_run_json(run_dir)
+    doc["campaigns"] = [*(doc.get("campaigns") or []), dict(campaign)]
+    text = json.dumps(_scrub(doc), indent=2, sort_keys=True, default=str) + "\n"
+    _atomic_write(path, lambda f: f.write(text.encode()))
+
+
 def read_run_json(run_dir: str | Path) -> dict[str, Any]:
     """The run's run.json as a dict; raises LineageError if it is missing or not a JSON object."""
     path = Path(run_dir) / "run.json"

@@ -255,6 +255,9 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
     summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
                            resume=run_dir if args.resume else None, proposal_workers=workers,
                            candidates_per_request=config.llm.candidates_per_request)
+    lineage.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
+                                      "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
+                                      "stopped_by": summary.stopped_by})
     lines = [f"{t.task}: best {t.best_us:.1f} us, {t.best_speedup or 0:.2f}x the baseline ({t.finished} evaluations)"
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "

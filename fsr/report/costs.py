@@ -69,3 +69,14 @@ def token_use(frame: pd.DataFrame, config: Mapping[str, Any]) -> pd.DataFrame:
     out["cost_usd"] = ((out["prompt_tokens"] * price_in + out["completion_tokens"] * price_out) / 1e6
                        if known else None)
     return out[columns]
+
+
+def driver_time(info: Mapping[str, Any]) -> pd.DataFrame:
+    """The search driver's own time, per campaign of the run (a resume is a new campaign), from
+    run.json: evaluations, wall seconds, the driver's milliseconds per evaluation, what stopped
+    it. Empty for a run still going or killed before its campaign ended."""
+    columns = ["campaign", "evaluations", "wall_s", "driver_ms_per_evaluation", "stopped_by"]
+    campaigns = [c for c in info.get("campaigns") or [] if isinstance(c, Mapping)]
+    rows = [{"campaign": i + 1, **{k: c.get(k) for k in columns[1:]}} for i, c in enumerate(campaigns)]
+    return pd.DataFrame(rows, columns=columns)
+

@@ -81,6 +81,7 @@ class RunTables:
     workers: pd.DataFrame
     tokens: pd.DataFrame
     chains: dict[str, pd.DataFrame] = field(default_factory=dict)
+    driver: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def references(self, task: str) -> dict[str, float | None]:
         """The task's reference latencies: baseline, library, PyTorch eager, device ceiling."""
@@ -104,7 +105,8 @@ def run_tables(run: Run) -> RunTables:
         effects=kernels.feature_effects(frame), tuning=kernels.tuning_spread(run.trials, frame),
         stages=costs.stage_times(frame), workers=costs.worker_occupancy(frame),
         tokens=costs.token_use(frame, run.info.get("config", {}) or {}),
-        chains={t: kernels.winner_chain(frame, t) for t in summary["task"]})
+        chains={t: kernels.winner_chain(frame, t) for t in summary["task"]},
+        driver=costs.driver_time(run.info))
 
 
 def comparison(runs: list[RunTables]) -> tuple[pd.DataFrame, pd.DataFrame]:

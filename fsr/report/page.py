@@ -79,9 +79,12 @@ def costs_html(t: RunTables) -> str:
     journal = (f"<p>Tuning journal: <code>{html.escape(str(t.journal))}</code> "
                f"(open it with <code>optuna-dashboard {html.escape(str(t.journal))}</code>).</p>" if t.journal else "")
     tokens = table_html(t.tokens) if not t.tokens.empty else "<p>No model was used: no tokens, no cost.</p>"
+    driver = (table_html(t.driver) if not t.driver.empty
+              else "<p>No campaign of this run has ended yet: the driver's time is written when one does.</p>")
     return "\n".join([
         "<h3>Where the time went</h3>", "<div class='grid'>", figure_html(plots.stage_figure(t.stages)),
         figure_html(plots.occupancy_figure(t.workers)), "</div>", table_html(t.workers),
+        "<h4>The search driver, per campaign</h4>", driver,
         "<h4>Model tokens and cost</h4>", tokens, journal,
     ])
 

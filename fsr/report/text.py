@@ -56,6 +56,8 @@ def run_markdown(t: RunTables) -> str:
     parts += ["### Seconds per evaluation, by stage",
               markdown_table(t.stages.pivot(index="task", columns="stage", values="per_evaluation_s").reset_index()),
               "### Workers", markdown_table(t.workers)]
+    if not t.driver.empty:
+        parts += ["### The search driver, per campaign", markdown_table(t.driver)]
     if not t.tokens.empty:
         parts += ["### Model tokens", markdown_table(t.tokens)]
     if t.journal:
@@ -79,7 +81,7 @@ def run_json(t: RunTables) -> dict[str, Any]:
         "evaluations": len(run.evaluations), "summary": records(t.summary), "best_so_far": records(t.curves),
         "verdicts": records(t.verdicts), "features": records(t.effects), "tuning": records(t.tuning),
         "winners": {task: records(chain) for task, chain in t.chains.items()}, "stages": records(t.stages),
-        "workers": records(t.workers), "tokens": records(t.tokens),
+        "workers": records(t.workers), "tokens": records(t.tokens), "driver": records(t.driver),
         "optuna_journal": str(t.journal) if t.journal else None,
     }
 

@@ -130,6 +130,9 @@ def test_bench_runs_every_task_of_the_tasks_dir_and_writes_the_table(suite, tmp_
     assert bench._provenance({"command": ["/usr/bin/fsr", "bench", "--plain"], "created_at": "2026-11-23T06:21:39"}) \
         == "Command: `fsr bench --plain`. Started: 2026-11-23 06:21 UTC."
     assert "| layernorm |" in table and "| geometric mean |" in table
+    (campaign,) = lineage.read_run_json(run_dir)["campaigns"]  # the driver's time, for fsr report
+    assert campaign["evaluations"] == sum(t["evaluations"] for t in doc["tasks"])
+    assert campaign["driver_ms_per_evaluation"] > 0 and campaign["stopped_by"]
 
 
 def test_bench_of_named_tasks_runs_only_those(suite, tmp_path, fake_gpu):
