@@ -32,7 +32,7 @@ from fsr.search.pool import ProposalPool
 from tests.fakes import FakeEvaluator, FakeExecutor, softmax_task
 
 writer = LineageWriter(sys.argv[1], batch_rows=4, batch_age_s=0.05)
-executor = FakeExecutor(FakeEvaluator(effects={"VEC4": 2.0}), slots=4, eval_s=0.01, real_time=True)
+executor = FakeExecutor(FakeEvaluator(effects={"VEC4": 2.0}), slots=4, eval_s=0.04, real_time=True)  # ~2 s: time to kill it midway
 run_campaign([softmax_task()], executor, MutateProposer(), SearchConfig(max_evaluations=%d, seed=5), writer)
 writer.close()
 """
