@@ -18,7 +18,8 @@ from typing import Any
 
 from fsr import lineage
 from fsr import tasks as tasks_mod
-from fsr.commands import EXIT_OK, UsageError, at_least, config_option
+from fsr.commands import EXIT_OK, UsageError, config_option
+from fsr.commands.run import add_where_arguments
 
 DEFAULT_MAX_EVALUATIONS = 24  # per task: 16 tasks in about 5 minutes on one H200
 DEFAULT_MAX_WALL_S = 420.0  # the whole campaign; the in-flight evaluations then finish
@@ -30,11 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="run the task suite as one campaign; best kernels against "
                                          "baseline, library and PyTorch eager")
     bench.add_argument("tasks", nargs="*", help="task names or directories (default: every task in the tasks dir)")
-    where = bench.add_argument_group("where it runs")
-    where.add_argument("--address", help="join this Ray cluster ('auto', host:port or ray://host:port)")
-    where.add_argument("--gpus", type=at_least(1), help="GPUs the embedded Ray uses (default: all local GPUs)")
-    where.add_argument("--local", action="store_true", help="one local GPU, no Ray")
-    where.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs/)")
+    add_where_arguments(bench)
     budget = bench.add_argument_group("budget")
     budget.add_argument("--max-evaluations", type=config_option("search", "max_evaluations"),
                         default=DEFAULT_MAX_EVALUATIONS,

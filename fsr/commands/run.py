@@ -22,14 +22,20 @@ from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_o
 from fsr.types import Task
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    run = sub.add_parser("run", help="search for fast kernels for one or more tasks")
-    run.add_argument("tasks", nargs="*", help="task names or task directories (default with --resume: the run's)")
-    where = run.add_argument_group("where it runs")
+def add_where_arguments(parser: argparse.ArgumentParser) -> Any:
+    """The options that say where a campaign runs (shared by `fsr run` and `fsr bench`)."""
+    where = parser.add_argument_group("where it runs")
     where.add_argument("--address", help="join this Ray cluster ('auto', host:port or ray://host:port)")
     where.add_argument("--gpus", type=at_least(1), help="GPUs the embedded Ray uses (default: all local GPUs)")
     where.add_argument("--local", action="store_true", help="one local GPU, no Ray")
     where.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs/)")
+    return where
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="search for fast kernels for one or more tasks")
+    run.add_argument("tasks", nargs="*", help="task names or task directories (default with --resume: the run's)")
+    where = add_where_arguments(run)
     where.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped run from its lineage")
     budget = run.add_argument_group("budget and search")
     budget.add_argument("--max-evaluations", type=config_option("search", "max_evaluations"),
