@@ -15,14 +15,15 @@ if TYPE_CHECKING:
     from rich.console import Group
 
 
-def _us(value: float | None) -> str:
+def latency_text(value: float | None, missing: str = "-") -> str:
+    """A latency in microseconds as `123.4 us` or, from a millisecond up, `1.234 ms`."""
     if value is None:
-        return "-"
+        return missing
     return f"{value / 1000:.3f} ms" if value >= 1000 else f"{value:.1f} us"
 
 
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+def speedup_text(value: float | None, missing: str = "-") -> str:
+    return missing if value is None else f"{value:.2f}x"
 
 
 def _verdicts(task: TaskProgress) -> str:
@@ -66,7 +67,7 @@ class LineView:
         print(f"fsr: {text}", file=self.stream, flush=True)
 
     def _write(self, p: Progress) -> None:
-        tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {_us(t.best_us)} ({_x(t.best_speedup)})"
+        tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {latency_text(t.best_us)} ({speedup_text(t.best_speedup)})"
                           for t in p.tasks)
         print(f"{headline(p)}  |  {tasks}", file=self.stream, flush=True)
 
@@ -110,10 +111,10 @@ class LiveView:
             table.add_column(name, justify="left" if name in ("task", "verdicts") else "right")
         for t in p.tasks:
             table.add_row(f"[bold]{t.task}[/]", "all", f"{t.finished}/{t.budget}", "",
-                          _us(t.best_us), _x(t.best_speedup), _verdicts(t))
+                          latency_text(t.best_us), speedup_text(t.best_speedup), _verdicts(t))
             for i in t.islands:
-                table.add_row("", str(i.index), str(i.evaluations), str(i.population), _us(i.best_us),
-                              _x(i.best_speedup), "")
+                table.add_row("", str(i.index), str(i.evaluations), str(i.population), latency_text(i.best_us),
+                              speedup_text(i.best_speedup), "")
         return Group(Text(headline(p), style="bold"), table)
 
 

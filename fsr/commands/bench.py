@@ -19,7 +19,8 @@ from typing import Any
 from fsr import lineage
 from fsr import tasks as tasks_mod
 from fsr.commands import EXIT_OK, UsageError, config_option
-from fsr.commands.run import add_where_arguments
+from fsr.commands.run import add_search_arguments, add_where_arguments
+from fsr.view import latency_text, speedup_text
 
 DEFAULT_MAX_EVALUATIONS = 24  # per task: 16 tasks in about 5 minutes on one H200
 DEFAULT_MAX_WALL_S = 420.0  # the whole campaign; the in-flight evaluations then finish
@@ -38,12 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help=f"evaluations per task (default: {DEFAULT_MAX_EVALUATIONS})")
     budget.add_argument("--max-wall", type=config_option("search", "max_wall_s"), default=DEFAULT_MAX_WALL_S,
                         help=f"seconds of wall time for the whole suite (default: {DEFAULT_MAX_WALL_S:.0f})")
-    budget.add_argument("--islands", type=config_option("search", "islands"), help="islands per task")
-    budget.add_argument("--seed", type=config_option("search", "seed"))
-    budget.add_argument("--tune-trials", type=config_option("tune", "trials"),
-                        help="launch-parameter trials per candidate (0: off)")
-    budget.add_argument("--timeout", type=config_option("eval", "timeout_s"),
-                        help="seconds before a running kernel counts as hung")
+    add_search_arguments(budget)
     bench.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 
 
@@ -121,13 +117,11 @@ def geomeans(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _us(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value / 1000:.3f} ms" if value >= 1000 else f"{value:.1f} us"
+    return latency_text(value, missing="n/a")
 
 
 def _x(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}x"
+    return speedup_text(value, missing="n/a")
 
 
 def _pct(value: float | None) -> str:

@@ -32,6 +32,16 @@ def add_where_arguments(parser: argparse.ArgumentParser) -> Any:
     return where
 
 
+def add_search_arguments(group: Any) -> None:
+    """Islands, seed, tuning trials and the hang timeout (shared by `fsr run` and `fsr bench`)."""
+    group.add_argument("--islands", type=config_option("search", "islands"), help="islands per task")
+    group.add_argument("--seed", type=config_option("search", "seed"))
+    group.add_argument("--tune-trials", type=config_option("tune", "trials"),
+                       help="launch-parameter trials per candidate (0: off)")
+    group.add_argument("--timeout", type=config_option("eval", "timeout_s"),
+                       help="seconds before a running kernel counts as hung")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="search for fast kernels for one or more tasks")
     run.add_argument("tasks", nargs="*", help="task names or task directories (default with --resume: the run's)")
@@ -43,12 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     budget.add_argument("--max-wall", type=config_option("search", "max_wall_s"), help="seconds of wall time")
     budget.add_argument("--target-speedup", type=config_option("search", "target_speedup"),
                         help="stop a task once its best beats the baseline by this")
-    budget.add_argument("--islands", type=config_option("search", "islands"), help="islands per task")
-    budget.add_argument("--seed", type=config_option("search", "seed"))
-    budget.add_argument("--tune-trials", type=config_option("tune", "trials"),
-                        help="launch-parameter trials per candidate (0: off)")
-    budget.add_argument("--timeout", type=config_option("eval", "timeout_s"),
-                        help="seconds before a running kernel counts as hung")
+    add_search_arguments(budget)
     model = run.add_argument_group("language model (default: the offline mutator)")
     model.add_argument("--model", help="model name at an OpenAI-compatible endpoint")
     model.add_argument("--base-url", type=config_option("llm", "base_url"),
