@@ -1,0 +1,120 @@
+"""Where a few tenths of a microsecond come from on small kernels: the same ~8 us streaming kernel
+timed by the reference loop of tests/gpu/test_timing.py and by variants between it and fsr's
+protocol, interleaved over several rounds, medians in microseconds.
+
+    python bench/timing_probe.py [ROUNDS]
+
+Variants: `ref` (every sample queued behind a 100 ms busy kernel), `ref_live` (the same loop
+queued while the GPU runs it), `ref_nop` (ref with an empty one-thread kernel between flush and
+start event), `ref_hold` (ref with fsr's hold, released at once, between flush and start),
+`fsr` (bench.sample with the hold), `fsr_nohold`, `fsr_busy` (bench.sample right after a 100 ms
+busy kernel), `batch_hold` (all samples behind one hold, released once queued).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+import cupy as cp
+import numpy as np
+
+from fsr.evaluate import bench
+
+SOURCE = r"""
+extern "C" __global__ void stream_scale(const float* x, float* y, long long n, int reps) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v = x[i];
+        for (int r = 0; r < reps; ++r) v = v * 0.999f + 0.25f;
+        y[i] = v;
+    }
+}
+extern "C" __global__ void busy_wait(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+extern "C" __global__ void nop() {}
+"""
+
+
+def main(rounds: int) -> None:
+    module = cp.RawModule(code=SOURCE)
+    stream = cp.cuda.Stream(non_blocking=True)
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    n = 1 << 20
+    x = cp.random.default_rng(0).random(64 << 20, dtype=cp.float32)
+    y = cp.empty_like(x)
+    flusher, hold = bench.L2Flusher(int(props["l2CacheSize"])), bench.Hold()
+    kernel, busy, nop = (module.get_function(k) for k in ("stream_scale", "busy_wait", "nop"))
+    grid = (min((n + 255) // 256, props["multiProcessorCount"] * 16),)
+
+    def run(_: int = 0) -> None:
+        kernel(grid, (256,), (x, y, np.int64(n), np.int32(0)), stream=stream)
+
+    def loop(count: int = 200, behind: bool = True, between=None) -> float:
+        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
+        run()
+        stream.synchronize()
+        if behind:
+            busy((1,), (1,), (np.uint64(100_000_000),), stream=stream)
+        for b, e in events:
+            flusher.flush(stream)
+            if between is not None:
+                between()
+            b.record(stream)
+            run()
+            e.record(stream)
+        stream.synchronize()
+        return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
+
+    def held_now() -> None:
+        hold.release(hold.hold(stream, 0))
+
+    def fsr(use_hold: bool = True, after_busy: bool = False) -> float:
+        if after_busy:
+            busy((1,), (1,), (np.uint64(100_000_000),), stream=stream)
+        s = bench.sample(run, stream, flusher, budget_s=0.15, min_samples=30, max_samples=200, warmup_s=0.03,
+                         hold=hold if use_hold else None)
+        return float(np.median(s))
+
+    def batch_hold(count: int = 200) -> float:
+        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
+        run()
+        stream.synchronize()
+        hold.memory_ticket = hold.hold(stream, 0)
+        for b, e in events:
+            flusher.flush(stream)
+            b.record(stream)
+            run()
+            e.record(stream)
+        hold.release(hold.memory_ticket)
+        stream.synchronize()
+        return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
+
+    variants = {
+        "ref": lambda: loop(),
+        "ref_live": lambda: loop(behind=False),
+        "ref_nop": lambda: loop(between=lambda: nop((1,), (1,), (), stream=stream)),
+        "ref_hold": lambda: loop(between=held_now),
+        "fsr": lambda: fsr(),
+        "fsr_nohold": lambda: fsr(use_hold=False),
+        "fsr_busy": lambda: fsr(after_busy=True),
+        "batch_hold": lambda: batch_hold(),
+    }
+    results: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            results[name].append(fn())
+    ref = statistics.median(results["ref"])
+    print(f"{props['name'].decode() if isinstance(props['name'], bytes) else props['name']}: 8 MB stream_scale, "
+          f"{rounds} rounds")
+    for name, values in results.items():
+        m = statistics.median(values)
+        print(f"{name:11s} median {m:7.3f} us ({100 * (m / ref - 1):+5.1f}% vs ref)  rounds: "
+              + " ".join(f"{v:.2f}" for v in values))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
