@@ -1,17 +1,18 @@
 /* fsr
 [tunables]
-BLOCK = [512, 256, 128]  # threads per block
-ITEMS = [16, 8, 4]       # consecutive elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
-BACKOFF_NS = [128, 0, 32, 512]  # a look-back poll that finds a tile unpublished sleeps this long before the next
+BLOCK = [256, 512, 128]  # threads per block
+ITEMS = [16, 32, 24, 8, 4]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
+BACKOFF_NS = [512, 128, 0, 32]  # a look-back poll that finds a tile unpublished sleeps this long before the next
 
 [features]
 VEC4 = [0, 1]           # int4 loads and stores of whole tiles (the last, partial tile stays scalar)
-SMEM_TILE = [0, 1]      # tiles staged through shared memory: coalesced striped loads and stores
+SMEM_TILE = [0, 1]      # tiles of up to 8192 elements staged through shared memory: coalesced striped loads and stores
 WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else Hillis-Steele in shared memory)
 LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, 1024 / BLOCK): registers bounded for two blocks an SM or more
 IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
+STRIPED = [0, 1]        # warp-striped tile: lane l holds int4s k * 32 + l of its warp's chunk, scanned with shuffles (no shared-memory transpose)
 
 [[scratch]]
 name = "state"
@@ -39,6 +40,8 @@ args = ["x", "y", "state", "ticket", "n"]
 // and including it (inclusive prefix). A tile's exclusive prefix is found by walking back over
 // predecessors, adding aggregates, until one publishes an inclusive prefix.
 #define TILE (BLOCK * ITEMS)
+// The staged tile is static shared memory: only up to 8192 elements (32 KiB) are staged.
+#define USE_TILE_S (SMEM_TILE && !STRIPED && TILE <= 8192)
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
 
@@ -81,7 +84,7 @@ __device__ __forceinline__ void write_state(word_t* p, word_t flag, int value) {
 __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int n, int* v, int* tile_s) {
     const int t = threadIdx.x;
     const bool full = base + TILE <= n;
-#if SMEM_TILE
+#if USE_TILE_S
 #if VEC4
     if (full) {
 #pragma unroll
@@ -119,7 +122,7 @@ __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int 
 __device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, const int* v, int* tile_s) {
     const int t = threadIdx.x;
     const bool full = base + TILE <= n;
-#if SMEM_TILE
+#if USE_TILE_S
     __syncthreads();  // every thread has read its items out of tile_s
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) tile_s[t * ITEMS + k] = v[k];
@@ -195,25 +198,117 @@ __device__ __forceinline__ int block_exclusive(int value, int* total, int* part)
 }
 #endif
 
+// ---- STRIPED: warp w's chunk is elements base + w * CHUNK .. + CHUNK - 1; lane l holds v[4k + c] =
+// element (k * 32 + l) * 4 + c of it, so every load and store of a warp is 512 contiguous bytes.
+
+#if STRIPED
+#define CHUNK (32 * ITEMS)
+
+__device__ __forceinline__ void striped_load(const int* RESTRICT x, int base, int n, int* v) {
+    const int first = base + (threadIdx.x / 32) * CHUNK + (threadIdx.x % 32) * 4;
+#if VEC4
+    if (base + TILE <= n && ((size_t)x & 15) == 0) {
+#pragma unroll
+        for (int k = 0; k < ITEMS / 4; ++k) {
+            const int4 q = LOAD(reinterpret_cast<const int4*>(x + first + k * 128));
+            v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
+        }
+        return;
+    }
+#endif
+#pragma unroll
+    for (int k = 0; k < ITEMS / 4; ++k)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int i = first + k * 128 + c;
+            v[4 * k + c] = i < n ? LOAD(x + i) : 0;
+        }
+}
+
+__device__ __forceinline__ void striped_store(int* RESTRICT y, int base, int n, const int* v) {
+    const int first = base + (threadIdx.x / 32) * CHUNK + (threadIdx.x % 32) * 4;
+#if VEC4
+    if (base + TILE <= n && ((size_t)y & 15) == 0) {
+#pragma unroll
+        for (int k = 0; k < ITEMS / 4; ++k)
+            *reinterpret_cast<int4*>(y + first + k * 128) = make_int4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+        return;
+    }
+#endif
+#pragma unroll
+    for (int k = 0; k < ITEMS / 4; ++k)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int i = first + k * 128 + c;
+            if (i < n) y[i] = v[4 * k + c];
+        }
+}
+
+// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4 rows
+// of 128 elements are scanned side by side (independent shuffles), then chained by row totals.
+__device__ __forceinline__ int striped_warp_scan(int* v) {
+    const int lane = threadIdx.x % 32;
+    int s[ITEMS / 4];
+#pragma unroll
+    for (int k = 0; k < ITEMS / 4; ++k) {
+        v[4 * k + 1] += v[4 * k];
+        v[4 * k + 2] += v[4 * k + 1];
+        v[4 * k + 3] += v[4 * k + 2];
+        s[k] = v[4 * k + 3];
+    }
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2)
+#pragma unroll
+        for (int k = 0; k < ITEMS / 4; ++k) {
+            const int up = __shfl_up_sync(0xffffffffu, s[k], d);
+            if (lane >= d) s[k] += up;
+        }
+    int carry = 0;
+#pragma unroll
+    for (int k = 0; k < ITEMS / 4; ++k) {
+        const int add = carry + s[k] - v[4 * k + 3];  // lanes below in this row, and the rows before
+        carry += __shfl_sync(0xffffffffu, s[k], 31);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) v[4 * k + c] += add;
+    }
+    return carry;
+}
+
+// The sum of the warps before this one (returned) and of all warps (*total), from warp_sums.
+__device__ __forceinline__ int striped_block_offset(int warp_total, int* total, int* warp_sums) {
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0) warp_sums[warp] = warp_total;
+    __syncthreads();
+    int before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < BLOCK / 32; ++w) {
+        const int t = warp_sums[w];
+        all += t;
+        if (w < warp) before += t;
+    }
+    *total = all;
+    return before;
+}
+#endif
+
 // ---- look-back: the sum of every tile before `tile` (tile > 0) -------------------------------
 
 #if LOOKBACK_WARP
 // Warp 0: lane l inspects tile window - l; the nearest inclusive prefix in the window ends the
 // walk, else all 32 aggregates are added and the window moves back.
-__device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum_s) {
+// The lanes' values are summed with __reduce_add_sync (every lane gets the sum).
+__device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
     const int lane = threadIdx.x;
-    if (lane == 0) *sum_s = 0;
-    __syncwarp();
+    int sum = 0;
     for (int window = tile - 1;; window -= 32) {
         const int j = window - lane;
         const word_t s = j >= 0 ? wait_state(state + j) : 0;
         const unsigned done = __ballot_sync(0xffffffffu, j >= 0 && (s >> 32) == FLAG_PRE);
         const int last = done ? __ffs(done) - 1 : 31;
-        if (j >= 0 && lane <= last) atomicAdd(sum_s, (int)(unsigned)(s & 0xffffffffu));
+        sum += (int)__reduce_add_sync(0xffffffffu, j >= 0 && lane <= last ? (unsigned)(s & 0xffffffffu) : 0u);
         if (done) break;
     }
-    __syncwarp();
-    return *sum_s;
+    return sum;
 }
 #else
 __device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
@@ -234,7 +329,7 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #else
     __shared__ int part[BLOCK];
 #endif
-#if SMEM_TILE
+#if USE_TILE_S
     __shared__ __align__(16) int tile_s[TILE];
 #else
     int* tile_s = nullptr;
@@ -248,11 +343,16 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #endif
 
     int v[ITEMS];
+    int total;
+#if STRIPED
+    striped_load(x, base, n, v);
+    const int offset = striped_block_offset(striped_warp_scan(v), &total, part);
+#else
     load_items(x, base, n, v, tile_s);
 #pragma unroll
     for (int k = 1; k < ITEMS; ++k) v[k] += v[k - 1];
-    int total;
     const int offset = block_exclusive(v[ITEMS - 1], &total, part);
+#endif
 
 #if LOOKBACK_WARP
     const bool walker = threadIdx.x < 32;
@@ -278,5 +378,9 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
     const int add = prefix_s + offset;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) v[k] += add;
+#if STRIPED
+    striped_store(y, base, n, v);
+#else
     store_items(y, base, n, v, tile_s);
+#endif
 }
