@@ -14,6 +14,8 @@ TRANSPOSE_A = [0, 1]    # A tile stored k-major (As[k][m]) so a thread's rows ar
 DOUBLE_BUFFER = [0, 1]  # two shared stages: tile t + 1 is fetched while tile t is computed
 ASYNC_COPY = [0, 1]     # cp.async global-to-shared copies, zero-filled past the edges
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(TX * TY, 512 / (TX * TY)): at most 128 registers a thread
+WARP_TILE = [0, 1]      # each warp owns a 2D sub-tile, lanes 4 x 8 (rows x columns): broadcast-friendly shared reads
+FULL_TILES = [0, 1]     # with SMEM_TILE, blocks wholly inside C (K % BK == 0) run a k loop without bounds checks
 
 [[launch]]
 kernel = "sgemm_template"
@@ -53,14 +55,31 @@ typedef float AFrag[RM];
 typedef float BFrag[RN];
 
 // Row (column) of C, within the block's tile, of this thread's i-th row (j-th column). With
-// REG_BLOCK they come in chunks of 4 consecutive rows (columns), chunk q at 4 * TY * q (4 * TX
-// * q), so the float4 reads of a warp from a k-row of the tiles are contiguous.
+// REG_BLOCK they come in chunks of 4 consecutive rows (columns), so the float4 reads of a warp
+// from a k-row of the tiles are contiguous.
+#if WARP_TILE
+// Warp w owns rows [wy * 4 * RM, (wy + 1) * 4 * RM) and columns [wx * 8 * RN, ...): wy = w / (TX /
+// 8), wx = w % (TX / 8). Its lanes are 4 rows x 8 columns of threads, chunk q of a thread's rows
+// (columns) at 16 * q (32 * q): a warp's float4 reads of a k-row touch 4 (8) consecutive
+// float4s of A (B), each broadcast to 8 (4) lanes.
+static_assert(TX % 8 == 0 && TY % 4 == 0, "WARP_TILE: whole 4 x 8 warps");
+__device__ __forceinline__ int tile_row(int i) {
+    const int tid = threadIdx.y * TX + threadIdx.x, wy = tid / 32 / (TX / 8), ly = tid % 32 / 8;
+    return RM == 1 ? wy * 4 + ly : wy * (4 * RM) + (i / 4) * 16 + ly * 4 + i % 4;
+}
+__device__ __forceinline__ int tile_col(int j) {
+    const int tid = threadIdx.y * TX + threadIdx.x, wx = tid / 32 % (TX / 8), lx = tid % 8;
+    return RN == 1 ? wx * 8 + lx : wx * (8 * RN) + (j / 4) * 32 + lx * 4 + j % 4;
+}
+#else
+// Chunk q at 4 * TY * q (4 * TX * q).
 __device__ __forceinline__ int tile_row(int i) {
     return RM == 1 ? (int)threadIdx.y : (i / 4) * (4 * TY) + (int)threadIdx.y * 4 + i % 4;
 }
 __device__ __forceinline__ int tile_col(int j) {
     return RN == 1 ? (int)threadIdx.x : (j / 4) * (4 * TX) + (int)threadIdx.x * 4 + j % 4;
 }
+#endif
 
 // ---- without shared memory: every thread reads its rows of A and columns of B ---------------
 #if !SMEM_TILE
@@ -149,6 +168,16 @@ template <bool VEC> struct Units {
     static __device__ __forceinline__ void a_at(unsigned u, int& m, int& k) { m = u / (BK / W); k = u % (BK / W) * W; }
     static __device__ __forceinline__ void b_at(unsigned u, int& k, int& n) { k = u / (BN / W); n = u % (BN / W) * W; }
 };
+// FULL_TILES: where a thread's units sit whole rows apart, unit l's source is the thread's first
+// unit's plus l rows (a 64-bit step from a pointer hoisted out of the loop, no index arithmetic).
+template <bool VEC> struct Steps {
+    using U = Units<VEC>;
+    static constexpr bool A_ROWS = NT % (BK / U::W) == 0, B_ROWS = NT % (BN / U::W) == 0;
+    static constexpr int A_STEP = A_ROWS ? NT / (BK / U::W) : 0, B_STEP = B_ROWS ? NT / (BN / U::W) : 0;
+    // this thread's first A (B) unit at k-tile k0
+    static __device__ __forceinline__ const float* a0(const struct Operands& g, unsigned tid, int k0);
+    static __device__ __forceinline__ const float* b0(const struct Operands& g, unsigned tid, int k0);
+};
 #define FOR_UNITS(l, u, PER, UNITS)              \
     _Pragma("unroll") for (int l = 0; l < PER; ++l) \
         if (const unsigned u = tid + l * NT; UNITS % NT == 0 || u < UNITS)
@@ -159,18 +188,31 @@ struct Operands {
     const float* B;
     int M, N, K, m0, n0;
 };
+template <bool VEC> __device__ __forceinline__ const float* Steps<VEC>::a0(const Operands& g, unsigned tid, int k0) {
+    int m, k;
+    U::a_at(tid, m, k);
+    return g.A + (size_t)(g.m0 + m) * g.K + k0 + k;
+}
+template <bool VEC> __device__ __forceinline__ const float* Steps<VEC>::b0(const Operands& g, unsigned tid, int k0) {
+    int k, n;
+    U::b_at(tid, k, n);
+    return g.B + (size_t)(k0 + k) * g.N + g.n0 + n;
+}
 
 // Global memory -> registers, zeros past the edges (a float4 is wholly inside or outside, as
 // K % 4 == 0 and N % 4 == 0 on the float4 path).
-template <bool VEC>
+template <bool VEC, bool FULL>
 __device__ __forceinline__ void fetch(const Operands& g, int k0, float* sa, float* sb) {
     using U = Units<VEC>;
+    using S = Steps<VEC>;
     const unsigned tid = threadIdx.y * TX + threadIdx.x;
+    const float* a0 = FULL && S::A_ROWS ? S::a0(g, tid, k0) : g.A;
+    const float* b0 = FULL && S::B_ROWS ? S::b0(g, tid, k0) : g.B;
     FOR_UNITS(l, u, U::A_PER, U::A_UNITS) {
         int m, k;
         U::a_at(u, m, k);
-        const bool ok = g.m0 + m < g.M && k0 + k < g.K;
-        const float* src = g.A + ((g.m0 + m) * g.K + k0 + k);
+        const bool ok = FULL || (g.m0 + m < g.M && k0 + k < g.K);
+        const float* src = FULL && S::A_ROWS ? a0 + (size_t)(l * S::A_STEP) * g.K : g.A + ((g.m0 + m) * g.K + k0 + k);
 #if VEC4
         if constexpr (VEC) {
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -186,8 +228,8 @@ __device__ __forceinline__ void fetch(const Operands& g, int k0, float* sa, floa
     FOR_UNITS(l, u, U::B_PER, U::B_UNITS) {
         int k, n;
         U::b_at(u, k, n);
-        const bool ok = k0 + k < g.K && g.n0 + n < g.N;
-        const float* src = g.B + ((k0 + k) * g.N + g.n0 + n);
+        const bool ok = FULL || (k0 + k < g.K && g.n0 + n < g.N);
+        const float* src = FULL && S::B_ROWS ? b0 + (size_t)(l * S::B_STEP) * g.N : g.B + ((k0 + k) * g.N + g.n0 + n);
 #if VEC4
         if constexpr (VEC) {
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -265,25 +307,31 @@ __device__ __forceinline__ void copy_wait() {  // until at most PENDING groups a
 }
 
 // One tile of A and of B into a shared stage. A transposed A tile goes element by element.
-template <bool VEC>
+template <bool VEC, bool FULL>
 __device__ __forceinline__ void copy_tiles(const Operands& g, int k0, float* as, float* bs) {
     constexpr bool VA = VEC && !TRANSPOSE_A;
     using UA = Units<VA>;
     using UB = Units<VEC>;
+    using SA = Steps<VA>;
+    using SB = Steps<VEC>;
     const unsigned tid = threadIdx.y * TX + threadIdx.x;
+    const float* a0 = FULL && SA::A_ROWS ? SA::a0(g, tid, k0) : g.A;
+    const float* b0 = FULL && SB::B_ROWS ? SB::b0(g, tid, k0) : g.B;
     FOR_UNITS(l, u, UA::A_PER, UA::A_UNITS) {
         int m, k;
         UA::a_at(u, m, k);
-        const bool ok = g.m0 + m < g.M && k0 + k < g.K;
-        const float* src = ok ? g.A + ((g.m0 + m) * g.K + k0 + k) : g.A;
+        const bool ok = FULL || (g.m0 + m < g.M && k0 + k < g.K);
+        const float* src = FULL && SA::A_ROWS ? a0 + (size_t)(l * SA::A_STEP) * g.K
+                           : ok ? g.A + ((g.m0 + m) * g.K + k0 + k) : g.A;
         if constexpr (VA) copy16(as + A_AT(m, k), src, ok);
         else copy4(as + A_AT(m, k), src, ok);
     }
     FOR_UNITS(l, u, UB::B_PER, UB::B_UNITS) {
         int k, n;
         UB::b_at(u, k, n);
-        const bool ok = k0 + k < g.K && g.n0 + n < g.N;
-        const float* src = ok ? g.B + ((k0 + k) * g.N + g.n0 + n) : g.B;
+        const bool ok = FULL || (k0 + k < g.K && g.n0 + n < g.N);
+        const float* src = FULL && SB::B_ROWS ? b0 + (size_t)(l * SB::B_STEP) * g.N
+                           : ok ? g.B + ((k0 + k) * g.N + g.n0 + n) : g.B;
         if constexpr (VEC) copy16(bs + B_AT(k, n), src, ok);
         else copy4(bs + B_AT(k, n), src, ok);
     }
@@ -337,15 +385,16 @@ __device__ __forceinline__ void compute(const float* as, const float* bs, AccTil
     }
 }
 
-// The k loop over shared tiles; VEC: K and N are multiples of 4, A and B 16-byte aligned.
-template <bool VEC>
+// The k loop over shared tiles; VEC: K and N are multiples of 4, A and B 16-byte aligned; FULL:
+// the block's tile lies wholly inside C and K % BK == 0, so no load needs a bounds check.
+template <bool VEC, bool FULL>
 __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE], float (*Bs)[B_SIZE], AccTile& acc) {
     const int ntiles = CDIV(g.K, BK);
 #if ASYNC_COPY && DOUBLE_BUFFER
-    copy_tiles<VEC>(g, 0, As[0], Bs[0]);
+    copy_tiles<VEC, FULL>(g, 0, As[0], Bs[0]);
     copy_commit();
     for (int t = 0; t < ntiles; ++t) {
-        if (t + 1 < ntiles) copy_tiles<VEC>(g, (t + 1) * BK, As[(t + 1) % 2], Bs[(t + 1) % 2]);
+        if (t + 1 < ntiles) copy_tiles<VEC, FULL>(g, (t + 1) * BK, As[(t + 1) % 2], Bs[(t + 1) % 2]);
         copy_commit();  // possibly empty: one group per iteration keeps the count below right
         copy_wait<1>();  // everything but the newest group has landed: tile t is in
         __syncthreads();
@@ -354,7 +403,7 @@ __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE
     }
 #elif ASYNC_COPY
     for (int t = 0; t < ntiles; ++t) {
-        copy_tiles<VEC>(g, t * BK, As[0], Bs[0]);
+        copy_tiles<VEC, FULL>(g, t * BK, As[0], Bs[0]);
         copy_commit();
         copy_wait<0>();
         __syncthreads();
@@ -367,18 +416,18 @@ __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE
     AStaged sa;
     BStaged sb;
 #if DOUBLE_BUFFER
-    fetch<VEC>(g, 0, sa, sb);
+    fetch<VEC, FULL>(g, 0, sa, sb);
     stash<VEC>(sa, sb, As[0], Bs[0]);
     __syncthreads();
     for (int t = 0; t < ntiles; ++t) {
-        if (t + 1 < ntiles) fetch<VEC>(g, (t + 1) * BK, sa, sb);  // in flight while tile t is computed
+        if (t + 1 < ntiles) fetch<VEC, FULL>(g, (t + 1) * BK, sa, sb);  // in flight while tile t is computed
         compute(As[t % 2], Bs[t % 2], acc);
         if (t + 1 < ntiles) stash<VEC>(sa, sb, As[(t + 1) % 2], Bs[(t + 1) % 2]);
         __syncthreads();  // one barrier: stage (t + 1) % 2 was last read before the previous one
     }
 #else
     for (int t = 0; t < ntiles; ++t) {
-        fetch<VEC>(g, t * BK, sa, sb);
+        fetch<VEC, FULL>(g, t * BK, sa, sb);
         stash<VEC>(sa, sb, As[0], Bs[0]);
         __syncthreads();
         compute(As[0], Bs[0], acc);
@@ -433,12 +482,25 @@ extern "C" __global__ void BOUNDS sgemm_template(const float* A, const float* B,
     __shared__ __align__(16) float As[STAGES][A_SIZE];
     __shared__ __align__(16) float Bs[STAGES][B_SIZE];
     const Operands g{A, B, M, N, K, m0, n0};
-#if VEC4
-    if (K % 4 == 0 && N % 4 == 0 && ((size_t)A & 15) == 0 && ((size_t)B & 15) == 0)
-        gemm_tiled<true>(g, As, Bs, acc);
-    else
+#if FULL_TILES
+    const bool full = m0 + BM <= M && n0 + BN <= N && K % BK == 0;
 #endif
-        gemm_tiled<false>(g, As, Bs, acc);
+#if VEC4
+    if (K % 4 == 0 && N % 4 == 0 && ((size_t)A & 15) == 0 && ((size_t)B & 15) == 0) {
+#if FULL_TILES
+        if (full) gemm_tiled<true, true>(g, As, Bs, acc);
+        else
+#endif
+            gemm_tiled<true, false>(g, As, Bs, acc);
+    } else
+#endif
+    {
+#if FULL_TILES
+        if (full) gemm_tiled<false, true>(g, As, Bs, acc);
+        else
+#endif
+            gemm_tiled<false, false>(g, As, Bs, acc);
+    }
 #else
     gemm_direct(A, B, M, N, K, m0, n0, acc);
 #endif
