@@ -2,6 +2,7 @@
 [tunables]
 BLOCK = [256, 128, 512]  # threads per block
 TPR = [32, 8, 16, 4, 2]  # consecutive threads sharing a row (a power of two up to a warp)
+ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per thread; a tile is BLOCK * ITEMS
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -10,12 +11,25 @@ READONLY = [0, 1]       # __restrict__ pointers and __ldg loads (x gathers throu
 STREAM = [0, 1]         # col_idx and vals loaded with __ldcs (evict first), so x stays in the caches
 UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per thread
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
+MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
+
+[[scratch]]
+name = "state"
+dtype = "int64"
+count = "cdiv(rows + nnz, BLOCK * ITEMS)"
+zero = true
+
+[[scratch]]
+name = "ticket"
+dtype = "int32"
+count = "1"
+zero = true
 
 [[launch]]
 kernel = "spmv_template"
-grid = ["cdiv(rows, BLOCK // TPR)"]
+grid = ["MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR)"]
 block = ["BLOCK"]
-args = ["row_ptr", "col_idx", "vals", "x", "y", "rows"]
+args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
 // Feature template: CSR SpMV with TPR threads per row (vector CSR): lane l of a row's group
 // sums entries l, l + TPR, ... (with VEC4, four consecutive entries at a time over the row's
@@ -77,9 +91,176 @@ __device__ __forceinline__ float group_sum(float v, float* red) {
 }
 #endif
 
+#if MERGE
+// ---- MERGE: merge-path SpMV (Merrill & Garland). The merge of row ends (row p ends after entry
+// row_ptr[p + 1] - 1) with entries is cut into tiles of TILE items; tile t is diagonals
+// t * TILE .. (t + 1) * TILE. A diagonal d's coordinate is (i row ends, d - i entries) with i the
+// number of rows p < rows with row_ptr[p + 1] + p + 1 <= d. Each thread consumes ITEMS items in
+// order; partial sums of a row cut by thread boundaries are joined by a segmented block scan, and
+// by tile boundaries through `state`: tile t publishes (flag << 32 | float bits) of its tail sum
+// (the row open at its end): FLAG_PRE once it includes every earlier tile's share of that row
+// (at once if the tile ends a row), FLAG_AGG for a tile inside one row before its look-back.
+// Tiles are numbered by a ticket in start order, so every tile waited on is running or done.
+#define TILE (BLOCK * ITEMS)
+#define FLAG_AGG 1ull
+#define FLAG_PRE 2ull
+typedef unsigned long long word_t;
+
+__device__ __forceinline__ word_t read_state(const word_t* p) { return *(const volatile word_t*)p; }
+__device__ __forceinline__ void write_state(word_t* p, word_t flag, float value) {
+    *(volatile word_t*)p = (flag << 32) | __float_as_uint(value);  // one 64-bit store: never torn
+}
+
+// Sum of the tail sums of the tiles before `tile` that share its first row (tile > 0).
+__device__ __forceinline__ float carry_before(const word_t* state, int tile) {
+    float sum = 0.0f;
+    for (int b = tile - 1;; --b) {
+        word_t s = read_state(state + b);
+        while ((s >> 32) == 0) {
+            __nanosleep(64);
+            s = read_state(state + b);
+        }
+        sum += __uint_as_float((unsigned)(s & 0xffffffffu));
+        if ((s >> 32) == FLAG_PRE) return sum;
+    }
+}
+
+// Row ends before diagonal d (a warp, every lane gets it): 32-ary search, 4 rounds for 2^20 rows.
+__device__ __forceinline__ int rows_before(const int* RESTRICT row_ptr, int rows, int nnz, int d) {
+    const int lane = threadIdx.x % 32;
+    int lo = max(0, d - nnz), hi = min(d, rows);  // the answer is in [lo, hi]
+    while (lo < hi) {
+        const int step = (hi - lo + 31) / 32, p = lo + lane * step;
+        const bool after = p >= hi || LOAD(row_ptr + p + 1) + p + 1 > d;  // row end p not before d
+        const unsigned ballot = __ballot_sync(0xffffffffu, after);
+        const int f = ballot ? __ffs(ballot) - 1 : 32;
+        if (f == 0) break;  // p_0 = lo
+        const int new_hi = f < 32 ? min(lo + f * step, hi) : hi;
+        lo = lo + (f - 1) * step + 1;
+        hi = new_hi;
+    }
+    return lo;
+}
+
+struct Seg {
+    bool ended;  // a row ended in this span
+    float sum;   // the sum after the last row end in the span (all of it if none)
+};
+__device__ __forceinline__ Seg seg_join(Seg a, Seg b) { return {a.ended || b.ended, b.ended ? b.sum : a.sum + b.sum}; }
+
+__device__ __forceinline__ void spmv_merge(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
+                                           const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
+                                           word_t* state, int* ticket, int rows, int nnz) {
+    __shared__ int s_items[TILE + 1];  // row ends of the tile's rows, then the tile's products
+    __shared__ int s_coord[4], s_tile;
+    __shared__ bool s_wended[BLOCK / 32];
+    __shared__ float s_wsum[BLOCK / 32], s_carry;
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    if (t == 0) s_tile = atomicAdd(ticket, 1);
+    __syncthreads();
+    const int tile = s_tile;
+    if (warp < 2) {  // warp 0: the tile's start, warp 1: its end
+        const int d = min((tile + warp) * TILE, rows + nnz);
+        const int i = rows_before(row_ptr, rows, nnz, d);
+        if (lane == 0) {
+            s_coord[2 * warp] = i;
+            s_coord[2 * warp + 1] = d - i;
+        }
+    }
+    __syncthreads();
+    const int i0 = s_coord[0], j0 = s_coord[1], n_rows = s_coord[2] - i0, n_nz = s_coord[3] - j0;
+    int* s_end = s_items;  // s_end[k] = row_ptr[i0 + k + 1], k <= n_rows (nnz past the last row)
+    float* s_prod = reinterpret_cast<float*>(s_items + n_rows + 1);
+    for (int k = t; k <= n_rows; k += BLOCK) s_end[k] = i0 + k < rows ? LOAD(row_ptr + i0 + k + 1) : nnz;
+#pragma unroll 8
+    for (int q = 0; q < ITEMS; ++q) {  // up to 8 entries' loads in flight a thread (more spill under launch bounds)
+        const int k = q * BLOCK + t;
+        if (k < n_nz) s_prod[k] = LOAD_STREAM(vals + j0 + k) * LOAD(x + LOAD_STREAM(col_idx + j0 + k));
+    }
+    __syncthreads();
+
+    // This thread's items: local diagonals dt .. dt + ITEMS - 1 (those below n_rows + n_nz).
+    const int dt = min(t * ITEMS, n_rows + n_nz);
+    int lo = max(0, dt - n_nz), hi = min(dt, n_rows);
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (s_end[mid] + mid + 1 <= j0 + dt) lo = mid + 1;
+        else hi = mid;
+    }
+    // Rows after the thread's first row end are whole here and written at once; the first one
+    // waits for the sums before it (earlier threads and tiles).
+    int ri = lo, zi = dt - lo;
+    const int first_row = ri;
+    float run = 0.0f, first_sum = 0.0f;
+    bool ended = false;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        if (dt + k < n_rows + n_nz) {
+            if (j0 + zi < s_end[ri]) {
+                run += s_prod[zi];
+                ++zi;
+            } else {
+                if (ended) y[i0 + ri] = run;
+                else first_sum = run;
+                ended = true;
+                run = 0.0f;
+                ++ri;
+            }
+        }
+    }
+
+    // Segmented exclusive scan of (ended, tail sum) over the block's threads.
+    Seg inc = {ended, run};
+#pragma unroll
+    for (int dd = 1; dd < 32; dd *= 2) {
+        const bool up_e = __shfl_up_sync(0xffffffffu, inc.ended, dd);
+        const float up_s = __shfl_up_sync(0xffffffffu, inc.sum, dd);
+        if (lane >= dd) inc = seg_join({up_e, up_s}, inc);
+    }
+    Seg exc = {__shfl_up_sync(0xffffffffu, inc.ended, 1), __shfl_up_sync(0xffffffffu, inc.sum, 1)};
+    if (lane == 0) exc = {false, 0.0f};
+    if (lane == 31) {
+        s_wended[warp] = inc.ended;
+        s_wsum[warp] = inc.sum;
+    }
+    __syncthreads();
+    Seg before = {false, 0.0f}, all = {false, 0.0f};
+#pragma unroll
+    for (int w = 0; w < BLOCK / 32; ++w) {
+        const Seg ws = {s_wended[w], s_wsum[w]};
+        if (w < warp) before = seg_join(before, ws);
+        all = seg_join(all, ws);
+    }
+    exc = seg_join(before, exc);
+
+    if (t == 0) {  // publish the tile's tail sum; find the earlier tiles' share of its first row
+        float carry = 0.0f;
+        if (all.ended) {
+            write_state(state + tile, FLAG_PRE, all.sum);
+            if (tile > 0) carry = carry_before(state, tile);
+        } else if (tile > 0) {
+            write_state(state + tile, FLAG_AGG, all.sum);
+            carry = carry_before(state, tile);
+            write_state(state + tile, FLAG_PRE, carry + all.sum);
+        } else {
+            write_state(state + tile, FLAG_PRE, all.sum);
+        }
+        s_carry = carry;
+    }
+    __syncthreads();
+    // The thread's first row end closes the row open at its start: it adds the sums before it.
+    if (ended) y[i0 + first_row] = first_sum + exc.sum + (exc.ended ? 0.0f : s_carry);
+}
+#endif
+
 extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                                       const float* RESTRICT vals, const float* RESTRICT x,
-                                                      float* RESTRICT y, int rows) {
+                                                      float* RESTRICT y, unsigned long long* state, int* ticket,
+                                                      int rows, int nnz) {
+#if MERGE
+    spmv_merge(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
+    return;
+#endif
     __shared__ float red[BLOCK];
     const int row = blockIdx.x * RPB + threadIdx.x / TPR, l = threadIdx.x % TPR;
     int start = 0, end = 0;
