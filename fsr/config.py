@@ -27,6 +27,7 @@ class EvalConfig:
     bench_budget_s: float = 0.15  # timed samples run until this much device time is spent...
     bench_min_samples: int = 10
     bench_max_samples: int = 200
+    bench_rel_error: float = 0.003  # ...or until the median's standard error is this fraction of it (0: the whole budget)
     warmup_s: float = 0.03
     input_sets: int = 3  # benchmark input sets rotated during timing
     plausibility_margin: float = 1.10  # SUSPECT above this fraction of a measured ceiling

@@ -2,11 +2,18 @@
 owns, L2 flushed before every sample, input sets rotated, a time budget instead of a count.
 Also the device's ceilings (copy bandwidth, library SGEMM), measured once per child.
 
-The host never stretches a sample: before each sample's start event a one-thread kernel (`Hold`)
-holds the stream until the host has queued the start event, every launch and the end event, so
-the GPU runs them back to back however long Python took to queue them (nvbench's "blocking
-kernel"). Without it, launches queued after the GPU has drained the flush put host time inside
-the timed region (about 1.3 us and more per sample on an H200: +16% on an 8 us kernel).
+The host never stretches a sample: samples are queued in chunks, each behind a one-thread kernel
+(`Hold`) that holds the stream until the host has queued every flush, start event, launch and
+end event of the chunk, so the GPU runs them back to back however long Python took to queue
+them (nvbench's "blocking kernel"). Without it, launches queued after the GPU has drained the
+flush put host time inside the timed region (about 1.3 us and more per sample on an H200: +16%
+on an 8 us kernel). The hold sits in front of a chunk, not between a flush and its sample: any
+kernel there, even an empty one, read 0.2 us (+2%) slow on an 8 us kernel
+(bench/timing_probe.py).
+
+Samples come until the median is known well enough (`rel_error`: the standard error of the
+median, from the median absolute deviation, relative to the median) or the budget is spent, so
+a steady kernel of milliseconds is not run 45 times for a figure 10 runs already pin down.
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -22,7 +29,9 @@ import numpy as np
 
 from fsr.types import DeviceInfo
 
-HOLD_TIMEOUT_S = 0.02  # a hold the host has not released by then lets go, and its sample is dropped
+HOLD_TIMEOUT_S = 0.02  # a hold the host has not released by then lets go, and its samples are dropped
+CHUNK_QUEUE_S = 0.004  # a chunk's hold is released once queueing it took this long...
+CHUNK_SAMPLES = 64  # ...or it holds this many samples (CUDA queues about 1000 commands a stream)
 HOLD_SOURCE = r"""
 extern "C" __global__ void fsr_hold(const volatile long long* release, long long ticket, int* expired,
                                     unsigned long long timeout_ns) {
@@ -90,17 +99,22 @@ class Hold:
 def _one(run: Callable[[int], None], i: int, stream: cp.cuda.Stream, flusher: L2Flusher,
          hold: Hold | None, prepare: Callable[[int], None],
          events: tuple[cp.cuda.Event, cp.cuda.Event] | None, slot: int) -> None:
-    """Queue one sample: flush, `prepare`, (hold,) start event, `run(i)`, end event, (release)."""
+    """Queue one sample: (hold,) flush, `prepare`, start event, `run(i)`, end event, (release)."""
+    ticket = hold.hold(stream, slot) if hold is not None else 0
+    _queue(run, i, stream, flusher, prepare, events)
+    if hold is not None:
+        hold.release(ticket)
+
+
+def _queue(run: Callable[[int], None], i: int, stream: cp.cuda.Stream, flusher: L2Flusher,
+           prepare: Callable[[int], None], events: tuple[cp.cuda.Event, cp.cuda.Event] | None) -> None:
     flusher.flush(stream)
     prepare(i)
-    ticket = hold.hold(stream, slot) if hold is not None else 0
     if events is not None:
         events[0].record(stream)
     run(i)
     if events is not None:
         events[1].record(stream)
-    if hold is not None:
-        hold.release(ticket)
 
 
 def warm_up(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, warmup_s: float,
@@ -128,37 +142,70 @@ def warm_up(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flush
 def timed(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, count: int, *,
           hold: Hold | None = None, prepare: Callable[[int], None] = lambda _: None,
           first: int = 0) -> list[float]:
-    """`count` samples (device microseconds), runs `first`..`first + count - 1`; samples whose
-    hold expired are dropped unless that would leave fewer than half."""
+    """`count` samples (device microseconds), runs `first`..`first + count - 1`. With `hold`,
+    they are queued in chunks, each held until it is all queued; the samples of a chunk whose
+    hold expired (the host stalled: host time may be inside them) are dropped unless that would
+    leave fewer than half."""
     events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
-    slots = len(hold.expired) if hold is not None else 1
-    if hold is not None:
-        hold.reset(stream)
-    for k, pair in enumerate(events):
-        _one(run, first + k, stream, flusher, hold, prepare, pair, k % slots)
+    if hold is None:
+        for k, pair in enumerate(events):
+            _queue(run, first + k, stream, flusher, prepare, pair)
+        stream.synchronize()
+        return [cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]
+    hold.reset(stream)
+    chunks: list[tuple[int, int]] = []  # [begin, end) of each chunk, in slot order
+    k = 0
+    while k < count:
+        ticket = hold.hold(stream, len(chunks) % len(hold.expired))
+        began, end = time.perf_counter(), k
+        while end < count and end - k < CHUNK_SAMPLES and (end == k or time.perf_counter() - began < CHUNK_QUEUE_S):
+            _queue(run, first + end, stream, flusher, prepare, events[end])
+            end += 1
+        hold.release(ticket)
+        chunks.append((k, end))
+        k = end
     stream.synchronize()
     times = [cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]
-    if hold is None or count > slots:
+    if len(chunks) > len(hold.expired):
         return times
-    expired = hold.expired_slots(count)
-    kept = [t for t, bad in zip(times, expired, strict=True) if not bad]
+    expired = hold.expired_slots(len(chunks))
+    kept = [t for (b, e), bad in zip(chunks, expired, strict=True) if not bad for t in times[b:e]]
     return kept if 2 * len(kept) >= count else times
+
+
+def median_error(samples: list[float]) -> float:
+    """The standard error of the median relative to the median: 1.2533 sigma / sqrt(n), sigma
+    from the median absolute deviation (robust to the odd slow sample); inf below 3 samples."""
+    if len(samples) < 3:
+        return float("inf")
+    values = np.asarray(samples, dtype=np.float64)
+    median = float(np.median(values))
+    sigma = 1.4826 * float(np.median(np.abs(values - median)))
+    return 1.2533 * sigma / np.sqrt(len(values)) / median if median > 0 else float("inf")
 
 
 def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
            min_samples: int, max_samples: int, warmup_s: float,
-           before: Callable[[int], None] | None = None, hold: Hold | None = None) -> list[float]:
+           before: Callable[[int], None] | None = None, hold: Hold | None = None,
+           rel_error: float = 0.0) -> list[float]:
     """Device microseconds of `run(i)` (i picks the input set), one sample per flushed run.
 
     Warm-up runs until `warmup_s` has passed (at least twice), which also estimates the time per
-    run; then as many samples as fit in `budget_s`, clamped to [min_samples, max_samples].
-    `before(i)` runs outside the timed region (e.g. zeroing scratch). With `hold`, each sample's
-    launches are all queued before the GPU starts it (unless `run` itself waits on the stream:
-    then samples are taken without holding)."""
+    run; then samples until `budget_s` would be spent, clamped to [min_samples, max_samples],
+    taken in rounds (min_samples, then doubling) that stop early once the median's relative
+    standard error is below `rel_error` (0: never early). `before(i)` runs outside the timed
+    region (e.g. zeroing scratch). With `hold`, each sample's launches are all queued before the
+    GPU starts it (unless `run` itself waits on the stream: then samples are taken without
+    holding)."""
     prepare = before or (lambda _: None)
     per_run, held = warm_up(run, stream, flusher, warmup_s=warmup_s, hold=hold, prepare=prepare)
     count = int(min(max(budget_s / max(per_run, 1e-6), min_samples), max_samples))
-    return timed(run, stream, flusher, count, hold=hold if held else None, prepare=prepare)
+    use = hold if held else None
+    samples = timed(run, stream, flusher, min(count, min_samples), hold=use, prepare=prepare)
+    while len(samples) < count and not (rel_error > 0 and median_error(samples) < rel_error):
+        more = min(count - len(samples), len(samples))
+        samples += timed(run, stream, flusher, more, hold=use, prepare=prepare, first=len(samples))
+    return samples
 
 
 def sample_trial(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,

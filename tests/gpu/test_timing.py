@@ -114,11 +114,13 @@ def test_a_host_pause_between_launches_stays_out_of_the_timed_region(gpu):
 
     reference = reference_us(gpu, two_launches)
     measured = fsr_us(gpu, two_launches_with_a_pause)
-    # Host time in the region would add the whole pause (1000 us) to a 13 us sample. A GPU held
-    # after the flush while the host sleeps starts the sample from a settled cache, which makes
-    # it a little fast (2.1% on an H200), never slow: the bound that matters is the upper one.
+    # Host time in the region would add the whole pause (1000 us) to a 13 us sample: the bound
+    # that matters is the upper one. With the host this slow, the GPU idles between chunks of
+    # samples (about 4 ms each), and such a GPU ran these samples a little fast (5.5% on an
+    # H200), never slow. The lower bound checks that both launches are inside the region (one
+    # launch alone is about 35% less).
     assert measured < reference * (1 + TOLERANCE), f"fsr {measured:.2f} us, reference {reference:.2f} us"
-    assert measured > reference * 0.95, f"fsr {measured:.2f} us, reference {reference:.2f} us"
+    assert measured > reference * 0.9, f"fsr {measured:.2f} us, reference {reference:.2f} us"
     # without the hold the pause is timed: the check above is one that can fail
     assert fsr_us(gpu, two_launches_with_a_pause, hold=False) > reference + 500.0
 
