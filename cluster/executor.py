@@ -479,7 +479,7 @@ class RayExecutor:
         # Resources are declared here rather than on the class so that one definition serves
         # real GPUs and the fake GPUs of a test cluster alike. num_cpus=0: the actor mostly
         # waits on its GPU child, and must not be starved of a CPU slot by other Ray work.
-        slot.actor = GpuWorkerActor.options(num_gpus=1, num_cpus=0).remote(self._factory_ref)
+        slot.actor = GpuWorkerActor.options(num_gpus=1, num_cpus=0, max_concurrency=self._max).remote(self._factory_ref)
         slot.ready_ref = slot.actor.info.remote()
         slot.created_at, slot.restart_at, slot.slow_start_warned = now, None, False
         self._waiting[slot.ready_ref] = (slot, None)

@@ -2,7 +2,9 @@
 
 Each call carries only the candidate. Ray gives the actor its GPU through
 CUDA_VISIBLE_DEVICES, which the evaluator's child process inherits, so the CUDA work of this
-worker can only ever touch its own device.
+worker can only ever touch its own device. The actor runs as many calls at once as the executor
+keeps in flight (two): the evaluator overlaps one call's host work (compiles) with the other's
+GPU work and runs the GPU work one call at a time.
 
 `GpuWorker` is a plain class (usable and testable without Ray); `GpuWorkerActor` is the Ray
 actor class, with resources declared by the executor at `.options()` time.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +47,7 @@ class GpuWorker:
         self._evaluator = evaluator_factory()
         self._device = self._evaluator.device()
         self._busy_s = 0.0
+        self._lock = threading.Lock()
 
     def info(self) -> WorkerInfo:
         """The device and placement of this worker (the driver waits on this for readiness)."""
@@ -56,12 +60,18 @@ class GpuWorker:
         return WorkerInfo(self._device, node_id, node_ip, gpu_ids, os.getpid())
 
     def evaluate(self, candidate: Candidate) -> tuple[Evaluation, float]:
-        """The evaluation, and this worker's total seconds spent evaluating so far."""
+        """The evaluation, and this worker's total seconds spent evaluating so far (the sum of
+        its evaluations' `wall_s`: the evaluator charges overlapping calls once)."""
         start = time.perf_counter()
         try:
-            return self._evaluator.evaluate(candidate), self._busy_s + time.perf_counter() - start
-        finally:
-            self._busy_s += time.perf_counter() - start
+            evaluation = self._evaluator.evaluate(candidate)
+        except BaseException:
+            with self._lock:
+                self._busy_s += time.perf_counter() - start
+            raise
+        with self._lock:  # an evaluator that leaves wall_s at 0 runs one call at a time
+            self._busy_s += evaluation.wall_s or time.perf_counter() - start
+            return evaluation, self._busy_s
 
     def close(self) -> None:
         """Release the GPU and the evaluator's child process."""

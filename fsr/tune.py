@@ -134,10 +134,8 @@ def first_points(tunables: tuple[Tunable, ...], *, max_trials: int, seed: int = 
         return [dict(p) for p in itertools.islice(_grid_points(tunables, first), max_trials)]
     study = _create_study(seed)
     study.enqueue_trial(dict(first))
-    distributions = _distributions(tunables)
-    asked = [study.ask(distributions) for _ in range(min(max_trials, STARTUP_TRIALS))]
-    points = dict.fromkeys(tuple((t.name, int(trial.params[t.name])) for t in tunables) for trial in asked)
-    return [dict(p) for p in points]
+    _, points, _ = _startup_batch(study, tunables, max_trials, set(), ASKS_PER_EVALUATION * max_trials)
+    return [dict(p) for p in dict.fromkeys(points)]
 
 
 class _Trials:
@@ -294,19 +292,36 @@ def _distributions(tunables: Sequence[Tunable]) -> dict[str, optuna.distribution
 
 def _run_tpe(study: optuna.Study, tunables: Sequence[Tunable], first: Point,
              trials: _Trials, prefetch: Prefetch) -> None:
-    distributions = _distributions(tunables)
     study.enqueue_trial(dict(first))
     size, asks = space_size(tunables), 0
-    while (trials.may_continue() and len(trials.cache) < size
-           and asks < ASKS_PER_EVALUATION * trials.max_trials):
-        startup_left = STARTUP_TRIALS - len(study.get_trials(deepcopy=False))
-        want = min(max(1, min(trials.max_trials - trials.evaluations, startup_left)),
-                   ASKS_PER_EVALUATION * trials.max_trials - asks)
-        batch = [study.ask(distributions) for _ in range(want)]
-        asks += len(batch)
-        points = [tuple((t.name, int(trial.params[t.name])) for t in tunables) for trial in batch]
+    limit = ASKS_PER_EVALUATION * trials.max_trials
+    while trials.may_continue() and len(trials.cache) < size and asks < limit:
+        want = max(1, trials.max_trials - trials.evaluations)
+        batch, points, asked = _startup_batch(study, tunables, want, set(trials.cache), limit - asks)
+        asks += asked
         prefetch([dict(p) for p in dict.fromkeys(points) if p not in trials.cache])
         _measure_batch(study, batch, points, trials)
+
+
+def _startup_batch(study: optuna.Study, tunables: Sequence[Tunable], want: int, seen: set[Point],
+                   asks_left: int) -> tuple[list[optuna.Trial], list[Point], int]:
+    """The next trials to measure together: while TPE is in its random start-up phase, asks until
+    `want` points not in `seen` are among them (repeats come along, answered from the cache), as
+    start-up asks do not depend on results; after it, one ask (it depends on every result)."""
+    distributions = _distributions(tunables)
+    batch: list[optuna.Trial] = []
+    points: list[Point] = []
+    new: set[Point] = set()
+    while asks_left > len(batch) and len(new) < want:
+        if batch and len(study.get_trials(deepcopy=False)) >= STARTUP_TRIALS:
+            break  # past the start-up phase: measure what is asked before asking more
+        trial = study.ask(distributions)
+        point = tuple((t.name, int(trial.params[t.name])) for t in tunables)
+        batch.append(trial)
+        points.append(point)
+        if point not in seen:
+            new.add(point)
+    return batch, points, len(batch)
 
 
 def _measure_batch(study: optuna.Study, batch: list[optuna.Trial], points: list[Point], trials: _Trials) -> None:

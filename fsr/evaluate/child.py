@@ -24,7 +24,6 @@ import numpy as np
 from fsr import tasks
 from fsr.config import EvalConfig, TuneConfig
 from fsr.evaluate import bench, tuning
-from fsr.evaluate.compile import compile_candidate
 from fsr.evaluate.verify import (
     Buffers,
     ContextLost,
@@ -66,6 +65,7 @@ class EvalRequest:
     tune_trials: int = 0
     start_defines: Defines = ()
     journal_path: str | None = None
+    programs: tuple[tuple[Defines, bytes, tuple[tuple[str, str], ...], Resources], ...] = ()  # trials compiled ahead by the parent
 
 
 @dataclass(frozen=True)
@@ -241,10 +241,10 @@ class Child:
         resources = None
         clock = _Stages()
         if req.tune_trials > 0 and _space(cand) > 1:
-            tuned, trials = tuning.run(self, state, cand, req)
-            if tuned is not None and tuned.resolved_defines() != cand.resolved_defines():
-                compiled = compile_candidate(tuned, self.device.arch)
-                cand, program, resources = tuned, Program(compiled.cubin, compiled.lowered), compiled.resources
+            tuned = tuning.run(self, state, cand, req)
+            trials = tuned.trials
+            if tuned.candidate is not None and tuned.program is not None and tuned.resources is not None:
+                cand, program, resources = tuned.candidate, tuned.program, tuned.resources  # as measured in tuning
         clock.lap("tune")
         resources = program.resources(resources)
         done = partial(ChildResult, defines=cand.resolved_defines(), resources=resources, trials=trials)
@@ -281,7 +281,7 @@ class Child:
         run, before = bench_launches(state, cand, program, self.stream)
         samples = bench.sample(run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
                                max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=before,
-                               hold=self.hold)
+                               hold=self.hold, rel_error=self.cfg.bench_rel_error)
         synchronize(self.stream)
         return samples
 
@@ -360,7 +360,7 @@ class Child:
 
         samples = bench.sample(run, self.stream, self.flusher, budget_s=self.cfg.bench_budget_s,
                                min_samples=self.cfg.bench_min_samples, max_samples=self.cfg.bench_max_samples,
-                               warmup_s=self.cfg.warmup_s, hold=self.hold)
+                               warmup_s=self.cfg.warmup_s, hold=self.hold, rel_error=self.cfg.bench_rel_error)
         return float(np.median(samples))
 
 
@@ -434,12 +434,6 @@ def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: Tune
             if tune_module is not None:
                 tune_module.flush_journals(timeout_s=30.0)
             return
-        if kind == "prefetch":  # no reply: the parent does not wait for it
-            try:
-                tuning.prefetch(child, *payload)
-            except Exception:  # never fatal: the candidate's trials compile when they run
-                log.warning("GPU child: prefetch failed", exc_info=True)
-            continue
         try:
             reply = child.prepare(*payload) if kind == "prepare" else child.evaluate(payload)
             conn.send(("ok", reply))

@@ -22,7 +22,7 @@ from fsr.types import Candidate, Resources
 # named by generated code have no business here).
 ALLOWED_OPTIONS = re.compile(r"^(--use_fast_math|-ftz=(true|false)|-prec-div=(true|false)|-prec-sqrt=(true|false)"
                              r"|-fmad=(true|false)|--extra-device-vectorization|--maxrregcount=\d{1,3})$")
-BASE_OPTIONS = ("--std=c++17", "-Xptxas=-v", "-lineinfo")
+BASE_OPTIONS = ("--std=c++17", "-Xptxas=-v")
 MAX_LOG_CHARS = 8000
 
 

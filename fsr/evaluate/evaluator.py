@@ -2,15 +2,24 @@
 needed), then verify, tune and time in the child process, then the plausibility judgement.
 
 Failures are values: `evaluate` returns a verdict for any candidate and never raises for one.
+
+Two evaluations may run at once (the worker actor takes two calls): the host stage of one (its
+compile and the compiles of its first tuning trials, on this process's threads) runs while the
+other holds the GPU child; only the child's part is serialised, by `_gpu`. Each evaluation's
+`wall_s` is the worker time it adds: its own span less what an evaluation finished before it
+already covered, so per-worker sums stay the worker's busy time.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,11 +30,12 @@ from fsr.evaluate import guards
 from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Died, Sandbox, TimedOut
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
+from fsr.types import Candidate, Defines, DeviceInfo, Evaluation, Resources, Task, Verdict
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ARCH = "sm_90"
+TrialPrograms = tuple[tuple[Defines, bytes, tuple[tuple[str, str], ...], Resources], ...]  # defines, cubin, lowered names, report
 PREPARE_TIMEOUT_S = 600.0  # a task's benchmark inputs and float64 references, built once per child
 
 
@@ -61,6 +71,85 @@ def toolchain() -> str:
     return f"{nvrtc_version()}; cupy {cupy_version}"
 
 
+SMALL_SPACE_TRIALS = 2  # a space of at most this many times the trial budget is compiled whole, ahead
+
+
+def trial_compiles(cand: Candidate, task: Task, arch: str, trials: int, seed: int,
+                   pool: ThreadPoolExecutor) -> dict[Defines, tuple[Future[Compiled], bool]]:
+    """The compiles of the configurations `cand`'s tuning measures first (fsr.tune.first_points,
+    deterministic: the child's tuner asks the same), started on `pool`, each with whether the
+    tuning needs it first; in a small space (at most SMALL_SPACE_TRIALS times the budget) every
+    other configuration too, as the tuner's later asks land there. The candidate's own
+    configuration is left out (the static stage compiles it)."""
+    from fsr import tune
+
+    names = {t.name for t in cand.tunables}
+    start = {k: v for k, v in cand.resolved_defines() if k in names}
+    first = tune.first_points(cand.tunables, max_trials=trials, seed=seed, start=start)
+    rest: list[dict[str, int]] = []
+    if tune.space_size(cand.tunables) <= SMALL_SPACE_TRIALS * trials:
+        order = [t.name for t in cand.tunables]
+        rest = [dict(zip(order, values, strict=True)) for values in itertools.product(*(t.values for t in cand.tunables))]
+    ahead: dict[Defines, tuple[Future[Compiled], bool]] = {}
+    for values, needed in [(p, True) for p in first] + [(p, False) for p in rest]:
+        trial = cfmt.with_defines(cand, values)
+        key = trial.resolved_defines()
+        if key != cand.resolved_defines() and key not in ahead:
+            ahead[key] = (pool.submit(_compile_trial, trial, task, arch), needed)
+    return ahead
+
+
+def _compile_trial(trial: Candidate, task: Task, arch: str) -> Compiled:
+    cfmt.check(trial, task)
+    return compile_candidate(trial, arch)
+
+
+def compiled_trials(ahead: dict[Defines, tuple[Future[Compiled], bool]]) -> TrialPrograms:
+    """The trial programs that compiled: every one the tuning needs first (waited for), and the
+    others already done (the rest are cancelled; the child compiles any it asks for, and reports
+    why one does not compile)."""
+    out = []
+    for key, (future, needed) in ahead.items():
+        if not needed and not future.done():
+            future.cancel()
+            continue
+        try:
+            compiled = future.result()
+        except (CompileFailed, cfmt.HeaderError, CancelledError):
+            continue
+        out.append((key, compiled.cubin, compiled.lowered, compiled.resources))
+    return tuple(out)
+
+
+class WorkerTime:
+    """Attributes a worker's time to evaluations that may overlap: an evaluation is charged its
+    span less the parts that evaluations finished before it were charged, so the charges add up
+    to the time at least one evaluation was running."""
+
+    KEPT = 16  # spans remembered; at most two evaluations overlap
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spans: list[tuple[float, float]] = []
+
+    def charge(self, start: float, end: float) -> float:
+        with self._lock:
+            covered = _covered(start, end, self._spans)
+            self._spans = [*self._spans[-(self.KEPT - 1):], (start, end)]
+        return max(0.0, end - start - covered)
+
+
+def _covered(start: float, end: float, spans: list[tuple[float, float]]) -> float:
+    """Length of [start, end] inside the union of `spans`."""
+    clipped = sorted((max(s, start), min(e, end)) for s, e in spans if e > start and s < end)
+    total, reach = 0.0, start
+    for s, e in clipped:
+        if e > reach:
+            total += e - max(s, reach)
+            reach = e
+    return total
+
+
 @dataclass
 class _TaskTimes:
     baseline_us: float
@@ -82,48 +171,61 @@ class GpuEvaluator:
         self.journal_dir = journal_dir
         threads = self.cfg.eval.host_threads or host_threads or os.cpu_count() or 1
         self.sandbox = Sandbox(tasks_root, self.cfg.eval, self.cfg.tune, host_threads=threads, warm=warm)
+        self._gpu = threading.RLock()  # the child: one request at a time (a baseline inside a prepare)
+        self._compiles = ThreadPoolExecutor(max(1, min(threads, 16)), thread_name_prefix="fsr-trials")
+        self._worker_time = WorkerTime()
         self._tasks: dict[str, Task] = {}
         self._times: dict[str, _TaskTimes] = {}
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in
         self._toolchain = ""
 
     def device(self) -> DeviceInfo:
-        return self.sandbox.ensure_started()
+        with self._gpu:
+            return self.sandbox.ensure_started()
 
     def evaluate(self, candidate: Candidate, tune: bool = True) -> Evaluation:
         started = time.perf_counter()
         try:
             task = self._task(candidate.task)
         except tasks.TaskError as e:
-            return Evaluation(candidate.id, candidate.task, Verdict.REJECTED, str(e))
-        result = self._evaluate(candidate, task, tune)
-        return replace(result, wall_s=time.perf_counter() - started)
+            result = Evaluation(candidate.id, candidate.task, Verdict.REJECTED, str(e))
+        else:
+            result = self._evaluate(candidate, task, tune)
+        return replace(result, wall_s=self._worker_time.charge(started, time.perf_counter()))
 
     def close(self) -> None:
-        self.sandbox.close()
+        self._compiles.shutdown(wait=False, cancel_futures=True)
+        with self._gpu:
+            self.sandbox.close()
 
     # -- internals ------------------------------------------------------------------------------
     def _evaluate(self, cand: Candidate, task: Task, tune: bool) -> Evaluation:
         clock = time.perf_counter()
-        device = self.device()  # starts the GPU child if it is not running (first call, after a CRASH)
+        known = self.sandbox.device
+        device = known if known is not None else self.device()  # the first call starts the GPU child
         setup_s = time.perf_counter() - clock
         trials = self.cfg.tune.trials if tune else 0
-        if trials and cand.tunables and task.name in self._times:  # the child compiles trials meanwhile
-            self.sandbox.post("prefetch", (cand, trials, ()))
+        ahead = trial_compiles(cand, task, device.arch, trials, self.cfg.tune.seed, self._compiles) if trials and cand.tunables else {}
         static = static_stage(cand, task, device.arch)
         if static.verdict is not None:
+            for future, _ in ahead.values():
+                future.cancel()
             return replace(static.verdict, device=device.name, setup_s=setup_s)
         compiled = static.compiled
         assert compiled is not None
-        clock = time.perf_counter()
-        times = self._prepare(task)
-        setup_s += time.perf_counter() - clock
-        journal = str(Path(self.journal_dir) / "optuna.journal") if self.journal_dir and trials else None
-        from fsr.evaluate.child import ChildResult, EvalRequest
+        programs = compiled_trials(ahead)  # host work, done before taking the GPU child
+        with self._gpu:
+            clock = time.perf_counter()
+            device = self.sandbox.ensure_started()  # after a CRASH, a new child
+            times = self._prepare(task)
+            setup_s += time.perf_counter() - clock
+            journal = str(Path(self.journal_dir) / "optuna.journal") if self.journal_dir and trials else None
+            from fsr.evaluate.child import ChildResult, EvalRequest
 
-        request = EvalRequest(cand, compiled.cubin, compiled.lowered, trials, journal_path=journal)
-        timeout = self.cfg.eval.timeout_s + (self.cfg.tune.time_budget_s if trials else 0.0)
-        reply = self.sandbox.call("evaluate", request, timeout)
+            request = EvalRequest(cand, compiled.cubin, compiled.lowered, trials, journal_path=journal,
+                                  programs=programs)
+            timeout = self.cfg.eval.timeout_s + (self.cfg.tune.time_budget_s if trials else 0.0)
+            reply = self.sandbox.call("evaluate", request, timeout)
         base = Evaluation(cand.id, task.name, Verdict.OK, resources=compiled.resources, device=device.name,
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
                           baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,

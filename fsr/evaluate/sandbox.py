@@ -103,16 +103,6 @@ class Sandbox:
             return Died(reply)
         return reply
 
-    def post(self, kind: str, payload: Any) -> None:
-        """Send a request that gets no reply (work the child may start ahead); quietly dropped
-        when no child is running."""
-        if self.conn is None or self.process is None or not self.process.is_alive():
-            return
-        try:
-            self.conn.send((kind, payload))
-        except (OSError, BrokenPipeError):
-            pass  # the next call() finds the child gone and reports it
-
     def kill(self) -> None:
         """Kill the child now (a hung kernel cannot be interrupted any other way)."""
         if self.process is not None and self.process.is_alive():

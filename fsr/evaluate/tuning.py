@@ -1,9 +1,10 @@
 """Tuning trials in the GPU child: the objective that `fsr.tune` searches with.
 
-The GPU should set the pace, so a trial's host work is done ahead: the tuner names the points it
-will measure next (the whole grid, or a batch of TPE asks), and their NVRTC compiles run at once
-on the worker's host cores (NVRTC releases the GIL) while the GPU checks and times the points
-before them. Each trial is then checked at the small test sizes and timed with the short protocol
+The GPU should set the pace, so a trial's host work is done ahead: the parent compiles the points
+the tuner measures first (fsr.tune.first_points) while the GPU is still busy with the previous
+candidate, and ships them with the request; points asked later are compiled here, all of a
+batch at once on the worker's host cores (NVRTC releases the GIL), while the GPU checks and times
+the points before them. Each trial is then checked at the small test sizes and timed with the short protocol
 (`bench.sample_trial`: a few samples, stopped after two when clearly slower than the best so far);
 only the winner is timed with the full protocol, by the caller.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,7 @@ from fsr.evaluate.verify import (
     scratch_buffers,
     synchronize,
 )
-from fsr.types import Candidate, Defines, SizeCheck
+from fsr.types import Candidate, Defines, Resources, SizeCheck
 
 if TYPE_CHECKING:
     from fsr import tune as tune_module
@@ -50,8 +52,8 @@ def compile_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max(1, min(share, 16)), thread_name_prefix="fsr-compile")
 
 
-# Compiles started ahead, by trial candidate id: by `prefetch` when the parent announces a
-# candidate (before it compiles the candidate itself), then picked up by that candidate's trials.
+# Compiles started here, by trial candidate id: the points the tuner asks beyond those the parent
+# compiled ahead (EvalRequest.programs).
 _AHEAD: dict[str, Future[Compiled]] = {}
 
 
@@ -75,31 +77,15 @@ def forget_ahead() -> None:
     _AHEAD.clear()
 
 
-def prefetch(child: Child, cand: Candidate, trials: int, start: Defines) -> None:
-    """Start compiling the configurations `cand`'s tuning will try first (fsr.tune.first_points),
-    while the parent still compiles `cand` itself. Announcements come one candidate at a time,
-    so an earlier one's compiles still queued (its candidate was rejected before the child saw
-    it) are cancelled first."""
-    from fsr import tune
-
-    forget_ahead()
-    if trials <= 0 or not cand.tunables:
-        return
-    task = child.task(cand.task)
-    names = {t.name for t in cand.tunables}
-    first = {k: v for k, v in (start or cand.resolved_defines()) if k in names}
-    for values in tune.first_points(cand.tunables, max_trials=trials, seed=child.tune_cfg.seed, start=first):
-        trial = cfmt.with_defines(cand, values)
-        if trial.resolved_defines() != cand.resolved_defines():
-            compile_ahead(trial, task, child.device.arch)
-
-
 class Trials:
     """One candidate's tuning: compiles queued ahead, each trial checked and timed on demand."""
 
     def __init__(self, child: Child, state: TaskState, cand: Candidate, req: EvalRequest):
         self.child, self.state, self.cand = child, state, cand
         self.own = (cand.resolved_defines(), Program(req.cubin, req.lowered))  # compiled by the parent
+        # so were these; each loaded when first measured, kept with the compiler's report
+        self.shipped = {key: (cubin, lowered, resources) for key, cubin, lowered, resources in req.programs}
+        self.loaded: dict[Defines, tuple[Program, Resources]] = {}
         self.pending: dict[Defines, Future[Compiled]] = {}
         self.best_us: float | None = None
         sizes = state.task.test_sizes
@@ -114,7 +100,7 @@ class Trials:
         for values in points:
             trial = cfmt.with_defines(self.cand, values)
             key = trial.resolved_defines()
-            if key != self.own[0] and key not in self.pending:
+            if key != self.own[0] and key not in self.shipped and key not in self.loaded and key not in self.pending:
                 self.pending[key] = compile_ahead(trial, self.state.task, self.child.device.arch)
 
     def program(self, trial: Candidate) -> Program:
@@ -122,9 +108,22 @@ class Trials:
         key = trial.resolved_defines()
         if key == self.own[0]:
             return self.own[1]
-        future = self.pending.pop(key, None) or compile_ahead(trial, self.state.task, self.child.device.arch)
-        compiled = future.result()
-        return Program(compiled.cubin, compiled.lowered)
+        if key not in self.loaded:
+            if key in self.shipped:
+                cubin, lowered, resources = self.shipped.pop(key)
+            else:
+                future = self.pending.pop(key, None) or compile_ahead(trial, self.state.task, self.child.device.arch)
+                compiled = future.result()
+                cubin, lowered, resources = compiled.cubin, compiled.lowered, compiled.resources
+            self.loaded[key] = (Program(cubin, lowered), resources)
+        return self.loaded[key][0]
+
+    def winner(self, key: Defines) -> tuple[Program, Resources | None]:
+        """A measured configuration's program, and the compiler's report for it (None for the
+        candidate's own: the caller has that)."""
+        if key == self.own[0]:
+            return self.own[1], None
+        return self.loaded[key]
 
     def measure(self, values: dict[str, int]) -> tune_module.TrialOutcome:
         """The objective: compile (ahead), check at the small sizes, time with the short protocol."""
@@ -174,9 +173,19 @@ class Trials:
         return samples
 
 
-def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> tuple[Candidate | None, tuple[Any, ...]]:
-    """Tune `cand`'s tunables: the best configuration (None if no trial was feasible) and the
-    trial records."""
+@dataclass(frozen=True)
+class Tuned:
+    """The best configuration (None if no trial was feasible), its program and compiler report
+    (None when it is the candidate's own configuration), and the trial records."""
+
+    candidate: Candidate | None
+    program: Program | None
+    resources: Resources | None
+    trials: tuple[Any, ...]
+
+
+def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> Tuned:
+    """Tune `cand`'s tunables."""
     from fsr import tune
 
     trials = Trials(child, state, cand, req)
@@ -188,8 +197,10 @@ def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> tu
                        prefetch=trials.prefetch)
     forget_ahead()  # points the budget left unmeasured
     if not result.best_values:
-        return None, result.trials
-    return cfmt.with_defines(cand, dict(result.best_values)), result.trials
+        return Tuned(None, None, None, result.trials)
+    best = cfmt.with_defines(cand, dict(result.best_values))
+    program, resources = trials.winner(best.resolved_defines())
+    return Tuned(best, program, resources, result.trials)
 
 
 def describe(check: Any) -> str:

@@ -10,6 +10,7 @@ working directory, the repository root, is on their path) and picklable.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -34,7 +35,9 @@ def candidates(count: int, task: str | None = None, mark: str = "") -> list[Cand
 
 @dataclass
 class MarkedEvaluator:
-    """FakeEvaluator with a fixed latency, a device name, and the fault markers."""
+    """FakeEvaluator with a fixed latency, a device name, and the fault markers. Like the GPU
+    evaluator, it takes calls from two actor threads and does their "GPU work" (the markers and
+    the latency) one at a time."""
 
     latency_s: float
     device_name: str
@@ -42,15 +45,17 @@ class MarkedEvaluator:
 
     def __post_init__(self) -> None:
         self.inner = FakeEvaluator(effects=dict(self.effects)) if self.effects else FakeEvaluator(fixed_us=100.0)
+        self.gpu = threading.Lock()
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
-        if EXIT_MARK in candidate.source:
-            os._exit(3)  # what a segfaulting CUDA driver looks like from Ray
-        if HANG_MARK in candidate.source:
-            time.sleep(3600)
-        if RAISE_MARK in candidate.source:
-            raise RuntimeError("evaluator bug")
-        time.sleep(SLOW_S if SLOW_MARK in candidate.source else self.latency_s)
+        with self.gpu:
+            if EXIT_MARK in candidate.source:
+                os._exit(3)  # what a segfaulting CUDA driver looks like from Ray
+            if HANG_MARK in candidate.source:
+                time.sleep(3600)
+            if RAISE_MARK in candidate.source:
+                raise RuntimeError("evaluator bug")
+            time.sleep(SLOW_S if SLOW_MARK in candidate.source else self.latency_s)
         return replace(self.inner.evaluate(candidate), device=self.device_name,
                        message=f"evaluated in process {os.getpid()}")
 

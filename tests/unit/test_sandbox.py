@@ -38,36 +38,3 @@ def test_child_gets_the_thread_count_and_the_parent_keeps_its_own(monkeypatch: p
 def test_without_a_count_the_child_inherits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert spawn_and_report(None)["OMP_NUM_THREADS"] == "1"
-
-
-def _record_kinds(conn) -> None:
-    """A stand-in child: answers each request but a posted one with the kinds seen so far."""
-    seen = []
-    while True:
-        try:
-            kind, _ = conn.recv()
-        except EOFError:
-            return
-        seen.append(kind)
-        if kind != "prefetch":
-            conn.send(("ok", list(seen)))
-
-
-def test_a_posted_request_reaches_the_child_first_and_gets_no_reply() -> None:
-    from fsr.config import EvalConfig, TuneConfig
-    from fsr.evaluate.sandbox import Sandbox
-    from fsr.types import DeviceInfo
-
-    sandbox = Sandbox(None, EvalConfig(), TuneConfig())
-    sandbox.post("prefetch", "ignored")  # no child yet: dropped, no error
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    process = ctx.Process(target=_record_kinds, args=(child,), daemon=True)
-    process.start()
-    sandbox.process, sandbox.conn, sandbox.device = process, parent, DeviceInfo("fake", "sm_90")
-    try:
-        sandbox.post("prefetch", "candidate")
-        assert sandbox.call("evaluate", "candidate", 60) == ["prefetch", "evaluate"]
-        assert sandbox.call("evaluate", "next", 60) == ["prefetch", "evaluate", "evaluate"]
-    finally:
-        sandbox.close()
