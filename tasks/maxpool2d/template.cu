@@ -95,11 +95,15 @@ __device__ __forceinline__ void put(float* RESTRICT out_row, int j0, int wo, con
 }
 
 #if FLAT
+struct Quad {  // four outputs' maxima, in registers
+    float x, y, z, w;
+};
+
 // Input row r's maxes over the windows of outputs j0 .. j0 + 3 (input columns c0 - 1 .. c0 + 7).
 // The left column comes from the lane below when that lane holds the same row group (it loaded
 // column c0 - 1 as its last one); lane 0 and column group 0 load it (or take the padding).
-__device__ __forceinline__ float4 flat_row_max(const float* RESTRICT p, bool inside, int W, int c0, bool vec,
-                                               bool left_from_lane) {
+__device__ __forceinline__ Quad flat_row_max(const float* RESTRICT p, bool inside, int W, int c0, bool vec,
+                                             bool left_from_lane) {
     float own[8];
 #if VEC4
     if (vec) {
@@ -119,13 +123,13 @@ __device__ __forceinline__ float4 flat_row_max(const float* RESTRICT p, bool ins
 #else
     const float left = c0 > 0 ? LOAD(p + c0 - 1) : -INFINITY;
 #endif
-    if (!inside) return make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-    return make_float4(fmaxf(fmaxf(left, own[0]), own[1]), fmaxf(fmaxf(own[1], own[2]), own[3]),
-                       fmaxf(fmaxf(own[3], own[4]), own[5]), fmaxf(fmaxf(own[5], own[6]), own[7]));
+    if (!inside) return Quad{-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    return Quad{fmaxf(fmaxf(left, own[0]), own[1]), fmaxf(fmaxf(own[1], own[2]), own[3]),
+                fmaxf(fmaxf(own[3], own[4]), own[5]), fmaxf(fmaxf(own[5], own[6]), own[7])};
 }
 
-__device__ __forceinline__ float4 max4(float4 a, float4 b) {
-    return make_float4(fmaxf(a.x, b.x), fmaxf(a.y, b.y), fmaxf(a.z, b.z), fmaxf(a.w, b.w));
+__device__ __forceinline__ Quad max4(Quad a, Quad b) {
+    return Quad{fmaxf(a.x, b.x), fmaxf(a.y, b.y), fmaxf(a.z, b.z), fmaxf(a.w, b.w)};
 }
 
 // Thread g: column group cg = g % groups (outputs 4 cg .. 4 cg + 3), row group g / groups (output
@@ -145,7 +149,7 @@ __device__ __forceinline__ void maxpool_flat(const float* RESTRICT x, float* RES
     const bool vec = W % 4 == 0 && c0 + 8 <= W;
     const bool left_from_lane = threadIdx.x > 0 && cg > 0;  // a warp is one threadIdx.y
     const float* plane = x + (size_t)plane_id * H * W;
-    float4 m[2 * ROWS + 1];
+    Quad m[2 * ROWS + 1];
 #pragma unroll
     for (int k = 0; k < 2 * ROWS + 1; ++k) {
         const int r = 2 * i0 - 1 + k;
@@ -159,11 +163,11 @@ __device__ __forceinline__ void maxpool_flat(const float* RESTRICT x, float* RES
     for (int k = 0; k < ROWS; ++k) {
         const int i = i0 + k;
         if (i >= ho) break;
-        const float4 v = max4(max4(m[2 * k], m[2 * k + 1]), m[2 * k + 2]);
+        const Quad v = max4(max4(m[2 * k], m[2 * k + 1]), m[2 * k + 2]);
         float* o = out + (size_t)i * wo + j0;
 #if VEC4
         if (vec_out) {
-            STORE(reinterpret_cast<float4*>(o), v);
+            STORE(reinterpret_cast<float4*>(o), make_float4(v.x, v.y, v.z, v.w));
             continue;
         }
 #endif

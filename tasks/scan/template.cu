@@ -245,10 +245,11 @@ __device__ __forceinline__ void striped_store(int* RESTRICT y, int base, int n, 
 }
 
 // v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4 rows
-// of 128 elements are scanned side by side (independent shuffles), then chained by row totals.
-__device__ __forceinline__ int striped_warp_scan(int* v) {
+// of 128 elements are scanned side by side (independent shuffles, or without WARP_SHUFFLE one
+// after another through `lanes`, this warp's 32 shared slots), then chained by row totals.
+__device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
     const int lane = threadIdx.x % 32;
-    int s[ITEMS / 4];
+    int s[ITEMS / 4], row_total[ITEMS / 4];
 #pragma unroll
     for (int k = 0; k < ITEMS / 4; ++k) {
         v[4 * k + 1] += v[4 * k];
@@ -256,6 +257,7 @@ __device__ __forceinline__ int striped_warp_scan(int* v) {
         v[4 * k + 3] += v[4 * k + 2];
         s[k] = v[4 * k + 3];
     }
+#if WARP_SHUFFLE
 #pragma unroll
     for (int d = 1; d < 32; d *= 2)
 #pragma unroll
@@ -263,11 +265,30 @@ __device__ __forceinline__ int striped_warp_scan(int* v) {
             const int up = __shfl_up_sync(0xffffffffu, s[k], d);
             if (lane >= d) s[k] += up;
         }
+#pragma unroll
+    for (int k = 0; k < ITEMS / 4; ++k) row_total[k] = __shfl_sync(0xffffffffu, s[k], 31);
+#else
+#pragma unroll
+    for (int k = 0; k < ITEMS / 4; ++k) {
+        lanes[lane] = s[k];
+        __syncwarp();
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int up = lane >= d ? lanes[lane - d] : 0;
+            __syncwarp();  // every lane has read before any writes
+            s[k] += up;
+            lanes[lane] = s[k];
+            __syncwarp();
+        }
+        row_total[k] = lanes[31];
+        __syncwarp();  // read before the next row overwrites the slots
+    }
+#endif
     int carry = 0;
 #pragma unroll
     for (int k = 0; k < ITEMS / 4; ++k) {
         const int add = carry + s[k] - v[4 * k + 3];  // lanes below in this row, and the rows before
-        carry += __shfl_sync(0xffffffffu, s[k], 31);
+        carry += row_total[k];
 #pragma unroll
         for (int c = 0; c < 4; ++c) v[4 * k + c] += add;
     }
@@ -295,20 +316,34 @@ __device__ __forceinline__ int striped_block_offset(int warp_total, int* total, 
 
 #if LOOKBACK_WARP
 // Warp 0: lane l inspects tile window - l; the nearest inclusive prefix in the window ends the
-// walk, else all 32 aggregates are added and the window moves back.
-// The lanes' values are summed with __reduce_add_sync (every lane gets the sum).
-__device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
+// walk, else all 32 aggregates are added and the window moves back. The lanes' values are summed
+// with __reduce_add_sync (every lane gets the sum), without WARP_SHUFFLE by atomics on *sum_s.
+__device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum_s) {
     const int lane = threadIdx.x;
+#if WARP_SHUFFLE
     int sum = 0;
+#else
+    if (lane == 0) *sum_s = 0;
+    __syncwarp();
+#endif
     for (int window = tile - 1;; window -= 32) {
         const int j = window - lane;
         const word_t s = j >= 0 ? wait_state(state + j) : 0;
         const unsigned done = __ballot_sync(0xffffffffu, j >= 0 && (s >> 32) == FLAG_PRE);
         const int last = done ? __ffs(done) - 1 : 31;
+#if WARP_SHUFFLE
         sum += (int)__reduce_add_sync(0xffffffffu, j >= 0 && lane <= last ? (unsigned)(s & 0xffffffffu) : 0u);
+#else
+        if (j >= 0 && lane <= last) atomicAdd(sum_s, (int)(unsigned)(s & 0xffffffffu));
+#endif
         if (done) break;
     }
+#if WARP_SHUFFLE
     return sum;
+#else
+    __syncwarp();
+    return *sum_s;
+#endif
 }
 #else
 __device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
@@ -345,8 +380,14 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
     int v[ITEMS];
     int total;
 #if STRIPED
+#if WARP_SHUFFLE
+    int* lanes = nullptr;
+#else
+    __shared__ int lanes_s[BLOCK];  // apart from part: a warp may write its total while others scan
+    int* lanes = lanes_s + (threadIdx.x / 32) * 32;
+#endif
     striped_load(x, base, n, v);
-    const int offset = striped_block_offset(striped_warp_scan(v), &total, part);
+    const int offset = striped_block_offset(striped_warp_scan(v, lanes), &total, part);
 #else
     load_items(x, base, n, v, tile_s);
 #pragma unroll

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -19,10 +20,15 @@ from fsr.tasks import load
 from fsr.types import Candidate, Evaluation, Verdict
 from tests.fakes import FakeEvaluator, FakeExecutor, ListWriter, timing
 
-SGEMM = load("sgemm")
+# sgemm's template with its first seven switches: the hit rates measured below are for those (the
+# switches added since, WARP_TILE and FULL_TILES, double the space twice; none of these tests
+# compiles anything, and an undeclared switch reads as 0 in the source).
+_LOADED = load("sgemm")
+assert _LOADED.template_source is not None
+SGEMM = replace(_LOADED, template_source=re.sub(r"(?m)^(WARP_TILE|FULL_TILES) = .*\n", "", _LOADED.template_source))
 BASELINE = parse(SGEMM.baseline_source, SGEMM)
-assert SGEMM.template_source is not None
 TEMPLATE = parse(SGEMM.template_source, SGEMM)
+assert len(TEMPLATE.features) == 7
 SWITCHES = tuple(t.name for t in TEMPLATE.features)
 
 
