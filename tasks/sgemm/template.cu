@@ -1,10 +1,10 @@
 /* fsr
 [tunables]
-TX = [16, 8]  # threads per block along N
-TY = [16, 8]  # threads per block along M
-TM = [8, 4]   # rows of C per thread with REG_BLOCK (a multiple of 4)
-TN = [8, 4]   # columns of C per thread with REG_BLOCK (a multiple of 4)
-BK = [8, 16]  # depth of a shared-memory k tile with SMEM_TILE (a multiple of 4)
+TX = [16, 8]     # threads per block along N
+TY = [16, 8]     # threads per block along M
+TM = [8, 4]      # rows of C per thread with REG_BLOCK (a multiple of 4)
+TN = [8, 4, 16]  # columns of C per thread with REG_BLOCK (a multiple of 4)
+BK = [8, 16]     # depth of a shared-memory k tile with SMEM_TILE (a multiple of 4)
 
 [features]
 SMEM_TILE = [0, 1]      # stage BM x BK tiles of A and BK x BN tiles of B in shared memory (else read global)
@@ -13,9 +13,11 @@ VEC4 = [0, 1]           # float4 global loads and stores, float4 shared reads, w
 TRANSPOSE_A = [0, 1]    # A tile stored k-major (As[k][m]) so a thread's rows are contiguous
 DOUBLE_BUFFER = [0, 1]  # two shared stages: tile t + 1 is fetched while tile t is computed
 ASYNC_COPY = [0, 1]     # cp.async global-to-shared copies, zero-filled past the edges
-LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(TX * TY, 512 / (TX * TY)): at most 128 registers a thread
+LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__: 128 registers a thread (255 above 64 accumulators, TN = 16)
 WARP_TILE = [0, 1]      # each warp owns a 2D sub-tile, lanes 4 x 8 (rows x columns): broadcast-friendly shared reads
 FULL_TILES = [0, 1]     # with SMEM_TILE, blocks wholly inside C (K % BK == 0) run a k loop without bounds checks
+FRAG_PREFETCH = [0, 1]  # with SMEM_TILE, shared fragments of step k + 1 read while step k's FMAs run (across the barrier with DOUBLE_BUFFER)
+BLOCK_SWIZZLE = [0, 1]  # blocks walk C in bands of 16 block rows (column by column) for L2 reuse of A and B
 
 [[launch]]
 kernel = "sgemm_template"
@@ -44,7 +46,9 @@ static_assert(RN == 1 || RN % 4 == 0, "TN must be a multiple of 4");
 static_assert(BK % 4 == 0 && BN % 4 == 0, "tiles are whole float4s wide");
 
 #if LAUNCH_BOUNDS
-#define BOUNDS __launch_bounds__(NT, 512 / NT)  // 512 threads per SM: at most 128 registers
+// 512 threads per SM (at most 128 registers a thread); 256 (at most 255) for more than 64
+// accumulators a thread, which 128 registers cannot hold with their fragments
+#define BOUNDS __launch_bounds__(NT, (RM * RN > 64 ? 256 : 512) / NT)
 #else
 #define BOUNDS
 #endif
@@ -142,12 +146,15 @@ __device__ __forceinline__ void gemm_direct(const float* A, const float* B, int 
 // ---- shared-memory tiles -----------------------------------------------------------------------
 #if SMEM_TILE
 #define STAGES (1 + DOUBLE_BUFFER)
+// A pad of 4 floats spreads a warp's stores (reads) of A over the banks, where the stages still
+// fit in 48 KiB (BK = 16 with a 128 x 256 tile and DOUBLE_BUFFER does not: no pad there)
+#define FITS(a_floats) (STAGES * ((a_floats) + BK * BN) * 4 <= 48 * 1024)
 #if TRANSPOSE_A
-#define A_LD (BM + 4)  // As[k][m]; the pad spreads a warp's transposing stores over the banks
+#define A_LD (BM + (FITS(BK * (BM + 4)) ? 4 : 0))  // As[k][m]
 #define A_AT(m, k) ((k) * A_LD + (m))
 #define A_SIZE (BK * A_LD)
 #else
-#define A_LD (BK + 4)  // As[m][k]; rows stay 16-byte aligned
+#define A_LD (BK + (FITS(BM * (BK + 4)) ? 4 : 0))  // As[m][k]; rows stay 16-byte aligned
 #define A_AT(m, k) ((m) * A_LD + (k))
 #define A_SIZE (BM * A_LD)
 #endif
@@ -338,51 +345,72 @@ __device__ __forceinline__ void copy_tiles(const Operands& g, int k0, float* as,
 }
 #endif
 
+// The fragments of k-step kk of one stage: this thread's rows of A and columns of B.
+__device__ __forceinline__ void load_frags(const float* as, const float* bs, int kk, AFrag& a, BFrag& b) {
+#if TRANSPOSE_A && VEC4
+    if constexpr (RM >= 4) {
+#pragma unroll
+        for (int q = 0; q < RM / 4; ++q) {
+            const float4 v = *reinterpret_cast<const float4*>(as + A_AT(tile_row(4 * q), kk));
+            a[4 * q] = v.x;
+            a[4 * q + 1] = v.y;
+            a[4 * q + 2] = v.z;
+            a[4 * q + 3] = v.w;
+        }
+    } else {
+        a[0] = as[A_AT(tile_row(0), kk)];
+    }
+#else
+#pragma unroll
+    for (int i = 0; i < RM; ++i) a[i] = as[A_AT(tile_row(i), kk)];
+#endif
+#if VEC4
+    if constexpr (RN >= 4) {
+#pragma unroll
+        for (int q = 0; q < RN / 4; ++q) {
+            const float4 v = *reinterpret_cast<const float4*>(bs + B_AT(kk, tile_col(4 * q)));
+            b[4 * q] = v.x;
+            b[4 * q + 1] = v.y;
+            b[4 * q + 2] = v.z;
+            b[4 * q + 3] = v.w;
+        }
+    } else {
+        b[0] = bs[B_AT(kk, tile_col(0))];
+    }
+#else
+#pragma unroll
+    for (int j = 0; j < RN; ++j) b[j] = bs[B_AT(kk, tile_col(j))];
+#endif
+}
+
+__device__ __forceinline__ void fma_frags(const AFrag& a, const BFrag& b, AccTile& acc) {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+}
+
 // acc += As * Bs over one stage.
 __device__ __forceinline__ void compute(const float* as, const float* bs, AccTile& acc) {
+#if FRAG_PREFETCH
+    // two fragment sets: the reads of step kk + 1 are issued before the FMAs of step kk
+    AFrag a[2];
+    BFrag b[2];
+    load_frags(as, bs, 0, a[0], b[0]);
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+        if (kk + 1 < BK) load_frags(as, bs, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+        fma_frags(a[kk % 2], b[kk % 2], acc);
+    }
+#else
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
         AFrag a;
         BFrag b;
-#if TRANSPOSE_A && VEC4
-        if constexpr (RM >= 4) {
-#pragma unroll
-            for (int q = 0; q < RM / 4; ++q) {
-                const float4 v = *reinterpret_cast<const float4*>(as + A_AT(tile_row(4 * q), kk));
-                a[4 * q] = v.x;
-                a[4 * q + 1] = v.y;
-                a[4 * q + 2] = v.z;
-                a[4 * q + 3] = v.w;
-            }
-        } else {
-            a[0] = as[A_AT(tile_row(0), kk)];
-        }
-#else
-#pragma unroll
-        for (int i = 0; i < RM; ++i) a[i] = as[A_AT(tile_row(i), kk)];
-#endif
-#if VEC4
-        if constexpr (RN >= 4) {
-#pragma unroll
-            for (int q = 0; q < RN / 4; ++q) {
-                const float4 v = *reinterpret_cast<const float4*>(bs + B_AT(kk, tile_col(4 * q)));
-                b[4 * q] = v.x;
-                b[4 * q + 1] = v.y;
-                b[4 * q + 2] = v.z;
-                b[4 * q + 3] = v.w;
-            }
-        } else {
-            b[0] = bs[B_AT(kk, tile_col(0))];
-        }
-#else
-#pragma unroll
-        for (int j = 0; j < RN; ++j) b[j] = bs[B_AT(kk, tile_col(j))];
-#endif
-#pragma unroll
-        for (int i = 0; i < RM; ++i)
-#pragma unroll
-            for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        load_frags(as, bs, kk, a, b);
+        fma_frags(a, b, acc);
     }
+#endif
 }
 
 // The k loop over shared tiles; VEC: K and N are multiples of 4, A and B 16-byte aligned; FULL:
@@ -415,7 +443,32 @@ __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE
     typedef float BStaged[Units<VEC>::B_PER * Units<VEC>::W];
     AStaged sa;
     BStaged sb;
-#if DOUBLE_BUFFER
+#if DOUBLE_BUFFER && FRAG_PREFETCH
+    // Cross-barrier fragment prefetch: before the FMAs of a tile's last step, the next tile is
+    // stored, the barrier passed and its first fragments read, so no step waits on shared reads.
+    // One barrier a tile still suffices: stage s ^ 1 was last read before the previous barrier.
+    fetch<VEC, FULL>(g, 0, sa, sb);
+    stash<VEC>(sa, sb, As[0], Bs[0]);
+    __syncthreads();
+    AFrag a[2];
+    BFrag b[2];
+    load_frags(As[0], Bs[0], 0, a[0], b[0]);
+    for (int t = 0; t < ntiles; ++t) {
+        const int s = t % 2;
+        if (t + 1 < ntiles) fetch<VEC, FULL>(g, (t + 1) * BK, sa, sb);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            if (kk + 1 < BK) {
+                load_frags(As[s], Bs[s], kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+            } else {
+                if (t + 1 < ntiles) stash<VEC>(sa, sb, As[s ^ 1], Bs[s ^ 1]);
+                __syncthreads();
+                load_frags(As[s ^ 1], Bs[s ^ 1], 0, a[0], b[0]);  // BK is even: step 0 uses a[0]; unused after the last tile
+            }
+            fma_frags(a[kk % 2], b[kk % 2], acc);
+        }
+    }
+#elif DOUBLE_BUFFER
     fetch<VEC, FULL>(g, 0, sa, sb);
     stash<VEC>(sa, sb, As[0], Bs[0]);
     __syncthreads();
@@ -471,7 +524,15 @@ __device__ __forceinline__ void store(float* C, int M, int N, int m0, int n0, co
 }
 
 extern "C" __global__ void BOUNDS sgemm_template(const float* A, const float* B, float* C, int M, int N, int K) {
+#if BLOCK_SWIZZLE
+    // Block i of the launch (row-major over the grid) takes the band of 16 block rows it falls in,
+    // column by column: a bijection for any grid, the last band possibly narrower.
+    const int bid = blockIdx.y * gridDim.x + blockIdx.x, band = bid / (16 * gridDim.x);
+    const int rows = min(16, (int)gridDim.y - 16 * band), in_band = bid - band * 16 * gridDim.x;
+    const int m0 = (16 * band + in_band % rows) * BM, n0 = in_band / rows * BN;
+#else
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+#endif
     AccTile acc;
 #pragma unroll
     for (int i = 0; i < RM; ++i)
