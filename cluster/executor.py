@@ -128,6 +128,7 @@ class RayExecutor:
         call still running after the candidate's own budget and a minute is logged as stuck.
         `warm`: the campaign's task names, prepared by every worker as soon as it starts."""
         options.setdefault("call_timeout_s", call_timeout_for(config))
+        options.setdefault("max_in_flight_per_worker", config.eval.calls_per_worker)
         options.setdefault("stuck_after_s", config.eval.timeout_s + config.tune.time_budget_s + 60.0)
         if options["call_timeout_s"] <= config.eval.timeout_s:
             raise ValueError("call_timeout_s must exceed the evaluator's own timeout (eval.timeout_s)")

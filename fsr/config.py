@@ -34,6 +34,7 @@ class EvalConfig:
     arch: str = ""  # "" = the device's own; without a GPU, sm_90
     seed: int = 0
     host_threads: int = 0  # the GPU child's BLAS threads (references); 0 = the host's cores / its GPU workers
+    calls_per_worker: int = 2  # candidates a GPU worker holds at once: one on the GPU, the others compiling ahead
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ POSITIVE, AT_LEAST_ONE = Range(0, open_low=True), Range(1)
 RANGES: dict[str, Range] = {
     "eval.timeout_s": POSITIVE, "eval.bench_budget_s": POSITIVE, "eval.warmup_s": Range(0),
     "eval.bench_min_samples": AT_LEAST_ONE, "eval.bench_max_samples": AT_LEAST_ONE,
-    "eval.input_sets": AT_LEAST_ONE, "eval.plausibility_margin": Range(1),  # below 1, honest kernels are SUSPECT
+    "eval.input_sets": AT_LEAST_ONE, "eval.calls_per_worker": AT_LEAST_ONE, "eval.plausibility_margin": Range(1),  # below 1, honest kernels are SUSPECT
     "tune.time_budget_s": POSITIVE, "tune.trial_bench_budget_s": POSITIVE, "tune.trial_max_samples": AT_LEAST_ONE,
     "tune.trial_stop_ratio": Range(1),  # below 1, a trial as fast as the best is stopped
     "search.islands": AT_LEAST_ONE, "search.population": AT_LEAST_ONE, "search.tournament": AT_LEAST_ONE,

@@ -1,0 +1,66 @@
+"""How NVRTC compiles of one task's template scale on this host: the same distinct configurations
+compiled one after another, on a pool of threads, and on a pool of processes (started before
+the clock), wall seconds each way.
+
+    python bench/compile_scaling.py [TASK] [COUNT] [WORKERS]
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+from fsr import candidate as cfmt
+from fsr import tasks
+from fsr.evaluate import compile as compiler
+
+
+def configurations(task_name: str, count: int) -> list:
+    task = tasks.load(task_name)
+    template = cfmt.parse(task.template_source or task.baseline_source, task)
+    rng = random.Random(1)
+    out, seen = [], set()
+    while len(out) < count and len(seen) < 50 * count:
+        values = {t.name: rng.choice(t.values) for t in template.tunables + template.features}
+        cand = cfmt.with_defines(template, values)
+        if cand.id not in seen:
+            seen.add(cand.id)
+            out.append(cand)
+    return out
+
+
+def compile_one(cand) -> float:
+    compiler._CACHE.clear()
+    started = time.perf_counter()
+    try:
+        compiler.compile_candidate(cand, "sm_90")
+    except compiler.CompileFailed:
+        pass
+    return time.perf_counter() - started
+
+
+def main(task_name: str, count: int, workers: int) -> None:
+    cands = configurations(task_name, count)
+    started = time.perf_counter()
+    alone = [compile_one(c) for c in cands]
+    serial = time.perf_counter() - started
+    with ThreadPoolExecutor(workers) as pool:
+        started = time.perf_counter()
+        threaded = list(pool.map(compile_one, cands))
+        threads = time.perf_counter() - started
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        list(pool.map(compile_one, cands[:workers]))  # start and warm every process
+        started = time.perf_counter()
+        forked = list(pool.map(compile_one, cands))
+        processes = time.perf_counter() - started
+    print(f"{task_name}: {len(cands)} compiles; one after another {serial:.2f} s (each {sum(alone) / len(alone):.3f} s); "
+          f"{workers} threads {threads:.2f} s (each {sum(threaded) / len(threaded):.3f} s, {serial / threads:.1f}x); "
+          f"{workers} processes {processes:.2f} s (each {sum(forked) / len(forked):.3f} s, {serial / processes:.1f}x)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "sgemm", int(sys.argv[2]) if len(sys.argv) > 2 else 16,
+         int(sys.argv[3]) if len(sys.argv) > 3 else 8)
