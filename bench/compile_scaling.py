@@ -1,17 +1,15 @@
 """How NVRTC compiles of one task's template scale on this host: the same distinct configurations
-compiled one after another, on a pool of threads, and on a pool of processes (started before
-the clock), wall seconds each way.
+compiled one after another and on a pool of threads, wall seconds each way.
 
     python bench/compile_scaling.py [TASK] [COUNT] [WORKERS]
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import random
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 from fsr import candidate as cfmt
 from fsr import tasks
@@ -44,6 +42,7 @@ def compile_one(cand) -> float:
 
 def main(task_name: str, count: int, workers: int) -> None:
     cands = configurations(task_name, count)
+    compile_one(cands[0])  # NVRTC's first compile in a process loads and initialises it
     started = time.perf_counter()
     alone = [compile_one(c) for c in cands]
     serial = time.perf_counter() - started
@@ -51,14 +50,8 @@ def main(task_name: str, count: int, workers: int) -> None:
         started = time.perf_counter()
         threaded = list(pool.map(compile_one, cands))
         threads = time.perf_counter() - started
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        list(pool.map(compile_one, cands[:workers]))  # start and warm every process
-        started = time.perf_counter()
-        forked = list(pool.map(compile_one, cands))
-        processes = time.perf_counter() - started
     print(f"{task_name}: {len(cands)} compiles; one after another {serial:.2f} s (each {sum(alone) / len(alone):.3f} s); "
-          f"{workers} threads {threads:.2f} s (each {sum(threaded) / len(threaded):.3f} s, {serial / threads:.1f}x); "
-          f"{workers} processes {processes:.2f} s (each {sum(forked) / len(forked):.3f} s, {serial / processes:.1f}x)")
+          f"{workers} threads {threads:.2f} s (each {sum(threaded) / len(threaded):.3f} s, {serial / threads:.1f}x)")
 
 
 if __name__ == "__main__":

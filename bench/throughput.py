@@ -99,10 +99,9 @@ def campaign(out: Path, label: str, evaluations: int, task_names: list[str], fsr
              max_wall_s: float | None, config: str | None = None) -> tuple[list[dict], str, int]:
     """Run one `fsr run` campaign; its lineage rows, the command and its exit code."""
     runs = out / f"runs-{label}"
-    command = ["python3", "-m", "fsr", "run", *task_names, "--max-evaluations", str(evaluations), "--plain",
-               "--runs-dir", str(runs.resolve())]
+    command = ["python3", "-m", "fsr", *(["--config", str(Path(config).resolve())] if config else []), "run",
+               *task_names, "--max-evaluations", str(evaluations), "--plain", "--runs-dir", str(runs.resolve())]
     command += ["--max-wall", str(max_wall_s)] if max_wall_s else []
-    command += ["--config", str(Path(config).resolve())] if config else []
     env = dict(os.environ)
     if fsr_path:
         env["PYTHONPATH"] = os.pathsep.join([str(Path(fsr_path).resolve()), env.get("PYTHONPATH", "")])
