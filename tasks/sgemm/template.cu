@@ -12,7 +12,7 @@ REG_BLOCK = [0, 1]      # each thread computes TM x TN outputs in 4 x 4 chunks (
 VEC4 = [0, 1]           # float4 global loads and stores, float4 shared reads, where aligned
 TRANSPOSE_A = [0, 1]    # A tile stored k-major (As[k][m]) so a thread's rows are contiguous
 DOUBLE_BUFFER = [0, 1]  # two shared stages: tile t + 1 is fetched while tile t is computed
-ASYNC_COPY = [0, 1]     # cp.async global-to-shared copies, zero-filled past the edges
+ASYNC_COPY = [0, 1]     # cp.async global-to-shared copies, zero-filled past the edges (not at BK = 8 with DOUBLE_BUFFER and FRAG_PREFETCH)
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__: 128 registers a thread (255 above 64 accumulators, TN = 16)
 WARP_TILE = [0, 1]      # each warp owns a 2D sub-tile, lanes 4 x 8 (rows x columns): broadcast-friendly shared reads
 FULL_TILES = [0, 1]     # with SMEM_TILE, blocks wholly inside C (K % BK == 0) run a k loop without bounds checks
@@ -67,23 +67,28 @@ typedef float BFrag[RN];
 // (columns) at 16 * q (32 * q): a warp's float4 reads of a k-row touch 4 (8) consecutive
 // float4s of A (B), each broadcast to 8 (4) lanes.
 static_assert(TX % 8 == 0 && TY % 4 == 0, "WARP_TILE: whole 4 x 8 warps");
-__device__ __forceinline__ int tile_row(int i) {
+#define ROW_STEP 16  // rows between a thread's chunks of 4
+#define COL_STEP 32
+__device__ __forceinline__ int row0() {
     const int tid = threadIdx.y * TX + threadIdx.x, wy = tid / 32 / (TX / 8), ly = tid % 32 / 8;
-    return RM == 1 ? wy * 4 + ly : wy * (4 * RM) + (i / 4) * 16 + ly * 4 + i % 4;
+    return RM == 1 ? wy * 4 + ly : wy * (4 * RM) + ly * 4;
 }
-__device__ __forceinline__ int tile_col(int j) {
+__device__ __forceinline__ int col0() {
     const int tid = threadIdx.y * TX + threadIdx.x, wx = tid / 32 % (TX / 8), lx = tid % 8;
-    return RN == 1 ? wx * 8 + lx : wx * (8 * RN) + (j / 4) * 32 + lx * 4 + j % 4;
+    return RN == 1 ? wx * 8 + lx : wx * (8 * RN) + lx * 4;
 }
 #else
 // Chunk q at 4 * TY * q (4 * TX * q).
-__device__ __forceinline__ int tile_row(int i) {
-    return RM == 1 ? (int)threadIdx.y : (i / 4) * (4 * TY) + (int)threadIdx.y * 4 + i % 4;
-}
-__device__ __forceinline__ int tile_col(int j) {
-    return RN == 1 ? (int)threadIdx.x : (j / 4) * (4 * TX) + (int)threadIdx.x * 4 + j % 4;
-}
+#define ROW_STEP (4 * TY)
+#define COL_STEP (4 * TX)
+__device__ __forceinline__ int row0() { return RM == 1 ? (int)threadIdx.y : (int)threadIdx.y * 4; }
+__device__ __forceinline__ int col0() { return RN == 1 ? (int)threadIdx.x : (int)threadIdx.x * 4; }
 #endif
+// The i-th row (j-th column) of a thread: a compile-time offset from its first.
+__host__ __device__ constexpr int row_off(int i) { return (i / 4) * ROW_STEP + i % 4; }
+__host__ __device__ constexpr int col_off(int j) { return (j / 4) * COL_STEP + j % 4; }
+__device__ __forceinline__ int tile_row(int i) { return row0() + row_off(i); }
+__device__ __forceinline__ int tile_col(int j) { return col0() + col_off(j); }
 
 // ---- without shared memory: every thread reads its rows of A and columns of B ---------------
 #if !SMEM_TILE
@@ -146,6 +151,9 @@ __device__ __forceinline__ void gemm_direct(const float* A, const float* B, int 
 // ---- shared-memory tiles -----------------------------------------------------------------------
 #if SMEM_TILE
 #define STAGES (1 + DOUBLE_BUFFER)
+// At BK = 8 with DOUBLE_BUFFER and FRAG_PREFETCH, staging through registers beats cp.async (one
+// float4 of A per thread, not four 4-byte copies): ASYNC_COPY keeps that path there.
+#define USE_ASYNC (ASYNC_COPY && !(DOUBLE_BUFFER && FRAG_PREFETCH && BK == 8))
 // A pad of 4 floats spreads a warp's stores (reads) of A over the banks, where the stages still
 // fit in 48 KiB (BK = 16 with a 128 x 256 tile and DOUBLE_BUFFER does not: no pad there)
 #define FITS(a_floats) (STAGES * ((a_floats) + BK * BN) * 4 <= 48 * 1024)
@@ -345,41 +353,42 @@ __device__ __forceinline__ void copy_tiles(const Operands& g, int k0, float* as,
 }
 #endif
 
-// The fragments of k-step kk of one stage: this thread's rows of A and columns of B.
-__device__ __forceinline__ void load_frags(const float* as, const float* bs, int kk, AFrag& a, BFrag& b) {
+// The fragments of k-step kk of one stage: this thread's rows of A and columns of B. af and bf
+// point at the thread's first row (column) in the stage, so every read is base + constant.
+__device__ __forceinline__ void load_frags(const float* af, const float* bf, int kk, AFrag& a, BFrag& b) {
 #if TRANSPOSE_A && VEC4
     if constexpr (RM >= 4) {
 #pragma unroll
         for (int q = 0; q < RM / 4; ++q) {
-            const float4 v = *reinterpret_cast<const float4*>(as + A_AT(tile_row(4 * q), kk));
+            const float4 v = *reinterpret_cast<const float4*>(af + A_AT(row_off(4 * q), kk));
             a[4 * q] = v.x;
             a[4 * q + 1] = v.y;
             a[4 * q + 2] = v.z;
             a[4 * q + 3] = v.w;
         }
     } else {
-        a[0] = as[A_AT(tile_row(0), kk)];
+        a[0] = af[A_AT(0, kk)];
     }
 #else
 #pragma unroll
-    for (int i = 0; i < RM; ++i) a[i] = as[A_AT(tile_row(i), kk)];
+    for (int i = 0; i < RM; ++i) a[i] = af[A_AT(row_off(i), kk)];
 #endif
 #if VEC4
     if constexpr (RN >= 4) {
 #pragma unroll
         for (int q = 0; q < RN / 4; ++q) {
-            const float4 v = *reinterpret_cast<const float4*>(bs + B_AT(kk, tile_col(4 * q)));
+            const float4 v = *reinterpret_cast<const float4*>(bf + B_AT(kk, col_off(4 * q)));
             b[4 * q] = v.x;
             b[4 * q + 1] = v.y;
             b[4 * q + 2] = v.z;
             b[4 * q + 3] = v.w;
         }
     } else {
-        b[0] = bs[B_AT(kk, tile_col(0))];
+        b[0] = bf[B_AT(kk, 0)];
     }
 #else
 #pragma unroll
-    for (int j = 0; j < RN; ++j) b[j] = bs[B_AT(kk, tile_col(j))];
+    for (int j = 0; j < RN; ++j) b[j] = bf[B_AT(kk, col_off(j))];
 #endif
 }
 
@@ -390,16 +399,16 @@ __device__ __forceinline__ void fma_frags(const AFrag& a, const BFrag& b, AccTil
         for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
 }
 
-// acc += As * Bs over one stage.
-__device__ __forceinline__ void compute(const float* as, const float* bs, AccTile& acc) {
+// acc += As * Bs over one stage; af and bf as for load_frags.
+__device__ __forceinline__ void compute(const float* af, const float* bf, AccTile& acc) {
 #if FRAG_PREFETCH
     // two fragment sets: the reads of step kk + 1 are issued before the FMAs of step kk
     AFrag a[2];
     BFrag b[2];
-    load_frags(as, bs, 0, a[0], b[0]);
+    load_frags(af, bf, 0, a[0], b[0]);
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
-        if (kk + 1 < BK) load_frags(as, bs, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+        if (kk + 1 < BK) load_frags(af, bf, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
         fma_frags(a[kk % 2], b[kk % 2], acc);
     }
 #else
@@ -407,10 +416,41 @@ __device__ __forceinline__ void compute(const float* as, const float* bs, AccTil
     for (int kk = 0; kk < BK; ++kk) {
         AFrag a;
         BFrag b;
-        load_frags(as, bs, kk, a, b);
+        load_frags(af, bf, kk, a, b);
         fma_frags(a, b, acc);
     }
 #endif
+}
+
+// Cross-barrier fragment prefetch (DOUBLE_BUFFER with FRAG_PREFETCH): before the FMAs of tile t's
+// last step, tile t + 1 is made to land in stage s ^ 1 (land()), the barrier passed and its first
+// fragments read, so no step waits on shared reads. One barrier a tile suffices: stage s ^ 1 is
+// refilled (issue(), at the start of tile t) only after the barrier that ended all reads of it.
+template <class Issue, class Land>
+__device__ __forceinline__ void prefetch_loop(int ntiles, const float* af, const float* bf, AccTile& acc, Issue issue,
+                                              Land land) {
+    constexpr int AS = A_SIZE, BS = B_SIZE;  // floats between the stages
+    AFrag a[2];
+    BFrag b[2];
+    load_frags(af, bf, 0, a[0], b[0]);
+    for (int t = 0; t < ntiles; ++t) {
+        const int s = t % 2;
+        const float* as = af + s * AS;
+        const float* bs = bf + s * BS;
+        issue(t + 1);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            if (kk + 1 < BK) {
+                load_frags(as, bs, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+            } else {
+                land(t + 1);
+                __syncthreads();
+                // BK is even: step 0 uses a[0]; past the last tile the read is of a stale stage, unused
+                load_frags(af + (s ^ 1) * AS, bf + (s ^ 1) * BS, 0, a[0], b[0]);
+            }
+            fma_frags(a[kk % 2], b[kk % 2], acc);
+        }
+    }
 }
 
 // The k loop over shared tiles; VEC: K and N are multiples of 4, A and B 16-byte aligned; FULL:
@@ -418,7 +458,21 @@ __device__ __forceinline__ void compute(const float* as, const float* bs, AccTil
 template <bool VEC, bool FULL>
 __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE], float (*Bs)[B_SIZE], AccTile& acc) {
     const int ntiles = CDIV(g.K, BK);
-#if ASYNC_COPY && DOUBLE_BUFFER
+    const float* af = As[0] + A_AT(row0(), 0);  // this thread's fragments in stage 0
+    const float* bf = Bs[0] + col0();
+#if USE_ASYNC && DOUBLE_BUFFER && FRAG_PREFETCH
+    copy_tiles<VEC, FULL>(g, 0, As[0], Bs[0]);
+    copy_commit();
+    copy_wait<0>();
+    __syncthreads();
+    prefetch_loop(
+        ntiles, af, bf, acc,
+        [&](int t) {
+            if (t < ntiles) copy_tiles<VEC, FULL>(g, t * BK, As[t % 2], Bs[t % 2]);
+            copy_commit();
+        },
+        [](int) { copy_wait<0>(); });
+#elif USE_ASYNC && DOUBLE_BUFFER
     copy_tiles<VEC, FULL>(g, 0, As[0], Bs[0]);
     copy_commit();
     for (int t = 0; t < ntiles; ++t) {
@@ -426,16 +480,16 @@ __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE
         copy_commit();  // possibly empty: one group per iteration keeps the count below right
         copy_wait<1>();  // everything but the newest group has landed: tile t is in
         __syncthreads();
-        compute(As[t % 2], Bs[t % 2], acc);
+        compute(af + t % 2 * A_SIZE, bf + t % 2 * B_SIZE, acc);
         __syncthreads();  // stage t % 2 is refilled by the next iteration
     }
-#elif ASYNC_COPY
+#elif USE_ASYNC
     for (int t = 0; t < ntiles; ++t) {
         copy_tiles<VEC, FULL>(g, t * BK, As[0], Bs[0]);
         copy_commit();
         copy_wait<0>();
         __syncthreads();
-        compute(As[0], Bs[0], acc);
+        compute(af, bf, acc);
         __syncthreads();
     }
 #else
@@ -444,37 +498,24 @@ __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE
     AStaged sa;
     BStaged sb;
 #if DOUBLE_BUFFER && FRAG_PREFETCH
-    // Cross-barrier fragment prefetch: before the FMAs of a tile's last step, the next tile is
-    // stored, the barrier passed and its first fragments read, so no step waits on shared reads.
-    // One barrier a tile still suffices: stage s ^ 1 was last read before the previous barrier.
     fetch<VEC, FULL>(g, 0, sa, sb);
     stash<VEC>(sa, sb, As[0], Bs[0]);
     __syncthreads();
-    AFrag a[2];
-    BFrag b[2];
-    load_frags(As[0], Bs[0], 0, a[0], b[0]);
-    for (int t = 0; t < ntiles; ++t) {
-        const int s = t % 2;
-        if (t + 1 < ntiles) fetch<VEC, FULL>(g, (t + 1) * BK, sa, sb);
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            if (kk + 1 < BK) {
-                load_frags(As[s], Bs[s], kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
-            } else {
-                if (t + 1 < ntiles) stash<VEC>(sa, sb, As[s ^ 1], Bs[s ^ 1]);
-                __syncthreads();
-                load_frags(As[s ^ 1], Bs[s ^ 1], 0, a[0], b[0]);  // BK is even: step 0 uses a[0]; unused after the last tile
-            }
-            fma_frags(a[kk % 2], b[kk % 2], acc);
-        }
-    }
+    prefetch_loop(
+        ntiles, af, bf, acc,
+        [&](int t) {
+            if (t < ntiles) fetch<VEC, FULL>(g, t * BK, sa, sb);  // in flight while tile t - 1 is computed
+        },
+        [&](int t) {
+            if (t < ntiles) stash<VEC>(sa, sb, As[t % 2], Bs[t % 2]);
+        });
 #elif DOUBLE_BUFFER
     fetch<VEC, FULL>(g, 0, sa, sb);
     stash<VEC>(sa, sb, As[0], Bs[0]);
     __syncthreads();
     for (int t = 0; t < ntiles; ++t) {
         if (t + 1 < ntiles) fetch<VEC, FULL>(g, (t + 1) * BK, sa, sb);  // in flight while tile t is computed
-        compute(As[t % 2], Bs[t % 2], acc);
+        compute(af + t % 2 * A_SIZE, bf + t % 2 * B_SIZE, acc);
         if (t + 1 < ntiles) stash<VEC>(sa, sb, As[(t + 1) % 2], Bs[(t + 1) % 2]);
         __syncthreads();  // one barrier: stage (t + 1) % 2 was last read before the previous one
     }
@@ -483,7 +524,7 @@ __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE
         fetch<VEC, FULL>(g, t * BK, sa, sb);
         stash<VEC>(sa, sb, As[0], Bs[0]);
         __syncthreads();
-        compute(As[0], Bs[0], acc);
+        compute(af, bf, acc);
         __syncthreads();
     }
 #endif
