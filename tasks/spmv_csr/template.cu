@@ -3,6 +3,9 @@
 BLOCK = [256, 128, 512]  # threads per block
 TPR = [32, 8, 16, 4, 2]  # consecutive threads sharing a row (a power of two up to a warp)
 ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per thread; a tile is BLOCK * ITEMS
+ILP = [1, 2, 4]          # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
+CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
+LONG = [256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -11,6 +14,7 @@ READONLY = [0, 1]       # __restrict__ pointers and __ldg loads (x gathers throu
 STREAM = [0, 1]         # col_idx and vals loaded with __ldcs (evict first), so x stays in the caches
 UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per thread
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
+ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
 
 [[scratch]]
@@ -27,7 +31,7 @@ zero = true
 
 [[launch]]
 kernel = "spmv_template"
-grid = ["MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR)"]
+grid = ["MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK)"]
 block = ["BLOCK"]
 args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
@@ -58,7 +62,11 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 #define LOAD_STREAM(p) LOAD(p)
 #endif
 
-#if LAUNCH_BOUNDS
+#if LAUNCH_BOUNDS && ADAPTIVE
+// The same bound, but ptxas then leaves the warp pass its few registers above 32 (with the
+// one-argument form it caps at 32 for BLOCK = 128 and spills 8 bytes).
+#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)
+#elif LAUNCH_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK)
 #else
 #define KERNEL_BOUNDS
@@ -70,26 +78,83 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 #define ROW_LOOP
 #endif
 
+// Sum of v over a group of G consecutive lanes (G a power of two up to 32), in every lane.
 #if WARP_SHUFFLE
+template <int G>
 __device__ __forceinline__ float group_sum(float v, float*) {
 FIXED_LOOP
-    for (int mask = TPR / 2; mask > 0; mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, mask);
+    for (int mask = G / 2; mask > 0; mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, mask);
     return v;
 }
 #else
-// A group lies within one warp (TPR <= 32), so warp barriers suffice.
+// A group lies within one warp (G <= 32), so warp barriers suffice; the last one keeps the next
+// call's writes from overtaking a lane still reading r[0].
+template <int G>
 __device__ __forceinline__ float group_sum(float v, float* red) {
-    const int l = threadIdx.x % TPR;
+    const int l = threadIdx.x % G;
     float* r = red + (threadIdx.x - l);
     r[l] = v;
     __syncwarp();
-    for (int half = TPR / 2; half > 0; half >>= 1) {
+    for (int half = G / 2; half > 0; half >>= 1) {
         if (l < half) r[l] += r[l + half];
         __syncwarp();
     }
-    return r[0];
+    const float total = r[0];
+    __syncwarp();
+    return total;
 }
 #endif
+
+// Lane l's partial sum of entries start .. end - 1 of a row shared by G lanes: entries l, l + G,
+// ... (VEC4: four consecutive entries at a time over the row's 16-byte-aligned middle; else ILP
+// entries at a time, their col_idx and vals loaded before any of their x gathers).
+template <int G>
+__device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const float* RESTRICT vals,
+                                          const float* RESTRICT x, int start, int end, int l) {
+    float s = 0.0f;
+#if VEC4
+    const int body = min((start + 3) & ~3, end);  // entries before it: scalar head
+    ROW_LOOP
+    for (int k = start + l; k < body; k += G) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+    ROW_LOOP
+    for (int q = body / 4 + l; q < end / 4; q += G) {
+        const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + q);
+        const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals) + q);
+        s += v.x * LOAD(x + c.x) + v.y * LOAD(x + c.y) + v.z * LOAD(x + c.z) + v.w * LOAD(x + c.w);
+    }
+    ROW_LOOP
+    for (int k = max(body, end & ~3) + l; k < end; k += G) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+#else
+    const int stride = ILP * G;
+    ROW_LOOP
+    for (int k = start + l; k < end; k += stride) {
+        // k < end; entry k + i * G exists if below end (else its column stays 0 and is not read)
+        const int c0 = LOAD_STREAM(col_idx + k);
+        const float v0 = LOAD_STREAM(vals + k);
+#if ILP >= 2
+        const bool h1 = k + G < end;
+        const int c1 = h1 ? LOAD_STREAM(col_idx + k + G) : 0;
+        const float v1 = h1 ? LOAD_STREAM(vals + k + G) : 0.0f;
+#endif
+#if ILP >= 4
+        const bool h2 = k + 2 * G < end, h3 = k + 3 * G < end;
+        const int c2 = h2 ? LOAD_STREAM(col_idx + k + 2 * G) : 0;
+        const float v2 = h2 ? LOAD_STREAM(vals + k + 2 * G) : 0.0f;
+        const int c3 = h3 ? LOAD_STREAM(col_idx + k + 3 * G) : 0;
+        const float v3 = h3 ? LOAD_STREAM(vals + k + 3 * G) : 0.0f;
+#endif
+        s += v0 * LOAD(x + c0);
+#if ILP >= 2
+        if (h1) s += v1 * LOAD(x + c1);
+#endif
+#if ILP >= 4
+        if (h2) s += v2 * LOAD(x + c2);
+        if (h3) s += v3 * LOAD(x + c3);
+#endif
+    }
+#endif
+    return s;
+}
 
 #if MERGE
 // ---- MERGE: merge-path SpMV (Merrill & Garland). The merge of row ends (row p ends after entry
@@ -102,6 +167,13 @@ __device__ __forceinline__ float group_sum(float v, float* red) {
 // (at once if the tile ends a row), FLAG_AGG for a tile inside one row before its look-back.
 // Tiles are numbered by a ticket in start order, so every tile waited on is running or done.
 #define TILE (BLOCK * ITEMS)
+#if UNROLL
+#define MERGE_LOAD_LOOP _Pragma("unroll 8")
+#define MERGE_FIXED_LOOP _Pragma("unroll")
+#else
+#define MERGE_LOAD_LOOP
+#define MERGE_FIXED_LOOP
+#endif
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
 typedef unsigned long long word_t;
@@ -172,8 +244,8 @@ __device__ __forceinline__ void spmv_merge(const int* RESTRICT row_ptr, const in
     int* s_end = s_items;  // s_end[k] = row_ptr[i0 + k + 1], k <= n_rows (nnz past the last row)
     float* s_prod = reinterpret_cast<float*>(s_items + n_rows + 1);
     for (int k = t; k <= n_rows; k += BLOCK) s_end[k] = i0 + k < rows ? LOAD(row_ptr + i0 + k + 1) : nnz;
-#pragma unroll 8
-    for (int q = 0; q < ITEMS; ++q) {  // up to 8 entries' loads in flight a thread (more spill under launch bounds)
+MERGE_LOAD_LOOP
+    for (int q = 0; q < ITEMS; ++q) {  // UNROLL: up to 8 entries' loads in flight a thread (more spill under launch bounds)
         const int k = q * BLOCK + t;
         if (k < n_nz) s_prod[k] = LOAD_STREAM(vals + j0 + k) * LOAD(x + LOAD_STREAM(col_idx + j0 + k));
     }
@@ -193,7 +265,7 @@ __device__ __forceinline__ void spmv_merge(const int* RESTRICT row_ptr, const in
     const int first_row = ri;
     float run = 0.0f, first_sum = 0.0f;
     bool ended = false;
-#pragma unroll
+MERGE_FIXED_LOOP
     for (int k = 0; k < ITEMS; ++k) {
         if (dt + k < n_rows + n_nz) {
             if (j0 + zi < s_end[ri]) {
@@ -209,29 +281,50 @@ __device__ __forceinline__ void spmv_merge(const int* RESTRICT row_ptr, const in
         }
     }
 
-    // Segmented exclusive scan of (ended, tail sum) over the block's threads.
-    Seg inc = {ended, run};
-#pragma unroll
+    // Segmented exclusive scan of (ended, tail sum) over the block's threads: `exc` joins the
+    // threads before this one, `all` the whole block.
+    Seg inc = {ended, run}, exc, all;
+#if WARP_SHUFFLE
+MERGE_FIXED_LOOP
     for (int dd = 1; dd < 32; dd *= 2) {
         const bool up_e = __shfl_up_sync(0xffffffffu, inc.ended, dd);
         const float up_s = __shfl_up_sync(0xffffffffu, inc.sum, dd);
         if (lane >= dd) inc = seg_join({up_e, up_s}, inc);
     }
-    Seg exc = {__shfl_up_sync(0xffffffffu, inc.ended, 1), __shfl_up_sync(0xffffffffu, inc.sum, 1)};
+    exc = {__shfl_up_sync(0xffffffffu, inc.ended, 1), __shfl_up_sync(0xffffffffu, inc.sum, 1)};
     if (lane == 0) exc = {false, 0.0f};
     if (lane == 31) {
         s_wended[warp] = inc.ended;
         s_wsum[warp] = inc.sum;
     }
     __syncthreads();
-    Seg before = {false, 0.0f}, all = {false, 0.0f};
-#pragma unroll
+    Seg before = {false, 0.0f};
+    all = {false, 0.0f};
+MERGE_FIXED_LOOP
     for (int w = 0; w < BLOCK / 32; ++w) {
         const Seg ws = {s_wended[w], s_wsum[w]};
         if (w < warp) before = seg_join(before, ws);
         all = seg_join(all, ws);
     }
     exc = seg_join(before, exc);
+#else
+    // Hillis-Steele over the block in shared memory (read, barrier, write, barrier).
+    __shared__ bool s_ended[BLOCK];
+    __shared__ float s_sum[BLOCK];
+    s_ended[t] = inc.ended;
+    s_sum[t] = inc.sum;
+    __syncthreads();
+    for (int dd = 1; dd < BLOCK; dd *= 2) {
+        const Seg up = {t >= dd && s_ended[t - dd], t >= dd ? s_sum[t - dd] : 0.0f};
+        __syncthreads();
+        inc = seg_join(up, inc);
+        s_ended[t] = inc.ended;
+        s_sum[t] = inc.sum;
+        __syncthreads();
+    }
+    exc = t > 0 ? Seg{s_ended[t - 1], s_sum[t - 1]} : Seg{false, 0.0f};
+    all = {s_ended[BLOCK - 1], s_sum[BLOCK - 1]};
+#endif
 
     if (t == 0) {  // publish the tile's tail sum; find the earlier tiles' share of its first row
         float carry = 0.0f;
@@ -262,29 +355,34 @@ extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_p
     return;
 #endif
     __shared__ float red[BLOCK];
-    const int row = blockIdx.x * RPB + threadIdx.x / TPR, l = threadIdx.x % TPR;
-    int start = 0, end = 0;
-    if (row < rows) {
-        start = LOAD(row_ptr + row);
-        end = LOAD(row_ptr + row + 1);
-    }
-    float s = 0.0f;
-#if VEC4
-    const int body = min((start + 3) & ~3, end);  // entries before it: scalar head
-    ROW_LOOP
-    for (int k = start + l; k < body; k += TPR) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
-    ROW_LOOP
-    for (int q = body / 4 + l; q < end / 4; q += TPR) {
-        const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + q);
-        const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals) + q);
-        s += v.x * LOAD(x + c.x) + v.y * LOAD(x + c.y) + v.z * LOAD(x + c.z) + v.w * LOAD(x + c.w);
-    }
-    ROW_LOOP
-    for (int k = max(body, end & ~3) + l; k < end; k += TPR) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+    const int g = threadIdx.x / TPR, l = threadIdx.x % TPR;
+    const int block_first = blockIdx.x * (RPB * CHUNK);  // rows <= 2^20: no overflow
+    for (int c = 0; c < CHUNK; ++c) {
+        const int row = block_first + c * RPB + g;
+        int start = 0, end = 0;
+        if (row < rows) {
+            start = LOAD(row_ptr + row);
+            end = LOAD(row_ptr + row + 1);
+        }
+#if ADAPTIVE
+        const bool is_long = end - start > LONG;  // summed below by the whole warp
+        float s = row_part<TPR>(col_idx, vals, x, start, is_long ? start : end, l);
 #else
-    ROW_LOOP
-    for (int k = start + l; k < end; k += TPR) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+        const bool is_long = false;
+        float s = row_part<TPR>(col_idx, vals, x, start, end, l);
 #endif
-    s = group_sum(s, red);
-    if (l == 0 && row < rows) y[row] = s;
+        s = group_sum<TPR>(s, red);
+        if (l == 0 && row < rows && !is_long) y[row] = s;
+#if ADAPTIVE
+        // The warp's long rows, one at a time (the ballot is the same in every lane).
+        // A leader lane src (a multiple of TPR) holds row + (src - leader) / TPR, an exact division.
+        const int lane = threadIdx.x % 32;
+        for (unsigned pending = __ballot_sync(0xffffffffu, is_long && l == 0); pending; pending &= pending - 1) {
+            const int long_row = row + (__ffs(pending) - 1 - (lane - l)) / TPR;
+            const float w = group_sum<32>(row_part<32>(col_idx, vals, x, LOAD(row_ptr + long_row),
+                                                       LOAD(row_ptr + long_row + 1), lane), red);
+            if (lane == 0) y[long_row] = w;
+        }
+#endif
+    }
 }
