@@ -1,18 +1,19 @@
 /* fsr
 [tunables]
 BLOCK = [256, 512, 128]  # threads per block
-ITEMS = [16, 32, 24, 8, 4]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
+ITEMS = [16, 32, 24, 8, 4, 48]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
 BACKOFF_NS = [512, 128, 0, 32]  # a look-back poll that finds a tile unpublished sleeps this long before the next
 
 [features]
 VEC4 = [0, 1]           # int4 loads and stores of whole tiles (the last, partial tile stays scalar)
-SMEM_TILE = [0, 1]      # tiles of up to 8192 elements staged through shared memory: coalesced striped loads and stores
+SMEM_TILE = [0, 1]      # tiles of up to 8192 elements staged through shared memory: coalesced striped loads and stores (not with STRIPED or DOUBLE_BUFFER)
 WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else Hillis-Steele in shared memory)
 LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
-LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, 1024 / BLOCK): registers bounded for two blocks an SM or more
+LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): registers bounded for 1024 threads an SM (512 with more than 32 items held)
 IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
 STRIPED = [0, 1]        # warp-striped tile: lane l holds int4s k * 32 + l of its warp's chunk, scanned with shuffles (no shared-memory transpose)
+DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers before this one's look-back
 
 [[scratch]]
 name = "state"
@@ -28,7 +29,8 @@ zero = true
 
 [[launch]]
 kernel = "scan_template"
-grid = ["cdiv(n, BLOCK * ITEMS)"]
+# DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK; any grid is correct
+grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK)))"]
 block = ["BLOCK"]
 args = ["x", "y", "state", "ticket", "n"]
 */
@@ -39,9 +41,22 @@ args = ["x", "y", "state", "ticket", "n"]
 // (flag << 32 | value): flag 1, its own sum (aggregate); flag 2, the sum of everything up to
 // and including it (inclusive prefix). A tile's exclusive prefix is found by walking back over
 // predecessors, adding aggregates, until one publishes an inclusive prefix.
+// DOUBLE_BUFFER: a grid of about one wave loops over tiles taken by ticket (IN_ORDER is ignored:
+// blockIdx order would deadlock if some block of the grid were not resident). A block claims its
+// next tile before the look-back of this one and, where registers allow (PREFETCH), issues its
+// loads too, so DRAM stays busy while the chain of publications catches up. No deadlock: every
+// tile below a claimed one is claimed by a running block, and a block's claimed-ahead tile is
+// above its current one, so the lowest unpublished tile is always some block's current tile.
 #define TILE (BLOCK * ITEMS)
-// The staged tile is static shared memory: only up to 8192 elements (32 KiB) are staged.
-#define USE_TILE_S (SMEM_TILE && !STRIPED && TILE <= 8192)
+// The staged tile is static shared memory: only up to 8192 elements (32 KiB) are staged, and not
+// by persistent blocks (its syncs would wait on the prefetch, and the hoisted staging addresses
+// spill).
+#define USE_TILE_S (SMEM_TILE && !STRIPED && !DOUBLE_BUFFER && TILE <= 8192)
+// The next tile is loaded into registers early where the two tiles fit the registers.
+#define PREFETCH (DOUBLE_BUFFER && ITEMS <= 32)
+// Threads an SM is bounded for (launch bounds) and the persistent grid assumes (header's grid).
+#define SM_THREADS (ITEMS * (1 + DOUBLE_BUFFER) <= 32 ? 1024 : 512)
+#define SM_BLOCKS (SM_THREADS / BLOCK > 1 ? SM_THREADS / BLOCK : 1)
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
 
@@ -54,7 +69,7 @@ args = ["x", "y", "state", "ticket", "n"]
 #endif
 
 #if LAUNCH_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1024 / BLOCK)
+#define KERNEL_BOUNDS __launch_bounds__(BLOCK, SM_BLOCKS)
 #else
 #define KERNEL_BOUNDS
 #endif
@@ -356,6 +371,63 @@ __device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
 }
 #endif
 
+// ---- one tile: local scan, then look-back, add and store ---------------------------------------
+
+// The tile's inclusive local scan in v; returns the sum of the threads before this one in the
+// tile, *total the tile's sum. Ends after a __syncthreads.
+__device__ __forceinline__ int scan_local(int* v, int* total, int* part, int* lanes) {
+#if STRIPED
+    return striped_block_offset(striped_warp_scan(v, lanes), total, part);
+#else
+#pragma unroll
+    for (int k = 1; k < ITEMS; ++k) v[k] += v[k - 1];
+    return block_exclusive(v[ITEMS - 1], total, part);
+#endif
+}
+
+__device__ __forceinline__ void load_tile(const int* RESTRICT x, int base, int n, int* v, int* tile_s) {
+#if STRIPED
+    striped_load(x, base, n, v);
+#else
+    load_items(x, base, n, v, tile_s);
+#endif
+}
+
+// Publish the tile's aggregate (tile 0: its inclusive prefix) as soon as its sum is known.
+__device__ __forceinline__ void publish_aggregate(word_t* state, int tile, int total) {
+    if (threadIdx.x == 0) write_state(state + tile, tile == 0 ? FLAG_PRE : FLAG_AGG, total);
+}
+
+// Look back, publish the inclusive prefix, add the exclusive prefix and store the tile.
+__device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int tile, int n, int* v, int offset,
+                                            int total, int* prefix_s, int* sum_s, int* tile_s) {
+#if LOOKBACK_WARP
+    const bool walker = threadIdx.x < 32;
+#else
+    const bool walker = threadIdx.x == 0;
+#endif
+    if (walker) {
+        if (tile == 0) {
+            if (threadIdx.x == 0) *prefix_s = 0;
+        } else {
+            const int prefix = look_back(state, tile, sum_s);
+            if (threadIdx.x == 0) {
+                write_state(state + tile, FLAG_PRE, prefix + total);
+                *prefix_s = prefix;
+            }
+        }
+    }
+    __syncthreads();
+    const int add = *prefix_s + offset;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) v[k] += add;
+#if STRIPED
+    striped_store(y, tile * TILE, n, v);
+#else
+    store_items(y, tile * TILE, n, v, tile_s);
+#endif
+}
+
 extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, int* RESTRICT y, word_t* state,
                                                       int* ticket, int n) {
     __shared__ int tile_id, prefix_s, sum_s;
@@ -369,59 +441,54 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #else
     int* tile_s = nullptr;
 #endif
+#if STRIPED && !WARP_SHUFFLE
+    __shared__ int lanes_s[BLOCK];  // apart from part: a warp may write its total while others scan
+    int* lanes = lanes_s + (threadIdx.x / 32) * 32;
+#else
+    int* lanes = nullptr;
+#endif
+    int v[ITEMS];
+    int total;
+
+#if DOUBLE_BUFFER
+    __shared__ int next_s;
+    const int tiles = (n - 1) / TILE + 1;  // n >= 1; n + TILE could overflow
+    if (threadIdx.x == 0) tile_id = atomicAdd(ticket, 1);
+    __syncthreads();
+    int tile = tile_id;  // tile_id is written once: no later write races this read
+    if (tile >= tiles) return;
+    load_tile(x, tile * TILE, n, v, tile_s);
+    for (;;) {
+        // next_s of the last round was read before finish_tile's __syncthreads: safe to overwrite
+        if (threadIdx.x == 0) next_s = atomicAdd(ticket, 1);
+        const int offset = scan_local(v, &total, part, lanes);  // its __syncthreads publishes next_s
+        const int next = next_s;
+        publish_aggregate(state, tile, total);
+#if PREFETCH
+        int w[ITEMS];
+        if (next < tiles) load_tile(x, next * TILE, n, w, tile_s);  // in flight during the look-back
+#endif
+        finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s, tile_s);
+        if (next >= tiles) return;
+#if PREFETCH
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) v[k] = w[k];
+#else
+        load_tile(x, next * TILE, n, v, tile_s);
+#endif
+        tile = next;
+    }
+#else
 #if IN_ORDER
-    const int tile = blockIdx.x, base = tile * TILE;
+    const int tile = blockIdx.x;
 #else
     if (threadIdx.x == 0) tile_id = atomicAdd(ticket, 1);
     __syncthreads();
-    const int tile = tile_id, base = tile * TILE;
+    const int tile = tile_id;
 #endif
-
-    int v[ITEMS];
-    int total;
-#if STRIPED
-#if WARP_SHUFFLE
-    int* lanes = nullptr;
-#else
-    __shared__ int lanes_s[BLOCK];  // apart from part: a warp may write its total while others scan
-    int* lanes = lanes_s + (threadIdx.x / 32) * 32;
-#endif
-    striped_load(x, base, n, v);
-    const int offset = striped_block_offset(striped_warp_scan(v, lanes), &total, part);
-#else
-    load_items(x, base, n, v, tile_s);
-#pragma unroll
-    for (int k = 1; k < ITEMS; ++k) v[k] += v[k - 1];
-    const int offset = block_exclusive(v[ITEMS - 1], &total, part);
-#endif
-
-#if LOOKBACK_WARP
-    const bool walker = threadIdx.x < 32;
-#else
-    const bool walker = threadIdx.x == 0;
-#endif
-    if (walker) {
-        if (tile == 0) {
-            if (threadIdx.x == 0) {
-                write_state(state, FLAG_PRE, total);
-                prefix_s = 0;
-            }
-        } else {
-            if (threadIdx.x == 0) write_state(state + tile, FLAG_AGG, total);
-            const int prefix = look_back(state, tile, &sum_s);
-            if (threadIdx.x == 0) {
-                write_state(state + tile, FLAG_PRE, prefix + total);
-                prefix_s = prefix;
-            }
-        }
-    }
-    __syncthreads();
-    const int add = prefix_s + offset;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) v[k] += add;
-#if STRIPED
-    striped_store(y, base, n, v);
-#else
-    store_items(y, base, n, v, tile_s);
+    load_tile(x, tile * TILE, n, v, tile_s);
+    const int offset = scan_local(v, &total, part, lanes);
+    publish_aggregate(state, tile, total);
+    finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s, tile_s);
 #endif
 }
