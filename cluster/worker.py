@@ -3,8 +3,8 @@
 Each call carries only the candidate. Ray gives the actor its GPU through
 CUDA_VISIBLE_DEVICES, which the evaluator's child process inherits, so the CUDA work of this
 worker can only ever touch its own device. The actor runs as many calls at once as the executor
-keeps in flight (two): the evaluator overlaps one call's host work (compiles) with the other's
-GPU work and runs the GPU work one call at a time.
+keeps in flight (eval.calls_per_worker): the evaluator overlaps calls' host work (compiles) with
+another's GPU work and runs the GPU work one call at a time.
 
 `GpuWorker` is a plain class (usable and testable without Ray); `GpuWorkerActor` is the Ray
 actor class, with resources declared by the executor at `.options()` time.

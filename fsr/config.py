@@ -34,7 +34,7 @@ class EvalConfig:
     arch: str = ""  # "" = the device's own; without a GPU, sm_90
     seed: int = 0
     host_threads: int = 0  # the GPU child's BLAS threads (references); 0 = the host's cores / its GPU workers
-    calls_per_worker: int = 2  # candidates a GPU worker holds at once: one on the GPU, the others compiling ahead
+    calls_per_worker: int = 3  # candidates a GPU worker holds at once: one on the GPU, the others compiling ahead
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,7 @@ class Child:
         self.flusher = bench.L2Flusher(info.l2_bytes)
         self.hold = bench.Hold()
         self.tasks: dict[str, TaskState] = {}
+        self.note: Callable[[str], None] = lambda _: None  # tells the parent what runs now
 
     # -- requests ---------------------------------------------------------------------------
     def prepare(self, name: str, comparators: bool = True) -> Prepared:
@@ -246,6 +247,9 @@ class Child:
             if tuned.candidate is not None and tuned.program is not None and tuned.resources is not None:
                 cand, program, resources = tuned.candidate, tuned.program, tuned.resources  # as measured in tuning
         clock.lap("tune")
+        if trials:
+            names = {t.name for t in cand.tunables}
+            self.note("checks and timing of the tuned " + " ".join(f"{k}={v}" for k, v in cand.resolved_defines() if k in names))
         resources = program.resources(resources)
         done = partial(ChildResult, defines=cand.resolved_defines(), resources=resources, trials=trials)
         try:
@@ -426,6 +430,7 @@ def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: Tune
         conn.send(("fatal", f"{type(e).__name__}: {e}"))
         return
     conn.send(("ready", child.device))
+    child.note = lambda text: conn.send(("note", text))
     while True:
         try:
             kind, payload = conn.recv()

@@ -3,9 +3,9 @@ needed), then verify, tune and time in the child process, then the plausibility 
 
 Failures are values: `evaluate` returns a verdict for any candidate and never raises for one.
 
-Two evaluations may run at once (the worker actor takes two calls): the host stage of one (its
-compile and the compiles of its first tuning trials, on this process's threads) runs while the
-other holds the GPU child; only the child's part is serialised, by `_gpu`. Each evaluation's
+Several evaluations may run at once (the worker actor takes eval.calls_per_worker calls): the host
+stage of each (its compile and the compiles of its first tuning trials, on this process's
+threads) runs while another holds the GPU child; only the child's part is serialised, by `_gpu`. Each evaluation's
 `wall_s` is the worker time it adds: its own span less what an evaluation finished before it
 already covered, so per-worker sums stay the worker's busy time.
 """
@@ -231,8 +231,9 @@ class GpuEvaluator:
                           baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,
                           setup_s=setup_s)
         if isinstance(reply, TimedOut):
-            return replace(base, verdict=Verdict.TIMEOUT,
-                           message=f"still running after {reply.seconds:.1f} s; the GPU child was killed and replaced")
+            during = f" (during {reply.doing})" if reply.doing else ""
+            return replace(base, verdict=Verdict.TIMEOUT, message=f"still running after {reply.seconds:.1f} s{during}; "
+                           "the GPU child was killed and replaced")
         if isinstance(reply, Died):
             return replace(base, verdict=Verdict.CRASH, message=reply.reason)
         assert isinstance(reply, ChildResult)

@@ -39,6 +39,7 @@ class TimedOut:
     """The request outlived its deadline; the child was killed."""
 
     seconds: float
+    doing: str = ""  # the child's last note of what it was running ("" if none)
 
 
 class Sandbox:
@@ -86,21 +87,29 @@ class Sandbox:
         return payload
 
     def call(self, kind: str, payload: Any, timeout_s: float) -> Any:
-        """Send one request; the reply, or Died / TimedOut (after which the child is gone)."""
+        """Send one request; the reply, or Died / TimedOut (after which the child is gone). The
+        child may send notes of what it is running before its reply (("note", text)); a death or
+        a timeout names the last one."""
         self.ensure_started()
         started = time.monotonic()
+        doing = ""
         try:
             self.conn.send((kind, payload))
-            if not self.conn.poll(timeout_s):
-                self.kill()
-                return TimedOut(time.monotonic() - started)
-            status, reply = self.conn.recv()
+            while True:
+                left = timeout_s - (time.monotonic() - started)
+                if left <= 0 or not self.conn.poll(left):
+                    self.kill()
+                    return TimedOut(time.monotonic() - started, doing)
+                status, reply = self.conn.recv()
+                if status != "note":
+                    break
+                doing = reply
         except (EOFError, OSError, BrokenPipeError):
             code = self._reap()
-            return Died(f"the GPU child died (exit code {code})")
+            return Died(_during(f"the GPU child died (exit code {code})", doing))
         if status == "crash":
             self._reap()
-            return Died(reply)
+            return Died(_during(reply, doing))
         return reply
 
     def kill(self) -> None:
@@ -132,6 +141,10 @@ class Sandbox:
                 self.process.kill()
                 self.process.join(timeout=5)
         self.process, self.conn = None, None
+
+
+def _during(reason: str, doing: str) -> str:
+    return f"{reason} (during {doing})" if doing else reason
 
 
 @contextlib.contextmanager

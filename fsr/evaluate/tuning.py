@@ -130,6 +130,7 @@ class Trials:
         from fsr import tune
 
         trial = cfmt.with_defines(self.cand, values)
+        self.child.note("tuning trial " + " ".join(f"{k}={v}" for k, v in values.items()))
         try:
             program = self.program(trial)
             failed = self._check(trial, program)

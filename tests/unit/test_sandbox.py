@@ -38,3 +38,49 @@ def test_child_gets_the_thread_count_and_the_parent_keeps_its_own(monkeypatch: p
 def test_without_a_count_the_child_inherits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert spawn_and_report(None)["OMP_NUM_THREADS"] == "1"
+
+
+def _note_then(conn) -> None:
+    """A stand-in GPU child: for each request, a note of what it runs, then what the request
+    asks: "reply", "die" (the process exits, as a kernel that kills it), "hang"."""
+    import time
+
+    while True:
+        try:
+            kind, what = conn.recv()
+        except EOFError:
+            return
+        conn.send(("note", f"tuning trial BLOCK={what}"))
+        if what == "die":
+            os._exit(3)
+        if what == "hang":
+            time.sleep(60)
+        conn.send(("ok", f"done {what}"))
+
+
+def _attached(sandbox):
+    from fsr.types import DeviceInfo
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_note_then, args=(child,), daemon=True)
+    process.start()
+    sandbox.process, sandbox.conn, sandbox.device = process, parent, DeviceInfo("fake", "sm_90")
+
+
+def test_a_death_or_timeout_names_what_the_child_was_running_and_a_reply_skips_the_notes() -> None:
+    from fsr.config import EvalConfig, TuneConfig
+    from fsr.evaluate.sandbox import Died, Sandbox, TimedOut
+
+    sandbox = Sandbox(None, EvalConfig(), TuneConfig())
+    _attached(sandbox)
+    try:
+        assert sandbox.call("evaluate", "reply", 60) == "done reply"
+        died = sandbox.call("evaluate", "die", 60)
+        assert isinstance(died, Died) and died.reason.endswith("(during tuning trial BLOCK=die)")
+        assert "exit code 3" in died.reason
+        _attached(sandbox)
+        hung = sandbox.call("evaluate", "hang", 2)
+        assert isinstance(hung, TimedOut) and hung.doing == "tuning trial BLOCK=hang" and 1.5 < hung.seconds < 10
+    finally:
+        sandbox.close()
