@@ -44,8 +44,8 @@ class TuneConfig:
     trials: int = 8  # 0 turns tuning off; a grid when the space has at most this many points
     time_budget_s: float = 20.0
     trial_bench_budget_s: float = 0.05
-    trial_max_samples: int = 6  # a trial's samples at most (the winner is timed again in full)
-    trial_stop_ratio: float = 1.25  # a trial stops after 2 samples whose fastest is this much slower than the best
+    trial_max_samples: int = 4  # a trial's samples at most (the winner is timed again in full)
+    trial_stop_ratio: float = 1.1  # a trial stops after 2 samples whose fastest is this much slower than the best
     seed: int = 0
 
 
