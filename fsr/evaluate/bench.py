@@ -237,8 +237,9 @@ def device_info(arch_override: str = "") -> DeviceInfo:
         regs_per_sm=int(props["regsPerMultiprocessor"]))
 
 
-def measure_copy_gbps(stream: cp.cuda.Stream, nbytes: int = 1 << 30) -> float:
-    """Device-to-device copy rate, bytes read plus bytes written per second (median of 10)."""
+def measure_copy_gbps(stream: cp.cuda.Stream, hold: Hold | None = None, nbytes: int = 1 << 30) -> float:
+    """Device-to-device copy rate, bytes read plus bytes written per second (the fastest of 10:
+    a ceiling, measured with the runs queued behind `hold`, so a busy host cannot lower it)."""
     src = cp.ones(nbytes, dtype=cp.uint8)
     dst = cp.empty_like(src)
 
@@ -246,12 +247,11 @@ def measure_copy_gbps(stream: cp.cuda.Stream, nbytes: int = 1 << 30) -> float:
         cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, cp.cuda.runtime.memcpyDeviceToDevice,
                                     stream.ptr)
 
-    times = _plain_times(run, stream, 10)
-    return 2 * nbytes / (float(np.median(times)) * 1e-6) / 1e9
+    return 2 * nbytes / (min(_plain_times(run, stream, 10, hold)) * 1e-6) / 1e9
 
 
-def measure_sgemm_tflops(stream: cp.cuda.Stream, n: int = 8192) -> float:
-    """cuBLAS float32 matrix product rate through cupy.matmul (no TF32), median of 5."""
+def measure_sgemm_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, n: int = 8192) -> float:
+    """cuBLAS float32 matrix product rate through cupy.matmul (no TF32), the fastest of 5."""
     rng = cp.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=cp.float32)
     b = rng.standard_normal((n, n), dtype=cp.float32)
@@ -261,19 +261,24 @@ def measure_sgemm_tflops(stream: cp.cuda.Stream, n: int = 8192) -> float:
         with stream:
             cp.matmul(a, b, out=out)
 
-    times = _plain_times(run, stream, 5)
-    return 2 * n ** 3 / (float(np.median(times)) * 1e-6) / 1e12
+    return 2 * n ** 3 / (min(_plain_times(run, stream, 5, hold)) * 1e-6) / 1e12
 
 
-def _plain_times(run: Callable[[int], None], stream: cp.cuda.Stream, count: int) -> list[float]:
-    run(0)
+def _plain_times(run: Callable[[int], None], stream: cp.cuda.Stream, count: int, hold: Hold | None) -> list[float]:
+    """Device microseconds of `count` back-to-back runs after two unheld ones (the first call of a
+    library allocates; the second brings the clocks up), all queued behind `hold` when given.
+    A host stalled between a start event and its launch (a CPU busy building references) once
+    read cuBLAS 27% slow and made an honest kernel SUSPECT."""
+    for i in range(2):
+        run(i)
     stream.synchronize()
-    out = []
-    for i in range(count):
-        begin, end = cp.cuda.Event(), cp.cuda.Event()
+    events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
+    ticket = hold.hold(stream, 0) if hold is not None else 0
+    for i, (begin, end) in enumerate(events):
         begin.record(stream)
         run(i)
         end.record(stream)
-        end.synchronize()
-        out.append(cp.cuda.get_elapsed_time(begin, end) * 1000.0)
-    return out
+    if hold is not None:
+        hold.release(ticket)
+    stream.synchronize()
+    return [cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]

@@ -185,14 +185,14 @@ class Child:
             builder.shutdown(wait=False)
         self.stream = cp.cuda.Stream(non_blocking=True)
         info = bench.device_info(eval_cfg.arch)
+        self.hold = bench.Hold()
         if known is None or known.name != info.name:
-            info = replace(info, copy_gbps=bench.measure_copy_gbps(self.stream),
-                           sgemm_tflops=bench.measure_sgemm_tflops(self.stream))
+            info = replace(info, copy_gbps=bench.measure_copy_gbps(self.stream, self.hold),
+                           sgemm_tflops=bench.measure_sgemm_tflops(self.stream, self.hold))
         else:
             info = replace(info, copy_gbps=known.copy_gbps, sgemm_tflops=known.sgemm_tflops)
         self.device = info
         self.flusher = bench.L2Flusher(info.l2_bytes)
-        self.hold = bench.Hold()
         self.tasks: dict[str, TaskState] = {}
         self.note: Callable[[str], None] = lambda _: None  # tells the parent what runs now
 
