@@ -48,11 +48,12 @@ def test_a_worker_process_killed_mid_evaluation_costs_no_verdict_and_its_calls_a
     (probe,) = candidates(1, task="probe")
     ex.submit(probe)
     pid = int(collect(ex, 1)[0].message.split()[-1])
-    (slow,) = candidates(1, mark=SLOW_MARK)
-    (behind,) = candidates(1)
+    # both slow: the actor runs calls on two threads and either may take the evaluator first;
+    # at the kill one is running and the other waits for it, so both are unanswered
+    slow, behind = candidates(2, mark=SLOW_MARK)
     ex.submit(slow)
     ex.submit(behind)
-    time.sleep(0.5)  # the slow one is running, the other waits on the actor
+    time.sleep(0.5)
     os.kill(pid, signal.SIGKILL)
     got = by_id(collect(ex, 2))
     assert all(e.verdict == Verdict.OK for e in got.values()), [e.message for e in got.values()]
