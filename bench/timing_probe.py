@@ -15,26 +15,18 @@ from __future__ import annotations
 
 import statistics
 import sys
+from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
-from fsr.evaluate import bench
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ beside fsr/
 
-SOURCE = r"""
-extern "C" __global__ void stream_scale(const float* x, float* y, long long n, int reps) {
-    long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = x[i];
-        for (int r = 0; r < reps; ++r) v = v * 0.999f + 0.25f;
-        y[i] = v;
-    }
-}
-extern "C" __global__ void busy_wait(unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
-}
+from fsr.evaluate import bench  # noqa: E402
+from tests.gpu.test_timing import SOURCE as TEST_SOURCE  # noqa: E402
+
+# the test's streaming and busy-wait kernels, and an empty one
+SOURCE = TEST_SOURCE + r"""
 extern "C" __global__ void nop() {}
 """
 
