@@ -75,13 +75,13 @@ def main(rounds: int) -> None:
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
         run()
         stream.synchronize()
-        hold.memory_ticket = hold.hold(stream, 0)
+        ticket = hold.hold(stream, 0)
         for b, e in events:
             flusher.flush(stream)
             b.record(stream)
             run()
             e.record(stream)
-        hold.release(hold.memory_ticket)
+        hold.release(ticket)
         stream.synchronize()
         return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
 
