@@ -9,6 +9,14 @@ queued while the GPU runs it), `ref_nop` (ref with an empty one-thread kernel be
 start event), `ref_hold` (ref with fsr's hold, released at once, between flush and start),
 `fsr` (bench.sample with the hold), `fsr_nohold`, `fsr_busy` (bench.sample right after a 100 ms
 busy kernel), `batch_hold` (all samples behind one hold, released once queued).
+
+Variants on whether the host queueing work while timed samples run moves them: `chunks`
+(fsr's chunked queueing, written out here: 64 samples a hold, the next chunk queued while this
+one runs), `chunks_sync` (the same, but the host waits for a chunk to finish before queueing the
+next, so nothing is queued while a sample runs), `one_chunk` (every sample of a round behind one
+hold), `batch_busy_host` (batch_hold while the host queues empty kernels on a second stream
+during the samples) and `batch_busy_same` (batch_hold, then held empty kernels queued on the
+same stream behind the samples while they run).
 """
 
 from __future__ import annotations
@@ -85,6 +93,48 @@ def main(rounds: int) -> None:
         stream.synchronize()
         return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
 
+    def chunks(count: int = 200, size: int = bench.CHUNK_SAMPLES, sync: bool = False) -> float:
+        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
+        run()
+        stream.synchronize()
+        for k in range(0, count, size):
+            if sync:
+                stream.synchronize()
+            ticket = hold.hold(stream, 0)
+            for b, e in events[k:k + size]:
+                flusher.flush(stream)
+                b.record(stream)
+                run()
+                e.record(stream)
+            hold.release(ticket)
+        stream.synchronize()
+        return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
+
+    other = cp.cuda.Stream(non_blocking=True)
+
+    def batch_busy(count: int = 200, same: bool = False) -> float:
+        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
+        run()
+        stream.synchronize()
+        ticket = hold.hold(stream, 0)
+        for b, e in events:
+            flusher.flush(stream)
+            b.record(stream)
+            run()
+            e.record(stream)
+        hold.release(ticket)
+        done = cp.cuda.Event()
+        done.record(stream)
+        # queue work while the samples run (on the same stream: behind them, as fsr's next chunk)
+        target = stream if same else other
+        queued = 0
+        while not done.done and queued < 4000:
+            nop((1,), (1,), (), stream=target)
+            queued += 1
+        stream.synchronize()
+        other.synchronize()
+        return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
+
     variants = {
         "ref": lambda: loop(),
         "ref_live": lambda: loop(behind=False),
@@ -94,6 +144,11 @@ def main(rounds: int) -> None:
         "fsr_nohold": lambda: fsr(use_hold=False),
         "fsr_busy": lambda: fsr(after_busy=True),
         "batch_hold": lambda: batch_hold(),
+        "chunks": lambda: chunks(),
+        "chunks_sync": lambda: chunks(sync=True),
+        "one_chunk": lambda: chunks(size=200),
+        "batch_busy_host": lambda: batch_busy(),
+        "batch_busy_same": lambda: batch_busy(same=True),
     }
     results: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(rounds):
