@@ -10,12 +10,17 @@ changes: the executor, Ray, the workers' start-up and setup, and the host they s
 Prints the wall time from the first submission to the last result (workers' start-up
 included), evaluations per minute, each worker's count and busy fraction. `--out` writes the
 replay's own lineage there (stage times per evaluation, workers), for bench/scaling_report.py
-or a side-by-side look at the recorded run.
+or a side-by-side look at the recorded run. Compiles are part of the work, so the workers start
+with an empty compile cache (a temporary folder, removed after); `--warm-cache` keeps the
+recorded config's (by default the node's, ~/.cache/fsr/compile).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shutil
+import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -30,11 +35,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--out", help="write the replay's lineage to this directory")
+    ap.add_argument("--warm-cache", action="store_true", help="keep the recorded config's compile cache")
     args = ap.parse_args()
     rows = sorted(lineage.read(args.run_dir).to_pylist(), key=lambda r: r["finished_at"])
     candidates = [lineage.candidate_from_row(r) for r in rows]
     by_id = {c.id: c for c in candidates}
     config = cfg_mod.from_dict(lineage.read_run_json(args.run_dir).get("config", {}))
+    cache = None if args.warm_cache else tempfile.mkdtemp(prefix="fsr-compile-cache-")
+    if cache:
+        config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, compile_cache_dir=cache))
     names = sorted({c.task for c in candidates})
     if args.out:
         lineage.write_run_json(args.out, cfg_mod.to_dict(config), {"tasks": names, "replay_of": args.run_dir})
@@ -63,6 +72,8 @@ def main() -> None:
         executor.close()
         if writer is not None:
             writer.close()
+        if cache:
+            shutil.rmtree(cache, ignore_errors=True)
     print(f"{len(candidates)} candidates of {', '.join(names)} on {len(stats)} GPU(s): {wall:.1f} s, "
           f"{60 * len(candidates) / wall:.1f} evaluations per minute; verdicts {dict(verdicts)}")
     for w in stats:

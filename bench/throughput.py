@@ -4,6 +4,7 @@ campaign's wall time the GPU spent running kernels (nvidia-smi's utilization.gpu
 100 ms, over the campaign once its worker was set up).
 
     python bench/throughput.py OUT_DIR LABEL EVALS_PER_TASK TASK [TASK ...] [--fsr-path DIR] [--separate] [--config FILE]
+                                [--warm-cache]
 
 Runs `python3 -m fsr run TASK ... --max-evaluations N --plain` (embedded Ray, one GPU, default
 config) with DIR (e.g. an exported older fsr) first on its PYTHONPATH, else the inherited one; reads the
@@ -14,6 +15,9 @@ With `--separate`, each task runs as a campaign of its own, and "per minute of s
 evaluations that finished after the set-up did over the wall time from then to the last: the
 GPU held by that task alone, nothing attributed. Prints a Markdown table and
 writes OUT_DIR/LABEL.json and the lineage's per-evaluation figures to OUT_DIR/rows-LABEL.csv.
+Compiles are part of what is measured, so each campaign starts with an empty compile cache of its
+own (OUT_DIR/compile-cache-LABEL, removed after; the config passed is OUT_DIR/config-LABEL.toml);
+`--warm-cache` keeps the config's cache (by default the node's, ~/.cache/fsr/compile).
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import time
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -95,9 +101,29 @@ def warm_span(rows: list[dict]) -> tuple[int, float, datetime, datetime] | None:
     return len(after), (after[-1] - start).total_seconds(), start, after[-1]
 
 
+def cold_config(out: Path, label: str, config: str | None, fsr_path: str | None) -> tuple[str | None, Path | None]:
+    """`config` with the compile cache pointed at an empty folder of this campaign's, written to
+    OUT_DIR/config-LABEL.toml, and that folder; `config` as it is for an fsr without a disk cache."""
+    fsr_config = Path(fsr_path or Path(__file__).resolve().parent.parent) / "fsr" / "config.py"
+    if "compile_cache_dir" not in fsr_config.read_text():
+        return config, None
+    cache = (out / f"compile-cache-{label}").resolve()
+    shutil.rmtree(cache, ignore_errors=True)
+    data = tomllib.loads(Path(config).read_text()) if config else {}
+    data.setdefault("eval", {})["compile_cache_dir"] = str(cache)
+    path = out / f"config-{label}.toml"
+    # Sections of scalars: a JSON string, number or boolean is the same value in TOML.
+    path.write_text("".join(f"[{section}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
+                            for section, values in data.items()))
+    return str(path), cache
+
+
 def campaign(out: Path, label: str, evaluations: int, task_names: list[str], fsr_path: str | None,
-             max_wall_s: float | None, config: str | None = None) -> tuple[list[dict], str, int]:
+             max_wall_s: float | None, config: str | None = None, warm_cache: bool = False) -> tuple[list[dict], str, int]:
     """Run one `fsr run` campaign; its lineage rows, the command and its exit code."""
+    cache = None
+    if not warm_cache:
+        config, cache = cold_config(out, label, config, fsr_path)
     runs = out / f"runs-{label}"
     command = ["python3", "-m", "fsr", *(["--config", str(Path(config).resolve())] if config else []), "run",
                *task_names, "--max-evaluations", str(evaluations), "--plain", "--runs-dir", str(runs.resolve())]
@@ -105,15 +131,20 @@ def campaign(out: Path, label: str, evaluations: int, task_names: list[str], fsr
     env = dict(os.environ)
     if fsr_path:
         env["PYTHONPATH"] = os.pathsep.join([str(Path(fsr_path).resolve()), env.get("PYTHONPATH", "")])
-    with (out / f"log-{label}.txt").open("w") as log:
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=600, env=env,
-                              cwd=fsr_path or None).returncode
+    try:
+        with (out / f"log-{label}.txt").open("w") as log:
+            code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=600, env=env,
+                                  cwd=fsr_path or None).returncode
+    finally:
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
     run_dir = next(runs.iterdir())
     return lineage.read(run_dir).to_pylist(), " ".join(command), code
 
 
 def main(out_dir: str, label: str, evaluations: int, task_names: list[str], fsr_path: str | None,
-         max_wall_s: float | None = None, separate: bool = False, config: str | None = None) -> None:
+         max_wall_s: float | None = None, separate: bool = False, config: str | None = None,
+         warm_cache: bool = False) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     smi_path = out / f"smi-{label}.csv"
@@ -124,7 +155,7 @@ def main(out_dir: str, label: str, evaluations: int, task_names: list[str], fsr_
     commands, codes = [], []
     for group in groups:
         got, command, code = campaign(out, f"{label}-{'-'.join(group)}" if separate else label, evaluations,
-                                      group, fsr_path, max_wall_s, config)
+                                      group, fsr_path, max_wall_s, config, warm_cache)
         rows += got
         commands.append(command)
         codes.append(code)
@@ -136,6 +167,7 @@ def main(out_dir: str, label: str, evaluations: int, task_names: list[str], fsr_
         writer.writerow(ROW_COLUMNS)
         writer.writerows([r.get(c) for c in ROW_COLUMNS] for r in rows)
     result = {"label": label, "commands": commands, "exit_codes": codes, "wall_s": wall, "separate": separate,
+              "warm_cache": warm_cache,
               **summarise(rows, smi_path)}
     (out / f"{label}.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"{label}: {'; '.join(f'`{c}`' for c in commands)} exit {codes}, {wall:.0f} s; GPU busy "
@@ -163,5 +195,7 @@ if __name__ == "__main__":
     ap.add_argument("--max-wall", type=float, help="passed to fsr run: stop the search after this many seconds")
     ap.add_argument("--separate", action="store_true", help="one campaign per task")
     ap.add_argument("--config", help="passed to fsr run")
+    ap.add_argument("--warm-cache", action="store_true",
+                    help="keep the config's compile cache instead of an empty one per campaign")
     a = ap.parse_args()
-    main(a.out_dir, a.label, a.evaluations, a.tasks, a.fsr_path, a.max_wall, a.separate, a.config)
+    main(a.out_dir, a.label, a.evaluations, a.tasks, a.fsr_path, a.max_wall, a.separate, a.config, a.warm_cache)

@@ -35,6 +35,8 @@ class EvalConfig:
     seed: int = 0
     host_threads: int = 0  # the GPU child's BLAS threads (references); 0 = the host's cores / its GPU workers
     calls_per_worker: int = 3  # candidates a GPU worker holds at once: one on the GPU, the others compiling ahead
+    compile_cache_dir: str = ""  # compiled programs shared on disk by a node's processes; "" = ~/.cache/fsr/compile, "off" = none
+    compile_cache_max_bytes: int = 2 * 1024**3  # past this, the least recently used programs are removed
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ RANGES: dict[str, Range] = {
     "eval.timeout_s": POSITIVE, "eval.bench_budget_s": POSITIVE, "eval.warmup_s": Range(0),
     "eval.bench_min_samples": AT_LEAST_ONE, "eval.bench_max_samples": AT_LEAST_ONE,
     "eval.input_sets": AT_LEAST_ONE, "eval.calls_per_worker": AT_LEAST_ONE, "eval.plausibility_margin": Range(1),  # below 1, honest kernels are SUSPECT
+    "eval.compile_cache_max_bytes": AT_LEAST_ONE,
     "tune.time_budget_s": POSITIVE, "tune.trial_bench_budget_s": POSITIVE, "tune.trial_max_samples": AT_LEAST_ONE,
     "tune.trial_stop_ratio": Range(1),  # below 1, a trial as fast as the best is stopped
     "search.islands": AT_LEAST_ONE, "search.population": AT_LEAST_ONE, "search.tournament": AT_LEAST_ONE,
@@ -150,10 +153,18 @@ def _url(text: str) -> str | None:
     return None
 
 
+def _cache_dir(text: str) -> str | None:
+    """Why `text` is not "off" or an absolute folder (a Ray worker's working folder is not the driver's)."""
+    if text == "off" or (text.startswith(("/", "~")) and "\0" not in text):
+        return None
+    return 'expected "off" or an absolute folder such as /scratch/fsr-compile ("" = ~/.cache/fsr/compile)'
+
+
 # Text fields with a format: a function that says why a (non-empty) value is refused.
 FORMATS: dict[str, Callable[[str], str | None]] = {
     "llm.base_url": _url,
     "eval.arch": lambda s: None if ARCH_RE.match(s) else "expected an architecture such as sm_90 or sm_90a",
+    "eval.compile_cache_dir": _cache_dir,
 }
 
 

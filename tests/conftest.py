@@ -1,10 +1,13 @@
-"""Shared test set-up: `gpu` tests skip cleanly on machines without a CUDA device."""
+"""Shared test set-up: `gpu` tests skip cleanly on machines without a CUDA device; compiled
+programs are cached in a temporary folder, never in the real ~/.cache."""
 
 from __future__ import annotations
 
 import functools
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +29,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason="needs a CUDA device")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compile_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """$XDG_CACHE_HOME for the session, set before any other fixture starts a process, so every
+    process the tests start (GPU children, Ray workers, `fsr` commands) keeps its default compile
+    cache under a temporary folder."""
+    home = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(autouse=True)
+def compile_cache(compile_cache_home: Path) -> Path:
+    """Each test starts with this process's disk cache of compiled programs in the session's
+    temporary folder (whatever an earlier test pointed it at)."""
+    from fsr.evaluate import compile as nvcompile
+
+    root = nvcompile.use_disk_cache("")
+    assert root is not None and root.is_relative_to(compile_cache_home)
+    return root

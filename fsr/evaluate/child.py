@@ -24,6 +24,7 @@ import numpy as np
 from fsr import tasks
 from fsr.config import EvalConfig, TuneConfig
 from fsr.evaluate import bench, tuning
+from fsr.evaluate.compile import use_disk_cache
 from fsr.evaluate.verify import (
     Buffers,
     ContextLost,
@@ -174,6 +175,7 @@ class Child:
         """`warm`: tasks whose benchmark contents are built on host threads from the start, all
         at once, so a campaign's later tasks are ready when their first candidate arrives."""
         self.tasks_root, self.cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
+        use_disk_cache(eval_cfg.compile_cache_dir, eval_cfg.compile_cache_max_bytes)  # trials compile here too
         self.building: dict[str, Future[list[Content]]] = {}
         if warm:
             builder = ThreadPoolExecutor(len(warm), thread_name_prefix="warm")

@@ -27,7 +27,7 @@ from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.config import Config
 from fsr.evaluate import guards
-from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version
+from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version, use_disk_cache
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Died, Sandbox, TimedOut
 from fsr.types import Candidate, Defines, DeviceInfo, Evaluation, Resources, Task, Verdict
@@ -169,6 +169,7 @@ class GpuEvaluator:
         self.cfg = config or Config()
         self.tasks_root = tasks_root
         self.journal_dir = journal_dir
+        use_disk_cache(self.cfg.eval.compile_cache_dir, self.cfg.eval.compile_cache_max_bytes)
         threads = self.cfg.eval.host_threads or host_threads or os.cpu_count() or 1
         self.sandbox = Sandbox(tasks_root, self.cfg.eval, self.cfg.tune, host_threads=threads, warm=warm)
         self._gpu = threading.RLock()  # the child: one request at a time (a baseline inside a prepare)
