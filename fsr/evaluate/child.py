@@ -185,6 +185,8 @@ class Child:
                 except tasks.TaskError:
                     pass  # reported when a candidate of it arrives
             builder.shutdown(wait=False)
+        if known is None:  # the first child times the PyTorch comparators: import it meanwhile
+            _import_torch_soon()
         self.stream = cp.cuda.Stream(non_blocking=True)
         info = bench.device_info(eval_cfg.arch)
         self.hold = bench.Hold()
@@ -418,6 +420,25 @@ def _no_scratch(task: Task) -> Candidate:
 
 def _wrong(check: SizeCheck) -> str:
     return f"at {size_label(check.size)}: {check.detail}"
+
+
+def _import_torch_soon() -> None:
+    """Import PyTorch on a thread, if it is installed: the first task's preparation times
+    PyTorch eager, and the import (seconds) would otherwise wait for it on the way to the
+    worker's first result; here it overlaps the ceilings and the references. A later `import
+    torch` waits for this one to finish (Python's import lock); a failed import is reported there."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return
+
+    def run() -> None:
+        try:
+            import torch  # noqa: F401
+        except Exception:  # _torch_us imports again and logs why
+            pass
+
+    threading.Thread(target=run, daemon=True, name="import-torch").start()
 
 
 def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,

@@ -126,7 +126,7 @@ class WorkerTime:
     span less the parts that evaluations finished before it were charged, so the charges add up
     to the time at least one evaluation was running."""
 
-    KEPT = 16  # spans remembered; at most two evaluations overlap
+    KEPT = 16  # spans remembered; at most eval.calls_per_worker evaluations overlap
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
