@@ -13,6 +13,12 @@ replay's own lineage there (stage times per evaluation, workers), for bench/scal
 or a side-by-side look at the recorded run. Compiles are part of the work, so the workers start
 with an empty compile cache (a temporary folder, removed after); `--warm-cache` keeps the
 recorded config's (by default the node's, ~/.cache/fsr/compile).
+
+Also printed: the rate after set-up (from the moment every worker has returned its first
+result to the last result), where the workers' start-up, the same on one GPU as on two, is left
+out. Where the host's cores set the pace (compiles), two workers share them: to see what the GPU
+count alone changes, run the one-GPU replay on the two-GPU share of the cores (for example
+`taskset -c 0-15` on a 32-core host) as well as on all of them.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ def main() -> None:
     executor = RayExecutor.from_config(config, warm=names)
     verdicts: Counter[str] = Counter()
     submitted: dict[str, datetime] = {}
+    first_result: dict[str, float] = {}  # worker -> when its first result came
+    finished: list[float] = []
     try:
         queue = list(reversed(candidates))
         done = 0
@@ -63,6 +71,9 @@ def main() -> None:
             for ev in executor.poll(1.0):
                 verdicts[str(ev.verdict)] += 1
                 done += 1
+                now = time.perf_counter() - started
+                finished.append(now)
+                first_result.setdefault(executor.worker_of(ev.candidate_id) or "", now)
                 if writer is not None:
                     writer.append(by_id[ev.candidate_id], ev, worker=executor.worker_of(ev.candidate_id) or "",
                                   started_at=submitted[ev.candidate_id], finished_at=datetime.now(UTC))
@@ -76,6 +87,11 @@ def main() -> None:
             shutil.rmtree(cache, ignore_errors=True)
     print(f"{len(candidates)} candidates of {', '.join(names)} on {len(stats)} GPU(s): {wall:.1f} s, "
           f"{60 * len(candidates) / wall:.1f} evaluations per minute; verdicts {dict(verdicts)}")
+    set_up = max(first_result.values(), default=0.0)
+    after = [t for t in finished if t > set_up]
+    if after and wall > set_up:
+        print(f"after set-up ({set_up:.1f} s, when every worker had returned a result): {len(after)} evaluations "
+              f"in {wall - set_up:.1f} s, {60 * len(after) / (wall - set_up):.1f} per minute")
     for w in stats:
         print(f"  {w.name} ({w.device}): {w.evaluations} evaluations, busy {w.busy_s:.0f} s of {w.alive_s:.0f} s alive")
 
