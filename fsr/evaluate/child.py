@@ -173,12 +173,15 @@ class Child:
     def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
                  known: DeviceInfo | None, warm: Sequence[str] = ()):
         """`warm`: tasks whose benchmark contents are built on host threads from the start, all
-        at once, so a campaign's later tasks are ready when their first candidate arrives."""
+        at once, so a campaign's later tasks are ready when their first candidate arrives. A
+        child replacing a crashed one (`known` set) builds them one at a time instead: the task
+        a request needs is then built at once by `prepare` if its turn has not come, rather than
+        sharing the host with every other task's rebuild."""
         self.tasks_root, self.cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
         use_disk_cache(eval_cfg.compile_cache_dir, eval_cfg.compile_cache_max_bytes)  # trials compile here too
         self.building: dict[str, Future[list[Content]]] = {}
         if warm:
-            builder = ThreadPoolExecutor(len(warm), thread_name_prefix="warm")
+            builder = ThreadPoolExecutor(len(warm) if known is None else 1, thread_name_prefix="warm")
             for name in dict.fromkeys(warm):
                 try:
                     self.building[name] = builder.submit(self._contents, tasks.load(name, tasks_root))
@@ -209,6 +212,8 @@ class Child:
         task = tasks.load(name, self.tasks_root)
         state = TaskState(task, InputPool(task, self.cfg.seed))
         ahead = self.building.pop(name, None)
+        if ahead is not None and ahead.cancel():  # not started yet: build it now, first
+            ahead = None
         state.contents = ahead.result() if ahead is not None else self._contents(task)
         host_s = time.perf_counter() - started
         size = dict(task.bench_size)
