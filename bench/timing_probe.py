@@ -10,7 +10,10 @@ start event), `ref_hold` (ref with fsr's hold, released at once, between flush a
 `fsr` (bench.sample with the hold), `fsr_nohold`, `fsr_busy` (bench.sample right after a 100 ms
 busy kernel), `batch_hold` (all samples behind one hold, released once queued).
 
-Variants on whether the host queueing work while timed samples run moves them: `chunks`
+`fsr_1round` (bench.sample taking all 200 samples in one round, not rounds of 30, 30, 60, 80)
+and `fsr_nowarm` (bench.sample with the shortest warm-up) separate the protocol's rounds and
+warm-up from its chunks. Variants on whether the host queueing work while timed samples run
+moves them: `chunks`
 (fsr's chunked queueing, written out here: 64 samples a hold, the next chunk queued while this
 one runs), `chunks_sync` (the same, but the host waits for a chunk to finish before queueing the
 next, so nothing is queued while a sample runs), `one_chunk` (every sample of a round behind one
@@ -72,11 +75,11 @@ def main(rounds: int) -> None:
     def held_now() -> None:
         hold.release(hold.hold(stream, 0))
 
-    def fsr(use_hold: bool = True, after_busy: bool = False) -> float:
+    def fsr(use_hold: bool = True, after_busy: bool = False, min_samples: int = 30, warmup_s: float = 0.03) -> float:
         if after_busy:
             busy((1,), (1,), (np.uint64(100_000_000),), stream=stream)
-        s = bench.sample(run, stream, flusher, budget_s=0.15, min_samples=30, max_samples=200, warmup_s=0.03,
-                         hold=hold if use_hold else None)
+        s = bench.sample(run, stream, flusher, budget_s=0.15, min_samples=min_samples, max_samples=200,
+                         warmup_s=warmup_s, hold=hold if use_hold else None)
         return float(np.median(s))
 
     def batch_hold(count: int = 200) -> float:
@@ -144,6 +147,8 @@ def main(rounds: int) -> None:
         "fsr_nohold": lambda: fsr(use_hold=False),
         "fsr_busy": lambda: fsr(after_busy=True),
         "batch_hold": lambda: batch_hold(),
+        "fsr_1round": lambda: fsr(min_samples=200),
+        "fsr_nowarm": lambda: fsr(warmup_s=0.0),
         "chunks": lambda: chunks(),
         "chunks_sync": lambda: chunks(sync=True),
         "one_chunk": lambda: chunks(size=200),
