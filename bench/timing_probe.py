@@ -16,8 +16,7 @@ warm-up from its chunks. Variants on whether the host queueing work while timed 
 moves them: `chunks`
 (fsr's chunked queueing, written out here: 64 samples a hold, the next chunk queued while this
 one runs), `chunks_sync` (the same, but the host waits for a chunk to finish before queueing the
-next, so nothing is queued while a sample runs), `one_chunk` (every sample of a round behind one
-hold), `batch_busy_host` (batch_hold while the host queues empty kernels on a second stream
+next, so nothing is queued while a sample runs), `batch_busy_host` (batch_hold while the host queues empty kernels on a second stream
 during the samples) and `batch_busy_same` (batch_hold, then held empty kernels queued on the
 same stream behind the samples while they run).
 """
@@ -56,12 +55,14 @@ def main(rounds: int) -> None:
     def run(_: int = 0) -> None:
         kernel(grid, (256,), (x, y, np.int64(n), np.int32(0)), stream=stream)
 
-    def loop(count: int = 200, behind: bool = True, between=None) -> float:
-        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
+    def fresh(count: int) -> list:
+        """Event pairs for `count` samples, after one unheld run and a synchronize."""
         run()
         stream.synchronize()
-        if behind:
-            busy((1,), (1,), (np.uint64(100_000_000),), stream=stream)
+        return [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
+
+    def queue(events: list, between=None) -> None:
+        """Each sample: flush, (between,) start event, the kernel, end event."""
         for b, e in events:
             flusher.flush(stream)
             if between is not None:
@@ -69,8 +70,17 @@ def main(rounds: int) -> None:
             b.record(stream)
             run()
             e.record(stream)
+
+    def median(events: list) -> float:
         stream.synchronize()
         return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
+
+    def loop(count: int = 200, behind: bool = True, between=None) -> float:
+        events = fresh(count)
+        if behind:
+            busy((1,), (1,), (np.uint64(100_000_000),), stream=stream)
+        queue(events, between)
+        return median(events)
 
     def held_now() -> None:
         hold.release(hold.hold(stream, 0))
@@ -82,49 +92,25 @@ def main(rounds: int) -> None:
                          warmup_s=warmup_s, hold=hold if use_hold else None)
         return float(np.median(s))
 
-    def batch_hold(count: int = 200) -> float:
-        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
-        run()
-        stream.synchronize()
-        ticket = hold.hold(stream, 0)
-        for b, e in events:
-            flusher.flush(stream)
-            b.record(stream)
-            run()
-            e.record(stream)
-        hold.release(ticket)
-        stream.synchronize()
-        return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
-
     def chunks(count: int = 200, size: int = bench.CHUNK_SAMPLES, sync: bool = False) -> float:
-        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
-        run()
-        stream.synchronize()
+        events = fresh(count)
         for k in range(0, count, size):
             if sync:
                 stream.synchronize()
             ticket = hold.hold(stream, 0)
-            for b, e in events[k:k + size]:
-                flusher.flush(stream)
-                b.record(stream)
-                run()
-                e.record(stream)
+            queue(events[k:k + size])
             hold.release(ticket)
-        stream.synchronize()
-        return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
+        return median(events)
+
+    def batch_hold(count: int = 200) -> float:
+        return chunks(count, size=count)
 
     other = cp.cuda.Stream(non_blocking=True)
 
     def batch_busy(count: int = 200, same: bool = False) -> float:
-        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
-        run()
-        stream.synchronize()
+        events = fresh(count)
         ticket = hold.hold(stream, 0)
-        for b, e in events:
-            flusher.flush(stream)
-            b.record(stream)
-            run()
-            e.record(stream)
+        queue(events)
         hold.release(ticket)
         done = cp.cuda.Event()
         done.record(stream)
@@ -134,9 +120,8 @@ def main(rounds: int) -> None:
         while not done.done and queued < 4000:
             nop((1,), (1,), (), stream=target)
             queued += 1
-        stream.synchronize()
         other.synchronize()
-        return float(np.median([cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]))
+        return median(events)
 
     variants = {
         "ref": lambda: loop(),
@@ -151,7 +136,6 @@ def main(rounds: int) -> None:
         "fsr_nowarm": lambda: fsr(warmup_s=0.0),
         "chunks": lambda: chunks(),
         "chunks_sync": lambda: chunks(sync=True),
-        "one_chunk": lambda: chunks(size=200),
         "batch_busy_host": lambda: batch_busy(),
         "batch_busy_same": lambda: batch_busy(same=True),
     }
