@@ -12,13 +12,12 @@ busy kernel), `batch_hold` (all samples behind one hold, released once queued).
 
 `fsr_1round` (bench.sample taking all 200 samples in one round, not rounds of 30, 30, 60, 80)
 and `fsr_nowarm` (bench.sample with the shortest warm-up) separate the protocol's rounds and
-warm-up from its chunks. Variants on whether the host queueing work while timed samples run
-moves them: `chunks`
-(fsr's chunked queueing, written out here: 64 samples a hold, the next chunk queued while this
-one runs), `chunks_sync` (the same, but the host waits for a chunk to finish before queueing the
-next, so nothing is queued while a sample runs), `batch_busy_host` (batch_hold while the host queues empty kernels on a second stream
-during the samples) and `batch_busy_same` (batch_hold, then held empty kernels queued on the
-same stream behind the samples while they run).
+warm-up from its chunks. Whether the host queueing work while timed samples run moves them:
+`chunks` (fsr's chunked queueing written out: 64 samples a hold, the next chunk queued while
+this one runs), `chunks_sync` (the same, but the host waits for a chunk to finish before queueing
+the next, so nothing is queued while a sample runs), `batch_busy_host` (batch_hold while the
+host queues empty kernels on a second stream during the samples) and `batch_busy_same`
+(batch_hold, then empty kernels queued on the same stream behind the samples while they run).
 """
 
 from __future__ import annotations
