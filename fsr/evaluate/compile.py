@@ -2,31 +2,27 @@
 
 Runs on machines without a GPU (NVRTC is a library). Results are cached by content: the same
 source, defines, options and architecture compile once per process, and, once `use_disk_cache`
-names a directory (the GPU worker and its child do, from `eval.compile_cache_dir`), once per
-node: one JSON file per program, keyed by the source, kernel names, options, NVRTC's version and
-`CACHE_FORMAT`, shared by every process, least recently used entries pruned past a byte limit.
+names a folder (the GPU worker and its child do, from `eval.compile_cache_dir`), once per node
+(`fsr.evaluate.compile_cache`), keyed by the source, kernel names, options, NVRTC's version and
+the cache's format.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import dataclasses
 import functools
 import hashlib
 import importlib.metadata
 import importlib.util
-import json
-import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from fsr.evaluate import compile_cache
+from fsr.evaluate.compile_cache import use_disk_cache as use_disk_cache  # callers configure the cache here
 from fsr.types import Candidate, Resources
 
 # Options a candidate may ask for; anything else is refused (include paths or output files
@@ -113,17 +109,18 @@ def compile_candidate(cand: Candidate, arch: str) -> Compiled:
     source = full_source(cand)
     kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
     options = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
-    key = hashlib.sha256(repr((CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
+    key = hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    disk = _DISK
-    result = _load(disk, key, kernels, options) if disk else None
+    disk = compile_cache.active()
+    result = _from_disk(disk, key, kernels, options) if disk else None
     if result is None:
         result = _nvrtc(source, kernels, options)  # outside the lock: compiles run concurrently
         if disk:
-            _store(disk, key, kernels, result)
+            compile_cache.store(disk, key, kernels, options, compile_cache.Entry(
+                result.cubin, result.lowered, result.kernel_resources, result.log))
     with _CACHE_LOCK:
         _CACHE[key] = result
         if len(_CACHE) > _CACHE_SIZE:
@@ -144,170 +141,17 @@ def toolchain_id() -> str:
     return "; ".join([nvrtc_version(), *packages, *include_dirs()])
 
 
-# -- the disk cache ----------------------------------------------------------------------------
-# One JSON file per program (never pickle: a cache directory is only data), written to a temp
-# file beside it and renamed into place, so readers see a whole entry or none and two processes
-# storing one entry at once both succeed. Problems with the directory never fail a compile:
-# they are logged once per process and the compile goes on without the cache.
-
-CACHE_FORMAT = 1  # part of every key: bump it when an entry's fields or their meaning change
-DEFAULT_CACHE_MAX_BYTES = 2 * 1024**3
-PRUNE_EVERY = 64  # a process checks the directory's size at its first store and every this many after
-PRUNE_TO = 0.8  # a prune removes entries until the directory is this fraction of its limit
-TOUCH_AFTER_S = 600.0  # a hit refreshes its entry's mtime (its age for pruning) at most this often
-STALE_TEMP_S = 3600.0  # a temp file this old was left by a killed writer
-_log = logging.getLogger(__name__)
-
-
-@dataclass
-class _DiskCache:
-    root: Path
-    max_bytes: int
-    stores: int = 0  # by this process
-    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)  # guards `stores`
-    pruning: threading.Lock = dataclasses.field(default_factory=threading.Lock)  # one prune at a time
-
-
-_DISK: _DiskCache | None = None
-_WARNED: set[str] = set()
-
-
-def default_cache_dir() -> Path:
-    """$XDG_CACHE_HOME/fsr/compile, else ~/.cache/fsr/compile."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "fsr" / "compile"
-
-
-def use_disk_cache(setting: str | os.PathLike[str] | None, max_bytes: int = DEFAULT_CACHE_MAX_BYTES) -> Path | None:
-    """Share compiled programs with every process of this node through a directory, for this
-    process: `setting` is `eval.compile_cache_dir` ("" = `default_cache_dir()`, "off" or None = no
-    disk cache) or a path. Returns the directory in use, or None. Until this is called a process
-    compiles without the disk cache."""
-    global _DISK
-    _DISK = None
-    if setting is None or setting == "off":
-        return None
-    root = None
-    try:
-        root = Path(setting).expanduser() if setting else default_cache_dir()
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)  # an existing one (even read-only) is fine
-        if root.stat().st_uid != os.getuid():  # another user's cubins would run on this GPU
-            _warn_once("owner", f"compile cache {root} belongs to another user; compiling without it")
-            return None
-    except (OSError, RuntimeError, ValueError) as e:  # RuntimeError: no home folder for ~
-        _warn_once("folder", f"compile cache {root or setting or '~/.cache/fsr/compile'} cannot be used "
-                             f"({e}); compiling without it")
-        return None
-    _DISK = _DiskCache(root, max_bytes)
-    return root
-
-
-def _entry_path(root: Path, key: str) -> Path:
-    return root / key[:2] / f"{key}.json"  # 256 subfolders keep each folder small
-
-
-def _load(disk: _DiskCache, key: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled | None:
-    """The program stored under `key`, or None; a damaged entry is removed."""
+def _from_disk(disk: compile_cache.DiskCache, key: str, kernels: tuple[str, ...],
+               options: tuple[str, ...]) -> Compiled | None:
+    """The program the disk cache holds under `key`, or None; its `seconds` are the lookup's."""
     start = time.perf_counter()
-    path = _entry_path(disk.root, key)
-    try:
-        with path.open("rb") as f:
-            data, mtime = f.read(), os.fstat(f.fileno()).st_mtime
-    except FileNotFoundError:
+    entry = compile_cache.load(disk, key, kernels, options)
+    if entry is None:
         return None
-    except OSError as e:
-        _warn_once("read", f"compile cache entry {path} cannot be read ({e}); compiling instead")
-        return None
-    try:
-        entry = json.loads(data)
-        if entry["format"] != CACHE_FORMAT or entry["key"] != key or tuple(entry["options"]) != options:
-            raise ValueError("an entry of another format or key")
-        lowered = tuple((str(k), str(sym)) for k, sym in entry["lowered"])
-        mine = tuple((str(k), Resources(**{f: int(v) for f, v in r.items()})) for k, r in entry["kernel_resources"])
-        if tuple(k for k, _ in lowered) != kernels or tuple(k for k, _ in mine) != kernels:
-            raise ValueError("kernel names differ")
-        cubin = base64.b64decode(entry["cubin"], validate=True)
-        compiled = Compiled(cubin=cubin, lowered=lowered, resources=_max_resources([r for _, r in mine]),
-                            kernel_resources=mine, log=str(entry["log"]), options=options, seconds=0.0)
-    except Exception as e:  # whatever damage raises while this is read, the answer is to compile
-        _warn_once("corrupt", f"compile cache entry {path} is damaged ({e}); compiling it again", logging.DEBUG)
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return None
-    if time.time() - mtime > TOUCH_AFTER_S:
-        with contextlib.suppress(OSError):  # a read-only cache still serves hits
-            os.utime(path)
-    return dataclasses.replace(compiled, seconds=time.perf_counter() - start)
-
-
-def _store(disk: _DiskCache, key: str, kernels: tuple[str, ...], compiled: Compiled) -> None:
-    entry = {"format": CACHE_FORMAT, "key": key, "kernels": list(kernels), "options": list(compiled.options),
-             "lowered": [list(pair) for pair in compiled.lowered],
-             "kernel_resources": [[k, dataclasses.asdict(r)] for k, r in compiled.kernel_resources],
-             "log": compiled.log, "cubin": base64.b64encode(compiled.cubin).decode("ascii")}
-    path = _entry_path(disk.root, key)
-    temp = None
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)  # mode 0o600
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(entry, separators=(",", ":")).encode())
-        os.replace(temp, path)
-    except OSError as e:  # unwritable, read-only, disk full: the compile stands without its entry
-        _warn_once("write", f"compile cache {disk.root} cannot be written ({e}); compiling without storing")
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-        return
-    with disk.lock:
-        disk.stores += 1
-        due = (disk.stores - 1) % PRUNE_EVERY == 0
-    if due:
-        _prune(disk)
-
-
-def _prune(disk: _DiskCache) -> None:
-    """Remove the least recently used entries (oldest mtime first) while the directory holds more
-    than its limit, down to PRUNE_TO of it; and temp files that killed writers left."""
-    if not disk.pruning.acquire(blocking=False):
-        return
-    try:
-        entries, total, now = [], 0, time.time()
-        with os.scandir(disk.root) as folders:
-            for folder in folders:
-                if len(folder.name) != 2 or not folder.is_dir(follow_symlinks=False):
-                    continue
-                with os.scandir(folder.path) as files:
-                    for f in files:
-                        try:
-                            st = f.stat(follow_symlinks=False)
-                            if f.name.endswith(".tmp") and now - st.st_mtime > STALE_TEMP_S:
-                                os.unlink(f.path)
-                            elif f.name.endswith(".json"):
-                                entries.append((st.st_mtime, st.st_size, f.path))
-                                total += st.st_size
-                        except FileNotFoundError:
-                            continue  # another process pruned it
-        if total <= disk.max_bytes:
-            return
-        for _, size, path in sorted(entries):
-            if total <= disk.max_bytes * PRUNE_TO:
-                break
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            total -= size
-    except OSError as e:
-        _warn_once("prune", f"compile cache {disk.root} cannot be pruned ({e})")
-    finally:
-        disk.pruning.release()
-
-
-def _warn_once(kind: str, message: str, level: int = logging.WARNING) -> None:
-    """Log a cache problem the first time one of its kind happens in this process."""
-    if kind not in _WARNED:
-        _WARNED.add(kind)
-        _log.log(level, message)
+    return Compiled(cubin=entry.cubin, lowered=entry.lowered,
+                    resources=_max_resources([r for _, r in entry.kernel_resources]),
+                    kernel_resources=entry.kernel_resources, log=entry.log, options=options,
+                    seconds=time.perf_counter() - start)
 
 
 def _nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:

@@ -20,6 +20,7 @@ import pytest
 from fsr import candidate, config, tasks
 from fsr.config import Config, EvalConfig
 from fsr.evaluate import compile as nvcompile
+from fsr.evaluate import compile_cache as cache
 
 SOFTMAX = tasks.load("softmax")
 BASE = candidate.parse(SOFTMAX.baseline_source, SOFTMAX)
@@ -50,7 +51,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh disk cache in use, an empty in-memory cache, no problem logged yet."""
     monkeypatch.setattr(nvcompile, "_CACHE", OrderedDict())
-    monkeypatch.setattr(nvcompile, "_WARNED", set())
+    monkeypatch.setattr(cache, "_WARNED", set())
     folder = tmp_path / "cache"
     assert nvcompile.use_disk_cache(str(folder)) == folder
     return folder
@@ -100,7 +101,7 @@ def test_a_compile_stores_one_json_entry_in_a_two_character_subfolder(root):
     [path] = entries(root)
     assert path.parent.name == path.stem[:2] and len(path.stem) == 64
     entry = json.loads(path.read_bytes())
-    assert entry["format"] == nvcompile.CACHE_FORMAT and entry["options"] == list(compiled.options)
+    assert entry["format"] == cache.CACHE_FORMAT and entry["options"] == list(compiled.options)
     assert entry["lowered"] == [list(pair) for pair in compiled.lowered]
     assert not list(root.rglob("*.tmp"))
     assert (root.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777, path.stat().st_mode & 0o777) == \
@@ -130,7 +131,7 @@ def test_another_process_is_served_from_disk(root, stored, monkeypatch):
 
 def test_a_hit_from_a_read_only_cache_needs_no_write(root, stored, monkeypatch):
     seed(root, stored)
-    monkeypatch.setattr(nvcompile.tempfile, "mkstemp", lambda **kw: pytest.fail("wrote on a hit"))
+    monkeypatch.setattr(cache.tempfile, "mkstemp", lambda **kw: pytest.fail("wrote on a hit"))
     forbid_nvrtc(monkeypatch)
     assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
 
@@ -156,7 +157,7 @@ def test_a_change_to_anything_in_the_key_misses(root, stored, monkeypatch, reque
     elif change == "nvrtc version":
         _nvrtc_99(monkeypatch)
     else:
-        monkeypatch.setattr(nvcompile, "CACHE_FORMAT", nvcompile.CACHE_FORMAT + 1)
+        monkeypatch.setattr(cache, "CACHE_FORMAT", cache.CACHE_FORMAT + 1)
     calls = count_nvrtc(monkeypatch)
     nvcompile.compile_candidate(cand, arch)
     assert len(calls) == 1 and len(entries(root)) == 2
@@ -190,7 +191,7 @@ def test_a_damaged_entry_is_compiled_again_and_repaired(root, stored, monkeypatc
     calls = count_nvrtc(monkeypatch)
     assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
     assert len(calls) == 1
-    assert json.loads(path.read_bytes())["format"] == nvcompile.CACHE_FORMAT
+    assert json.loads(path.read_bytes())["format"] == cache.CACHE_FORMAT
     forget()
     forbid_nvrtc(monkeypatch)
     assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
@@ -232,12 +233,12 @@ def test_an_unusable_cache_still_compiles_and_is_logged_once(root, monkeypatch, 
     elif problem == "read-only":
         def read_only(**kw):
             raise OSError(errno.EROFS, "Read-only file system")
-        monkeypatch.setattr(nvcompile.tempfile, "mkstemp", read_only)
+        monkeypatch.setattr(cache.tempfile, "mkstemp", read_only)
     else:
         real = os.fdopen
         monkeypatch.setattr(os, "fdopen", lambda fd, *a, **kw: _FullDisk(real(fd, *a, **kw)))
     calls = count_nvrtc(monkeypatch)
-    with caplog.at_level(logging.DEBUG, logger=nvcompile.__name__):
+    with caplog.at_level(logging.DEBUG, logger=cache.__name__):
         first = nvcompile.compile_candidate(BASE, ARCH)
         forget()
         second = nvcompile.compile_candidate(BASE, ARCH)
@@ -258,7 +259,7 @@ def test_pruning_keeps_the_cache_under_its_limit_removing_the_oldest_first(root,
     stale, fresh = root / "00" / ".old.tmp", root / "00" / ".new.tmp"
     stale.write_bytes(b"x")
     fresh.write_bytes(b"x")
-    os.utime(stale, (now - 2 * nvcompile.STALE_TEMP_S,) * 2)
+    os.utime(stale, (now - 2 * cache.STALE_TEMP_S,) * 2)
     limit = len(stored.data) + 50_000  # about half the fakes go (the real entry is the newest)
     nvcompile.use_disk_cache(str(root), limit)
     nvcompile.compile_candidate(BASE, ARCH)  # the process's first store checks the size
@@ -271,7 +272,7 @@ def test_pruning_keeps_the_cache_under_its_limit_removing_the_oldest_first(root,
 
 def test_pruning_is_rare(root, monkeypatch):
     scans = []
-    monkeypatch.setattr(nvcompile, "_prune", scans.append)
+    monkeypatch.setattr(cache, "_prune", scans.append)
     for i in range(3):
         nvcompile.compile_candidate(dataclasses.replace(BASE, source=BASE.source + f"\n// variant {i}\n"), ARCH)
     assert len(entries(root)) == 3 and len(scans) == 1
@@ -280,7 +281,7 @@ def test_pruning_is_rare(root, monkeypatch):
 def test_a_hit_refreshes_an_old_entry_age_and_leaves_a_recent_one(root, stored, monkeypatch):
     path = seed(root, stored)
     forbid_nvrtc(monkeypatch)
-    for age, refreshed in ((2 * nvcompile.TOUCH_AFTER_S, True), (10.0, False)):
+    for age, refreshed in ((2 * cache.TOUCH_AFTER_S, True), (10.0, False)):
         old = time.time() - age
         os.utime(path, (old, old))
         forget()
@@ -290,20 +291,22 @@ def test_a_hit_refreshes_an_old_entry_age_and_leaves_a_recent_one(root, stored, 
 
 def test_concurrent_stores_of_one_entry_leave_one_whole_entry(root, stored):
     """Writers replace the entry atomically: a reader never sees a part of one."""
-    disk = nvcompile._DISK
+    disk = cache.active()
     assert disk is not None
     key = stored.relative.stem
     kernels = tuple(k for k, _ in stored.compiled.lowered)
-    nvcompile._store(disk, key, kernels, stored.compiled)
+    c = stored.compiled
+    entry = cache.Entry(c.cubin, c.lowered, c.kernel_resources, c.log)
+    cache.store(disk, key, kernels, c.options, entry)
     misses = []
 
     def write():
         for _ in range(20):
-            nvcompile._store(disk, key, kernels, stored.compiled)
+            cache.store(disk, key, kernels, c.options, entry)
 
     def read():
         for _ in range(100):
-            if nvcompile._load(disk, key, kernels, stored.compiled.options) is None:
+            if cache.load(disk, key, kernels, c.options) != entry:
                 misses.append(1)
 
     threads = [threading.Thread(target=write) for _ in range(4)] + [threading.Thread(target=read) for _ in range(2)]
