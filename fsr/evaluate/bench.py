@@ -9,7 +9,10 @@ them (nvbench's "blocking kernel"). Without it, launches queued after the GPU ha
 flush put host time inside the timed region (about 1.3 us and more per sample on an H200: +16%
 on an 8 us kernel). The hold sits in front of a chunk, not between a flush and its sample: any
 kernel there, even an empty one, read 0.2 us (+2%) slow on an 8 us kernel
-(bench/timing_probe.py).
+(bench/timing_probe.py). And the next chunk is queued only once the last has run: the host
+queueing work while timed samples run slows them, even on another stream (on an H200, 8 us
+samples read 1.7% slow with the next chunk queued meanwhile, 0.6% with this wait, 16% with empty
+kernels queued on a second stream).
 
 Samples come until the median is known well enough (`rel_error`: the standard error of the
 median, from the median absolute deviation, relative to the median) or the budget is spent, so
@@ -143,7 +146,8 @@ def timed(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher
           hold: Hold | None = None, prepare: Callable[[int], None] = lambda _: None,
           first: int = 0) -> list[float]:
     """`count` samples (device microseconds), runs `first`..`first + count - 1`. With `hold`,
-    they are queued in chunks, each held until it is all queued; the samples of a chunk whose
+    they are queued in chunks, each held until it is all queued and queued after the last has
+    run (the GPU waits while the host queues, never the reverse); the samples of a chunk whose
     hold expired (the host stalled: host time may be inside them) are dropped unless that would
     leave fewer than half."""
     events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
@@ -156,6 +160,8 @@ def timed(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher
     chunks: list[tuple[int, int]] = []  # [begin, end) of each chunk, in slot order
     k = 0
     while k < count:
+        if chunks:  # the last chunk has run: nothing is queued while a timed sample runs
+            stream.synchronize()
         ticket = hold.hold(stream, len(chunks) % len(hold.expired))
         began, end = time.perf_counter(), k
         while end < count and end - k < CHUNK_SAMPLES and (end == k or time.perf_counter() - began < CHUNK_QUEUE_S):
