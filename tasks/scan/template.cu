@@ -1,9 +1,8 @@
 /* fsr
 [tunables]
 BLOCK = [256, 512, 128]  # threads per block
-ITEMS = [16, 32, 24, 8, 4, 48]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS (with ASYNC_COPY at most 16 and 4096 a tile)
+ITEMS = [16, 32, 24, 8, 4, 48]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
 BACKOFF_NS = [512, 128, 0, 32]  # a look-back poll that finds a tile unpublished sleeps this long before the next
-STAGES = [2, 1]  # with ASYNC_COPY: tiles a block has in flight into shared memory (one stage each, 16 KiB at most)
 
 [features]
 VEC4 = [0, 1]           # int4 loads and stores of whole tiles (the last, partial tile stays scalar)
@@ -15,13 +14,11 @@ LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): register
 IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
 STRIPED = [0, 1]        # warp-striped tile: lane l holds int4s k * 32 + l of its warp's chunk, scanned with shuffles (no shared-memory transpose)
 DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers before this one's look-back
-STREAM = [0, 1]         # x loaded with __ldcs and y stored with __stcs (evict first), so the look-back words stay in L2
-ASYNC_COPY = [0, 1]     # persistent blocks cp.async their next STAGES tiles into shared memory during this one's scan, look-back and store (over DOUBLE_BUFFER, SMEM_TILE, IN_ORDER)
 
 [[scratch]]
 name = "state"
 dtype = "int64"
-count = "cdiv(n, BLOCK * (ITEMS - ASYNC_COPY * (ITEMS - min(ITEMS, 16, max(4, 1024 // BLOCK * 4)))))"
+count = "cdiv(n, BLOCK * ITEMS)"
 zero = true
 
 [[scratch]]
@@ -32,9 +29,8 @@ zero = true
 
 [[launch]]
 kernel = "scan_template"
-# DOUBLE_BUFFER, ASYNC_COPY: one wave of persistent blocks, 132 SMs (H100/H200) x blocks an SM holds
-# (threads, and with ASYNC_COPY the stages' shared memory: 228 KiB an SM, 1 KiB reserved a block); any grid is correct
-grid = ["min(cdiv(n, BLOCK * (ITEMS - ASYNC_COPY * (ITEMS - min(ITEMS, 16, max(4, 1024 // BLOCK * 4))))), 1073741824 - max(DOUBLE_BUFFER, ASYNC_COPY) * (1073741824 - 132 * max(1, ASYNC_COPY * min(1024 // BLOCK, 233472 // (4 * STAGES * BLOCK * (ITEMS - ASYNC_COPY * (ITEMS - min(ITEMS, 16, max(4, 1024 // BLOCK * 4)))) + 8 * BLOCK + 1088)) + (1 - ASYNC_COPY) * ((512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK))))"]
+# DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK; any grid is correct
+grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK)))"]
 block = ["BLOCK"]
 args = ["x", "y", "state", "ticket", "n"]
 */
@@ -51,91 +47,25 @@ args = ["x", "y", "state", "ticket", "n"]
 // loads too, so DRAM stays busy while the chain of publications catches up. No deadlock: every
 // tile below a claimed one is claimed by a running block, and a block's claimed-ahead tile is
 // above its current one, so the lowest unpublished tile is always some block's current tile.
-// ASYNC_COPY: persistent blocks as with DOUBLE_BUFFER (which it replaces), but the tiles claimed
-// ahead, STAGES of them, are copied into shared-memory stages with cp.async, so no registers hold
-// them and each block keeps up to STAGES tiles of loads in flight through its look-backs and
-// stores. The same deadlock argument holds: a block takes its tiles in ticket order and waits on
-// other blocks only in the look-back of its current tile. The stages are static shared memory
-// (48 KiB a block), so a tile is capped at 4096 elements: STAGES = 2 x 16 KiB, and still 6 blocks
-// an SM by shared memory (228 KiB). A thread holds at most 16 items (the loop's extra state
-// spills at 24 under the 64 registers of LAUNCH_BOUNDS' 1024 threads an SM). SMEM_TILE's staging
-// is off (the stage is already in shared memory, and its stores would need a third buffer).
-#if ASYNC_COPY
-#define ITEMS_CAP (1024 / BLOCK * 4 > 16 ? 16 : 1024 / BLOCK * 4 < 4 ? 4 : 1024 / BLOCK * 4)
-#define TILE_ITEMS (ITEMS < ITEMS_CAP ? ITEMS : ITEMS_CAP)  // a multiple of 4: so are ITEMS and the cap
-#else
-#define TILE_ITEMS ITEMS
-#endif
-#define TILE (BLOCK * TILE_ITEMS)
+#define TILE (BLOCK * ITEMS)
 // The staged tile is static shared memory: only up to 8192 elements (32 KiB) are staged, and not
 // by persistent blocks (its syncs would wait on the prefetch, and the hoisted staging addresses
 // spill).
-#define USE_TILE_S (SMEM_TILE && !STRIPED && !DOUBLE_BUFFER && !ASYNC_COPY && TILE <= 8192)
+#define USE_TILE_S (SMEM_TILE && !STRIPED && !DOUBLE_BUFFER && TILE <= 8192)
 // The next tile is loaded into registers early where the two tiles fit the registers.
-#define PREFETCH (DOUBLE_BUFFER && !ASYNC_COPY && TILE_ITEMS <= 32)
-// Threads an SM is bounded for (launch bounds) and the persistent grid assumes (header's grid):
-// registers hold one tile with ASYNC_COPY, two with DOUBLE_BUFFER.
-#define HELD_ITEMS (ASYNC_COPY ? TILE_ITEMS : TILE_ITEMS * (1 + DOUBLE_BUFFER))
-#define SM_THREADS (HELD_ITEMS <= 32 ? 1024 : 512)
+#define PREFETCH (DOUBLE_BUFFER && ITEMS <= 32)
+// Threads an SM is bounded for (launch bounds) and the persistent grid assumes (header's grid).
+#define SM_THREADS (ITEMS * (1 + DOUBLE_BUFFER) <= 32 ? 1024 : 512)
 #define SM_BLOCKS (SM_THREADS / BLOCK > 1 ? SM_THREADS / BLOCK : 1)
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
 
 #if READONLY
 #define RESTRICT __restrict__
-#else
-#define RESTRICT
-#endif
-// x and y are touched once each. STREAM's evict-first load wins over READONLY's __ldg: the
-// read-only cache has no reuse to serve here, while the eviction hint keeps x out of the way of
-// the look-back words (READONLY still gives the __restrict__ pointers). The PTX is __ldcs's and
-// __stcs's, but a partial tile's loads and stores are predicated inside the asm (an asm statement
-// cannot be if-converted: a branch around each more than doubles the registers of some
-// combinations), and the asm is neither volatile nor clobbers memory where it need not: x is
-// never written and y never read while the kernel runs, so any order of them is right.
-#if STREAM
-__device__ __forceinline__ int load_cs(const int* p) {
-    int v;
-    asm("ld.global.cs.s32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-#if VEC4
-__device__ __forceinline__ int4 load_cs(const int4* p) {
-    int4 v;
-    asm("ld.global.cs.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-#endif
-__device__ __forceinline__ int load_cs_if(bool c, const int* p) {  // 0 where !c, and p is not read
-    int v = 0;
-    asm("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q ld.global.cs.s32 %0, [%1];\n\t}"
-        : "+r"(v) : "l"(p), "r"((unsigned)c));
-    return v;
-}
-__device__ __forceinline__ void store_cs(int* p, int v) { asm volatile("st.global.cs.s32 [%0], %1;" ::"l"(p), "r"(v)); }
-#if VEC4
-__device__ __forceinline__ void store_cs(int4* p, int4 v) {
-    asm volatile("st.global.cs.v4.s32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
-}
-#endif
-__device__ __forceinline__ void store_cs_if(bool c, int* p, int v) {
-    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q st.global.cs.s32 [%0], %1;\n\t}"
-                 ::"l"(p), "r"(v), "r"((unsigned)c));
-}
-#define LOAD(p) load_cs(p)
-#define STORE(p, v) store_cs(p, v)
-#define LOAD_IF(c, p) load_cs_if(c, p)
-#define STORE_IF(c, p, v) store_cs_if(c, p, v)
-#else
-#if READONLY
 #define LOAD(p) __ldg(p)
 #else
+#define RESTRICT
 #define LOAD(p) (*(p))
-#endif
-#define STORE(p, v) (*(p) = (v))
-#define LOAD_IF(c, p) ((c) ? LOAD(p) : 0)
-#define STORE_IF(c, p, v) \
-    if (c) STORE(p, v)
 #endif
 
 #if LAUNCH_BOUNDS
@@ -164,7 +94,7 @@ __device__ __forceinline__ void write_state(word_t* p, word_t flag, int value) {
     *(volatile word_t*)p = (flag << 32) | (unsigned)value;  // one aligned 64-bit store: never torn
 }
 
-// ---- load and store this thread's TILE_ITEMS consecutive elements ---------------------------
+// ---- load and store this thread's ITEMS consecutive elements --------------------------------
 
 __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int n, int* v, int* tile_s) {
     const int t = threadIdx.x;
@@ -173,26 +103,26 @@ __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int 
 #if VEC4
     if (full) {
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS / 4; ++k)
+        for (int k = 0; k < ITEMS / 4; ++k)
             reinterpret_cast<int4*>(tile_s)[k * BLOCK + t] = LOAD(reinterpret_cast<const int4*>(x + base) + k * BLOCK + t);
     } else
 #endif
     {
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS; ++k) {
+        for (int k = 0; k < ITEMS; ++k) {
             const int i = k * BLOCK + t;
-            tile_s[i] = LOAD_IF(full || base + i < n, x + base + i);
+            tile_s[i] = (full || base + i < n) ? LOAD(x + base + i) : 0;
         }
     }
     __syncthreads();
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS; ++k) v[k] = tile_s[t * TILE_ITEMS + k];
+    for (int k = 0; k < ITEMS; ++k) v[k] = tile_s[t * ITEMS + k];
 #else
-    const int first = base + t * TILE_ITEMS;
+    const int first = base + t * ITEMS;
 #if VEC4
     if (full) {
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS; k += 4) {
+        for (int k = 0; k < ITEMS; k += 4) {
             const int4 q = LOAD(reinterpret_cast<const int4*>(x + first + k));
             v[k] = q.x; v[k + 1] = q.y; v[k + 2] = q.z; v[k + 3] = q.w;
         }
@@ -200,7 +130,7 @@ __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int 
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS; ++k) v[k] = LOAD_IF(full || first + k < n, x + first + k);
+    for (int k = 0; k < ITEMS; ++k) v[k] = (full || first + k < n) ? LOAD(x + first + k) : 0;
 #endif
 }
 
@@ -210,35 +140,34 @@ __device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, co
 #if USE_TILE_S
     __syncthreads();  // every thread has read its items out of tile_s
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS; ++k) tile_s[t * TILE_ITEMS + k] = v[k];
+    for (int k = 0; k < ITEMS; ++k) tile_s[t * ITEMS + k] = v[k];
     __syncthreads();
 #if VEC4
     if (full) {
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS / 4; ++k)
-            STORE(&reinterpret_cast<int4*>(y + base)[k * BLOCK + t],
-                  reinterpret_cast<const int4*>(tile_s)[k * BLOCK + t]);
+        for (int k = 0; k < ITEMS / 4; ++k)
+            reinterpret_cast<int4*>(y + base)[k * BLOCK + t] = reinterpret_cast<const int4*>(tile_s)[k * BLOCK + t];
         return;
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS; ++k) {
+    for (int k = 0; k < ITEMS; ++k) {
         const int i = k * BLOCK + t;
-        STORE_IF(full || base + i < n, &y[base + i], tile_s[i]);
+        if (full || base + i < n) y[base + i] = tile_s[i];
     }
 #else
-    const int first = base + t * TILE_ITEMS;
+    const int first = base + t * ITEMS;
 #if VEC4
     if (full) {
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS; k += 4)
-            STORE(reinterpret_cast<int4*>(y + first + k), make_int4(v[k], v[k + 1], v[k + 2], v[k + 3]));
+        for (int k = 0; k < ITEMS; k += 4)
+            *reinterpret_cast<int4*>(y + first + k) = make_int4(v[k], v[k + 1], v[k + 2], v[k + 3]);
         return;
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS; ++k)
-        STORE_IF(full || first + k < n, y + first + k, v[k]);
+    for (int k = 0; k < ITEMS; ++k)
+        if (full || first + k < n) y[first + k] = v[k];
 #endif
 }
 
@@ -288,14 +217,14 @@ __device__ __forceinline__ int block_exclusive(int value, int* total, int* part)
 // element (k * 32 + l) * 4 + c of it, so every load and store of a warp is 512 contiguous bytes.
 
 #if STRIPED
-#define CHUNK (32 * TILE_ITEMS)
+#define CHUNK (32 * ITEMS)
 
 __device__ __forceinline__ void striped_load(const int* RESTRICT x, int base, int n, int* v) {
     const int first = base + (threadIdx.x / 32) * CHUNK + (threadIdx.x % 32) * 4;
 #if VEC4
     if (base + TILE <= n && ((size_t)x & 15) == 0) {
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS / 4; ++k) {
+        for (int k = 0; k < ITEMS / 4; ++k) {
             const int4 q = LOAD(reinterpret_cast<const int4*>(x + first + k * 128));
             v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
         }
@@ -303,11 +232,11 @@ __device__ __forceinline__ void striped_load(const int* RESTRICT x, int base, in
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS / 4; ++k)
+    for (int k = 0; k < ITEMS / 4; ++k)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             const int i = first + k * 128 + c;
-            v[4 * k + c] = LOAD_IF(i < n, x + i);
+            v[4 * k + c] = i < n ? LOAD(x + i) : 0;
         }
 }
 
@@ -316,29 +245,28 @@ __device__ __forceinline__ void striped_store(int* RESTRICT y, int base, int n, 
 #if VEC4
     if (base + TILE <= n && ((size_t)y & 15) == 0) {
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS / 4; ++k)
-            STORE(reinterpret_cast<int4*>(y + first + k * 128),
-                  make_int4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]));
+        for (int k = 0; k < ITEMS / 4; ++k)
+            *reinterpret_cast<int4*>(y + first + k * 128) = make_int4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
         return;
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS / 4; ++k)
+    for (int k = 0; k < ITEMS / 4; ++k)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             const int i = first + k * 128 + c;
-            STORE_IF(i < n, y + i, v[4 * k + c]);
+            if (i < n) y[i] = v[4 * k + c];
         }
 }
 
-// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The TILE_ITEMS / 4
-// rows of 128 elements are scanned side by side (independent shuffles, or without WARP_SHUFFLE one
+// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4 rows
+// of 128 elements are scanned side by side (independent shuffles, or without WARP_SHUFFLE one
 // after another through `lanes`, this warp's 32 shared slots), then chained by row totals.
 __device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
     const int lane = threadIdx.x % 32;
-    int s[TILE_ITEMS / 4], row_total[TILE_ITEMS / 4];
+    int s[ITEMS / 4], row_total[ITEMS / 4];
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
+    for (int k = 0; k < ITEMS / 4; ++k) {
         v[4 * k + 1] += v[4 * k];
         v[4 * k + 2] += v[4 * k + 1];
         v[4 * k + 3] += v[4 * k + 2];
@@ -348,15 +276,15 @@ __device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
 #pragma unroll
     for (int d = 1; d < 32; d *= 2)
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS / 4; ++k) {
+        for (int k = 0; k < ITEMS / 4; ++k) {
             const int up = __shfl_up_sync(0xffffffffu, s[k], d);
             if (lane >= d) s[k] += up;
         }
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS / 4; ++k) row_total[k] = __shfl_sync(0xffffffffu, s[k], 31);
+    for (int k = 0; k < ITEMS / 4; ++k) row_total[k] = __shfl_sync(0xffffffffu, s[k], 31);
 #else
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
+    for (int k = 0; k < ITEMS / 4; ++k) {
         lanes[lane] = s[k];
         __syncwarp();
 #pragma unroll
@@ -373,7 +301,7 @@ __device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
 #endif
     int carry = 0;
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
+    for (int k = 0; k < ITEMS / 4; ++k) {
         const int add = carry + s[k] - v[4 * k + 3];  // lanes below in this row, and the rows before
         carry += row_total[k];
 #pragma unroll
@@ -452,8 +380,8 @@ __device__ __forceinline__ int scan_local(int* v, int* total, int* part, int* la
     return striped_block_offset(striped_warp_scan(v, lanes), total, part);
 #else
 #pragma unroll
-    for (int k = 1; k < TILE_ITEMS; ++k) v[k] += v[k - 1];
-    return block_exclusive(v[TILE_ITEMS - 1], total, part);
+    for (int k = 1; k < ITEMS; ++k) v[k] += v[k - 1];
+    return block_exclusive(v[ITEMS - 1], total, part);
 #endif
 }
 
@@ -492,108 +420,13 @@ __device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int 
     __syncthreads();
     const int add = *prefix_s + offset;
 #pragma unroll
-    for (int k = 0; k < TILE_ITEMS; ++k) v[k] += add;
+    for (int k = 0; k < ITEMS; ++k) v[k] += add;
 #if STRIPED
     striped_store(y, tile * TILE, n, v);
 #else
     store_items(y, tile * TILE, n, v, tile_s);
 #endif
 }
-
-#if ASYNC_COPY
-// ---- ASYNC_COPY: tiles copied into shared-memory stages with cp.async (sm_80 and later) --------
-
-// A copy lands in shared memory without passing through registers. Only `bytes` of it are read
-// (its elements below n) and the rest of it is written as zeros; a copy of 0 bytes reads nothing,
-// and its source is then x itself, never an address past the end. STREAM: x's lines are marked
-// evict-first in L2, as its __ldcs loads are.
-__device__ __forceinline__ void copy16(int* dst, const int* src, int bytes, unsigned long long policy) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-#if STREAM
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(d), "l"(src), "r"(bytes),
-                 "l"(policy) : "memory");
-#else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-#endif
-#else
-#pragma unroll
-    for (int c = 0; c < 4; ++c) dst[c] = 4 * c < bytes ? src[c] : 0;
-#endif
-}
-__device__ __forceinline__ void copy4(int* dst, const int* src, bool valid) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
-#else
-    *dst = valid ? *src : 0;
-#endif
-}
-__device__ __forceinline__ void copy_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int PENDING>
-__device__ __forceinline__ void copy_wait() {  // until at most PENDING of this thread's groups are in flight
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-#endif
-}
-
-// The tile at `base` (< n) into a stage, zeros from n on (the last tile's tail then scans as
-// zeros; its sum is published, but no tile follows to read it). 16-byte copies where x is
-// 16-byte aligned (base is a multiple of 4): piece k * BLOCK + t is thread t's, so a warp's copies
-// are 512 contiguous bytes; else 4-byte copies. Indices stay below n + 4096: no overflow.
-__device__ __forceinline__ void copy_tile(const int* x, int base, int n, int* stage_s, unsigned long long policy) {
-    const int left = n - base;  // elements of the tile below n, > 0
-    if (((size_t)x & 15) == 0) {
-#pragma unroll
-        for (int k = 0; k < TILE_ITEMS / 4; ++k) {
-            const int i = (k * BLOCK + threadIdx.x) * 4;
-            const int bytes = i + 4 <= left ? 16 : i < left ? 4 * (left - i) : 0;
-            copy16(stage_s + i, bytes > 0 ? x + base + i : x, bytes, policy);
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < TILE_ITEMS; ++k) {
-            const int i = k * BLOCK + threadIdx.x;
-            copy4(stage_s + i, i < left ? x + base + i : x, i < left);
-        }
-    }
-}
-
-// This thread's items from a stage, in the layout the local scan takes (that of striped_load or
-// load_items). STRIPED reads are conflict-free (a warp reads 512 contiguous bytes); the blocked
-// layout's reads, TILE_ITEMS apart, conflict in banks.
-__device__ __forceinline__ void read_stage(const int* stage_s, int* v) {
-#if STRIPED
-    const int* p = stage_s + (threadIdx.x / 32) * CHUNK + (threadIdx.x % 32) * 4;
-#pragma unroll
-    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
-#if VEC4
-        const int4 q = *reinterpret_cast<const int4*>(p + k * 128);
-        v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
-#else
-#pragma unroll
-        for (int c = 0; c < 4; ++c) v[4 * k + c] = p[k * 128 + c];
-#endif
-    }
-#else
-    const int* p = stage_s + threadIdx.x * TILE_ITEMS;
-#pragma unroll
-    for (int k = 0; k < TILE_ITEMS; k += 4) {
-#if VEC4
-        const int4 q = *reinterpret_cast<const int4*>(p + k);
-        v[k] = q.x; v[k + 1] = q.y; v[k + 2] = q.z; v[k + 3] = q.w;
-#else
-#pragma unroll
-        for (int c = 0; c < 4; ++c) v[k + c] = p[k + c];
-#endif
-    }
-#endif
-}
-#endif
 
 extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, int* RESTRICT y, word_t* state,
                                                       int* ticket, int n) {
@@ -614,53 +447,10 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #else
     int* lanes = nullptr;
 #endif
-    int v[TILE_ITEMS];
+    int v[ITEMS];
     int total;
 
-#if ASYNC_COPY
-    // Stage q of the ring receives the block's tiles number q, q + STAGES, ... in its claim order.
-    __shared__ __align__(16) int ring_s[STAGES * TILE];
-    __shared__ int claim_s;
-    const int tiles = (n - 1) / TILE + 1;  // n >= 1; n + TILE could overflow
-    unsigned long long policy = 0;
-#if STREAM && __CUDA_ARCH__ >= 800
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-#endif
-    if (threadIdx.x == 0) tile_id = atomicAdd(ticket, STAGES);  // STAGES consecutive tiles
-    __syncthreads();
-    if (tile_id >= tiles) return;  // tile_id is written once: no later write races this read
-    // The claimed tiles whose copies are issued, oldest first. Read from shared words, they are
-    // the same in every thread: each branch on them is uniform, and every thread meets each barrier.
-    int queued[STAGES];
-#pragma unroll
-    for (int q = 0; q < STAGES; ++q) {
-        queued[q] = tile_id + q;
-        if (queued[q] < tiles) copy_tile(x, queued[q] * TILE, n, ring_s + q * TILE, policy);
-        copy_commit();
-    }
-    for (int round = 0;; ++round) {
-        const int tile = queued[0];
-        int* stage_s = ring_s + round % STAGES * TILE;
-        int claim = 0;
-        if (threadIdx.x == 0) claim = atomicAdd(ticket, 1);  // its latency hides behind the wait
-        // One group is committed a round (empty or not) after STAGES in the prologue, so all but
-        // the newest STAGES - 1 done means this tile's group is done: this thread's copies landed,
-        copy_wait<STAGES - 1>();
-        __syncthreads();  // and every thread's
-        read_stage(stage_s, v);
-        // claim_s of the last round was read before its finish_tile's __syncthreads: free to write
-        if (threadIdx.x == 0) claim_s = claim;
-        const int offset = scan_local(v, &total, part, lanes);  // its __syncthreads: stage_s read by all, claim_s seen
-#pragma unroll
-        for (int q = 0; q + 1 < STAGES; ++q) queued[q] = queued[q + 1];
-        queued[STAGES - 1] = claim_s;
-        if (queued[STAGES - 1] < tiles) copy_tile(x, queued[STAGES - 1] * TILE, n, stage_s, policy);
-        copy_commit();
-        publish_aggregate(state, tile, total);
-        finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s, tile_s);
-        if (queued[0] >= tiles) return;  // claims only grow: no copy of this block is in flight
-    }
-#elif DOUBLE_BUFFER
+#if DOUBLE_BUFFER
     __shared__ int next_s;
     const int tiles = (n - 1) / TILE + 1;  // n >= 1; n + TILE could overflow
     if (threadIdx.x == 0) tile_id = atomicAdd(ticket, 1);
@@ -675,14 +465,14 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
         const int next = next_s;
         publish_aggregate(state, tile, total);
 #if PREFETCH
-        int w[TILE_ITEMS];
+        int w[ITEMS];
         if (next < tiles) load_tile(x, next * TILE, n, w, tile_s);  // in flight during the look-back
 #endif
         finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s, tile_s);
         if (next >= tiles) return;
 #if PREFETCH
 #pragma unroll
-        for (int k = 0; k < TILE_ITEMS; ++k) v[k] = w[k];
+        for (int k = 0; k < ITEMS; ++k) v[k] = w[k];
 #else
         load_tile(x, next * TILE, n, v, tile_s);
 #endif

@@ -6,7 +6,6 @@ ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per th
 ILP = [1, 2, 4]          # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
-XWIN = [2048, 1024, 4096]  # with SMEM_TILE: floats of x staged a block (4, 8 or 16 KiB of shared memory)
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -16,7 +15,6 @@ STREAM = [0, 1]         # col_idx and vals loaded with __ldcs (evict first), so 
 UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per thread
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
-SMEM_TILE = [0, 1]      # x's window around the block's rows' diagonal (XWIN floats) staged in shared memory; gathers inside it read it (not with MERGE)
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
 
 [[scratch]]
@@ -35,19 +33,13 @@ zero = true
 kernel = "spmv_template"
 grid = ["MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK)"]
 block = ["BLOCK"]
-args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz", "cols"]
+args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
 // Feature template: CSR SpMV with TPR threads per row (vector CSR): lane l of a row's group
 // sums entries l, l + TPR, ... (with VEC4, four consecutive entries at a time over the row's
 // 16-byte-aligned middle); the group adds its partial sums. No thread returns early: groups
 // past the last row run empty, so every lane reaches each shuffle and barrier.
-// SMEM_TILE: most columns lie near the diagonal (row * cols / rows), so a block's gathers mostly
-// fall in a window of x around its rows' diagonal span. The block stages that window in shared
-// memory once and gathers from it (a few bank conflicts) instead of one L1 sector a lane; columns
-// outside it are read from global memory as before, so any matrix is right, only the speed needs
-// the band.
 #define RPB (BLOCK / TPR)  // rows per block
-#define X_WINDOW (SMEM_TILE && !MERGE)
 // Loops of a fixed trip count over register arrays: unrolled on request with UNROLL (the
 // compiler unrolls such short loops of its own accord too).
 #if UNROLL
@@ -86,28 +78,6 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 #define ROW_LOOP
 #endif
 
-// Where the gathers read x[c]: global memory, or with X_WINDOW the staged window x[lo, lo + w)
-// (lo >= 0, lo + w <= cols) where c lies inside it.
-struct XSource {
-    const float* x;
-#if X_WINDOW
-    const float* s;
-    int lo, w;
-    // x[c] (if not `valid`, anything, and nothing read from global memory). One predicate a load
-    // and no branch, so that a lane's ILP gathers are all in flight at once (nested conditionals
-    // serialise them): the shared read is always made, at a clamped index (w >= 1 wherever an
-    // entry exists, as then cols >= 1), the global one only by valid lanes outside the window.
-    __device__ __forceinline__ float at(int c, bool valid = true) const {
-        const unsigned i = (unsigned)(c - lo);  // c, lo in [0, cols): no overflow; c < lo wraps above w
-        float v = s[min(i, (unsigned)w - 1u)];
-        if (valid && i >= (unsigned)w) v = LOAD(x + c);
-        return v;
-    }
-#else
-    __device__ __forceinline__ float at(int c) const { return LOAD(x + c); }
-#endif
-};
-
 // Sum of v over a group of G consecutive lanes (G a power of two up to 32), in every lane.
 #if WARP_SHUFFLE
 template <int G>
@@ -140,20 +110,20 @@ __device__ __forceinline__ float group_sum(float v, float* red) {
 // entries at a time, their col_idx and vals loaded before any of their x gathers).
 template <int G>
 __device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const float* RESTRICT vals,
-                                          const XSource& xs, int start, int end, int l) {
+                                          const float* RESTRICT x, int start, int end, int l) {
     float s = 0.0f;
 #if VEC4
     const int body = min((start + 3) & ~3, end);  // entries before it: scalar head
     ROW_LOOP
-    for (int k = start + l; k < body; k += G) s += LOAD_STREAM(vals + k) * xs.at(LOAD_STREAM(col_idx + k));
+    for (int k = start + l; k < body; k += G) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
     ROW_LOOP
     for (int q = body / 4 + l; q < end / 4; q += G) {
         const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + q);
         const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals) + q);
-        s += v.x * xs.at(c.x) + v.y * xs.at(c.y) + v.z * xs.at(c.z) + v.w * xs.at(c.w);
+        s += v.x * LOAD(x + c.x) + v.y * LOAD(x + c.y) + v.z * LOAD(x + c.z) + v.w * LOAD(x + c.w);
     }
     ROW_LOOP
-    for (int k = max(body, end & ~3) + l; k < end; k += G) s += LOAD_STREAM(vals + k) * xs.at(LOAD_STREAM(col_idx + k));
+    for (int k = max(body, end & ~3) + l; k < end; k += G) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
 #else
     const int stride = ILP * G;
     ROW_LOOP
@@ -173,32 +143,13 @@ __device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const flo
         const int c3 = h3 ? LOAD_STREAM(col_idx + k + 3 * G) : 0;
         const float v3 = h3 ? LOAD_STREAM(vals + k + 3 * G) : 0.0f;
 #endif
-#if X_WINDOW
-        // Gathers first, then the sums: see XSource::at.
-        const float x0 = xs.at(c0);
+        s += v0 * LOAD(x + c0);
 #if ILP >= 2
-        const float x1 = xs.at(c1, h1);
+        if (h1) s += v1 * LOAD(x + c1);
 #endif
 #if ILP >= 4
-        const float x2 = xs.at(c2, h2), x3 = xs.at(c3, h3);
-#endif
-        s += v0 * x0;
-#if ILP >= 2
-        if (h1) s += v1 * x1;
-#endif
-#if ILP >= 4
-        if (h2) s += v2 * x2;
-        if (h3) s += v3 * x3;
-#endif
-#else
-        s += v0 * xs.at(c0);
-#if ILP >= 2
-        if (h1) s += v1 * xs.at(c1);
-#endif
-#if ILP >= 4
-        if (h2) s += v2 * xs.at(c2);
-        if (h3) s += v3 * xs.at(c3);
-#endif
+        if (h2) s += v2 * LOAD(x + c2);
+        if (h3) s += v3 * LOAD(x + c3);
 #endif
     }
 #endif
@@ -398,7 +349,7 @@ MERGE_FIXED_LOOP
 extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                                       const float* RESTRICT vals, const float* RESTRICT x,
                                                       float* RESTRICT y, unsigned long long* state, int* ticket,
-                                                      int rows, int nnz, int cols) {
+                                                      int rows, int nnz) {
 #if MERGE
     spmv_merge(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
     return;
@@ -406,22 +357,6 @@ extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_p
     __shared__ float red[BLOCK];
     const int g = threadIdx.x / TPR, l = threadIdx.x % TPR;
     const int block_first = blockIdx.x * (RPB * CHUNK);  // rows <= 2^20: no overflow
-#if X_WINDOW
-    __shared__ float x_s[XWIN];
-    XSource xs = {x, x_s, 0, min(XWIN, cols)};
-    {
-        // Centred on the diagonal columns of the block's first and last rows (64-bit: rows and
-        // cols up to 2^31, the product below 2^63), then moved inside [0, cols) and its start down
-        // to a 128-byte line.
-        const long long last = min((long long)block_first + RPB * CHUNK, (long long)rows) - 1;
-        const long long mid = ((long long)block_first + last) * cols / (2LL * rows);
-        xs.lo = (int)max(0LL, min(mid - XWIN / 2, (long long)(cols - xs.w))) & ~31;
-        for (int i = threadIdx.x; i < xs.w; i += BLOCK) x_s[i] = LOAD(x + xs.lo + i);
-        __syncthreads();  // every thread reaches it (none returns early); x_s is never written again
-    }
-#else
-    const XSource xs = {x};
-#endif
     for (int c = 0; c < CHUNK; ++c) {
         const int row = block_first + c * RPB + g;
         int start = 0, end = 0;
@@ -431,10 +366,10 @@ extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_p
         }
 #if ADAPTIVE
         const bool is_long = end - start > LONG;  // summed below by the whole warp
-        float s = row_part<TPR>(col_idx, vals, xs, start, is_long ? start : end, l);
+        float s = row_part<TPR>(col_idx, vals, x, start, is_long ? start : end, l);
 #else
         const bool is_long = false;
-        float s = row_part<TPR>(col_idx, vals, xs, start, end, l);
+        float s = row_part<TPR>(col_idx, vals, x, start, end, l);
 #endif
         s = group_sum<TPR>(s, red);
         if (l == 0 && row < rows && !is_long) y[row] = s;
@@ -444,7 +379,7 @@ extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_p
         const int lane = threadIdx.x % 32;
         for (unsigned pending = __ballot_sync(0xffffffffu, is_long && l == 0); pending; pending &= pending - 1) {
             const int long_row = row + (__ffs(pending) - 1 - (lane - l)) / TPR;
-            const float w = group_sum<32>(row_part<32>(col_idx, vals, xs, LOAD(row_ptr + long_row),
+            const float w = group_sum<32>(row_part<32>(col_idx, vals, x, LOAD(row_ptr + long_row),
                                                        LOAD(row_ptr + long_row + 1), lane), red);
             if (lane == 0) y[long_row] = w;
         }
