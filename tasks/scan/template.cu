@@ -14,6 +14,7 @@ LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): register
 IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
 STRIPED = [0, 1]        # warp-striped tile: lane l holds int4s k * 32 + l of its warp's chunk, scanned with shuffles (no shared-memory transpose)
 DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers before this one's look-back
+STREAM = [0, 1]         # x loaded with __ldcs and y stored with __stcs (evict first), so the look-back words stay in L2
 
 [[scratch]]
 name = "state"
@@ -62,10 +63,59 @@ args = ["x", "y", "state", "ticket", "n"]
 
 #if READONLY
 #define RESTRICT __restrict__
-#define LOAD(p) __ldg(p)
 #else
 #define RESTRICT
+#endif
+// x and y are touched once each. STREAM's evict-first load wins over READONLY's __ldg: the
+// read-only cache has no reuse to serve here, while the eviction hint keeps x out of the way of
+// the look-back words (READONLY still gives the __restrict__ pointers). The PTX is __ldcs's and
+// __stcs's, but a partial tile's loads and stores are predicated inside the asm (an asm statement
+// cannot be if-converted: a branch around each more than doubles the registers of some
+// combinations), and the asm is neither volatile nor clobbers memory where it need not: x is
+// never written and y never read while the kernel runs, so any order of them is right.
+#if STREAM
+__device__ __forceinline__ int load_cs(const int* p) {
+    int v;
+    asm("ld.global.cs.s32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+#if VEC4
+__device__ __forceinline__ int4 load_cs(const int4* p) {
+    int4 v;
+    asm("ld.global.cs.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+#endif
+__device__ __forceinline__ int load_cs_if(bool c, const int* p) {  // 0 where !c, and p is not read
+    int v = 0;
+    asm("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q ld.global.cs.s32 %0, [%1];\n\t}"
+        : "+r"(v) : "l"(p), "r"((unsigned)c));
+    return v;
+}
+__device__ __forceinline__ void store_cs(int* p, int v) { asm volatile("st.global.cs.s32 [%0], %1;" ::"l"(p), "r"(v)); }
+#if VEC4
+__device__ __forceinline__ void store_cs(int4* p, int4 v) {
+    asm volatile("st.global.cs.v4.s32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+#endif
+__device__ __forceinline__ void store_cs_if(bool c, int* p, int v) {
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q st.global.cs.s32 [%0], %1;\n\t}"
+                 ::"l"(p), "r"(v), "r"((unsigned)c));
+}
+#define LOAD(p) load_cs(p)
+#define STORE(p, v) store_cs(p, v)
+#define LOAD_IF(c, p) load_cs_if(c, p)
+#define STORE_IF(c, p, v) store_cs_if(c, p, v)
+#else
+#if READONLY
+#define LOAD(p) __ldg(p)
+#else
 #define LOAD(p) (*(p))
+#endif
+#define STORE(p, v) (*(p) = (v))
+#define LOAD_IF(c, p) ((c) ? LOAD(p) : 0)
+#define STORE_IF(c, p, v) \
+    if (c) STORE(p, v)
 #endif
 
 #if LAUNCH_BOUNDS
@@ -111,7 +161,7 @@ __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int 
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
             const int i = k * BLOCK + t;
-            tile_s[i] = (full || base + i < n) ? LOAD(x + base + i) : 0;
+            tile_s[i] = LOAD_IF(full || base + i < n, x + base + i);
         }
     }
     __syncthreads();
@@ -130,7 +180,7 @@ __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int 
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) v[k] = (full || first + k < n) ? LOAD(x + first + k) : 0;
+    for (int k = 0; k < ITEMS; ++k) v[k] = LOAD_IF(full || first + k < n, x + first + k);
 #endif
 }
 
@@ -146,14 +196,15 @@ __device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, co
     if (full) {
 #pragma unroll
         for (int k = 0; k < ITEMS / 4; ++k)
-            reinterpret_cast<int4*>(y + base)[k * BLOCK + t] = reinterpret_cast<const int4*>(tile_s)[k * BLOCK + t];
+            STORE(&reinterpret_cast<int4*>(y + base)[k * BLOCK + t],
+                  reinterpret_cast<const int4*>(tile_s)[k * BLOCK + t]);
         return;
     }
 #endif
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
         const int i = k * BLOCK + t;
-        if (full || base + i < n) y[base + i] = tile_s[i];
+        STORE_IF(full || base + i < n, &y[base + i], tile_s[i]);
     }
 #else
     const int first = base + t * ITEMS;
@@ -161,13 +212,13 @@ __device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, co
     if (full) {
 #pragma unroll
         for (int k = 0; k < ITEMS; k += 4)
-            *reinterpret_cast<int4*>(y + first + k) = make_int4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+            STORE(reinterpret_cast<int4*>(y + first + k), make_int4(v[k], v[k + 1], v[k + 2], v[k + 3]));
         return;
     }
 #endif
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k)
-        if (full || first + k < n) y[first + k] = v[k];
+        STORE_IF(full || first + k < n, y + first + k, v[k]);
 #endif
 }
 
@@ -236,7 +287,7 @@ __device__ __forceinline__ void striped_load(const int* RESTRICT x, int base, in
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             const int i = first + k * 128 + c;
-            v[4 * k + c] = i < n ? LOAD(x + i) : 0;
+            v[4 * k + c] = LOAD_IF(i < n, x + i);
         }
 }
 
@@ -246,7 +297,8 @@ __device__ __forceinline__ void striped_store(int* RESTRICT y, int base, int n, 
     if (base + TILE <= n && ((size_t)y & 15) == 0) {
 #pragma unroll
         for (int k = 0; k < ITEMS / 4; ++k)
-            *reinterpret_cast<int4*>(y + first + k * 128) = make_int4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+            STORE(reinterpret_cast<int4*>(y + first + k * 128),
+                  make_int4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]));
         return;
     }
 #endif
@@ -255,12 +307,12 @@ __device__ __forceinline__ void striped_store(int* RESTRICT y, int base, int n, 
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             const int i = first + k * 128 + c;
-            if (i < n) y[i] = v[4 * k + c];
+            STORE_IF(i < n, y + i, v[4 * k + c]);
         }
 }
 
-// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4 rows
-// of 128 elements are scanned side by side (independent shuffles, or without WARP_SHUFFLE one
+// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4
+// rows of 128 elements are scanned side by side (independent shuffles, or without WARP_SHUFFLE one
 // after another through `lanes`, this warp's 32 shared slots), then chained by row totals.
 __device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
     const int lane = threadIdx.x % 32;
