@@ -92,6 +92,10 @@ def test_a_hung_worker_is_killed_and_its_call_redone_until_it_hangs_every_time(m
     got = by_id(collect(ex, 2))
     assert got[hang.id].verdict == Verdict.TIMEOUT and "no answer after" in got[hang.id].message
     assert got[after.id].verdict == Verdict.OK
+    # the second kill's replacement may still be starting when the verdict is out: wait for it
+    deadline = time.monotonic() + 10.0
+    while ex.worker_stats()[0].restarts < 2 and time.monotonic() < deadline:
+        ex.poll(0.1)
     (stats,) = ex.worker_stats()
     assert (stats.lost, stats.timeouts, stats.restarts) == (2, 1, 2)
 
