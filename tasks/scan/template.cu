@@ -115,7 +115,9 @@ __device__ __forceinline__ void store_cs_if(bool c, int* p, int v) {
 #define STORE(p, v) (*(p) = (v))
 #define LOAD_IF(c, p) ((c) ? LOAD(p) : 0)
 #define STORE_IF(c, p, v) \
-    if (c) STORE(p, v)
+    do {                  \
+        if (c) STORE(p, v); \
+    } while (0)
 #endif
 
 #if LAUNCH_BOUNDS
@@ -311,8 +313,8 @@ __device__ __forceinline__ void striped_store(int* RESTRICT y, int base, int n, 
         }
 }
 
-// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4
-// rows of 128 elements are scanned side by side (independent shuffles, or without WARP_SHUFFLE one
+// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4 rows
+// of 128 elements are scanned side by side (independent shuffles, or without WARP_SHUFFLE one
 // after another through `lanes`, this warp's 32 shared slots), then chained by row totals.
 __device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
     const int lane = threadIdx.x % 32;
