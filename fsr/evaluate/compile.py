@@ -119,7 +119,7 @@ def compile_candidate(cand: Candidate, arch: str) -> Compiled:
     if result is None:
         result = _nvrtc(source, kernels, options)  # outside the lock: compiles run concurrently
         if disk:
-            compile_cache.store(disk, key, kernels, options, compile_cache.Entry(
+            compile_cache.store(disk, key, compile_cache.Entry(
                 result.cubin, result.lowered, result.kernel_resources, result.log))
     with _CACHE_LOCK:
         _CACHE[key] = result
@@ -145,7 +145,7 @@ def _from_disk(disk: compile_cache.DiskCache, key: str, kernels: tuple[str, ...]
                options: tuple[str, ...]) -> Compiled | None:
     """The program the disk cache holds under `key`, or None; its `seconds` are the lookup's."""
     start = time.perf_counter()
-    entry = compile_cache.load(disk, key, kernels, options)
+    entry = compile_cache.load(disk, key, kernels)
     if entry is None:
         return None
     return Compiled(cubin=entry.cubin, lowered=entry.lowered,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from fsr.types import Resources
 
-CACHE_FORMAT = 1  # part of every key: bump it when an entry's fields or their meaning change
+CACHE_FORMAT = 2  # part of every key: bump it when an entry's fields or their meaning change
 DEFAULT_CACHE_MAX_BYTES = 2 * 1024**3
 PRUNE_EVERY = 64  # a process checks the directory's size at its first store and every this many after
 PRUNE_TO = 0.8  # a prune removes entries until the directory is this fraction of its limit
@@ -99,9 +99,9 @@ def _entry_path(root: Path, key: str) -> Path:
     return root / key[:2] / f"{key}.json"  # 256 subfolders keep each folder small
 
 
-def load(disk: DiskCache, key: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Entry | None:
-    """The entry stored under `key` (for these kernels and options), or None; a damaged entry is
-    removed."""
+def load(disk: DiskCache, key: str, kernels: tuple[str, ...]) -> Entry | None:
+    """The entry stored under `key` (the key holds the options; `kernels` checks the entry's
+    shape), or None; a damaged entry is removed."""
     path = _entry_path(disk.root, key)
     try:
         with path.open("rb") as f:
@@ -113,7 +113,7 @@ def load(disk: DiskCache, key: str, kernels: tuple[str, ...], options: tuple[str
         return None
     try:
         fields = json.loads(data)
-        if fields["format"] != CACHE_FORMAT or fields["key"] != key or tuple(fields["options"]) != options:
+        if fields["format"] != CACHE_FORMAT or fields["key"] != key:
             raise ValueError("an entry of another format or key")
         lowered = tuple((str(k), str(sym)) for k, sym in fields["lowered"])
         mine = tuple((str(k), Resources(**{f: int(v) for f, v in r.items()})) for k, r in fields["kernel_resources"])
@@ -131,10 +131,9 @@ def load(disk: DiskCache, key: str, kernels: tuple[str, ...], options: tuple[str
     return entry
 
 
-def store(disk: DiskCache, key: str, kernels: tuple[str, ...], options: tuple[str, ...], entry: Entry) -> None:
+def store(disk: DiskCache, key: str, entry: Entry) -> None:
     """Write `entry` under `key` (never raises: a failed write is logged once)."""
-    fields = {"format": CACHE_FORMAT, "key": key, "kernels": list(kernels), "options": list(options),
-              "lowered": [list(pair) for pair in entry.lowered],
+    fields = {"format": CACHE_FORMAT, "key": key, "lowered": [list(pair) for pair in entry.lowered],
               "kernel_resources": [[k, dataclasses.asdict(r)] for k, r in entry.kernel_resources],
               "log": entry.log, "cubin": base64.b64encode(entry.cubin).decode("ascii")}
     path = _entry_path(disk.root, key)

@@ -101,7 +101,7 @@ def test_a_compile_stores_one_json_entry_in_a_two_character_subfolder(root):
     [path] = entries(root)
     assert path.parent.name == path.stem[:2] and len(path.stem) == 64
     entry = json.loads(path.read_bytes())
-    assert entry["format"] == cache.CACHE_FORMAT and entry["options"] == list(compiled.options)
+    assert entry["format"] == cache.CACHE_FORMAT and entry["key"] == path.stem
     assert entry["lowered"] == [list(pair) for pair in compiled.lowered]
     assert not list(root.rglob("*.tmp"))
     assert (root.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777, path.stat().st_mode & 0o777) == \
@@ -297,16 +297,16 @@ def test_concurrent_stores_of_one_entry_leave_one_whole_entry(root, stored):
     kernels = tuple(k for k, _ in stored.compiled.lowered)
     c = stored.compiled
     entry = cache.Entry(c.cubin, c.lowered, c.kernel_resources, c.log)
-    cache.store(disk, key, kernels, c.options, entry)
+    cache.store(disk, key, entry)
     misses = []
 
     def write():
         for _ in range(20):
-            cache.store(disk, key, kernels, c.options, entry)
+            cache.store(disk, key, entry)
 
     def read():
         for _ in range(100):
-            if cache.load(disk, key, kernels, c.options) != entry:
+            if cache.load(disk, key, kernels) != entry:
                 misses.append(1)
 
     threads = [threading.Thread(target=write) for _ in range(4)] + [threading.Thread(target=read) for _ in range(2)]
