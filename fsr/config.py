@@ -48,6 +48,7 @@ class TuneConfig:
     trial_bench_budget_s: float = 0.05
     trial_max_samples: int = 4  # a trial's samples at most (the winner is timed again in full)
     trial_stop_ratio: float = 1.1  # a trial stops after 2 samples whose fastest is this much slower than the best
+    trial_cut_ratio: float = 1.5  # ...or after 1 sample this much slower
     seed: int = 0
 
 
@@ -132,6 +133,7 @@ RANGES: dict[str, Range] = {
     "eval.compile_cache_max_bytes": AT_LEAST_ONE,
     "tune.time_budget_s": POSITIVE, "tune.trial_bench_budget_s": POSITIVE, "tune.trial_max_samples": AT_LEAST_ONE,
     "tune.trial_stop_ratio": Range(1),  # below 1, a trial as fast as the best is stopped
+    "tune.trial_cut_ratio": Range(1),
     "search.islands": AT_LEAST_ONE, "search.population": AT_LEAST_ONE, "search.tournament": AT_LEAST_ONE,
     "search.migrate_every": AT_LEAST_ONE, "search.max_evaluations": AT_LEAST_ONE,
     "llm.temperature": Range(0, 2), "llm.max_tokens": AT_LEAST_ONE, "llm.candidates_per_request": AT_LEAST_ONE,

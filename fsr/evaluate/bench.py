@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import cupy as cp
 import numpy as np
@@ -193,7 +193,7 @@ def median_error(samples: list[float]) -> float:
 def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
            min_samples: int, max_samples: int, warmup_s: float,
            before: Callable[[int], None] | None = None, hold: Hold | None = None,
-           rel_error: float = 0.0) -> list[float]:
+           rel_error: float = 0.0, prior: Sequence[float] = ()) -> list[float]:
     """Device microseconds of `run(i)` (i picks the input set), one sample per flushed run.
 
     Warm-up runs until `warmup_s` has passed (at least twice), which also estimates the time per
@@ -202,12 +202,23 @@ def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flushe
     standard error is below `rel_error` (0: never early). `before(i)` runs outside the timed
     region (e.g. zeroing scratch). With `hold`, each sample's launches are all queued before the
     GPU starts it (unless `run` itself waits on the stream: then samples are taken without
-    holding)."""
+    holding).
+
+    `prior`: samples of these same launches already taken by `timed` with `hold`, runs 0, 1, ...
+    (a tuning trial's, `sample_trial`): with two or more the program is warm, so there is no
+    warm-up (their median estimates the time per run) and they count among the samples."""
     prepare = before or (lambda _: None)
-    per_run, held = warm_up(run, stream, flusher, warmup_s=warmup_s, hold=hold, prepare=prepare)
+    if len(prior) >= 2 and hold is not None:
+        per_run, held = float(np.median(prior)) * 1e-6, True
+    else:
+        prior = ()
+        per_run, held = warm_up(run, stream, flusher, warmup_s=warmup_s, hold=hold, prepare=prepare)
     count = int(min(max(budget_s / max(per_run, 1e-6), min_samples), max_samples))
     use = hold if held else None
-    samples = timed(run, stream, flusher, min(count, min_samples), hold=use, prepare=prepare)
+    samples = list(prior[:count])
+    if len(samples) < min(count, min_samples):
+        samples += timed(run, stream, flusher, min(count, min_samples) - len(samples), hold=use, prepare=prepare,
+                         first=len(samples))
     while len(samples) < count and not (rel_error > 0 and median_error(samples) < rel_error):
         more = min(count - len(samples), len(samples))
         samples += timed(run, stream, flusher, more, hold=use, prepare=prepare, first=len(samples))
@@ -215,14 +226,19 @@ def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flushe
 
 
 def sample_trial(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
-                 max_samples: int, best_us: float | None, stop_ratio: float,
+                 max_samples: int, best_us: float | None, stop_ratio: float, cut_ratio: float,
                  before: Callable[[int], None] | None = None, hold: Hold | None = None) -> list[float]:
-    """The short protocol for tuning trials of a program just checked (so warm): two samples,
-    and stop there when their fastest is `stop_ratio` times slower than `best_us` (clearly not
-    the winner); else more, up to `max_samples` or `budget_s` of device time. The winner is
-    timed again with `sample`. `run` must not wait on the stream (a candidate's launches)."""
+    """The short protocol for tuning trials of a program just checked (so warm): one sample, and
+    stop there when it is `cut_ratio` times slower than `best_us` (far from the winner: noise is
+    a few percent); else a second, and stop there when the two's fastest is `stop_ratio` times
+    slower (clearly not the winner); else more, up to `max_samples` or `budget_s` of device
+    time. The winner is timed again with `sample`, these samples among its own. `run` must not
+    wait on the stream (a candidate's launches)."""
     prepare = before or (lambda _: None)
-    first = timed(run, stream, flusher, 2, hold=hold, prepare=prepare)
+    first = timed(run, stream, flusher, 1, hold=hold, prepare=prepare)
+    if best_us is not None and first[0] > cut_ratio * best_us:
+        return first
+    first += timed(run, stream, flusher, 1, hold=hold, prepare=prepare, first=1)
     if best_us is not None and min(first) > stop_ratio * best_us:
         return first
     per_run_s = max(float(np.median(first)) * 1e-6, 1e-6)

@@ -5,8 +5,9 @@ the tuner measures first (fsr.tune.first_points) while the GPU is still busy wit
 candidate, and ships them with the request; points asked later are compiled here, all of a
 batch at once on the worker's host cores (NVRTC releases the GIL), while the GPU checks and times
 the points before them. Each trial is then checked at the small test sizes and timed with the short protocol
-(`bench.sample_trial`: a few samples, stopped after two when clearly slower than the best so far);
-only the winner is timed with the full protocol, by the caller.
+(`bench.sample_trial`: a few samples, stopped after one or two when clearly slower than the best
+so far); only the winner is timed with the full protocol, by the caller, its trial's samples
+counted among the protocol's (no second warm-up).
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -88,6 +89,7 @@ class Trials:
         self.loaded: dict[Defines, tuple[Program, Resources]] = {}
         self.pending: dict[Defines, Future[Compiled]] = {}
         self.best_us: float | None = None
+        self.samples: dict[Defines, list[float]] = {}  # each measured configuration's timed samples
         sizes = state.task.test_sizes
         self.small = [i for i, s in enumerate(sizes) if np.prod([v for _, v in s], dtype=np.int64) <= SMALL_SIZE_ELEMENTS]
         # One input set per small size for all of this candidate's trials (a filter only: the
@@ -137,6 +139,7 @@ class Trials:
             if failed is not None:
                 return tune.TrialOutcome(None, "wrong " + describe(failed))
             samples = self._time(trial, program)
+            self.samples[trial.resolved_defines()] = samples
         except CompileFailed as e:
             return tune.TrialOutcome(None, "compile error: " + (e.log.splitlines() or [""])[0])
         except (LaunchRefused, cfmt.HeaderError, cp.cuda.memory.OutOfMemoryError) as e:
@@ -169,7 +172,8 @@ class Trials:
         run, before = bench_launches(self.state, trial, program, child.stream)
         samples = bench.sample_trial(run, child.stream, child.flusher, budget_s=cfg.trial_bench_budget_s,
                                      max_samples=cfg.trial_max_samples, best_us=self.best_us,
-                                     stop_ratio=cfg.trial_stop_ratio, before=before, hold=child.hold)
+                                     stop_ratio=cfg.trial_stop_ratio, cut_ratio=cfg.trial_cut_ratio, before=before,
+                                     hold=child.hold)
         synchronize(child.stream)
         return samples
 
@@ -177,12 +181,14 @@ class Trials:
 @dataclass(frozen=True)
 class Tuned:
     """The best configuration (None if no trial was feasible), its program and compiler report
-    (None when it is the candidate's own configuration), and the trial records."""
+    (None when it is the candidate's own configuration), the trial records, and the best
+    configuration's samples from its trial (the full protocol counts them among its own)."""
 
     candidate: Candidate | None
     program: Program | None
     resources: Resources | None
     trials: tuple[Any, ...]
+    samples: tuple[float, ...] = ()
 
 
 def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> Tuned:
@@ -200,8 +206,9 @@ def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> Tu
     if not result.best_values:
         return Tuned(None, None, None, result.trials)
     best = cfmt.with_defines(cand, dict(result.best_values))
-    program, resources = trials.winner(best.resolved_defines())
-    return Tuned(best, program, resources, result.trials)
+    key = best.resolved_defines()
+    program, resources = trials.winner(key)
+    return Tuned(best, program, resources, result.trials, tuple(trials.samples.get(key, ())))
 
 
 def describe(check: Any) -> str:

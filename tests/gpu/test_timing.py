@@ -100,6 +100,25 @@ def test_fsr_timing_matches_a_loop_with_no_host_time_in_it(gpu, target_us):
     assert abs(measured - reference) / reference < TOLERANCE, f"fsr {measured:.2f} us, reference {reference:.2f} us"
 
 
+@pytest.mark.parametrize("target_us", [8, 1000])
+def test_a_tuning_winner_timed_with_its_trial_samples_matches_the_loop(gpu, target_us):
+    """The tuning path: a trial's short protocol, then the full protocol counting those samples
+    without a second warm-up; and a trial far slower than the best stops after one sample."""
+    bench, run = gpu["bench"], sized_for(gpu, target_us)
+    reference = reference_us(gpu, run)
+    trial = bench.sample_trial(lambda _: run(), gpu["stream"], gpu["flusher"], budget_s=0.05, max_samples=4,
+                               best_us=None, stop_ratio=1.1, cut_ratio=1.5, hold=gpu["hold"])
+    assert len(trial) >= 2
+    samples = bench.sample(lambda _: run(), gpu["stream"], gpu["flusher"], budget_s=0.15, min_samples=30,
+                           max_samples=200, warmup_s=0.03, hold=gpu["hold"], prior=trial)
+    assert samples[:len(trial)] == trial and len(samples) >= 30
+    measured = float(np.median(samples))
+    assert abs(measured - reference) / reference < TOLERANCE, f"fsr {measured:.2f} us, reference {reference:.2f} us"
+    cut = bench.sample_trial(lambda _: run(), gpu["stream"], gpu["flusher"], budget_s=0.05, max_samples=4,
+                             best_us=reference / 2, stop_ratio=1.1, cut_ratio=1.5, hold=gpu["hold"])
+    assert len(cut) == 1
+
+
 def test_a_host_pause_between_launches_stays_out_of_the_timed_region(gpu):
     launch = launcher(gpu, 1 << 20, 0)
 

@@ -1,0 +1,79 @@
+"""The timing protocol's bookkeeping, without a GPU: `bench.timed` and `bench.warm_up` replaced by
+fakes that record what was asked. A tuning trial stops after one sample far slower than the best,
+after two clearly slower, else takes more; the full protocol counts a trial's samples and skips
+its warm-up only when given two or more of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from fsr.evaluate import bench
+
+
+class Fake:
+    """Every sample reads `us`; records each `timed` call as (first, count) and warm-ups."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, us: float):
+        self.us, self.calls, self.warmups = us, [], 0
+        monkeypatch.setattr(bench, "timed", self.timed)
+        monkeypatch.setattr(bench, "warm_up", self.warm_up)
+
+    def timed(self, run, stream, flusher, count, *, hold=None, prepare=None, first=0):
+        self.calls.append((first, count))
+        return [self.us] * count
+
+    def warm_up(self, run, stream, flusher, *, warmup_s, hold=None, prepare=None, min_runs=2):
+        self.warmups += 1
+        return self.us * 1e-6, hold is not None
+
+
+def trial(fake: Fake, best_us: float | None) -> list[float]:
+    return bench.sample_trial(lambda _: None, None, None, budget_s=0.05, max_samples=4, best_us=best_us,
+                              stop_ratio=1.1, cut_ratio=1.5, hold=object())
+
+
+def test_a_trial_far_slower_than_the_best_stops_after_one_sample(monkeypatch):
+    fake = Fake(monkeypatch, us=2000.0)
+    assert trial(fake, best_us=1000.0) == [2000.0]
+    assert fake.calls == [(0, 1)]
+
+
+def test_a_trial_clearly_but_not_far_slower_stops_after_two(monkeypatch):
+    fake = Fake(monkeypatch, us=1200.0)
+    assert len(trial(fake, best_us=1000.0)) == 2
+    assert fake.calls == [(0, 1), (1, 1)]
+
+
+@pytest.mark.parametrize("best_us", [None, 1000.0, 5000.0])
+def test_a_trial_that_may_win_or_the_first_takes_its_budget(monkeypatch, best_us):
+    fake = Fake(monkeypatch, us=1050.0)
+    samples = trial(fake, best_us=best_us)
+    assert len(samples) == 4  # max_samples: 0.05 s holds 47 runs of 1.05 ms
+    assert fake.calls == [(0, 1), (1, 1), (2, 2)]
+
+
+def full(fake: Fake, prior: tuple[float, ...], hold: object | None = object()) -> list[float]:
+    return bench.sample(lambda _: None, None, None, budget_s=0.15, min_samples=10, max_samples=200, warmup_s=0.03,
+                        hold=hold, rel_error=0.003, prior=prior)
+
+
+def test_the_full_protocol_counts_a_trials_samples_and_skips_the_warm_up(monkeypatch):
+    fake = Fake(monkeypatch, us=3000.0)
+    samples = full(fake, prior=(2990.0, 3010.0, 3000.0, 3005.0))
+    assert fake.warmups == 0
+    assert samples[:4] == [2990.0, 3010.0, 3000.0, 3005.0] and len(samples) == 10  # min_samples in all
+    assert fake.calls == [(4, 6)]  # runs 4.. : the input sets go on rotating where the trial left off
+
+
+@pytest.mark.parametrize("prior,hold", [((), object()), ((3000.0,), object()), ((3000.0, 3000.0), None)])
+def test_without_two_prior_samples_taken_held_the_full_protocol_warms_up_and_starts_afresh(monkeypatch, prior, hold):
+    fake = Fake(monkeypatch, us=3000.0)
+    samples = full(fake, prior=prior, hold=hold)
+    assert fake.warmups == 1 and len(samples) == 10 and fake.calls[0] == (0, 10)
+
+
+def test_prior_samples_beyond_the_budgets_count_are_not_all_kept(monkeypatch):
+    fake = Fake(monkeypatch, us=3000.0)
+    samples = bench.sample(lambda _: None, None, None, budget_s=0.15, min_samples=2, max_samples=3, warmup_s=0.03,
+                           hold=object(), prior=(1.0, 2.0, 3.0, 4.0))
+    assert samples == [1.0, 2.0, 3.0] and fake.calls == []
