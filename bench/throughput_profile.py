@@ -1,6 +1,10 @@
 """Where an evaluation's time goes inside the GPU child, function by function: the child runs in
 this process (no sandbox), evaluates distinct template candidates of a task with default tuning,
 under cProfile; prints the stage times and the functions with the largest cumulative time.
+As in a worker, the trial programs the tuning measures first are compiled before the candidate
+reaches the child (evaluator.trial_compiles) and shipped with the request. Also prints, per
+candidate, the tuning stage split into program loads and compile waits, small-size checks,
+launch set-up and timed samples (wall seconds, measured around those calls).
 
     python bench/throughput_profile.py TASK [COUNT]
 """
@@ -13,12 +17,17 @@ import random
 import statistics
 import sys
 import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.config import EvalConfig, TuneConfig
+from fsr.evaluate import bench, tuning
+from fsr.evaluate import child as child_module
 from fsr.evaluate.child import Child, EvalRequest
 from fsr.evaluate.compile import compile_candidate
+from fsr.evaluate.evaluator import compiled_trials, trial_compiles
 
 
 def candidates(task_name: str, count: int) -> list:
@@ -36,21 +45,51 @@ def candidates(task_name: str, count: int) -> list:
     return out
 
 
+SPLIT: dict[str, float] = defaultdict(float)
+
+
+def timed_calls(owner: object, name: str, label: str) -> None:
+    """Wrap `owner.name` so its wall time adds to SPLIT[label]."""
+    inner = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            SPLIT[label] += time.perf_counter() - started
+
+    setattr(owner, name, wrapper)
+
+
 def main(task_name: str, count: int) -> None:
     child = Child(None, EvalConfig(), TuneConfig(), None)
     child.prepare(task_name)
+    task = child.task(task_name)
+    timed_calls(tuning.Trials, "program", "load")
+    timed_calls(tuning.Trials, "_check", "check")
+    timed_calls(child_module, "bench_launches", "setup")
+    timed_calls(bench, "sample_trial", "samples")
+    pool = ThreadPoolExecutor(16)
     stages, walls = [], []
     profile = cProfile.Profile()
     for cand in candidates(task_name, count):
         compiled = compile_candidate(cand, child.device.arch)
+        ahead = trial_compiles(cand, task, child.device.arch, TuneConfig().trials, TuneConfig().seed, pool)
+        programs = compiled_trials(ahead)
+        SPLIT.clear()
         started = time.perf_counter()
         profile.enable()
-        result = child.evaluate(EvalRequest(cand, compiled.cubin, compiled.lowered, TuneConfig().trials))
+        result = child.evaluate(EvalRequest(cand, compiled.cubin, compiled.lowered, TuneConfig().trials,
+                                            programs=programs))
         profile.disable()
         walls.append(time.perf_counter() - started)
         stages.append(result.stages_s)
-        print(f"{cand.id} {result.verdict} wall {walls[-1]:.3f} s verify/tune/bench {result.stages_s} "
-              f"trials {len(result.trials)} median {statistics.median(result.samples_us) if result.samples_us else 0:.1f} us")
+        split = " ".join(f"{k} {v:.3f}" for k, v in sorted(SPLIT.items()))
+        print(f"{cand.id} {result.verdict} wall {walls[-1]:.3f} s verify/tune/bench "
+              f"{' '.join(f'{x:.3f}' for x in result.stages_s)}; tune: {split}; trials {len(result.trials)} "
+              f"shipped {len(programs)} median {statistics.median(result.samples_us) if result.samples_us else 0:.1f} us "
+              f"samples {len(result.samples_us)}")
     print(f"{task_name}: {len(walls)} candidates, child wall median {statistics.median(walls):.3f} s; "
           f"verify {statistics.median(s[0] for s in stages):.3f}, tune {statistics.median(s[1] for s in stages):.3f}, "
           f"bench {statistics.median(s[2] for s in stages):.3f} s")
