@@ -45,7 +45,7 @@ class TuneConfig:
 
     trials: int = 8  # 0 turns tuning off; a grid when the space has at most this many points
     time_budget_s: float = 20.0
-    trial_bench_budget_s: float = 0.05
+    trial_bench_budget_s: float = 0.025  # a trial's device time for samples (one sample at least)
     trial_max_samples: int = 4  # a trial's samples at most (the winner is timed again in full)
     trial_stop_ratio: float = 1.1  # a trial stops after 2 samples whose fastest is this much slower than the best
     trial_cut_ratio: float = 1.5  # ...or after 1 sample this much slower

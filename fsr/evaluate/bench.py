@@ -205,10 +205,10 @@ def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flushe
     holding).
 
     `prior`: samples of these same launches already taken by `timed` with `hold`, runs 0, 1, ...
-    (a tuning trial's, `sample_trial`): with two or more the program is warm, so there is no
-    warm-up (their median estimates the time per run) and they count among the samples."""
+    (a tuning trial's, `sample_trial`): the program is warm, so there is no warm-up (their
+    median estimates the time per run) and they count among the samples."""
     prepare = before or (lambda _: None)
-    if len(prior) >= 2 and hold is not None:
+    if prior and hold is not None:
         per_run, held = float(np.median(prior)) * 1e-6, True
     else:
         prior = ()
@@ -228,22 +228,22 @@ def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flushe
 def sample_trial(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
                  max_samples: int, best_us: float | None, stop_ratio: float, cut_ratio: float,
                  before: Callable[[int], None] | None = None, hold: Hold | None = None) -> list[float]:
-    """The short protocol for tuning trials of a program just checked (so warm): one sample, and
-    stop there when it is `cut_ratio` times slower than `best_us` (far from the winner: noise is
-    a few percent); else a second, and stop there when the two's fastest is `stop_ratio` times
-    slower (clearly not the winner); else more, up to `max_samples` or `budget_s` of device
-    time. The winner is timed again with `sample`, these samples among its own. `run` must not
-    wait on the stream (a candidate's launches)."""
+    """The short protocol for tuning trials of a program just checked (so warm): samples up to
+    `max_samples` or `budget_s` of device time (one at least: a kernel of half the budget or
+    more is timed once), stopped after one when it is `cut_ratio` times slower than `best_us`
+    (far from the winner: the noise is a few percent) or after two whose fastest is
+    `stop_ratio` times slower (clearly not the winner). The winner is timed again with
+    `sample`, these samples among its own. `run` must not wait on the stream (a candidate's
+    launches)."""
     prepare = before or (lambda _: None)
-    first = timed(run, stream, flusher, 1, hold=hold, prepare=prepare)
-    if best_us is not None and first[0] > cut_ratio * best_us:
-        return first
-    first += timed(run, stream, flusher, 1, hold=hold, prepare=prepare, first=1)
-    if best_us is not None and min(first) > stop_ratio * best_us:
-        return first
-    per_run_s = max(float(np.median(first)) * 1e-6, 1e-6)
-    more = int(min(budget_s / per_run_s, max_samples)) - len(first)
-    return first + (timed(run, stream, flusher, more, hold=hold, prepare=prepare, first=2) if more > 0 else [])
+    samples = timed(run, stream, flusher, 1, hold=hold, prepare=prepare)
+    count = int(min(budget_s / max(samples[0] * 1e-6, 1e-6), max_samples))
+    if count <= 1 or (best_us is not None and samples[0] > cut_ratio * best_us):
+        return samples
+    samples += timed(run, stream, flusher, 1, hold=hold, prepare=prepare, first=1)
+    if count <= 2 or (best_us is not None and min(samples) > stop_ratio * best_us):
+        return samples
+    return samples + timed(run, stream, flusher, count - 2, hold=hold, prepare=prepare, first=2)
 
 
 def device_info(arch_override: str = "") -> DeviceInfo:

@@ -1,7 +1,7 @@
 """The timing protocol's bookkeeping, without a GPU: `bench.timed` and `bench.warm_up` replaced by
-fakes that record what was asked. A tuning trial stops after one sample far slower than the best,
-after two clearly slower, else takes more; the full protocol counts a trial's samples and skips
-its warm-up only when given two or more of them."""
+fakes that record what was asked. A tuning trial takes samples within its budget, one at least,
+stopping after one far slower than the best or two clearly slower; the full protocol counts a
+trial's samples and skips its warm-up when given them."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ class Fake:
         return self.us * 1e-6, hold is not None
 
 
-def trial(fake: Fake, best_us: float | None) -> list[float]:
-    return bench.sample_trial(lambda _: None, None, None, budget_s=0.05, max_samples=4, best_us=best_us,
+def trial(fake: Fake, best_us: float | None, budget_s: float = 0.05) -> list[float]:
+    return bench.sample_trial(lambda _: None, None, None, budget_s=budget_s, max_samples=4, best_us=best_us,
                               stop_ratio=1.1, cut_ratio=1.5, hold=object())
 
 
@@ -52,6 +52,13 @@ def test_a_trial_that_may_win_or_the_first_takes_its_budget(monkeypatch, best_us
     assert fake.calls == [(0, 1), (1, 1), (2, 2)]
 
 
+@pytest.mark.parametrize("us,expected", [(30000.0, 1), (20000.0, 2), (15000.0, 3), (1000.0, 4)])
+def test_a_trials_samples_fill_its_budget_one_at_least(monkeypatch, us, expected):
+    fake = Fake(monkeypatch, us=us)
+    assert len(trial(fake, best_us=None, budget_s=0.05)) == expected
+    assert sum(count for _, count in fake.calls) == expected
+
+
 def full(fake: Fake, prior: tuple[float, ...], hold: object | None = object()) -> list[float]:
     return bench.sample(lambda _: None, None, None, budget_s=0.15, min_samples=10, max_samples=200, warmup_s=0.03,
                         hold=hold, rel_error=0.003, prior=prior)
@@ -65,8 +72,14 @@ def test_the_full_protocol_counts_a_trials_samples_and_skips_the_warm_up(monkeyp
     assert fake.calls == [(4, 6)]  # runs 4.. : the input sets go on rotating where the trial left off
 
 
-@pytest.mark.parametrize("prior,hold", [((), object()), ((3000.0,), object()), ((3000.0, 3000.0), None)])
-def test_without_two_prior_samples_taken_held_the_full_protocol_warms_up_and_starts_afresh(monkeypatch, prior, hold):
+def test_one_prior_sample_is_enough_to_skip_the_warm_up(monkeypatch):
+    fake = Fake(monkeypatch, us=30000.0)
+    samples = full(fake, prior=(30000.0,))
+    assert fake.warmups == 0 and len(samples) == 10 and fake.calls == [(1, 9)]
+
+
+@pytest.mark.parametrize("prior,hold", [((), object()), ((3000.0, 3000.0), None)])
+def test_without_prior_samples_taken_held_the_full_protocol_warms_up_and_starts_afresh(monkeypatch, prior, hold):
     fake = Fake(monkeypatch, us=3000.0)
     samples = full(fake, prior=prior, hold=hold)
     assert fake.warmups == 1 and len(samples) == 10 and fake.calls[0] == (0, 10)
