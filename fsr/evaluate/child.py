@@ -249,13 +249,13 @@ class Child:
         cand, program = req.candidate, Program(req.cubin, req.lowered)
         trials: tuple[Any, ...] = ()
         resources = None
-        prior: tuple[float, ...] = ()  # the timed configuration's samples from its tuning trial
+        per_run_s: float | None = None  # the timed configuration's time per run, from its tuning trial
         clock = _Stages()
         if req.tune_trials > 0 and _space(cand) > 1:
             tuned = tuning.run(self, state, cand, req)
             trials = tuned.trials
-            if tuned.candidate is not None:
-                prior = tuned.samples
+            if tuned.candidate is not None and tuned.samples:
+                per_run_s = float(np.median(tuned.samples)) * 1e-6
             if tuned.candidate is not None and tuned.program is not None and tuned.resources is not None:
                 cand, program, resources = tuned.candidate, tuned.program, tuned.resources  # as measured in tuning
         clock.lap("tune")
@@ -269,7 +269,7 @@ class Child:
             clock.lap("verify")
             if not checks[-1].passed:
                 return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages_s=clock.stages())
-            samples = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples, prior)
+            samples = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples, per_run_s)
             recheck = self._recheck(state, cand, program)
             clock.lap("bench")
         except LaunchRefused as e:
@@ -293,11 +293,11 @@ class Child:
         return tuple(checks)
 
     def _time(self, state: TaskState, cand: Candidate, program: Program, budget_s: float,
-              min_samples: int, prior: tuple[float, ...] = ()) -> list[float]:
+              min_samples: int, per_run_s: float | None = None) -> list[float]:
         run, before = bench_launches(state, cand, program, self.stream)
         samples = bench.sample(run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
                                max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=before,
-                               hold=self.hold, rel_error=self.cfg.bench_rel_error, prior=prior)
+                               hold=self.hold, rel_error=self.cfg.bench_rel_error, per_run_s=per_run_s)
         synchronize(self.stream)
         return samples
 

@@ -6,8 +6,8 @@ candidate, and ships them with the request; points asked later are compiled here
 batch at once on the worker's host cores (NVRTC releases the GIL), while the GPU checks and times
 the points before them. Each trial is then checked at the small test sizes and timed with the short protocol
 (`bench.sample_trial`: a few samples, stopped after one or two when clearly slower than the best
-so far); only the winner is timed with the full protocol, by the caller, its trial's samples
-counted among the protocol's (no second warm-up).
+so far); only the winner is timed with the full protocol, by the caller, without a second
+warm-up (its trial has just run it).
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -182,7 +182,7 @@ class Trials:
 class Tuned:
     """The best configuration (None if no trial was feasible), its program and compiler report
     (None when it is the candidate's own configuration), the trial records, and the best
-    configuration's samples from its trial (the full protocol counts them among its own)."""
+    configuration's samples from its trial (they spare the full protocol its warm-up)."""
 
     candidate: Candidate | None
     program: Program | None

@@ -58,10 +58,12 @@ def launcher(gpu, n: int, reps: int) -> Callable[[], None]:
 
 
 def reference_us(gpu, run: Callable[[], None], count: int = 200, loops: int = 3) -> float:
-    """The median of `loops` bare events loops' medians: in each, every flush, event and launch
+    """The fastest of `loops` bare events loops' medians: in each, every flush, event and launch
     is queued behind a 100 ms busy kernel, so the GPU finds each sample's launches already
-    waiting. One loop's median moved by up to 9% between loops on one H200 (8.08-8.83 us)."""
-    return float(np.median([_loop_us(gpu, run, count) for _ in range(loops)]))
+    waiting. On an H200 one loop's median of the 8 us kernel read either about 8.1 us or 6-7%
+    more (8.6-8.7), from loop to loop, while fsr read 8.19 throughout; the fastest loop is the
+    stricter reference for host time entering fsr's samples."""
+    return min(_loop_us(gpu, run, count) for _ in range(loops))
 
 
 def _loop_us(gpu, run: Callable[[], None], count: int) -> float:
@@ -106,17 +108,18 @@ def test_fsr_timing_matches_a_loop_with_no_host_time_in_it(gpu, target_us):
 
 
 @pytest.mark.parametrize("target_us", [8, 1000])
-def test_a_tuning_winner_timed_with_its_trial_samples_matches_the_loop(gpu, target_us):
-    """The tuning path: a trial's short protocol, then the full protocol counting those samples
-    without a second warm-up; and a trial far slower than the best stops after one sample."""
+def test_a_tuning_winner_timed_without_a_second_warm_up_matches_the_loop(gpu, target_us):
+    """The tuning path: a trial's short protocol, then the full protocol with the time per run
+    from the trial instead of a warm-up; and a trial far slower than the best stops after one
+    sample."""
     bench, run = gpu["bench"], sized_for(gpu, target_us)
     reference = reference_us(gpu, run)
     trial = bench.sample_trial(lambda _: run(), gpu["stream"], gpu["flusher"], budget_s=0.05, max_samples=4,
                                best_us=None, stop_ratio=1.1, cut_ratio=1.5, hold=gpu["hold"])
     assert len(trial) >= 2
     samples = bench.sample(lambda _: run(), gpu["stream"], gpu["flusher"], budget_s=0.15, min_samples=30,
-                           max_samples=200, warmup_s=0.03, hold=gpu["hold"], prior=trial)
-    assert samples[:len(trial)] == trial and len(samples) >= 30
+                           max_samples=200, warmup_s=0.03, hold=gpu["hold"],
+                           per_run_s=float(np.median(trial)) * 1e-6)
     measured = float(np.median(samples))
     assert abs(measured - reference) / reference < TOLERANCE, f"fsr {measured:.2f} us, reference {reference:.2f} us"
     cut = bench.sample_trial(lambda _: run(), gpu["stream"], gpu["flusher"], budget_s=0.05, max_samples=4,

@@ -1,7 +1,7 @@
 """The timing protocol's bookkeeping, without a GPU: `bench.timed` and `bench.warm_up` replaced by
 fakes that record what was asked. A tuning trial takes samples within its budget, one at least,
-stopping after one far slower than the best or two clearly slower; the full protocol counts a
-trial's samples and skips its warm-up when given them."""
+stopping after one far slower than the best or two clearly slower; the full protocol skips its
+warm-up when the time per run is known (the winner's trial has just run it)."""
 
 from __future__ import annotations
 
@@ -59,34 +59,20 @@ def test_a_trials_samples_fill_its_budget_one_at_least(monkeypatch, us, expected
     assert sum(count for _, count in fake.calls) == expected
 
 
-def full(fake: Fake, prior: tuple[float, ...], hold: object | None = object()) -> list[float]:
+def full(fake: Fake, per_run_s: float | None, hold: object | None = object()) -> list[float]:
     return bench.sample(lambda _: None, None, None, budget_s=0.15, min_samples=10, max_samples=200, warmup_s=0.03,
-                        hold=hold, rel_error=0.003, prior=prior)
+                        hold=hold, rel_error=0.0, per_run_s=per_run_s)
 
 
-def test_the_full_protocol_counts_a_trials_samples_and_skips_the_warm_up(monkeypatch):
+def test_a_known_time_per_run_skips_the_warm_up_and_sets_the_count(monkeypatch):
     fake = Fake(monkeypatch, us=3000.0)
-    samples = full(fake, prior=(2990.0, 3010.0, 3000.0, 3005.0))
-    assert fake.warmups == 0
-    assert samples[:4] == [2990.0, 3010.0, 3000.0, 3005.0] and len(samples) == 10  # min_samples in all
-    assert fake.calls == [(4, 6)]  # runs 4.. : the input sets go on rotating where the trial left off
-
-
-def test_one_prior_sample_is_enough_to_skip_the_warm_up(monkeypatch):
-    fake = Fake(monkeypatch, us=30000.0)
-    samples = full(fake, prior=(30000.0,))
-    assert fake.warmups == 0 and len(samples) == 10 and fake.calls == [(1, 9)]
-
-
-@pytest.mark.parametrize("prior,hold", [((), object()), ((3000.0, 3000.0), None)])
-def test_without_prior_samples_taken_held_the_full_protocol_warms_up_and_starts_afresh(monkeypatch, prior, hold):
+    samples = full(fake, per_run_s=0.03)
+    assert fake.warmups == 0 and len(samples) == 10 and fake.calls == [(0, 10)]
     fake = Fake(monkeypatch, us=3000.0)
-    samples = full(fake, prior=prior, hold=hold)
-    assert fake.warmups == 1 and len(samples) == 10 and fake.calls[0] == (0, 10)
+    full(fake, per_run_s=0.003)  # count = 0.15 / 0.003
+    assert fake.warmups == 0 and sum(count for _, count in fake.calls) == 50
 
 
-def test_prior_samples_beyond_the_budgets_count_are_not_all_kept(monkeypatch):
+def test_without_a_known_time_per_run_the_full_protocol_warms_up(monkeypatch):
     fake = Fake(monkeypatch, us=3000.0)
-    samples = bench.sample(lambda _: None, None, None, budget_s=0.15, min_samples=2, max_samples=3, warmup_s=0.03,
-                           hold=object(), prior=(1.0, 2.0, 3.0, 4.0))
-    assert samples == [1.0, 2.0, 3.0] and fake.calls == []
+    assert len(full(fake, per_run_s=None)) == 50 and fake.warmups == 1
