@@ -113,16 +113,83 @@ def use_fast_math(cand: Candidate, task: Task, rng: random.Random) -> tuple[str,
 
 
 def use_ldg(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] | None:
-    """Reads `p[i]` through `__ldg(&p[i])` for const pointers to types __ldg supports, where the
-    index has no nested brackets and the element's address is not taken. A name that is written
-    anywhere (`p[i] = ...`: another kernel's non-const parameter of the same name) is left alone."""
+    """Reads `p[i]` through `__ldg(&p[i])` inside kernels, for const pointers known to point to
+    global memory: a kernel's pointer parameters, and const pointers declared in the kernel from
+    those alone (`const float* row = x + r * cols;`), of types __ldg supports; where the index
+    has no nested brackets and the element's address is not taken. __ldg reads global memory
+    only: a pointer to shared or local memory read through it faults (cudaErrorInvalidAddressSpace),
+    so device functions, whose pointer parameters may point anywhere, and pointers derived from
+    anything else are left alone. A name that is written anywhere (`p[i] = ...`: another
+    kernel's non-const parameter of the same name) is left alone too."""
     header, body = split(cand.source)
-    names = sorted({m.group(2) for m in _CONST_PTR.finditer(body)} - _written(body) - _typedefs(body))
-    if not names:
-        return None
-    pattern = re.compile(r"(?<![&\w.>])(" + "|".join(names) + r")\s*\[([^\[\]]+)\]")
-    new = pattern.sub(lambda m: f"__ldg(&{m.group(1)}[{m.group(2)}])", body)
+    unsafe = _written(body) | _typedefs(body)
+    out, last = [], 0
+    for start, end, names in _kernel_globals(body):
+        names -= unsafe
+        if not names:
+            continue
+        pattern = re.compile(r"(?<![&\w.>])(" + "|".join(sorted(names)) + r")\s*\[([^\[\]]+)\]")
+        out += [body[last:start], pattern.sub(lambda m: f"__ldg(&{m.group(1)}[{m.group(2)}])", body[start:end])]
+        last = end
+    new = "".join(out) + body[last:]
     return (header + new, "ldg") if new != body else None
+
+
+_PTR_PARAM = re.compile(r"\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)\s*$")
+_DECL_INIT = re.compile(r"\s*=\s*([^;]*);")
+
+
+def _kernel_globals(body: str) -> list[tuple[int, int, set[str]]]:
+    """Each kernel's body span and its const pointers to global memory (see use_ldg): the
+    kernel's const pointer parameters, then in order each const pointer declared in the body
+    whose initializer names a kernel pointer parameter (const or not) or such a pointer declared
+    before, and no shared or local array of the kernel nor a pointer dropped before; a name also
+    declared otherwise in the kernel is dropped."""
+    spans = []
+    for m in GLOBAL_RE.finditer(body):
+        open_at = body.find("{", m.end())
+        if open_at < 0 or ";" in body[m.end():open_at]:
+            continue  # a declaration, not a definition
+        close_at = _matching_brace(body, open_at)
+        params = [p for p in m.group(3).split(",") if "*" in p]
+        pointers = {pm.group(1) for p in params if (pm := _PTR_PARAM.search(p))}
+        readable = {cm.group(2) for p in params if (cm := _CONST_PTR.search(p))}
+        dropped: set[str] = set()
+        kernel = body[open_at:close_at]
+        local = _local_memory(kernel)
+        for decl in _CONST_PTR.finditer(kernel):
+            name, init = decl.group(2), _DECL_INIT.match(kernel, decl.end())
+            words = set(re.findall(r"[A-Za-z_]\w*", init.group(1))) if init else set()
+            if words & pointers and not words & (local | dropped):
+                pointers.add(name)
+                readable.add(name)
+            else:
+                dropped.add(name)
+        spans.append((open_at, close_at, readable - dropped))
+    return spans
+
+
+_ARRAY_TYPES = r"(?:float|double|int|unsigned|char|short|long|bool|half|float2|float4|int2|int4|uint2|uint4|double2|\w+_t)"
+_LOCAL_ARRAY = re.compile(r"\b" + _ARRAY_TYPES + r"\s+([A-Za-z_]\w*)\s*\[")
+_SHARED = re.compile(r"__shared__[^;]*?([A-Za-z_]\w*)\s*\[")
+
+
+def _local_memory(kernel: str) -> set[str]:
+    """Names a kernel body declares as shared or local arrays."""
+    return set(_SHARED.findall(kernel)) | set(_LOCAL_ARRAY.findall(kernel))
+
+
+def _matching_brace(text: str, open_at: int) -> int:
+    """The index just past the brace that closes the one at `open_at` (the end if unclosed)."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
 
 
 _TYPEDEF = re.compile(r"typedef[^;{}]*?(\w+)\s*(?:\[[^;]*)?;")

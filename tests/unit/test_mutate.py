@@ -215,12 +215,41 @@ def test_ldg_wraps_const_reads_only():
     assert "yr[c] =" in text and "__ldg(&yr" not in text
 
 
-def test_ldg_leaves_a_typedef_of_const_pointers_alone():
+def test_ldg_leaves_device_functions_alone():
+    """The sgemm template reads its shared-memory tiles through const pointers in device
+    functions (`af[A_AT(...)]`); __ldg on them faulted on the GPU (cudaErrorInvalidAddressSpace).
+    Its typedef of const pointers is not a pointer either."""
     task = load("sgemm")
     cand = parse(task.template_source, task)
-    assert "typedef const float* ARows[RM];" in cand.source
-    text, _ = transforms.use_ldg(cand, task, random.Random(0))
-    assert "typedef const float* ARows[RM];" in text and "__ldg(&ARows" not in text
+    assert "typedef const float* ARows[RM];" in cand.source and "af[A_AT(" in cand.source
+    assert transforms.use_ldg(cand, task, random.Random(0)) is None
+
+
+LDG_KERNELS = r"""
+__device__ float first(const float* p) { return p[0]; }
+extern "C" __global__ void k(const float* x, float* y, int n) {
+    __shared__ float tile[256];
+    float regs[4];
+    const float* row = x + blockIdx.x * n;
+    const float* near = row + 1;
+    const float* t = tile + threadIdx.x;
+    const float* r = regs;
+    const float* mixed = threadIdx.x ? row : tile;
+    tile[threadIdx.x] = row[threadIdx.x] + near[0] + x[n];
+    regs[0] = t[0] + r[0] + mixed[0] + first(row);
+    y[threadIdx.x] = regs[0];
+}
+"""
+
+
+def test_ldg_reads_only_pointers_to_global_memory():
+    task, cand = baseline()
+    text, _ = transforms.use_ldg(replace(cand, source=cand.source.split("*/", 1)[0] + "*/" + LDG_KERNELS), task,
+                                 random.Random(0))
+    for name in ("row[threadIdx.x]", "near[0]", "x[n]"):
+        assert f"__ldg(&{name})" in text
+    for name in ("t[0]", "r[0]", "mixed[0]", "p[0]"):  # shared, local, either, a device function's
+        assert f"__ldg(&{name})" not in text and name in text
 
 
 @pytest.fixture(scope="module")
