@@ -25,7 +25,7 @@ class EvalConfig:
 
     timeout_s: float = 30.0  # one candidate's verify + tune + time in the child, then TIMEOUT
     bench_budget_s: float = 0.15  # timed samples run until this much device time is spent...
-    bench_min_samples: int = 10
+    bench_min_samples: int = 5  # the first round; more while the median is not yet known well enough
     bench_max_samples: int = 200
     bench_rel_error: float = 0.003  # ...or until the median's standard error is this fraction of it (0: the whole budget)
     warmup_s: float = 0.03

@@ -107,6 +107,23 @@ def test_fsr_timing_matches_a_loop_with_no_host_time_in_it(gpu, target_us):
     assert abs(measured - reference) / reference < TOLERANCE, f"fsr {measured:.2f} us, reference {reference:.2f} us"
 
 
+@pytest.mark.parametrize("target_us", [8, 130, 1000])
+def test_the_default_protocol_matches_the_loop_and_repeats(gpu, target_us):
+    """With the evaluator's defaults (first round, early stop at the median's standard error,
+    budget), twice: each within 2% of the reference loop, and of each other."""
+    from fsr.config import EvalConfig
+
+    cfg, run = EvalConfig(), sized_for(gpu, target_us)
+    reference = reference_us(gpu, run)
+    medians = [float(np.median(gpu["bench"].sample(
+        lambda _: run(), gpu["stream"], gpu["flusher"], budget_s=cfg.bench_budget_s, min_samples=cfg.bench_min_samples,
+        max_samples=cfg.bench_max_samples, warmup_s=cfg.warmup_s, hold=gpu["hold"], rel_error=cfg.bench_rel_error)))
+        for _ in range(2)]
+    for measured in medians:
+        assert abs(measured - reference) / reference < TOLERANCE, f"fsr {medians} us, reference {reference:.2f} us"
+    assert abs(medians[0] - medians[1]) / medians[0] < TOLERANCE, f"fsr {medians} us"
+
+
 @pytest.mark.parametrize("target_us", [8, 1000])
 def test_a_tuning_winner_timed_without_a_second_warm_up_matches_the_loop(gpu, target_us):
     """The tuning path: a trial's short protocol, then the full protocol with the time per run
