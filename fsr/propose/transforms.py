@@ -137,6 +137,7 @@ def use_ldg(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] 
 
 _PTR_PARAM = re.compile(r"\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)\s*$")
 _DECL_INIT = re.compile(r"\s*=\s*([^;]*);")
+_MUTABLE_PTR_DECL = re.compile(r"(?<!const )\b(?!const\b)\w+\s*\*\s*(?:__restrict__\s+)?([A-Za-z_]\w*)\s*=(?!=)")
 
 
 def _kernel_globals(body: str) -> list[tuple[int, int, set[str]]]:
@@ -144,7 +145,7 @@ def _kernel_globals(body: str) -> list[tuple[int, int, set[str]]]:
     kernel's const pointer parameters, then in order each const pointer declared in the body
     whose initializer names a kernel pointer parameter (const or not) or such a pointer declared
     before, and no shared or local array of the kernel nor a pointer dropped before; a name also
-    declared otherwise in the kernel is dropped."""
+    declared otherwise in the kernel (const or not) is dropped."""
     spans = []
     for m in GLOBAL_RE.finditer(body):
         open_at = body.find("{", m.end())
@@ -165,6 +166,7 @@ def _kernel_globals(body: str) -> list[tuple[int, int, set[str]]]:
                 readable.add(name)
             else:
                 dropped.add(name)
+        dropped |= set(_MUTABLE_PTR_DECL.findall(kernel))  # `float* x = tile;` in an inner block
         spans.append((open_at, close_at, readable - dropped))
     return spans
 

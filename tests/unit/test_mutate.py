@@ -239,6 +239,11 @@ extern "C" __global__ void k(const float* x, float* y, int n) {
     regs[0] = t[0] + r[0] + mixed[0] + first(row);
     y[threadIdx.x] = regs[0];
 }
+extern "C" __global__ void k2(const float* z, float* y) {
+    __shared__ float s2[32];
+    y[0] = z[0];
+    { float* z = s2; y[1] = z[1]; }
+}
 """
 
 
@@ -248,7 +253,8 @@ def test_ldg_reads_only_pointers_to_global_memory():
                                  random.Random(0))
     for name in ("row[threadIdx.x]", "near[0]", "x[n]"):
         assert f"__ldg(&{name})" in text
-    for name in ("t[0]", "r[0]", "mixed[0]", "p[0]"):  # shared, local, either, a device function's
+    for name in ("t[0]", "r[0]", "mixed[0]", "p[0]", "z[0]", "z[1]"):  # shared, local, either, a device
+        # function's; a parameter a pointer to shared memory shadows in an inner block
         assert f"__ldg(&{name})" not in text and name in text
 
 
