@@ -430,15 +430,16 @@ def _wrong(check: SizeCheck) -> str:
     return f"at {size_label(check.size)}: {check.detail}"
 
 
-def _import_torch_soon() -> None:
+def _import_torch_soon() -> threading.Thread | None:
     """Import PyTorch on a thread, if it is installed: the first task's preparation times
     PyTorch eager, and the import (seconds) would otherwise wait for it on the way to the
     worker's first result; here it overlaps the ceilings and the references. A later `import
-    torch` waits for this one to finish (Python's import lock); a failed import is reported there."""
+    torch` waits for this one to finish (Python's import lock); a failed import is reported there.
+    Returns the thread (None when PyTorch is not installed)."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        return
+        return None
 
     def run() -> None:
         try:
@@ -446,7 +447,9 @@ def _import_torch_soon() -> None:
         except Exception:  # _torch_us imports again and logs why
             pass
 
-    threading.Thread(target=run, daemon=True, name="import-torch").start()
+    thread = threading.Thread(target=run, daemon=True, name="import-torch")
+    thread.start()
+    return thread
 
 
 def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
