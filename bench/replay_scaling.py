@@ -6,6 +6,12 @@ changes: the executor, Ray, the workers' start-up and setup, and the host they s
 
     CUDA_VISIBLE_DEVICES=0   python bench/replay_scaling.py RUN_DIR [--out REPLAY_DIR]
     CUDA_VISIBLE_DEVICES=0,1 python bench/replay_scaling.py RUN_DIR [--out REPLAY_DIR]
+    CUDA_VISIBLE_DEVICES=0,1 python bench/replay_scaling.py --generate softmax=150 --generate sgemm=150
+
+`--generate TASK=COUNT` replays a list made here instead of a recorded one, with no campaign to
+record first: COUNT distinct template candidates of TASK with seeded random switches (as
+bench/host_stage.py makes them), the tasks interleaved, at default settings (`--config FILE` to
+change them). The same arguments give the same list; `--list` prints it and exits (no GPU).
 
 Prints the wall time from the first submission to the last result (workers' start-up
 included), evaluations per minute, each worker's count and busy fraction. `--out` writes the
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import shutil
 import tempfile
 import time
@@ -39,20 +46,34 @@ from fsr import lineage
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir")
+    ap.add_argument("run_dir", nargs="?", help="a recorded run whose candidates are replayed")
+    ap.add_argument("--generate", action="append", default=[], metavar="TASK=COUNT",
+                    help="replay COUNT seeded template candidates of TASK instead (repeatable)")
+    ap.add_argument("--config", help="with --generate: the config file (default: the defaults)")
+    ap.add_argument("--list", action="store_true", help="print the candidates and exit")
     ap.add_argument("--out", help="write the replay's lineage to this directory")
     ap.add_argument("--warm-cache", action="store_true", help="keep the recorded config's compile cache")
     args = ap.parse_args()
-    rows = sorted(lineage.read(args.run_dir).to_pylist(), key=lambda r: r["finished_at"])
-    candidates = [lineage.candidate_from_row(r) for r in rows]
+    if bool(args.run_dir) == bool(args.generate):
+        ap.error("give a recorded RUN_DIR or --generate TASK=COUNT, not both")
+    if args.generate:
+        candidates, config = generated(args.generate), cfg_mod.load(args.config)
+    else:
+        rows = sorted(lineage.read(args.run_dir).to_pylist(), key=lambda r: r["finished_at"])
+        candidates = [lineage.candidate_from_row(r) for r in rows]
+        config = cfg_mod.from_dict(lineage.read_run_json(args.run_dir).get("config", {}))
+    if args.list:
+        for c in candidates:
+            print(c.task, c.id, " ".join(f"{k}={v}" for k, v in c.resolved_defines()))
+        return
     by_id = {c.id: c for c in candidates}
-    config = cfg_mod.from_dict(lineage.read_run_json(args.run_dir).get("config", {}))
     cache = None if args.warm_cache else tempfile.mkdtemp(prefix="fsr-compile-cache-")
     if cache:
         config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, compile_cache_dir=cache))
     names = sorted({c.task for c in candidates})
     if args.out:
-        lineage.write_run_json(args.out, cfg_mod.to_dict(config), {"tasks": names, "replay_of": args.run_dir})
+        lineage.write_run_json(args.out, cfg_mod.to_dict(config),
+                               {"tasks": names, "replay_of": args.run_dir or " ".join(args.generate)})
     writer = lineage.LineageWriter(args.out) if args.out else None
     connect()
     started = time.perf_counter()
@@ -94,6 +115,26 @@ def main() -> None:
               f"in {wall - set_up:.1f} s, {60 * len(after) / (wall - set_up):.1f} per minute")
     for w in stats:
         print(f"  {w.name} ({w.device}): {w.evaluations} evaluations, busy {w.busy_s:.0f} s of {w.alive_s:.0f} s alive")
+
+
+def generated(specs: list[str]) -> list:
+    """The `--generate` list: each TASK=COUNT's distinct seeded template candidates, the tasks
+    taken in turn (one of each, then the next of each, ...), as a campaign over them mixes them."""
+    from host_stage import distinct  # bench/ is this script's folder
+
+    from fsr import tasks
+
+    lists = []
+    for spec in specs:
+        name, _, count = spec.partition("=")
+        if not count.isdigit() or int(count) < 1:
+            raise SystemExit(f"--generate {spec}: expected TASK=COUNT with COUNT a positive integer")
+        try:
+            task = tasks.load(name)
+        except tasks.TaskError as e:
+            raise SystemExit(f"--generate {spec}: {e}") from None
+        lists.append(distinct(task, int(count)))
+    return [c for row in itertools.zip_longest(*lists) for c in row if c is not None]
 
 
 if __name__ == "__main__":
