@@ -207,7 +207,7 @@ def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flushe
     `per_run_s`: the time per run, known when these launches have just run (a tuning trial's
     samples of a candidate's launches, which never wait on the stream): then there is no warm-up.
     The trial's samples themselves are not counted: taken one or two a hold, an 8 us kernel's
-    read 5-10% faster than the protocol's chunks on an H200."""
+    read 3-11% faster than the protocol's chunks on an H200."""
     prepare = before or (lambda _: None)
     if per_run_s is not None:
         held = hold is not None

@@ -254,8 +254,8 @@ class Child:
         if req.tune_trials > 0 and _space(cand) > 1:
             tuned = tuning.run(self, state, cand, req)
             trials = tuned.trials
-            if tuned.candidate is not None and tuned.samples:
-                per_run_s = float(np.median(tuned.samples)) * 1e-6
+            if tuned.candidate is not None and tuned.best_us:
+                per_run_s = tuned.best_us * 1e-6
             if tuned.candidate is not None and tuned.program is not None and tuned.resources is not None:
                 cand, program, resources = tuned.candidate, tuned.program, tuned.resources  # as measured in tuning
         clock.lap("tune")

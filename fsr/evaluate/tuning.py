@@ -89,7 +89,6 @@ class Trials:
         self.loaded: dict[Defines, tuple[Program, Resources]] = {}
         self.pending: dict[Defines, Future[Compiled]] = {}
         self.best_us: float | None = None
-        self.samples: dict[Defines, list[float]] = {}  # each measured configuration's timed samples
         sizes = state.task.test_sizes
         self.small = [i for i, s in enumerate(sizes) if np.prod([v for _, v in s], dtype=np.int64) <= SMALL_SIZE_ELEMENTS]
         # One input set per small size for all of this candidate's trials (a filter only: the
@@ -139,7 +138,6 @@ class Trials:
             if failed is not None:
                 return tune.TrialOutcome(None, "wrong " + describe(failed))
             samples = self._time(trial, program)
-            self.samples[trial.resolved_defines()] = samples
         except CompileFailed as e:
             return tune.TrialOutcome(None, "compile error: " + (e.log.splitlines() or [""])[0])
         except (LaunchRefused, cfmt.HeaderError, cp.cuda.memory.OutOfMemoryError) as e:
@@ -182,13 +180,13 @@ class Trials:
 class Tuned:
     """The best configuration (None if no trial was feasible), its program and compiler report
     (None when it is the candidate's own configuration), the trial records, and the best
-    configuration's samples from its trial (they spare the full protocol its warm-up)."""
+    configuration's trial median in microseconds (it spares the full protocol its warm-up)."""
 
     candidate: Candidate | None
     program: Program | None
     resources: Resources | None
     trials: tuple[Any, ...]
-    samples: tuple[float, ...] = ()
+    best_us: float | None = None
 
 
 def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> Tuned:
@@ -206,9 +204,8 @@ def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> Tu
     if not result.best_values:
         return Tuned(None, None, None, result.trials)
     best = cfmt.with_defines(cand, dict(result.best_values))
-    key = best.resolved_defines()
-    program, resources = trials.winner(key)
-    return Tuned(best, program, resources, result.trials, tuple(trials.samples.get(key, ())))
+    program, resources = trials.winner(best.resolved_defines())
+    return Tuned(best, program, resources, result.trials, result.best_us)
 
 
 def describe(check: Any) -> str:
