@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from fsr import expr
-from fsr.candidate import GLOBAL_RE, HeaderError, launch_dims, render, strip_comments, with_defines
-from fsr.propose.transforms import split
+from fsr.candidate import HeaderError, launch_dims, render, strip_comments, with_defines
+from fsr.propose.transforms import kernel_spans, split
 from fsr.types import Candidate, LaunchSpec, Task
 
 POWERS_OF_TWO = tuple(2**k for k in range(11))  # 1 .. 1024
@@ -147,16 +147,7 @@ def _free_name(cand: Candidate, task: Task, base: str) -> str:
 def kernel_body(source: str, kernel: str) -> str:
     """The code of `kernel`'s body (comments removed), by brace matching; "" if not found."""
     body = strip_comments(split(source)[1])
-    for m in GLOBAL_RE.finditer(body):
-        if m.group(2) != kernel:
-            continue
-        start = body.find("{", m.end())
-        depth = 0
-        for i in range(start, len(body) if start >= 0 else 0):
-            depth += {"{": 1, "}": -1}.get(body[i], 0)
-            if depth == 0:
-                return body[start:i + 1]
-    return ""
+    return next((body[start:end] for m, start, end in kernel_spans(body) if m.group(2) == kernel), "")
 
 
 def _rewrite(cand: Candidate, values: dict[str, tuple[int, ...]],

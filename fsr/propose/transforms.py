@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from fsr import expr
 from fsr.candidate import GLOBAL_RE, HEADER_RE
@@ -147,11 +147,7 @@ def _kernel_globals(body: str) -> list[tuple[int, int, set[str]]]:
     before, and no shared or local array of the kernel nor a pointer dropped before; a name also
     declared otherwise in the kernel (const or not) is dropped."""
     spans = []
-    for m in GLOBAL_RE.finditer(body):
-        open_at = body.find("{", m.end())
-        if open_at < 0 or ";" in body[m.end():open_at]:
-            continue  # a declaration, not a definition
-        close_at = _matching_brace(body, open_at)
+    for m, open_at, close_at in kernel_spans(body):
         params = [p for p in m.group(3).split(",") if "*" in p]
         pointers = {pm.group(1) for p in params if (pm := _PTR_PARAM.search(p))}
         readable = {cm.group(2) for p in params if (cm := _CONST_PTR.search(p))}
@@ -181,17 +177,19 @@ def _local_memory(kernel: str) -> set[str]:
     return set(_SHARED.findall(kernel)) | set(_LOCAL_ARRAY.findall(kernel))
 
 
-def _matching_brace(text: str, open_at: int) -> int:
-    """The index just past the brace that closes the one at `open_at` (the end if unclosed)."""
-    depth = 0
-    for i in range(open_at, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
+def kernel_spans(body: str) -> Iterator[tuple[re.Match[str], int, int]]:
+    """Each kernel defined in `body`: its GLOBAL_RE match and its body's span, braces included,
+    by brace matching. Declarations without a body, and a body never closed, are skipped."""
+    for m in GLOBAL_RE.finditer(body):
+        open_at = body.find("{", m.end())
+        if open_at < 0 or ";" in body[m.end():open_at]:
+            continue  # a declaration, not a definition
+        depth = 0
+        for i in range(open_at, len(body)):
+            depth += {"{": 1, "}": -1}.get(body[i], 0)
             if depth == 0:
-                return i + 1
-    return len(text)
+                yield m, open_at, i + 1
+                break
 
 
 _TYPEDEF = re.compile(r"typedef[^;{}]*?(\w+)\s*(?:\[[^;]*)?;")
