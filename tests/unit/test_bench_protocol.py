@@ -76,3 +76,38 @@ def test_a_known_time_per_run_skips_the_warm_up_and_sets_the_count(monkeypatch):
 def test_without_a_known_time_per_run_the_full_protocol_warms_up(monkeypatch):
     fake = Fake(monkeypatch, us=3000.0)
     assert len(full(fake, per_run_s=None)) == 50 and fake.warmups == 1
+
+
+def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
+    """tuning.run's best_us (the full protocol's time per run, in place of a warm-up) is the
+    median of the winning configuration's own trial samples, not another configuration's."""
+    from types import SimpleNamespace
+
+    from fsr import candidate as cfmt
+    from fsr import tasks
+    from fsr.config import TuneConfig
+    from fsr.evaluate import tuning
+    from fsr.evaluate.child import EvalRequest
+
+    task = tasks.load("sgemm")
+    cand = cfmt.parse(task.template_source, task)
+    samples: dict[tuple, list[float]] = {}
+
+    def fake_time(self, trial, program):
+        values = dict(trial.resolved_defines())
+        base = 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
+        samples[trial.resolved_defines()] = [base, base * 1.5, base * 1.01]  # median: base * 1.01
+        return samples[trial.resolved_defines()]
+
+    monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: None)  # no module to load here
+    monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: None)
+    monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)
+    monkeypatch.setattr(tuning.Trials, "_check", lambda self, trial, program: None)
+    monkeypatch.setattr(tuning.Trials, "_time", fake_time)
+    monkeypatch.setattr(tuning.Trials, "winner", lambda self, key: (None, None))
+    child = SimpleNamespace(tune_cfg=TuneConfig(), note=lambda _: None)
+    state = SimpleNamespace(task=task)
+    tuned = tuning.run(child, state, cand, EvalRequest(cand, b"", (), tune_trials=8))
+    assert tuned.candidate is not None and len(samples) >= 2
+    winner = samples[tuned.candidate.resolved_defines()]
+    assert tuned.best_us == sorted(winner)[1] == min(sorted(s)[1] for s in samples.values())
