@@ -132,7 +132,7 @@ def plan(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
         kernel = program.kernels[launch.kernel]
         args = tuple(buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes else np.float32(constants[a])
                      for a in launch.args)
-        if smem > 48 * 1024:  # above the default limit a kernel must opt in
+        if smem and smem + _static_smem(kernel) > 48 * 1024:  # past the default limit a kernel must opt in
             try:
                 cp.cuda.driver.funcSetAttribute(
                     kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
@@ -140,6 +140,14 @@ def plan(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
                 raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None
         out.append(Launch(launch.kernel, kernel, grid, block, smem, args))
     return out
+
+
+def _static_smem(kernel) -> int:
+    """The kernel's static shared memory, which counts against the same 48 KiB default limit."""
+    try:
+        return int(cp.cuda.driver.funcGetAttribute(cp.cuda.driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel.ptr))
+    except cp.cuda.driver.CUDADriverError:
+        return 0
 
 
 def enqueue(launches: list[Launch], stream: cp.cuda.Stream) -> None:

@@ -10,11 +10,13 @@ SMEM_TILE = [0, 1]      # tiles of up to 8192 elements staged through shared mem
 WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else Hillis-Steele in shared memory)
 LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
-LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): registers bounded for 1024 threads an SM (512 with more than 32 items held)
+LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): registers bounded for 1024 threads an SM (512 with more than 32 items held, 2048 with BULK)
 IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
 STRIPED = [0, 1]        # warp-striped tile: lane l holds int4s k * 32 + l of its warp's chunk, scanned with shuffles (no shared-memory transpose)
-DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers before this one's look-back
+DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers (BULK: a second shared buffer) before this one's look-back
 STREAM = [0, 1]         # x loaded with __ldcs and y stored with __stcs (evict first), so the look-back words stay in L2
+LOOKBACK_BLOCK = [0, 1] # every thread of the block inspects one predecessor tile, BLOCK at a time (over LOOKBACK_WARP's 32)
+BULK = [0, 1]           # tiles copied global -> shared -> global by the copy engine (sm_90 bulk async copies): loads in flight hold no registers (its own tile path: VEC4, SMEM_TILE and STRIPED unused)
 
 [[scratch]]
 name = "state"
@@ -30,9 +32,11 @@ zero = true
 
 [[launch]]
 kernel = "scan_template"
-# DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK; any grid is correct
-grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK)))"]
+# DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK (with BULK, as many
+# blocks as two tiles each fit an SM's 228 KiB of shared memory); any grid is correct
+grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - BULK) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + BULK * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * ITEMS + 1280))))))"]
 block = ["BLOCK"]
+smem = "BULK * (1 + DOUBLE_BUFFER) * BLOCK * ITEMS * 4"
 args = ["x", "y", "state", "ticket", "n"]
 */
 // Feature template: single-pass inclusive scan with decoupled look-back (Merrill & Garland).
@@ -48,15 +52,22 @@ args = ["x", "y", "state", "ticket", "n"]
 // loads too, so DRAM stays busy while the chain of publications catches up. No deadlock: every
 // tile below a claimed one is claimed by a running block, and a block's claimed-ahead tile is
 // above its current one, so the lowest unpublished tile is always some block's current tile.
+// BULK: one thread starts a bulk copy of the whole tile into (dynamic) shared memory and every
+// thread waits on an mbarrier; the tile is scanned warp-striped out of shared memory, written
+// back there and copied out by one bulk store. Registers no longer bound the bytes in flight: a
+// block waiting in its look-back holds its tile in shared memory, and the copy engine keeps the
+// other blocks' loads going. A partial last tile is loaded and stored by the threads. With
+// DOUBLE_BUFFER, persistent blocks hold two tile buffers: the next tile's bulk copy is started
+// before this tile's look-back, so a block waiting on its predecessors still keeps DRAM busy.
 #define TILE (BLOCK * ITEMS)
 // The staged tile is static shared memory: only up to 8192 elements (32 KiB) are staged, and not
 // by persistent blocks (its syncs would wait on the prefetch, and the hoisted staging addresses
 // spill).
-#define USE_TILE_S (SMEM_TILE && !STRIPED && !DOUBLE_BUFFER && TILE <= 8192)
+#define USE_TILE_S (SMEM_TILE && !STRIPED && !DOUBLE_BUFFER && !BULK && TILE <= 8192)
 // The next tile is loaded into registers early where the two tiles fit the registers.
 #define PREFETCH (DOUBLE_BUFFER && ITEMS <= 32)
 // Threads an SM is bounded for (launch bounds) and the persistent grid assumes (header's grid).
-#define SM_THREADS (ITEMS * (1 + DOUBLE_BUFFER) <= 32 ? 1024 : 512)
+#define SM_THREADS (BULK ? 2048 : ITEMS * (1 + DOUBLE_BUFFER) <= 32 ? 1024 : 512)
 #define SM_BLOCKS (SM_THREADS / BLOCK > 1 ? SM_THREADS / BLOCK : 1)
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
@@ -269,7 +280,7 @@ __device__ __forceinline__ int block_exclusive(int value, int* total, int* part)
 // ---- STRIPED: warp w's chunk is elements base + w * CHUNK .. + CHUNK - 1; lane l holds v[4k + c] =
 // element (k * 32 + l) * 4 + c of it, so every load and store of a warp is 512 contiguous bytes.
 
-#if STRIPED
+#if STRIPED || BULK
 #define CHUNK (32 * ITEMS)
 
 __device__ __forceinline__ void striped_load(const int* RESTRICT x, int base, int n, int* v) {
@@ -425,6 +436,42 @@ __device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
 }
 #endif
 
+#if LOOKBACK_BLOCK
+// The whole block: thread t inspects tile window - t, so one round of loads usually reaches back
+// past every tile still in flight (with many tiles resident, a warp's 32 took several rounds,
+// each an L2 round trip). The nearest inclusive prefix ends the walk (its thread index found by
+// ballots and a shared atomicMin), else all BLOCK aggregates are added and the window moves
+// back. Two sets of slots alternate by window, so a slot is reset only once every thread has
+// read it. Every thread gets the sum; call with the whole block, tile > 0.
+__device__ __forceinline__ int look_back_block(const word_t* state, int tile) {
+    __shared__ int nearest_s[2], sum_s[2];
+    const int t = threadIdx.x, lane = t % 32;
+    if (t == 0) {
+        nearest_s[0] = nearest_s[1] = BLOCK;
+        sum_s[0] = sum_s[1] = 0;
+    }
+    __syncthreads();
+    int prefix = 0;
+    for (int window = tile - 1, p = 0;; window -= BLOCK, p ^= 1) {
+        const int j = window - t;
+        const word_t s = j >= 0 ? wait_state(state + j) : 0;
+        const unsigned pre = __ballot_sync(0xffffffffu, j >= 0 && (s >> 32) == FLAG_PRE);
+        if (lane == 0 && pre) atomicMin(&nearest_s[p], t + __ffs(pre) - 1);
+        __syncthreads();
+        const int last = nearest_s[p];
+        if (t == 0) {
+            nearest_s[p ^ 1] = BLOCK;  // the next window's slots: every thread read them last window
+            sum_s[p ^ 1] = 0;
+        }
+        const unsigned w = __reduce_add_sync(0xffffffffu, j >= 0 && t <= last ? (unsigned)(s & 0xffffffffu) : 0u);
+        if (lane == 0 && w) atomicAdd(&sum_s[p], (int)w);
+        __syncthreads();
+        prefix += sum_s[p];
+        if (last < BLOCK) return prefix;
+    }
+}
+#endif
+
 // ---- one tile: local scan, then look-back, add and store ---------------------------------------
 
 // The tile's inclusive local scan in v; returns the sum of the threads before this one in the
@@ -452,9 +499,15 @@ __device__ __forceinline__ void publish_aggregate(word_t* state, int tile, int t
     if (threadIdx.x == 0) write_state(state + tile, tile == 0 ? FLAG_PRE : FLAG_AGG, total);
 }
 
-// Look back, publish the inclusive prefix, add the exclusive prefix and store the tile.
-__device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int tile, int n, int* v, int offset,
-                                            int total, int* prefix_s, int* sum_s, int* tile_s) {
+// Look back and publish the inclusive prefix; returns the sum of the tiles before this one (to
+// every thread: ends after a __syncthreads).
+__device__ __forceinline__ int tile_prefix(word_t* state, int tile, int total, int* prefix_s, int* sum_s) {
+#if LOOKBACK_BLOCK
+    const int prefix = tile == 0 ? 0 : look_back_block(state, tile);  // tile is the same for the whole block
+    if (threadIdx.x == 0 && tile > 0) write_state(state + tile, FLAG_PRE, prefix + total);
+    __syncthreads();
+    return prefix;
+#else
 #if LOOKBACK_WARP
     const bool walker = threadIdx.x < 32;
 #else
@@ -472,7 +525,14 @@ __device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int 
         }
     }
     __syncthreads();
-    const int add = *prefix_s + offset;
+    return *prefix_s;
+#endif
+}
+
+// Look back, publish the inclusive prefix, add the exclusive prefix and store the tile.
+__device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int tile, int n, int* v, int offset,
+                                            int total, int* prefix_s, int* sum_s, int* tile_s) {
+    const int add = tile_prefix(state, tile, total, prefix_s, sum_s) + offset;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) v[k] += add;
 #if STRIPED
@@ -481,6 +541,118 @@ __device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int 
     store_items(y, tile * TILE, n, v, tile_s);
 #endif
 }
+
+#if BULK
+// ---- BULK: bulk async copies (cp.async.bulk) between global and shared memory, an mbarrier -----
+
+__device__ __forceinline__ unsigned shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void bulk_barrier_init(unsigned bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the copy engine
+}
+
+// One thread: the barrier's phase completes once `bytes` have landed at dst.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void bulk_wait(unsigned bar, unsigned phase) {
+    unsigned done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
+    } while (!done);
+}
+
+// One thread, after every thread's fence.proxy.async and a barrier: copy out, and wait until the
+// copy has read shared memory (before the tile's buffer is written again or the block exits).
+__device__ __forceinline__ void bulk_store(void* dst, unsigned src, unsigned bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+// Inclusive scan of one value per lane across the warp (with shuffles, else through `lanes`,
+// this warp's 32 shared slots); *sum gets the warp's total.
+__device__ __forceinline__ int warp_inclusive(int value, int* sum, int* lanes) {
+    const int lane = threadIdx.x % 32;
+#if WARP_SHUFFLE
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const int up = __shfl_up_sync(0xffffffffu, value, d);
+        if (lane >= d) value += up;
+    }
+    *sum = __shfl_sync(0xffffffffu, value, 31);
+#else
+    lanes[lane] = value;
+    __syncwarp();
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const int up = lane >= d ? lanes[lane - d] : 0;
+        __syncwarp();  // every lane has read before any writes
+        value += up;
+        lanes[lane] = value;
+        __syncwarp();
+    }
+    *sum = lanes[31];
+    __syncwarp();  // read before the slots are written again
+#endif
+    return value;
+}
+
+// One tile through shared memory. Warp w's chunk is tile_s[w * CHUNK ..], read as rows of 32
+// int4s (lane l holds int4 k * 32 + l of row k: every shared access of a warp is conflict-free).
+// Few registers, whatever ITEMS is: a first pass sums the chunk for the tile's aggregate, a second,
+// after the look-back, scans it row by row in place.
+__device__ __forceinline__ void bulk_tile(const int* RESTRICT x, int* RESTRICT y, word_t* state, int tile, int n,
+                                          int* tile_s, unsigned bar, unsigned* phases, int which, int* part,
+                                          int* lanes, int* prefix_s, int* sum_s, bool started) {
+    const int base = tile * TILE;
+    const bool full = n - base >= TILE;
+    if (full) {
+        if (threadIdx.x == 0 && !started) bulk_load(shared_address(tile_s), x + base, TILE * 4, bar);
+        bulk_wait(bar, (*phases >> which) & 1);  // bit `which` of *phases: this buffer's barrier phase
+        *phases ^= 1u << which;
+    } else {
+        for (int i = threadIdx.x; i < TILE; i += BLOCK) tile_s[i] = LOAD_IF(base + i < n, x + base + i);
+        __syncthreads();
+    }
+    int4* mine = reinterpret_cast<int4*>(tile_s + (threadIdx.x / 32) * CHUNK) + threadIdx.x % 32;
+    int lane_sum = 0;
+#pragma unroll
+    for (int k = 0; k < ITEMS / 4; ++k) {
+        const int4 q = mine[k * 32];
+        lane_sum += q.x + q.y + q.z + q.w;
+    }
+    int warp_total, total;
+    warp_inclusive(lane_sum, &warp_total, lanes);
+    const int offset = striped_block_offset(warp_total, &total, part);
+    publish_aggregate(state, tile, total);
+    int carry = tile_prefix(state, tile, total, prefix_s, sum_s) + offset;
+#pragma unroll 2
+    for (int k = 0; k < ITEMS / 4; ++k) {
+        int4 q = mine[k * 32];
+        q.y += q.x;
+        q.z += q.y;
+        q.w += q.z;
+        int row_total;
+        const int add = carry + warp_inclusive(q.w, &row_total, lanes) - q.w;  // rows before, lanes before
+        carry += row_total;
+        mine[k * 32] = make_int4(q.x + add, q.y + add, q.z + add, q.w + add);
+    }
+    if (full) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // these writes, before the copy engine reads
+        __syncthreads();
+        if (threadIdx.x == 0) bulk_store(y + base, shared_address(tile_s), TILE * 4);
+    } else {
+        __syncthreads();
+        for (int i = threadIdx.x; i < n - base; i += BLOCK) STORE(y + base + i, tile_s[i]);
+    }
+}
+#endif
 
 extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, int* RESTRICT y, word_t* state,
                                                       int* ticket, int n) {
@@ -495,12 +667,63 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #else
     int* tile_s = nullptr;
 #endif
-#if STRIPED && !WARP_SHUFFLE
+#if (STRIPED || BULK) && !WARP_SHUFFLE
     __shared__ int lanes_s[BLOCK];  // apart from part: a warp may write its total while others scan
     int* lanes = lanes_s + (threadIdx.x / 32) * 32;
 #else
     int* lanes = nullptr;
 #endif
+#if BULK
+    extern __shared__ __align__(128) int bulk_s[];  // TILE ints (two buffers with DOUBLE_BUFFER): the launch's dynamic shared memory
+#if DOUBLE_BUFFER
+    __shared__ __align__(8) unsigned long long bars_s[2];
+    __shared__ int next_s[2];  // by buffer: a slot is written again two tiles later, long after every thread read it
+    unsigned phases = 0;
+    const int tiles = (n - 1) / TILE + 1;
+    if (threadIdx.x == 0) {
+        bulk_barrier_init(shared_address(&bars_s[0]));
+        bulk_barrier_init(shared_address(&bars_s[1]));
+        tile_id = atomicAdd(ticket, 1);
+        if (tile_id < tiles && n - tile_id * TILE >= TILE)
+            bulk_load(shared_address(bulk_s), x + tile_id * TILE, TILE * 4, shared_address(&bars_s[0]));
+    }
+    __syncthreads();
+    int tile = tile_id;  // written once
+    if (tile >= tiles) return;
+    for (int b = 0;; b ^= 1) {
+        int* const next_buf = bulk_s + (b ^ 1) * TILE;
+        if (threadIdx.x == 0) {  // this block's last bulk store has read next_buf (thread 0 waited on it)
+            const int next = atomicAdd(ticket, 1);
+            next_s[b] = next;
+            if (next < tiles && n - next * TILE >= TILE)
+                bulk_load(shared_address(next_buf), x + next * TILE, TILE * 4, shared_address(&bars_s[b ^ 1]));
+        }
+        bulk_tile(x, y, state, tile, n, bulk_s + b * TILE, shared_address(&bars_s[b]), &phases, b, part, lanes,
+                  &prefix_s, &sum_s, true);  // its barriers publish next_s[b]
+        tile = next_s[b];  // the next tile's buffer was last used two tiles ago, its waits all passed
+        if (tile >= tiles) return;
+    }
+#else
+    __shared__ __align__(8) unsigned long long bar_s;
+    const unsigned bar = shared_address(&bar_s);
+    unsigned phase = 0;
+    if (threadIdx.x == 0) bulk_barrier_init(bar);
+#if IN_ORDER
+    __syncthreads();
+    bulk_tile(x, y, state, blockIdx.x, n, bulk_s, bar, &phase, 0, part, lanes, &prefix_s, &sum_s, false);
+#else
+    // Tiles by ticket until none is left.
+    const int tiles = (n - 1) / TILE + 1;
+    for (;;) {
+        if (threadIdx.x == 0) tile_id = atomicAdd(ticket, 1);
+        __syncthreads();  // also: the last tile's bulk store has read bulk_s (thread 0 waited on it)
+        const int tile = tile_id;
+        if (tile >= tiles) return;
+        bulk_tile(x, y, state, tile, n, bulk_s, bar, &phase, 0, part, lanes, &prefix_s, &sum_s, false);
+    }
+#endif
+#endif
+#else
     int v[ITEMS];
     int total;
 
@@ -544,5 +767,6 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
     const int offset = scan_local(v, &total, part, lanes);
     publish_aggregate(state, tile, total);
     finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s, tile_s);
+#endif
 #endif
 }

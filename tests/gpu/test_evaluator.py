@@ -107,14 +107,19 @@ def test_every_task_baseline_and_template_default_are_ok(evaluator, task_name):
         assert result.timing and result.timing.ceiling_fraction < 1.1
 
 
-def test_large_dynamic_shared_memory_is_opted_in(evaluator):
-    """Above 48 KiB a kernel must opt in to dynamic shared memory; fsr does it for the header's
-    smem expression, so such a kernel launches and is judged like any other."""
+@pytest.mark.parametrize(("dynamic", "static_floats"), [("96 * 1024", 0), ("48 * 1024", 64), ("40 * 1024", 4096)],
+                         ids=["dynamic-96k", "dynamic-48k-plus-static", "dynamic-40k-plus-static-16k"])
+def test_large_shared_memory_is_opted_in(evaluator, dynamic, static_floats):
+    """Past 48 KiB of shared memory a block (static and dynamic together) must opt in; fsr does
+    it for the header's smem expression, so such a kernel launches and is judged like any other,
+    also where the dynamic part alone is within 48 KiB."""
     task = tasks.load("softmax")
     source = task.baseline_source.replace('args = ["x", "y", "rows", "cols"]',
-                                          'smem = "96 * 1024"\nargs = ["x", "y", "rows", "cols"]')
+                                          f'smem = "{dynamic}"\nargs = ["x", "y", "rows", "cols"]')
+    fixed = (f"__shared__ float fixed[{static_floats}]; fixed[threadIdx.x % {static_floats}] = 1.0f; big[threadIdx.x + 1] = fixed[(threadIdx.x + 1) % {static_floats}];"
+             if static_floats else "")
     source = source.replace("if (r >= rows) return;",
-                            "extern __shared__ float big[]; big[threadIdx.x] = 0.0f; if (r >= rows) return;")
+                            f"extern __shared__ float big[]; big[threadIdx.x] = 0.0f; {fixed} if (r >= rows) return;")
     result = evaluator.evaluate(candidate.parse(source, task))
     assert result.verdict == Verdict.OK, result.message
 
