@@ -19,6 +19,7 @@ from functools import lru_cache
 # that only blanks precede it.
 _DIRECTIVE = re.compile(r"#[ \t]*(if|ifdef|ifndef|elif|else|endif|define)\b(.*)$", re.M)
 _DEFINE = re.compile(r"^\s*(\w+)\s+\(?\s*(-?\d+)[uUlL]*\s*\)?\s*$")
+_MACRO = re.compile(r"^\s*(\w+)\s+(\S.*?)\s*$")  # an object-like macro (a function-like one has "(" at its name)
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
            ast.RShift: operator.rshift, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
@@ -29,6 +30,15 @@ _CMPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.L
 
 class Unknown(Exception):
     """A condition that cannot be decided from the defines at hand."""
+
+
+def value(text: str, names: Mapping[str, int]) -> int:
+    """Integer value of a constant expression over `names` (a macro such as `(A && B)` or
+    `(BLOCK * ITEMS)`); raises Unknown."""
+    tree, defined = _parse(text)
+    if defined:
+        raise Unknown(text)
+    return _value(tree, names)
 
 
 def condition(text: str, names: Mapping[str, int]) -> bool:
@@ -115,6 +125,11 @@ def active_source(source: str, defines: Mapping[str, int]) -> str:
         if kind == "define":
             if active and (d := _DEFINE.match(rest)):
                 names[d.group(1)] = int(d.group(2))
+            elif active and (d := _MACRO.match(rest)):
+                try:  # a macro over known names, e.g. #define BULK (SMEM_TILE && ASYNC_COPY)
+                    names[d.group(1)] = value(d.group(2), names)
+                except Unknown:
+                    names.pop(d.group(1), None)  # not known here: an #if on it keeps both branches
             if active:
                 out.append(m.group(0))
         elif kind in ("if", "ifdef", "ifndef"):

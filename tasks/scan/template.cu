@@ -1,12 +1,12 @@
 /* fsr
 [tunables]
 BLOCK = [256, 512, 128]  # threads per block
-ITEMS = [16, 32, 24, 8, 4, 48]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
+ITEMS = [32, 16, 24, 8, 4, 48]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
 BACKOFF_NS = [512, 128, 0, 32]  # a look-back poll that finds a tile unpublished sleeps this long before the next
 
 [features]
 VEC4 = [0, 1]           # int4 loads and stores of whole tiles (the last, partial tile stays scalar)
-SMEM_TILE = [0, 1]      # tiles of up to 8192 elements staged through shared memory: coalesced striped loads and stores (not with STRIPED or DOUBLE_BUFFER)
+SMEM_TILE = [0, 1]      # tiles of up to 8192 elements staged through shared memory: coalesced striped loads and stores (not with STRIPED or DOUBLE_BUFFER); with ASYNC_COPY, any tile, by bulk copies
 WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else Hillis-Steele in shared memory)
 LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
@@ -16,7 +16,7 @@ STRIPED = [0, 1]        # warp-striped tile: lane l holds int4s k * 32 + l of it
 DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers (BULK: a second shared buffer) before this one's look-back
 STREAM = [0, 1]         # x loaded with __ldcs and y stored with __stcs (evict first), so the look-back words stay in L2
 LOOKBACK_BLOCK = [0, 1] # every thread of the block inspects one predecessor tile, BLOCK at a time (over LOOKBACK_WARP's 32)
-BULK = [0, 1]           # tiles copied global -> shared -> global by the copy engine (sm_90 bulk async copies): loads in flight hold no registers (its own tile path: VEC4, SMEM_TILE and STRIPED unused)
+ASYNC_COPY = [0, 1]     # with SMEM_TILE: whole tiles copied global -> shared -> global by the copy engine (sm_90 bulk async copies, any tile size), loads in flight holding no registers (STRIPED unused; VEC4 for its shared accesses)
 
 [[scratch]]
 name = "state"
@@ -32,11 +32,11 @@ zero = true
 
 [[launch]]
 kernel = "scan_template"
-# DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK (with BULK, as many
+# DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK (bulk-copied tiles: as many
 # blocks as two tiles each fit an SM's 228 KiB of shared memory); any grid is correct
-grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - BULK) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + BULK * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * ITEMS + 1280))))))"]
+grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - SMEM_TILE * ASYNC_COPY) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + SMEM_TILE * ASYNC_COPY * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * ITEMS + 1280))))))"]
 block = ["BLOCK"]
-smem = "BULK * (1 + DOUBLE_BUFFER) * BLOCK * ITEMS * 4"
+smem = "SMEM_TILE * ASYNC_COPY * (1 + DOUBLE_BUFFER) * BLOCK * ITEMS * 4"
 args = ["x", "y", "state", "ticket", "n"]
 */
 // Feature template: single-pass inclusive scan with decoupled look-back (Merrill & Garland).
@@ -52,7 +52,7 @@ args = ["x", "y", "state", "ticket", "n"]
 // loads too, so DRAM stays busy while the chain of publications catches up. No deadlock: every
 // tile below a claimed one is claimed by a running block, and a block's claimed-ahead tile is
 // above its current one, so the lowest unpublished tile is always some block's current tile.
-// BULK: one thread starts a bulk copy of the whole tile into (dynamic) shared memory and every
+// BULK (SMEM_TILE with ASYNC_COPY): one thread starts a bulk copy of the whole tile into (dynamic) shared memory and every
 // thread waits on an mbarrier; the tile is scanned warp-striped out of shared memory, written
 // back there and copied out by one bulk store. Registers no longer bound the bytes in flight: a
 // block waiting in its look-back holds its tile in shared memory, and the copy engine keeps the
@@ -60,6 +60,7 @@ args = ["x", "y", "state", "ticket", "n"]
 // DOUBLE_BUFFER, persistent blocks hold two tile buffers: the next tile's bulk copy is started
 // before this tile's look-back, so a block waiting on its predecessors still keeps DRAM busy.
 #define TILE (BLOCK * ITEMS)
+#define BULK (SMEM_TILE && ASYNC_COPY)
 // The staged tile is static shared memory: only up to 8192 elements (32 KiB) are staged, and not
 // by persistent blocks (its syncs would wait on the prefetch, and the hoisted staging addresses
 // spill).
@@ -441,10 +442,13 @@ __device__ __forceinline__ int look_back(const word_t* state, int tile, int*) {
 // past every tile still in flight (with many tiles resident, a warp's 32 took several rounds,
 // each an L2 round trip). The nearest inclusive prefix ends the walk (its thread index found by
 // ballots and a shared atomicMin), else all BLOCK aggregates are added and the window moves
-// back. Two sets of slots alternate by window, so a slot is reset only once every thread has
-// read it. Every thread gets the sum; call with the whole block, tile > 0.
+// back (the sum by warp reductions, without WARP_SHUFFLE by shared atomics). Two sets of slots
+// alternate by window, so a slot is reset only once every thread has read it. Every thread gets
+// the sum; call with the whole block, tile > 0.
 __device__ __forceinline__ int look_back_block(const word_t* state, int tile) {
-    __shared__ int nearest_s[2], sum_s[2];
+    __shared__ int slots_s[4];  // the nearest inclusive prefix's thread, the window's sum: by window parity
+    int* const nearest_s = slots_s;
+    int* const sum_s = slots_s + 2;
     const int t = threadIdx.x, lane = t % 32;
     if (t == 0) {
         nearest_s[0] = nearest_s[1] = BLOCK;
@@ -463,8 +467,13 @@ __device__ __forceinline__ int look_back_block(const word_t* state, int tile) {
             nearest_s[p ^ 1] = BLOCK;  // the next window's slots: every thread read them last window
             sum_s[p ^ 1] = 0;
         }
-        const unsigned w = __reduce_add_sync(0xffffffffu, j >= 0 && t <= last ? (unsigned)(s & 0xffffffffu) : 0u);
+        const unsigned mine = j >= 0 && t <= last ? (unsigned)(s & 0xffffffffu) : 0u;
+#if WARP_SHUFFLE
+        const unsigned w = __reduce_add_sync(0xffffffffu, mine);
         if (lane == 0 && w) atomicAdd(&sum_s[p], (int)w);
+#else
+        if (mine) atomicAdd(&sum_s[p], (int)mine);
+#endif
         __syncthreads();
         prefix += sum_s[p];
         if (last < BLOCK) return prefix;
@@ -603,8 +612,25 @@ __device__ __forceinline__ int warp_inclusive(int value, int* sum, int* lanes) {
     return value;
 }
 
-// One tile through shared memory. Warp w's chunk is tile_s[w * CHUNK ..], read as rows of 32
-// int4s (lane l holds int4 k * 32 + l of row k: every shared access of a warp is conflict-free).
+// Four consecutive elements of a tile in shared memory: one 128-bit access with VEC4, else four
+// scalar ones (lanes 16 bytes apart: 4-way bank conflicts).
+#if VEC4
+typedef int4 quad;
+__device__ __forceinline__ quad quad_get(const int* p) { return *reinterpret_cast<const int4*>(p); }
+__device__ __forceinline__ void quad_put(int* p, quad q) { *reinterpret_cast<int4*>(p) = q; }
+#else
+struct quad {
+    int x, y, z, w;
+};
+__device__ __forceinline__ quad quad_get(const int* p) { return quad{p[0], p[1], p[2], p[3]}; }
+__device__ __forceinline__ void quad_put(int* p, quad q) {
+    p[0] = q.x; p[1] = q.y; p[2] = q.z; p[3] = q.w;
+}
+#endif
+
+// One tile through shared memory. Warp w's chunk is tile_s[w * CHUNK ..], read as rows of 128
+// elements (lane l holds elements 4l .. 4l + 3 of each row: with VEC4 every shared access of a warp
+// is conflict-free).
 // Few registers, whatever ITEMS is: a first pass sums the chunk for the tile's aggregate, a second
 // scans it row by row in place while the look-back's predecessors may still be publishing (this
 // order read 306-315 us against 322-326 us, the scan after the look-back, on an H200), a third adds
@@ -622,12 +648,12 @@ __device__ __forceinline__ void bulk_tile(const int* RESTRICT x, int* RESTRICT y
         for (int i = threadIdx.x; i < TILE; i += BLOCK) tile_s[i] = LOAD_IF(base + i < n, x + base + i);
         __syncthreads();
     }
-    int4* mine = reinterpret_cast<int4*>(tile_s + (threadIdx.x / 32) * CHUNK) + threadIdx.x % 32;
+    int* const mine = tile_s + (threadIdx.x / 32) * CHUNK + (threadIdx.x % 32) * 4;  // row k at mine + 128 k
     // Pass 1: the tile's sum, published as soon as it is known (successors wait on it).
     int lane_sum = 0;
 #pragma unroll 4
     for (int k = 0; k < ITEMS / 4; ++k) {
-        const int4 q = mine[k * 32];
+        const quad q = quad_get(mine + 128 * k);
         lane_sum += q.x + q.y + q.z + q.w;
     }
     int warp_total, total;
@@ -642,21 +668,21 @@ __device__ __forceinline__ void bulk_tile(const int* RESTRICT x, int* RESTRICT y
 #pragma unroll 1
 #endif
     for (int k = 0; k < ITEMS / 4; ++k) {
-        int4 q = mine[k * 32];
+        quad q = quad_get(mine + 128 * k);
         q.y += q.x;
         q.z += q.y;
         q.w += q.z;
         int row_total;
         const int add = carry + warp_inclusive(q.w, &row_total, lanes) - q.w;  // rows before, lanes before
         carry += row_total;
-        mine[k * 32] = make_int4(q.x + add, q.y + add, q.z + add, q.w + add);
+        quad_put(mine + 128 * k, quad{q.x + add, q.y + add, q.z + add, q.w + add});
     }
     // Pass 3: the tiles before this one.
     const int add = tile_prefix(state, tile, total, prefix_s, sum_s);
 #pragma unroll 4
     for (int k = 0; k < ITEMS / 4; ++k) {
-        const int4 q = mine[k * 32];
-        mine[k * 32] = make_int4(q.x + add, q.y + add, q.z + add, q.w + add);
+        const quad q = quad_get(mine + 128 * k);
+        quad_put(mine + 128 * k, quad{q.x + add, q.y + add, q.z + add, q.w + add});
     }
     if (full) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // these writes, before the copy engine reads

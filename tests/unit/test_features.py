@@ -143,6 +143,17 @@ def test_active_source_learns_defines_and_nests():
     assert "warp" not in active_source(src, {"A": 0})
 
 
+
+def test_active_source_evaluates_macros_over_known_names():
+    src = ("#define BOTH (A && B)\n#define TILE (N * 4)\n#define LOAD(p) (p)\n#define ODD (N ? 1 : 2)\n"
+           "#if BOTH\nboth\n#endif\n#if TILE > 8\nbig\n#endif\n#if ODD\nodd\n#else\neven\n#endif")
+    off = active_source(src, {"A": 1, "B": 0, "N": 3})
+    assert "both" not in off and off.split()[-3:] == ["big", "odd", "even"]  # ?: is not evaluated: both kept
+    assert "both" in active_source(src, {"A": 1, "B": 1, "N": 1}) and "big" not in active_source(src, {"A": 1, "B": 1, "N": 1})
+    # a macro of an unknown name decides nothing: both branches stay
+    assert active_source("#define M (Q + 1)\n#if M\nm\n#else\nn\n#endif", {}).split()[-2:] == ["m", "n"]
+
+
 # ---- the policy ---------------------------------------------------------------------------------
 
 def test_posterior_moves_towards_observed_log_speedups():
