@@ -1,7 +1,8 @@
 """Just enough of the C preprocessor to drop the inactive `#if` branches of a feature template.
 
 Conditions are evaluated on the candidate's defines (tunables and feature switches) and on
-`#define NAME <integer>` lines met in active code. A condition that names anything else (e.g.
+`#define NAME <integer>` lines met in active code, and on object-like macros whose bodies are
+expressions over those (`#define BULK (SMEM_TILE && ASYNC_COPY)`). A condition that names anything else (e.g.
 `__CUDA_ARCH__`) is unknown: all of its branches are kept, so detection errs towards seeing a
 feature rather than missing one. Conditions are parsed with `ast` and a whitelist; nothing is
 `eval`ed.
@@ -32,22 +33,19 @@ class Unknown(Exception):
     """A condition that cannot be decided from the defines at hand."""
 
 
-def value(text: str, names: Mapping[str, int]) -> int:
-    """Integer value of a constant expression over `names` (a macro such as `(A && B)` or
-    `(BLOCK * ITEMS)`); raises Unknown."""
-    tree, defined = _parse(text)
-    if defined:
-        raise Unknown(text)
-    return _value(tree, names)
-
-
-def condition(text: str, names: Mapping[str, int]) -> bool:
-    """Value of a `#if` condition; raises Unknown (also for `defined(X)` of a name not at hand:
-    the compiler may define it, e.g. __CUDA_ARCH__)."""
+def evaluate(text: str, names: Mapping[str, int]) -> int:
+    """Integer value of a constant expression over `names`: a `#if` condition, or a macro's body
+    such as `(A && B)` or `(BLOCK * ITEMS)`. Raises Unknown (also for `defined(X)` of a name not
+    at hand: the compiler may define it, e.g. __CUDA_ARCH__)."""
     tree, defined = _parse(text)
     if any(d not in names for d in defined):
         raise Unknown(text)
-    return bool(_value(tree, {**names, **{f"_defined_{i}": 1 for i in range(len(defined))}}))
+    return _value(tree, {**names, **{f"_defined_{i}": 1 for i in range(len(defined))}})
+
+
+def condition(text: str, names: Mapping[str, int]) -> bool:
+    """Value of a `#if` condition; raises Unknown (see `evaluate`)."""
+    return bool(evaluate(text, names))
 
 
 @lru_cache(maxsize=1024)
@@ -127,7 +125,7 @@ def active_source(source: str, defines: Mapping[str, int]) -> str:
                 names[d.group(1)] = int(d.group(2))
             elif active and (d := _MACRO.match(rest)):
                 try:  # a macro over known names, e.g. #define BULK (SMEM_TILE && ASYNC_COPY)
-                    names[d.group(1)] = value(d.group(2), names)
+                    names[d.group(1)] = evaluate(d.group(2), names)
                 except Unknown:
                     names.pop(d.group(1), None)  # not known here: an #if on it keeps both branches
             if active:

@@ -143,7 +143,6 @@ def test_active_source_learns_defines_and_nests():
     assert "warp" not in active_source(src, {"A": 0})
 
 
-
 def test_active_source_evaluates_macros_over_known_names():
     src = ("#define BOTH (A && B)\n#define TILE (N * 4)\n#define LOAD(p) (p)\n#define ODD (N ? 1 : 2)\n"
            "#if BOTH\nboth\n#endif\n#if TILE > 8\nbig\n#endif\n#if ODD\nodd\n#else\neven\n#endif")

@@ -1,7 +1,8 @@
 """Every task's baseline, every feature template combination and the examples parse and compile
 for sm_90 with NVRTC (no GPU needed), within the resources every launch must fit: registers x
-threads and shared memory per block (static within 48 KiB, with dynamic within sm_90's opt-in 227 KiB), at every test size and the bench size,
-and without register spills except where a feature caps the registers on purpose.
+threads and shared memory per block (static within 48 KiB, with dynamic within sm_90's opt-in
+227 KiB), at every test size and the bench size, and without register spills except where a
+feature caps the registers on purpose.
 
 Template combinations checked (CI has two cores, so a sample, not the whole product): all
 features off and all on, each feature alone and each left out, a seeded sample of feature
