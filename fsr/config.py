@@ -48,7 +48,7 @@ class TuneConfig:
     trial_bench_budget_s: float = 0.025  # a trial's device time for samples (one sample at least)
     trial_max_samples: int = 4  # a trial's samples at most (the winner is timed again in full)
     trial_stop_ratio: float = 1.1  # a trial stops after 2 samples whose fastest is this much slower than the best
-    trial_cut_ratio: float = 1.5  # ...or after 1 sample this much slower
+    trial_cut_ratio: float = 1.25  # ...or after 1 sample this much slower
     seed: int = 0
 
 

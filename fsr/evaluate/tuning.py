@@ -4,10 +4,12 @@ The GPU should set the pace, so a trial's host work is done ahead: the parent co
 the tuner measures first (fsr.tune.first_points) while the GPU is still busy with the previous
 candidate, and ships them with the request; points asked later are compiled here, all of a
 batch at once on the worker's host cores (NVRTC releases the GIL), while the GPU checks and times
-the points before them. Each trial is then checked at the small test sizes and timed with the short protocol
-(`bench.sample_trial`: a few samples, stopped after one or two when clearly slower than the best
-so far); only the winner is timed with the full protocol, by the caller, without a second
-warm-up (its trial has just run it).
+the points before them. Each trial is checked at the smallest test size (which also warms its
+program), timed with the short protocol (`bench.sample_trial`: a few samples, stopped after one
+or two when clearly slower than the best so far) and, only when it beats the best so far,
+checked at the other small sizes: a trial slower than the best cannot win, so its checks would
+decide nothing. Only the winner is timed with the full protocol, by the caller, without a
+second warm-up (its trial has just run it), and checked again at every size.
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from fsr.evaluate.child import Child, EvalRequest, TaskState
 
 SMALL_SIZE_ELEMENTS = 1 << 20  # tuning trials verify only sizes this small
+UNCHECKED = "slower than the best so far: checked at the smallest size only"
 
 
 @cache
@@ -90,7 +93,8 @@ class Trials:
         self.pending: dict[Defines, Future[Compiled]] = {}
         self.best_us: float | None = None
         sizes = state.task.test_sizes
-        self.small = [i for i, s in enumerate(sizes) if np.prod([v for _, v in s], dtype=np.int64) <= SMALL_SIZE_ELEMENTS]
+        elements = [int(np.prod([v for _, v in s], dtype=np.int64)) for s in sizes]
+        self.small = sorted((i for i, e in enumerate(elements) if e <= SMALL_SIZE_ELEMENTS), key=elements.__getitem__)
         # One input set per small size for all of this candidate's trials (a filter only: the
         # winner is checked on fresh inputs at every size), on device buffers kept while intact.
         self.contents: dict[int, Any] = {}
@@ -127,29 +131,35 @@ class Trials:
         return self.loaded[key]
 
     def measure(self, values: dict[str, int]) -> tune_module.TrialOutcome:
-        """The objective: compile (ahead), check at the small sizes, time with the short protocol."""
+        """The objective: compile (ahead), check at the smallest size, time with the short
+        protocol, and check at the other small sizes if the trial beats the best so far (one
+        slower cannot win: its latency is told to the tuner, with a reason saying so)."""
         from fsr import tune
 
         trial = cfmt.with_defines(self.cand, values)
         self.child.note("tuning trial " + " ".join(f"{k}={v}" for k, v in values.items()))
         try:
             program = self.program(trial)
-            failed = self._check(trial, program)
+            failed = self._check(trial, program, self.small[:1])
             if failed is not None:
                 return tune.TrialOutcome(None, "wrong " + describe(failed))
-            samples = self._time(trial, program)
+            latency = float(np.median(self._time(trial, program)))
+            if self.best_us is not None and latency >= self.best_us:
+                return tune.TrialOutcome(latency, UNCHECKED if len(self.small) > 1 else "")
+            failed = self._check(trial, program, self.small[1:])
+            if failed is not None:
+                return tune.TrialOutcome(None, "wrong " + describe(failed))
         except CompileFailed as e:
             return tune.TrialOutcome(None, "compile error: " + (e.log.splitlines() or [""])[0])
         except (LaunchRefused, cfmt.HeaderError, cp.cuda.memory.OutOfMemoryError) as e:
             return tune.TrialOutcome(None, str(e)[:300])
-        latency = float(np.median(samples))
-        self.best_us = latency if self.best_us is None else min(self.best_us, latency)
+        self.best_us = latency
         return tune.TrialOutcome(latency, "")
 
-    def _check(self, trial: Candidate, program: Program) -> SizeCheck | None:
-        """The first failed check at the small sizes, or None."""
+    def _check(self, trial: Candidate, program: Program, indices: list[int]) -> SizeCheck | None:
+        """The first failed check at these (small) sizes, or None."""
         task, stream = self.state.task, self.child.stream
-        for i in self.small:
+        for i in indices:
             if i not in self.contents:
                 self.contents[i] = self.state.pool.take(i)
             inputs, expected = self.contents[i]

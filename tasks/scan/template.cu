@@ -3,12 +3,13 @@
 BLOCK = [256, 512, 128]  # threads per block
 ITEMS = [32, 16, 24, 8, 4, 48]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
 BACKOFF_NS = [512, 128, 0, 32]  # a look-back poll that finds a tile unpublished sleeps this long before the next
+SPAN = [4, 1, 2, 8]  # with LOOKBACK_WARP, predecessor tiles each lane inspects a round: a window of 32 * SPAN
 
 [features]
 VEC4 = [0, 1]           # int4 loads and stores of whole tiles (the last, partial tile stays scalar)
-SMEM_TILE = [0, 1]      # tiles of up to 8192 elements staged through shared memory: coalesced striped loads and stores (not with STRIPED or DOUBLE_BUFFER); with ASYNC_COPY, any tile, by bulk copies
+SMEM_TILE = [0, 1]      # whole tiles copied global -> shared -> global by bulk async copies (sm_90 cp.async.bulk, any tile size): loads in flight hold no registers (STRIPED unused; VEC4 for its shared accesses)
 WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else Hillis-Steele in shared memory)
-LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
+LOOKBACK_WARP = [0, 1]  # one warp inspects 32 * SPAN predecessor tiles a round (else one thread, one at a time)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): registers bounded for 1024 threads an SM (512 with more than 32 items held, 2048 with BULK)
 IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
@@ -16,7 +17,6 @@ STRIPED = [0, 1]        # warp-striped tile: lane l holds int4s k * 32 + l of it
 DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers (BULK: a second shared buffer) before this one's look-back
 STREAM = [0, 1]         # x loaded with __ldcs and y stored with __stcs (evict first), so the look-back words stay in L2
 LOOKBACK_BLOCK = [0, 1] # every thread of the block inspects one predecessor tile, BLOCK at a time (over LOOKBACK_WARP's 32)
-ASYNC_COPY = [0, 1]     # with SMEM_TILE: whole tiles copied global -> shared -> global by the copy engine (sm_90 bulk async copies, any tile size), loads in flight holding no registers (STRIPED unused; VEC4 for its shared accesses)
 
 [[scratch]]
 name = "state"
@@ -34,9 +34,9 @@ zero = true
 kernel = "scan_template"
 # DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK (bulk-copied tiles: as many
 # blocks as two tiles each fit an SM's 228 KiB of shared memory); any grid is correct
-grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - SMEM_TILE * ASYNC_COPY) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + SMEM_TILE * ASYNC_COPY * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * ITEMS + 1280))))))"]
+grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - SMEM_TILE) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + SMEM_TILE * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * ITEMS + 1280))))))"]
 block = ["BLOCK"]
-smem = "SMEM_TILE * ASYNC_COPY * (1 + DOUBLE_BUFFER) * BLOCK * ITEMS * 4"
+smem = "SMEM_TILE * (1 + DOUBLE_BUFFER) * BLOCK * ITEMS * 4"
 args = ["x", "y", "state", "ticket", "n"]
 */
 // Feature template: single-pass inclusive scan with decoupled look-back (Merrill & Garland).
@@ -52,7 +52,7 @@ args = ["x", "y", "state", "ticket", "n"]
 // loads too, so DRAM stays busy while the chain of publications catches up. No deadlock: every
 // tile below a claimed one is claimed by a running block, and a block's claimed-ahead tile is
 // above its current one, so the lowest unpublished tile is always some block's current tile.
-// BULK (SMEM_TILE with ASYNC_COPY): one thread starts a bulk copy of the whole tile into (dynamic) shared memory and every
+// BULK (SMEM_TILE): one thread starts a bulk copy of the whole tile into (dynamic) shared memory and every
 // thread waits on an mbarrier; the tile is scanned warp-striped out of shared memory, written
 // back there and copied out by one bulk store. Registers no longer bound the bytes in flight: a
 // block waiting in its look-back holds its tile in shared memory, and the copy engine keeps the
@@ -60,11 +60,7 @@ args = ["x", "y", "state", "ticket", "n"]
 // DOUBLE_BUFFER, persistent blocks hold two tile buffers: the next tile's bulk copy is started
 // before this tile's look-back, so a block waiting on its predecessors still keeps DRAM busy.
 #define TILE (BLOCK * ITEMS)
-#define BULK (SMEM_TILE && ASYNC_COPY)
-// The staged tile is static shared memory: only up to 8192 elements (32 KiB) are staged, and not
-// by persistent blocks (its syncs would wait on the prefetch, and the hoisted staging addresses
-// spill).
-#define USE_TILE_S (SMEM_TILE && !STRIPED && !DOUBLE_BUFFER && !BULK && TILE <= 8192)
+#define BULK SMEM_TILE
 // The next tile is loaded into registers early where the two tiles fit the registers.
 #define PREFETCH (DOUBLE_BUFFER && ITEMS <= 32)
 // Threads an SM is bounded for (launch bounds) and the persistent grid assumes (header's grid).
@@ -160,29 +156,9 @@ __device__ __forceinline__ void write_state(word_t* p, word_t flag, int value) {
 
 // ---- load and store this thread's ITEMS consecutive elements --------------------------------
 
-__device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int n, int* v, int* tile_s) {
-    const int t = threadIdx.x;
+__device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int n, int* v) {
     const bool full = base + TILE <= n;
-#if USE_TILE_S
-#if VEC4
-    if (full) {
-#pragma unroll
-        for (int k = 0; k < ITEMS / 4; ++k)
-            reinterpret_cast<int4*>(tile_s)[k * BLOCK + t] = LOAD(reinterpret_cast<const int4*>(x + base) + k * BLOCK + t);
-    } else
-#endif
-    {
-#pragma unroll
-        for (int k = 0; k < ITEMS; ++k) {
-            const int i = k * BLOCK + t;
-            tile_s[i] = LOAD_IF(full || base + i < n, x + base + i);
-        }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) v[k] = tile_s[t * ITEMS + k];
-#else
-    const int first = base + t * ITEMS;
+    const int first = base + threadIdx.x * ITEMS;
 #if VEC4
     if (full) {
 #pragma unroll
@@ -195,33 +171,11 @@ __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int 
 #endif
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) v[k] = LOAD_IF(full || first + k < n, x + first + k);
-#endif
 }
 
-__device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, const int* v, int* tile_s) {
-    const int t = threadIdx.x;
+__device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, const int* v) {
     const bool full = base + TILE <= n;
-#if USE_TILE_S
-    __syncthreads();  // every thread has read its items out of tile_s
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) tile_s[t * ITEMS + k] = v[k];
-    __syncthreads();
-#if VEC4
-    if (full) {
-#pragma unroll
-        for (int k = 0; k < ITEMS / 4; ++k)
-            STORE(&reinterpret_cast<int4*>(y + base)[k * BLOCK + t],
-                  reinterpret_cast<const int4*>(tile_s)[k * BLOCK + t]);
-        return;
-    }
-#endif
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        const int i = k * BLOCK + t;
-        STORE_IF(full || base + i < n, &y[base + i], tile_s[i]);
-    }
-#else
-    const int first = base + t * ITEMS;
+    const int first = base + threadIdx.x * ITEMS;
 #if VEC4
     if (full) {
 #pragma unroll
@@ -233,7 +187,6 @@ __device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, co
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k)
         STORE_IF(full || first + k < n, y + first + k, v[k]);
-#endif
 }
 
 // ---- exclusive scan of one value per thread across the block; *total gets the block's sum ---
@@ -396,9 +349,12 @@ __device__ __forceinline__ int striped_block_offset(int warp_total, int* total, 
 // ---- look-back: the sum of every tile before `tile` (tile > 0) -------------------------------
 
 #if LOOKBACK_WARP
-// Warp 0: lane l inspects tile window - l; the nearest inclusive prefix in the window ends the
-// walk, else all 32 aggregates are added and the window moves back. The lanes' values are summed
-// with __reduce_add_sync (every lane gets the sum), without WARP_SHUFFLE by atomics on *sum_s.
+// Warp 0: lane l inspects tiles window - l * SPAN - i, i < SPAN (SPAN independent loads: one L2
+// round trip a round, whatever SPAN is). The nearest inclusive prefix in the window ends the walk,
+// else every aggregate is added and the window moves back. With many tiles in flight the nearest
+// inclusive prefix is often more than 32 tiles back, and each round costs a round trip. The
+// lanes' values are summed with __reduce_add_sync (every lane gets the sum), without WARP_SHUFFLE
+// by atomics on *sum_s.
 __device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum_s) {
     const int lane = threadIdx.x;
 #if WARP_SHUFFLE
@@ -407,15 +363,26 @@ __device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum
     if (lane == 0) *sum_s = 0;
     __syncwarp();
 #endif
-    for (int window = tile - 1;; window -= 32) {
-        const int j = window - lane;
-        const word_t s = j >= 0 ? wait_state(state + j) : 0;
-        const unsigned done = __ballot_sync(0xffffffffu, j >= 0 && (s >> 32) == FLAG_PRE);
+    for (int window = tile - 1;; window -= 32 * SPAN) {
+        const int first = window - lane * SPAN;  // this lane's nearest tile
+        word_t s[SPAN];
+#pragma unroll
+        for (int i = 0; i < SPAN; ++i) s[i] = first - i >= 0 ? read_state(state + first - i) : FLAG_PRE << 32;
+        int mine = 0, pre = SPAN;  // this lane's sum up to its nearest inclusive prefix, and where that is
+#pragma unroll
+        for (int i = SPAN - 1; i >= 0; --i) {
+            if ((s[i] >> 32) == 0) s[i] = wait_state(state + first - i);
+            if ((s[i] >> 32) == FLAG_PRE) pre = i;
+        }
+#pragma unroll
+        for (int i = 0; i < SPAN; ++i)
+            if (i <= pre && first - i >= 0) mine += (int)(unsigned)(s[i] & 0xffffffffu);
+        const unsigned done = __ballot_sync(0xffffffffu, pre < SPAN);
         const int last = done ? __ffs(done) - 1 : 31;
 #if WARP_SHUFFLE
-        sum += (int)__reduce_add_sync(0xffffffffu, j >= 0 && lane <= last ? (unsigned)(s & 0xffffffffu) : 0u);
+        sum += (int)__reduce_add_sync(0xffffffffu, lane <= last ? (unsigned)mine : 0u);
 #else
-        if (j >= 0 && lane <= last) atomicAdd(sum_s, (int)(unsigned)(s & 0xffffffffu));
+        if (lane <= last && mine != 0) atomicAdd(sum_s, mine);
 #endif
         if (done) break;
     }
@@ -495,11 +462,11 @@ __device__ __forceinline__ int scan_local(int* v, int* total, int* part, int* la
 #endif
 }
 
-__device__ __forceinline__ void load_tile(const int* RESTRICT x, int base, int n, int* v, int* tile_s) {
+__device__ __forceinline__ void load_tile(const int* RESTRICT x, int base, int n, int* v) {
 #if STRIPED
     striped_load(x, base, n, v);
 #else
-    load_items(x, base, n, v, tile_s);
+    load_items(x, base, n, v);
 #endif
 }
 
@@ -540,14 +507,14 @@ __device__ __forceinline__ int tile_prefix(word_t* state, int tile, int total, i
 
 // Look back, publish the inclusive prefix, add the exclusive prefix and store the tile.
 __device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int tile, int n, int* v, int offset,
-                                            int total, int* prefix_s, int* sum_s, int* tile_s) {
+                                            int total, int* prefix_s, int* sum_s) {
     const int add = tile_prefix(state, tile, total, prefix_s, sum_s) + offset;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) v[k] += add;
 #if STRIPED
     striped_store(y, tile * TILE, n, v);
 #else
-    store_items(y, tile * TILE, n, v, tile_s);
+    store_items(y, tile * TILE, n, v);
 #endif
 }
 
@@ -703,11 +670,6 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #else
     __shared__ int part[BLOCK];
 #endif
-#if USE_TILE_S
-    __shared__ __align__(16) int tile_s[TILE];
-#else
-    int* tile_s = nullptr;
-#endif
 #if (STRIPED || BULK) && !WARP_SHUFFLE
     __shared__ int lanes_s[BLOCK];  // apart from part: a warp may write its total while others scan
     int* lanes = lanes_s + (threadIdx.x / 32) * 32;
@@ -775,7 +737,7 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
     __syncthreads();
     int tile = tile_id;  // tile_id is written once: no later write races this read
     if (tile >= tiles) return;
-    load_tile(x, tile * TILE, n, v, tile_s);
+    load_tile(x, tile * TILE, n, v);
     for (;;) {
         // next_s of the last round was read before finish_tile's __syncthreads: safe to overwrite
         if (threadIdx.x == 0) next_s = atomicAdd(ticket, 1);
@@ -784,15 +746,15 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
         publish_aggregate(state, tile, total);
 #if PREFETCH
         int w[ITEMS];
-        if (next < tiles) load_tile(x, next * TILE, n, w, tile_s);  // in flight during the look-back
+        if (next < tiles) load_tile(x, next * TILE, n, w);  // in flight during the look-back
 #endif
-        finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s, tile_s);
+        finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s);
         if (next >= tiles) return;
 #if PREFETCH
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) v[k] = w[k];
 #else
-        load_tile(x, next * TILE, n, v, tile_s);
+        load_tile(x, next * TILE, n, v);
 #endif
         tile = next;
     }
@@ -804,10 +766,10 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
     __syncthreads();
     const int tile = tile_id;
 #endif
-    load_tile(x, tile * TILE, n, v, tile_s);
+    load_tile(x, tile * TILE, n, v);
     const int offset = scan_local(v, &total, part, lanes);
     publish_aggregate(state, tile, total);
-    finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s, tile_s);
+    finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s);
 #endif
 #endif
 }

@@ -162,3 +162,51 @@ def test_a_torch_comparator_that_fails_leaves_no_figure_and_no_verdict(tmp_path)
         ev.close()
     assert result.verdict == Verdict.OK, result.message
     assert result.torch_us is None and result.library_us
+
+
+# CUT 0 is right; CUT 1 skips every element past the fourth (right at the smallest sizes, wrong at
+# the others, and faster); CUT 2 gets them wrong too, and is slower (every thread spins first).
+TUNED_GELU = """/* fsr
+[tunables]
+CUT = [0, 1, 2]
+
+[[launch]]
+kernel = "gelu_cut"
+grid = ["cdiv(n, 256)"]
+block = ["256"]
+args = ["x", "y", "n"]
+*/
+extern "C" __global__ void gelu_cut(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || (CUT == 1 && i >= 4)) return;
+    float v = x[i];
+#if CUT == 2
+    float s = v;
+    for (int k = 0; k < 4000; ++k) s = s * 1.0000001f + 1e-30f;
+    v += s * 0.0f;
+    if (i >= 4) v = 1.0f;
+#endif
+    y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+}
+"""
+
+
+def test_a_trial_wrong_past_the_smallest_size_never_wins():
+    """Tuning checks a trial at the smallest size, times it, and checks the other small sizes only
+    when it beats the best so far: the faster wrong configuration must be refused there, and the
+    slower one, left unchecked, must not be the winner either."""
+    from fsr.evaluate.tuning import UNCHECKED
+
+    task = tasks.load("gelu")
+    ev = GpuEvaluator(Config(tune=TuneConfig(trials=8)))
+    try:
+        result = ev.evaluate(candidate.parse(TUNED_GELU, task))
+    finally:
+        ev.close()
+    assert result.verdict == Verdict.OK, result.message
+    assert dict(result.tuned_defines)["CUT"] == 0
+    by_cut = {dict(t.values)["CUT"]: t for t in result.trials if not t.cached}
+    assert set(by_cut) == {0, 1, 2}
+    assert by_cut[0].feasible and by_cut[0].reason == ""
+    assert not by_cut[1].feasible and by_cut[1].reason.startswith("wrong at"), by_cut[1]
+    assert by_cut[2].reason == UNCHECKED and by_cut[2].latency_us > by_cut[0].latency_us, by_cut[2]
