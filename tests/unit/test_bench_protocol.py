@@ -102,7 +102,7 @@ def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
     monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: None)  # no module to load here
     monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: None)
     monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)
-    monkeypatch.setattr(tuning.Trials, "_check", lambda self, trial, program: None)
+    monkeypatch.setattr(tuning.Trials, "_check", lambda self, trial, program, indices: None)
     monkeypatch.setattr(tuning.Trials, "_time", fake_time)
     monkeypatch.setattr(tuning.Trials, "winner", lambda self, key: (None, None))
     child = SimpleNamespace(tune_cfg=TuneConfig(), note=lambda _: None)
@@ -111,3 +111,65 @@ def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
     assert tuned.candidate is not None and len(samples) >= 2
     winner = samples[tuned.candidate.resolved_defines()]
     assert tuned.best_us == sorted(winner)[1] == min(sorted(s)[1] for s in samples.values())
+
+
+def test_a_trial_is_checked_past_the_smallest_size_only_when_it_beats_the_best(monkeypatch):
+    """Every trial is checked at the smallest test size; the other small sizes only for a trial
+    faster than the best so far. A faster trial that fails there is infeasible and never wins; a
+    slower one is told to the tuner with a reason saying it was checked at one size only."""
+    from types import SimpleNamespace
+
+    from fsr import candidate as cfmt
+    from fsr import tasks
+    from fsr.config import TuneConfig
+    from fsr.evaluate import tuning
+    from fsr.evaluate.child import EvalRequest
+    from fsr.types import SizeCheck
+
+    task = tasks.load("sgemm")
+    cand = cfmt.parse(task.template_source, task)
+    checked: dict[tuple, list[int]] = {}
+    wrong_at: set[tuple] = set()
+
+    def latency(trial):
+        values = dict(trial.resolved_defines())
+        return 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
+
+    def fake_check(self, trial, program, indices):
+        key = trial.resolved_defines()
+        checked.setdefault(key, []).extend(indices)
+        if key in wrong_at and indices and indices[0] != self.small[0]:
+            return SizeCheck(task.test_sizes[indices[0]], False, 1.0, "wrong")
+        return None
+
+    def fake_time(self, trial, program):
+        key = trial.resolved_defines()
+        if self.best_us is not None and latency(trial) < self.best_us and len(wrong_at) < 2:
+            wrong_at.add(key)  # the first two trials to beat the best are wrong past the smallest size
+        return [latency(trial)]
+
+    monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: None)
+    monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: None)
+    monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)
+    monkeypatch.setattr(tuning.Trials, "_check", fake_check)
+    monkeypatch.setattr(tuning.Trials, "_time", fake_time)
+    monkeypatch.setattr(tuning.Trials, "winner", lambda self, key: (None, None))
+    child = SimpleNamespace(tune_cfg=TuneConfig(), note=lambda _: None)
+    tuned = tuning.run(child, SimpleNamespace(task=task), cand, EvalRequest(cand, b"", (), tune_trials=16))
+    small = tuning.Trials(child, SimpleNamespace(task=task), cand, EvalRequest(cand, b"", ())).small
+    assert len(small) > 1 and wrong_at, "the case needs several small sizes and a faster wrong trial"
+    records = {r.values: r for r in tuned.trials if not r.cached}
+    assert tuned.candidate is not None and tuned.candidate.resolved_defines() not in wrong_at
+    best = min(r.latency_us for r in records.values() if r.feasible and r.reason == "")
+    assert tuned.best_us == best
+    names = {t.name for t in cand.tunables}
+    for key, indices in checked.items():
+        record = records[tuple((k, v) for k, v in key if k in names)]
+        assert indices[0] == small[0]  # the smallest size first, always
+        if key in wrong_at:
+            assert not record.feasible and record.reason.startswith("wrong at")
+        elif record.reason == tuning.UNCHECKED:
+            assert indices == small[:1] and record.latency_us >= best
+        else:
+            assert sorted(indices) == sorted(small) and record.feasible
+    assert any(r.reason == tuning.UNCHECKED for r in records.values())
