@@ -3,13 +3,12 @@
 BLOCK = [256, 512, 128]  # threads per block
 ITEMS = [32, 16, 24, 8, 4, 48]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
 BACKOFF_NS = [512, 128, 0, 32]  # a look-back poll that finds a tile unpublished sleeps this long before the next
-SPAN = [4, 1, 2, 8]  # with LOOKBACK_WARP, predecessor tiles each lane inspects a round: a window of 32 * SPAN
 
 [features]
 VEC4 = [0, 1]           # int4 loads and stores of whole tiles (the last, partial tile stays scalar)
 SMEM_TILE = [0, 1]      # whole tiles copied global -> shared -> global by bulk async copies (sm_90 cp.async.bulk, any tile size): loads in flight hold no registers (STRIPED unused; VEC4 for its shared accesses)
 WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else Hillis-Steele in shared memory)
-LOOKBACK_WARP = [0, 1]  # one warp inspects 32 * SPAN predecessor tiles a round (else one thread, one at a time)
+LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): registers bounded for 1024 threads an SM (512 with more than 32 items held, 2048 with BULK)
 IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
@@ -349,12 +348,9 @@ __device__ __forceinline__ int striped_block_offset(int warp_total, int* total, 
 // ---- look-back: the sum of every tile before `tile` (tile > 0) -------------------------------
 
 #if LOOKBACK_WARP
-// Warp 0: lane l inspects tiles window - l * SPAN - i, i < SPAN (SPAN independent loads: one L2
-// round trip a round, whatever SPAN is). The nearest inclusive prefix in the window ends the walk,
-// else every aggregate is added and the window moves back. With many tiles in flight the nearest
-// inclusive prefix is often more than 32 tiles back, and each round costs a round trip. The
-// lanes' values are summed with __reduce_add_sync (every lane gets the sum), without WARP_SHUFFLE
-// by atomics on *sum_s.
+// Warp 0: lane l inspects tile window - l; the nearest inclusive prefix in the window ends the
+// walk, else all 32 aggregates are added and the window moves back. The lanes' values are summed
+// with __reduce_add_sync (every lane gets the sum), without WARP_SHUFFLE by atomics on *sum_s.
 __device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum_s) {
     const int lane = threadIdx.x;
 #if WARP_SHUFFLE
@@ -363,26 +359,15 @@ __device__ __forceinline__ int look_back(const word_t* state, int tile, int* sum
     if (lane == 0) *sum_s = 0;
     __syncwarp();
 #endif
-    for (int window = tile - 1;; window -= 32 * SPAN) {
-        const int first = window - lane * SPAN;  // this lane's nearest tile
-        word_t s[SPAN];
-#pragma unroll
-        for (int i = 0; i < SPAN; ++i) s[i] = first - i >= 0 ? read_state(state + first - i) : FLAG_PRE << 32;
-        int mine = 0, pre = SPAN;  // this lane's sum up to its nearest inclusive prefix, and where that is
-#pragma unroll
-        for (int i = SPAN - 1; i >= 0; --i) {
-            if ((s[i] >> 32) == 0) s[i] = wait_state(state + first - i);
-            if ((s[i] >> 32) == FLAG_PRE) pre = i;
-        }
-#pragma unroll
-        for (int i = 0; i < SPAN; ++i)
-            if (i <= pre && first - i >= 0) mine += (int)(unsigned)(s[i] & 0xffffffffu);
-        const unsigned done = __ballot_sync(0xffffffffu, pre < SPAN);
+    for (int window = tile - 1;; window -= 32) {
+        const int j = window - lane;
+        const word_t s = j >= 0 ? wait_state(state + j) : 0;
+        const unsigned done = __ballot_sync(0xffffffffu, j >= 0 && (s >> 32) == FLAG_PRE);
         const int last = done ? __ffs(done) - 1 : 31;
 #if WARP_SHUFFLE
-        sum += (int)__reduce_add_sync(0xffffffffu, lane <= last ? (unsigned)mine : 0u);
+        sum += (int)__reduce_add_sync(0xffffffffu, j >= 0 && lane <= last ? (unsigned)(s & 0xffffffffu) : 0u);
 #else
-        if (lane <= last && mine != 0) atomicAdd(sum_s, mine);
+        if (j >= 0 && lane <= last) atomicAdd(sum_s, (int)(unsigned)(s & 0xffffffffu));
 #endif
         if (done) break;
     }
