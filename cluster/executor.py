@@ -1,7 +1,7 @@
 """RayExecutor: one GPU worker actor per GPU, kept busy, replaced when it dies or hangs.
 
 Scheduling: at most `max_in_flight_per_worker` (default 2; `from_config` uses
-eval.calls_per_worker, 4) calls are outstanding per actor, and the actor runs them at once (its
+eval.calls_per_worker, 8) calls are outstanding per actor, and the actor runs them at once (its
 evaluator compiles the next while one is on the GPU); a candidate goes to the
 least-loaded ready worker that may run its task. Candidates that cannot be placed yet wait in a
 driver-side queue (`free_slots` subtracts them, so the queue stays bounded by the capacity).

@@ -34,7 +34,7 @@ class EvalConfig:
     arch: str = ""  # "" = the device's own; without a GPU, sm_90
     seed: int = 0
     host_threads: int = 0  # the GPU child's BLAS threads (references); 0 = the host's cores / its GPU workers
-    calls_per_worker: int = 4  # candidates a GPU worker holds at once: one on the GPU, the others compiling ahead
+    calls_per_worker: int = 8  # candidates a GPU worker holds at once: one on the GPU, the others compiling ahead
     compile_cache_dir: str = ""  # compiled programs shared on disk by a node's processes; "" = ~/.cache/fsr/compile, "off" = none
     compile_cache_max_bytes: int = 2 * 1024**3  # past this, the least recently used programs are removed
 
