@@ -57,12 +57,13 @@ def launcher(gpu, n: int, reps: int) -> Callable[[], None]:
     return launch
 
 
-def reference_us(gpu, run: Callable[[], None], count: int = 200, loops: int = 3) -> float:
+def reference_us(gpu, run: Callable[[], None], count: int = 200, loops: int = 5) -> float:
     """The fastest of `loops` bare events loops' medians: in each, every flush, event and launch
     is queued behind a 100 ms busy kernel, so the GPU finds each sample's launches already
     waiting. On an H200 one loop's median of the 8 us kernel read either about 8.1 us or 6-7%
-    more (8.6-8.7), from loop to loop, while fsr read 8.19 throughout; the fastest loop is the
-    stricter reference for host time entering fsr's samples."""
+    more (8.6-8.7), from loop to loop, while fsr read 8.19-8.29 throughout (once all three loops of
+    a run read 8.69); the fastest loop is the stricter reference for host time entering fsr's
+    samples."""
     return min(_loop_us(gpu, run, count) for _ in range(loops))
 
 
