@@ -73,12 +73,18 @@ class Program:
         drv = cp.cuda.driver
 
         def most(attribute: int) -> int:
-            return max(drv.funcGetAttribute(attribute, f.ptr) for f in self.kernels.values())
+            return max(int(drv.funcGetAttribute(attribute, f.ptr)) for f in self.kernels.values())
 
         return Resources(registers=most(drv.CU_FUNC_ATTRIBUTE_NUM_REGS),
                          spill_bytes=reported.spill_bytes if reported else 0,
                          smem_static_bytes=most(drv.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
                          stack_bytes=most(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))
+
+    def static_smem(self, name: str) -> int:
+        """The named kernel's static shared memory as loaded: it counts against the same 48 KiB
+        default limit as the dynamic part."""
+        drv = cp.cuda.driver
+        return int(drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.kernels[name].ptr))
 
 
 @dataclass
@@ -132,22 +138,14 @@ def plan(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
         kernel = program.kernels[launch.kernel]
         args = tuple(buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes else np.float32(constants[a])
                      for a in launch.args)
-        if smem and smem + _static_smem(kernel) > 48 * 1024:  # past the default limit a kernel must opt in
-            try:
+        try:
+            if smem and smem + program.static_smem(launch.kernel) > 48 * 1024:  # past the default limit: opt in
                 cp.cuda.driver.funcSetAttribute(
                     kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-            except cp.cuda.driver.CUDADriverError as e:
-                raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None
+        except cp.cuda.driver.CUDADriverError as e:
+            raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None
         out.append(Launch(launch.kernel, kernel, grid, block, smem, args))
     return out
-
-
-def _static_smem(kernel) -> int:
-    """The kernel's static shared memory, which counts against the same 48 KiB default limit."""
-    try:
-        return int(cp.cuda.driver.funcGetAttribute(cp.cuda.driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel.ptr))
-    except cp.cuda.driver.CUDADriverError:
-        return 0
 
 
 def enqueue(launches: list[Launch], stream: cp.cuda.Stream) -> None:

@@ -191,25 +191,23 @@ __device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, co
 // ---- exclusive scan of one value per thread across the block; *total gets the block's sum ---
 
 #if WARP_SHUFFLE
-__device__ __forceinline__ int block_exclusive(int value, int* total, int* warp_sums) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int inc = value;
+// Inclusive scan of one value per lane across the warp, by shuffles (call with the whole warp).
+__device__ __forceinline__ int shfl_inclusive(int value) {
+    const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {
-        const int up = __shfl_up_sync(0xffffffffu, inc, d);
-        if (lane >= d) inc += up;
+        const int up = __shfl_up_sync(0xffffffffu, value, d);
+        if (lane >= d) value += up;
     }
+    return value;
+}
+
+__device__ __forceinline__ int block_exclusive(int value, int* total, int* warp_sums) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int inc = shfl_inclusive(value);
     if (lane == 31) warp_sums[warp] = inc;
     __syncthreads();
-    if (warp == 0) {
-        int w = lane < BLOCK / 32 ? warp_sums[lane] : 0;
-#pragma unroll
-        for (int d = 1; d < 32; d *= 2) {
-            const int up = __shfl_up_sync(0xffffffffu, w, d);
-            if (lane >= d) w += up;
-        }
-        warp_sums[lane] = w;  // inclusive over warps
-    }
+    if (warp == 0) warp_sums[lane] = shfl_inclusive(lane < BLOCK / 32 ? warp_sums[lane] : 0);  // inclusive over warps
     __syncthreads();
     *total = warp_sums[BLOCK / 32 - 1];
     return inc - value + (warp > 0 ? warp_sums[warp - 1] : 0);
@@ -277,11 +275,34 @@ __device__ __forceinline__ void striped_store(int* RESTRICT y, int base, int n, 
         }
 }
 
-// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4 rows
-// of 128 elements are scanned side by side (independent shuffles, or without WARP_SHUFFLE one
-// after another through `lanes`, this warp's 32 shared slots), then chained by row totals.
-__device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
+// Inclusive scan of one value per lane across the warp (with shuffles, else through `lanes`,
+// this warp's 32 shared slots); *sum gets the warp's total.
+__device__ __forceinline__ int warp_inclusive(int value, int* sum, int* lanes) {
+#if WARP_SHUFFLE
+    value = shfl_inclusive(value);
+    *sum = __shfl_sync(0xffffffffu, value, 31);
+#else
     const int lane = threadIdx.x % 32;
+    lanes[lane] = value;
+    __syncwarp();
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const int up = lane >= d ? lanes[lane - d] : 0;
+        __syncwarp();  // every lane has read before any writes
+        value += up;
+        lanes[lane] = value;
+        __syncwarp();
+    }
+    *sum = lanes[31];
+    __syncwarp();  // read before the slots are written again
+#endif
+    return value;
+}
+
+// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4 rows
+// of 128 elements are scanned (with shuffles, independent chains the compiler interleaves), then
+// chained by row totals.
+__device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
     int s[ITEMS / 4], row_total[ITEMS / 4];
 #pragma unroll
     for (int k = 0; k < ITEMS / 4; ++k) {
@@ -290,33 +311,8 @@ __device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
         v[4 * k + 3] += v[4 * k + 2];
         s[k] = v[4 * k + 3];
     }
-#if WARP_SHUFFLE
 #pragma unroll
-    for (int d = 1; d < 32; d *= 2)
-#pragma unroll
-        for (int k = 0; k < ITEMS / 4; ++k) {
-            const int up = __shfl_up_sync(0xffffffffu, s[k], d);
-            if (lane >= d) s[k] += up;
-        }
-#pragma unroll
-    for (int k = 0; k < ITEMS / 4; ++k) row_total[k] = __shfl_sync(0xffffffffu, s[k], 31);
-#else
-#pragma unroll
-    for (int k = 0; k < ITEMS / 4; ++k) {
-        lanes[lane] = s[k];
-        __syncwarp();
-#pragma unroll
-        for (int d = 1; d < 32; d *= 2) {
-            const int up = lane >= d ? lanes[lane - d] : 0;
-            __syncwarp();  // every lane has read before any writes
-            s[k] += up;
-            lanes[lane] = s[k];
-            __syncwarp();
-        }
-        row_total[k] = lanes[31];
-        __syncwarp();  // read before the next row overwrites the slots
-    }
-#endif
+    for (int k = 0; k < ITEMS / 4; ++k) s[k] = warp_inclusive(s[k], &row_total[k], lanes);
     int carry = 0;
 #pragma unroll
     for (int k = 0; k < ITEMS / 4; ++k) {
@@ -534,34 +530,6 @@ __device__ __forceinline__ void bulk_store(void* dst, unsigned src, unsigned byt
     asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes) : "memory");
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
-
-// Inclusive scan of one value per lane across the warp (with shuffles, else through `lanes`,
-// this warp's 32 shared slots); *sum gets the warp's total.
-__device__ __forceinline__ int warp_inclusive(int value, int* sum, int* lanes) {
-    const int lane = threadIdx.x % 32;
-#if WARP_SHUFFLE
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-        const int up = __shfl_up_sync(0xffffffffu, value, d);
-        if (lane >= d) value += up;
-    }
-    *sum = __shfl_sync(0xffffffffu, value, 31);
-#else
-    lanes[lane] = value;
-    __syncwarp();
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-        const int up = lane >= d ? lanes[lane - d] : 0;
-        __syncwarp();  // every lane has read before any writes
-        value += up;
-        lanes[lane] = value;
-        __syncwarp();
-    }
-    *sum = lanes[31];
-    __syncwarp();  // read before the slots are written again
-#endif
-    return value;
 }
 
 // Four consecutive elements of a tile in shared memory: one 128-bit access with VEC4, else four
