@@ -2,7 +2,7 @@
 [tunables]
 BLOCK = [256, 128, 512]  # threads per block
 TPR = [32, 8, 16, 4, 2]  # consecutive threads sharing a row (a power of two up to a warp)
-ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per thread; with ASYNC_COPY: entries per thread; a tile is BLOCK * ITEMS
+ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per thread; a tile is BLOCK * ITEMS
 ILP = [1, 2, 4]          # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
@@ -16,7 +16,6 @@ UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per 
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
-ASYNC_COPY = [0, 1]     # tiles of BLOCK * ITEMS entries: col_idx and vals bulk-copied into shared memory (sm_90), each tile sums the rows that start in it, TPR lanes a row (over MERGE, ILP, VEC4, CHUNK, ADAPTIVE)
 
 [[scratch]]
 name = "state"
@@ -32,9 +31,8 @@ zero = true
 
 [[launch]]
 kernel = "spmv_template"
-grid = ["ASYNC_COPY * max(1, cdiv(nnz, BLOCK * ITEMS)) + (1 - ASYNC_COPY) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
+grid = ["MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK)"]
 block = ["BLOCK"]
-smem = "ASYNC_COPY * BLOCK * ITEMS * 8"
 args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
 // Feature template: CSR SpMV with TPR threads per row (vector CSR): lane l of a row's group
@@ -348,129 +346,11 @@ MERGE_FIXED_LOOP
 }
 #endif
 
-#if ASYNC_COPY
-// ---- ASYNC_COPY: tile t holds entries k0 = t * BLOCK * ITEMS .. k1 - 1. One thread starts bulk
-// async copies of its col_idx and vals into (dynamic) shared memory while warps 0 and 1 find the
-// tile's rows: those that start in it (row_ptr[r] in [k0, k1); the last tile also takes the
-// empty rows at the end). Every thread turns its entries into products in shared memory, then
-// TPR lanes sum each row. The row that runs past k1 (at most one, the tile's last) is finished by
-// the whole block from global memory, so no row is written twice and no atomics or carries are
-// needed; the tile after it loads those entries and ignores them. Data streams at the copy
-// engine's pace, and a tile never waits on another.
-#define STAGED_TILE (BLOCK * ITEMS)
-
-__device__ __forceinline__ unsigned shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-// The first row r in [0, rows] with row_ptr[r] >= k (row_ptr[rows] = nnz >= k), by a warp:
-// 32-ary search, every lane gets it.
-__device__ __forceinline__ int first_row_at(const int* RESTRICT row_ptr, int rows, int k) {
-    const int lane = threadIdx.x % 32;
-    int lo = 0, hi = rows;  // the answer is in [lo, hi]
-    while (lo < hi) {
-        const int step = (hi - lo + 31) / 32, p = lo + lane * step;
-        const unsigned at = __ballot_sync(0xffffffffu, p >= hi || LOAD(row_ptr + p) >= k);
-        if (!at) {
-            lo += 31 * step + 1;  // every probe before the answer
-            continue;
-        }
-        const int f = __ffs(at) - 1;
-        if (f == 0) break;  // lo itself
-        hi = min(lo + f * step, hi);
-        lo += (f - 1) * step + 1;
-    }
-    return lo;
-}
-
-__device__ __forceinline__ void spmv_staged(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
-                                            const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
-                                            int rows, int nnz) {
-    extern __shared__ __align__(128) int s_dyn[];  // STAGED_TILE column indices, then STAGED_TILE values
-    __shared__ __align__(8) unsigned long long s_bar;
-    __shared__ int s_rows[2], s_over_row;
-    __shared__ float s_over_sum, red[BLOCK];
-    int* const s_col = s_dyn;
-    float* const s_val = reinterpret_cast<float*>(s_dyn + STAGED_TILE);
-    const int t = threadIdx.x, warp = t / 32, g = t / TPR, l = t % TPR;
-    const int k0 = blockIdx.x * STAGED_TILE, k1 = min(k0 + STAGED_TILE, nnz), count = k1 - k0;
-    const bool last = k1 >= nnz, full = count == STAGED_TILE;
-    const unsigned bar = shared_address(&s_bar);
-    if (t == 0) {
-        s_over_row = -1;
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the copy engine
-        if (full) {
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(STAGED_TILE * 8) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(shared_address(s_col)), "l"(col_idx + k0), "r"(STAGED_TILE * 4), "r"(bar) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(shared_address(s_val)), "l"(vals + k0), "r"(STAGED_TILE * 4), "r"(bar) : "memory");
-        }
-    }
-    if (warp < 2) {  // warp 0: the first row of the tile, warp 1: the first row after it
-        const int r = warp == 0 ? (blockIdx.x == 0 ? 0 : first_row_at(row_ptr, rows, k0))
-                                : (last ? rows : first_row_at(row_ptr, rows, k1));
-        if (t % 32 == 0) s_rows[warp] = r;
-    }
-    __syncthreads();  // the barrier is initialised before anyone waits on it
-    if (full) {
-        unsigned done;
-        do {
-            asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
-                         "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar) : "memory");
-        } while (!done);
-        for (int i = t; i < STAGED_TILE; i += BLOCK) s_val[i] *= LOAD(x + s_col[i]);  // each thread its own entries
-    } else {
-        for (int i = t; i < count; i += BLOCK) s_val[i] = LOAD_STREAM(vals + k0 + i) * LOAD(x + LOAD_STREAM(col_idx + k0 + i));
-    }
-    __syncthreads();
-    const int first = s_rows[0], after = s_rows[1];
-    for (int base = first; base < after; base += RPB) {  // the same trip count in every thread
-        const int r = base + g;
-        int start = k1, end = k1;
-        if (r < after) {
-            start = LOAD(row_ptr + r);
-            end = LOAD(row_ptr + r + 1);
-        }
-        float part = 0.0f;
-        const int stop = min(end, k1);
-        ROW_LOOP
-        for (int k = start + l; k < stop; k += TPR) part += s_val[k - k0];
-        part = group_sum<TPR>(part, red);
-        if (l == 0 && r < after) {
-            if (end > k1) {
-                s_over_row = r;  // runs past this tile: finished below
-                s_over_sum = part;
-            } else {
-                y[r] = part;
-            }
-        }
-    }
-    __syncthreads();
-    const int over = s_over_row;
-    if (over < 0) return;  // the same in every thread
-    const int end = LOAD(row_ptr + over + 1);
-    float part = 0.0f;
-    for (int k = k1 + t; k < end; k += BLOCK) part += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
-    part = group_sum<32>(part, red);
-    __syncthreads();  // red is reused: every warp has read its sum
-    if (t % 32 == 0) red[warp] = part;
-    __syncthreads();
-    if (t == 0) {
-        float total = s_over_sum;
-        for (int w = 0; w < BLOCK / 32; ++w) total += red[w];
-        y[over] = total;
-    }
-}
-#endif
-
 extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                                       const float* RESTRICT vals, const float* RESTRICT x,
                                                       float* RESTRICT y, unsigned long long* state, int* ticket,
                                                       int rows, int nnz) {
-#if ASYNC_COPY
-    spmv_staged(row_ptr, col_idx, vals, x, y, rows, nnz);
-    return;
-#elif MERGE
+#if MERGE
     spmv_merge(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
     return;
 #endif
