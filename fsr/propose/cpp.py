@@ -1,11 +1,11 @@
 """Just enough of the C preprocessor to drop the inactive `#if` branches of a feature template.
 
-Conditions are evaluated on the candidate's defines (tunables and feature switches) and on
-`#define NAME <integer>` lines met in active code, and on object-like macros whose bodies are
-expressions over those (`#define BULK (SMEM_TILE && ASYNC_COPY)`). A condition that names anything else (e.g.
-`__CUDA_ARCH__`) is unknown: all of its branches are kept, so detection errs towards seeing a
-feature rather than missing one. Conditions are parsed with `ast` and a whitelist; nothing is
-`eval`ed.
+Conditions are evaluated on the candidate's defines (tunables and feature switches) and on the
+object-like macros met in active code whose bodies are constant expressions over those
+(`#define TILE 256`, `#define PREFETCH (DOUBLE_BUFFER && ITEMS <= 32)`). A condition that names
+anything else (e.g. `__CUDA_ARCH__`) is unknown: all of its branches are kept, so detection errs
+towards seeing a feature rather than missing one. Conditions are parsed with `ast` and a
+whitelist; nothing is `eval`ed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from functools import lru_cache
 # Starts with the literal "#" so that `re` can skip to candidates fast; `_at_line_start` checks
 # that only blanks precede it.
 _DIRECTIVE = re.compile(r"#[ \t]*(if|ifdef|ifndef|elif|else|endif|define)\b(.*)$", re.M)
-_DEFINE = re.compile(r"^\s*(\w+)\s+\(?\s*(-?\d+)[uUlL]*\s*\)?\s*$")
 _MACRO = re.compile(r"^\s*(\w+)\s+(\S.*?)\s*$")  # an object-like macro (a function-like one has "(" at its name)
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
@@ -121,10 +120,8 @@ def active_source(source: str, defines: Mapping[str, int]) -> str:
         last = m.end()
         kind, rest = m.group(1), m.group(2).strip()
         if kind == "define":
-            if active and (d := _DEFINE.match(rest)):
-                names[d.group(1)] = int(d.group(2))
-            elif active and (d := _MACRO.match(rest)):
-                try:  # a macro over known names, e.g. #define BULK (SMEM_TILE && ASYNC_COPY)
+            if active and (d := _MACRO.match(rest)):
+                try:  # an integer, or an expression over known names
                     names[d.group(1)] = evaluate(d.group(2), names)
                 except Unknown:
                     names.pop(d.group(1), None)  # not known here: an #if on it keeps both branches
