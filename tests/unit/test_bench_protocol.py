@@ -78,9 +78,17 @@ def test_without_a_known_time_per_run_the_full_protocol_warms_up(monkeypatch):
     assert len(full(fake, per_run_s=None)) == 50 and fake.warmups == 1
 
 
-def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
-    """tuning.run's best_us (the full protocol's time per run, in place of a warm-up) is the
-    median of the winning configuration's own trial samples, not another configuration's."""
+def sgemm_us(trial) -> float:
+    """A made-up latency for an sgemm template configuration: distinct across the tuning space."""
+    values = dict(trial.resolved_defines())
+    return 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
+
+
+def tune_faked(monkeypatch, check, time, trials: int):
+    """tuning.run over the sgemm template with no GPU: programs, compiles and the winner's lookup
+    faked, `check(self, trial, program, indices)` and `time(self, trial, program)` standing in for
+    the checks and the trial timing. Returns (the Tuned result, the candidate, the Trials' small
+    sizes in checking order)."""
     from types import SimpleNamespace
 
     from fsr import candidate as cfmt
@@ -91,23 +99,28 @@ def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
 
     task = tasks.load("sgemm")
     cand = cfmt.parse(task.template_source, task)
-    samples: dict[tuple, list[float]] = {}
-
-    def fake_time(self, trial, program):
-        values = dict(trial.resolved_defines())
-        base = 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
-        samples[trial.resolved_defines()] = [base, base * 1.5, base * 1.01]  # median: base * 1.01
-        return samples[trial.resolved_defines()]
-
     monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: None)  # no module to load here
     monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: None)
     monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)
-    monkeypatch.setattr(tuning.Trials, "_check", lambda self, trial, program, indices: None)
-    monkeypatch.setattr(tuning.Trials, "_time", fake_time)
+    monkeypatch.setattr(tuning.Trials, "_check", check)
+    monkeypatch.setattr(tuning.Trials, "_time", time)
     monkeypatch.setattr(tuning.Trials, "winner", lambda self, key: (None, None))
-    child = SimpleNamespace(tune_cfg=TuneConfig(), note=lambda _: None)
-    state = SimpleNamespace(task=task)
-    tuned = tuning.run(child, state, cand, EvalRequest(cand, b"", (), tune_trials=8))
+    child, state = SimpleNamespace(tune_cfg=TuneConfig(), note=lambda _: None), SimpleNamespace(task=task)
+    tuned = tuning.run(child, state, cand, EvalRequest(cand, b"", (), tune_trials=trials))
+    return tuned, cand, tuning.Trials(child, state, cand, EvalRequest(cand, b"", ())).small
+
+
+def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
+    """tuning.run's best_us (the full protocol's time per run, in place of a warm-up) is the
+    median of the winning configuration's own trial samples, not another configuration's."""
+    samples: dict[tuple, list[float]] = {}
+
+    def fake_time(self, trial, program):
+        base = sgemm_us(trial)
+        samples[trial.resolved_defines()] = [base, base * 1.5, base * 1.01]  # median: base * 1.01
+        return samples[trial.resolved_defines()]
+
+    tuned, _, _ = tune_faked(monkeypatch, lambda self, trial, program, indices: None, fake_time, 8)
     assert tuned.candidate is not None and len(samples) >= 2
     winner = samples[tuned.candidate.resolved_defines()]
     assert tuned.best_us == sorted(winner)[1] == min(sorted(s)[1] for s in samples.values())
@@ -117,46 +130,27 @@ def test_a_trial_is_checked_past_the_smallest_size_only_when_it_beats_the_best(m
     """Every trial is checked at the smallest test size; the other small sizes only for a trial
     faster than the best so far. A faster trial that fails there is infeasible and never wins; a
     slower one is told to the tuner with a reason saying it was checked at one size only."""
-    from types import SimpleNamespace
-
-    from fsr import candidate as cfmt
     from fsr import tasks
-    from fsr.config import TuneConfig
     from fsr.evaluate import tuning
-    from fsr.evaluate.child import EvalRequest
     from fsr.types import SizeCheck
 
-    task = tasks.load("sgemm")
-    cand = cfmt.parse(task.template_source, task)
+    sizes = tasks.load("sgemm").test_sizes
     checked: dict[tuple, list[int]] = {}
     wrong_at: set[tuple] = set()
-
-    def latency(trial):
-        values = dict(trial.resolved_defines())
-        return 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
 
     def fake_check(self, trial, program, indices):
         key = trial.resolved_defines()
         checked.setdefault(key, []).extend(indices)
         if key in wrong_at and indices and indices[0] != self.small[0]:
-            return SizeCheck(task.test_sizes[indices[0]], False, 1.0, "wrong")
+            return SizeCheck(sizes[indices[0]], False, 1.0, "wrong")
         return None
 
     def fake_time(self, trial, program):
-        key = trial.resolved_defines()
-        if self.best_us is not None and latency(trial) < self.best_us and len(wrong_at) < 2:
-            wrong_at.add(key)  # the first two trials to beat the best are wrong past the smallest size
-        return [latency(trial)]
+        if self.best_us is not None and sgemm_us(trial) < self.best_us and len(wrong_at) < 2:
+            wrong_at.add(trial.resolved_defines())  # the first two trials to beat the best are wrong past the smallest size
+        return [sgemm_us(trial)]
 
-    monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: None)
-    monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: None)
-    monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)
-    monkeypatch.setattr(tuning.Trials, "_check", fake_check)
-    monkeypatch.setattr(tuning.Trials, "_time", fake_time)
-    monkeypatch.setattr(tuning.Trials, "winner", lambda self, key: (None, None))
-    child = SimpleNamespace(tune_cfg=TuneConfig(), note=lambda _: None)
-    tuned = tuning.run(child, SimpleNamespace(task=task), cand, EvalRequest(cand, b"", (), tune_trials=16))
-    small = tuning.Trials(child, SimpleNamespace(task=task), cand, EvalRequest(cand, b"", ())).small
+    tuned, cand, small = tune_faked(monkeypatch, fake_check, fake_time, 16)
     assert len(small) > 1 and wrong_at, "the case needs several small sizes and a faster wrong trial"
     records = {r.values: r for r in tuned.trials if not r.cached}
     assert tuned.candidate is not None and tuned.candidate.resolved_defines() not in wrong_at
