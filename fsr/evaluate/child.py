@@ -254,7 +254,7 @@ class Child:
         if req.tune_trials > 0 and _space(cand) > 1:
             tuned = tuning.run(self, state, cand, req)
             trials = tuned.trials
-            if tuned.candidate is not None and tuned.best_us:
+            if tuned.best_us:  # set only when a configuration won
                 per_run_s = tuned.best_us * 1e-6
             if tuned.candidate is not None and tuned.program is not None and tuned.resources is not None:
                 cand, program, resources = tuned.candidate, tuned.program, tuned.resources  # as measured in tuning

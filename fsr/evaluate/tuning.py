@@ -4,11 +4,12 @@ The GPU should set the pace, so a trial's host work is done ahead: the parent co
 the tuner measures first (fsr.tune.first_points) while the GPU is still busy with the previous
 candidate, and ships them with the request; points asked later are compiled here, all of a
 batch at once on the worker's host cores (NVRTC releases the GIL), while the GPU checks and times
-the points before them. Each trial is checked at the smallest test size (which also warms its
-program), timed with the short protocol (`bench.sample_trial`: a few samples, stopped after one
-or two when clearly slower than the best so far) and, only when it beats the best so far,
-checked at the other small sizes: a trial slower than the best cannot win, so its checks would
-decide nothing. Only the winner is timed with the full protocol, by the caller, without a
+the points before them. Each trial is checked at the largest of the small test sizes (which
+also warms its program, and catches most faults of scale before the trial runs at the bench
+size), timed with the short protocol (`bench.sample_trial`: a few samples, stopped after one or
+two when clearly slower than the best so far) and, only when it beats the best so far, checked
+at the other small sizes: a trial slower than the best cannot win, so its checks would decide
+nothing. Only the winner is timed with the full protocol, by the caller, without a
 second warm-up (its trial has just run it), and checked again at every size.
 
 Runs in the evaluator's child process only (imports cupy).
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from fsr.evaluate.child import Child, EvalRequest, TaskState
 
 SMALL_SIZE_ELEMENTS = 1 << 20  # tuning trials verify only sizes this small
-UNCHECKED = "slower than the best so far: checked at the smallest size only"
+UNCHECKED = "slower than the best so far: checked at the largest small test size only"
 
 
 @cache
@@ -94,7 +95,9 @@ class Trials:
         self.best_us: float | None = None
         sizes = state.task.test_sizes
         elements = [int(np.prod([v for _, v in s], dtype=np.int64)) for s in sizes]
-        self.small = sorted((i for i, e in enumerate(elements) if e <= SMALL_SIZE_ELEMENTS), key=elements.__getitem__)
+        # the small sizes, largest first: the one every trial is checked at before it is timed
+        self.small = sorted((i for i, e in enumerate(elements) if e <= SMALL_SIZE_ELEMENTS),
+                            key=lambda i: -elements[i])
         # One input set per small size for all of this candidate's trials (a filter only: the
         # winner is checked on fresh inputs at every size), on device buffers kept while intact.
         self.contents: dict[int, Any] = {}
@@ -131,7 +134,7 @@ class Trials:
         return self.loaded[key]
 
     def measure(self, values: dict[str, int]) -> tune_module.TrialOutcome:
-        """The objective: compile (ahead), check at the smallest size, time with the short
+        """The objective: compile (ahead), check at the largest small size, time with the short
         protocol, and check at the other small sizes if the trial beats the best so far (one
         slower cannot win: its latency is told to the tuner, with a reason saying so)."""
         from fsr import tune

@@ -5,6 +5,7 @@ warm-up when the time per run is known (the winner's trial has just run it)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fsr.evaluate import bench
@@ -126,8 +127,8 @@ def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
     assert tuned.best_us == sorted(winner)[1] == min(sorted(s)[1] for s in samples.values())
 
 
-def test_a_trial_is_checked_past_the_smallest_size_only_when_it_beats_the_best(monkeypatch):
-    """Every trial is checked at the smallest test size; the other small sizes only for a trial
+def test_a_trial_is_checked_past_one_size_only_when_it_beats_the_best(monkeypatch):
+    """Every trial is checked at the largest small test size; the other small sizes only for a trial
     faster than the best so far. A faster trial that fails there is infeasible and never wins; a
     slower one is told to the tuner with a reason saying it was checked at one size only."""
     from fsr import tasks
@@ -147,11 +148,13 @@ def test_a_trial_is_checked_past_the_smallest_size_only_when_it_beats_the_best(m
 
     def fake_time(self, trial, program):
         if self.best_us is not None and sgemm_us(trial) < self.best_us and len(wrong_at) < 2:
-            wrong_at.add(trial.resolved_defines())  # the first two trials to beat the best are wrong past the smallest size
+            wrong_at.add(trial.resolved_defines())  # the first two to beat the best: wrong past the first size checked
         return [sgemm_us(trial)]
 
     tuned, cand, small = tune_faked(monkeypatch, fake_check, fake_time, 16)
     assert len(small) > 1 and wrong_at, "the case needs several small sizes and a faster wrong trial"
+    elements = [int(np.prod([v for _, v in sizes[i]])) for i in small]
+    assert elements == sorted(elements, reverse=True) and elements[0] <= tuning.SMALL_SIZE_ELEMENTS
     records = {r.values: r for r in tuned.trials if not r.cached}
     assert tuned.candidate is not None and tuned.candidate.resolved_defines() not in wrong_at
     best = min(r.latency_us for r in records.values() if r.feasible and r.reason == "")
@@ -159,7 +162,7 @@ def test_a_trial_is_checked_past_the_smallest_size_only_when_it_beats_the_best(m
     names = {t.name for t in cand.tunables}
     for key, indices in checked.items():
         record = records[tuple((k, v) for k, v in key if k in names)]
-        assert indices[0] == small[0]  # the smallest size first, always
+        assert indices[0] == small[0]  # the largest small size first, always
         if key in wrong_at:
             assert not record.feasible and record.reason.startswith("wrong at")
         elif record.reason == tuning.UNCHECKED:
