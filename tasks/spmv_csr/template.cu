@@ -2,9 +2,9 @@
 [tunables]
 BLOCK = [256, 128, 512]  # threads per block
 TPR = [32, 8, 16, 4, 2]  # consecutive threads sharing a row (a power of two up to a warp)
-ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per thread, a tile is BLOCK * ITEMS; with SEGMENT: entries per lane a step
-ILP = [1, 2, 4]          # without VEC4, MERGE or SEGMENT: entries a lane loads (stride TPR) before it gathers their x
-CHUNK = [1, 4, 16]       # vector CSR: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1); SEGMENT: steps a warp takes
+ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per thread; a tile is BLOCK * ITEMS
+ILP = [1, 2, 4]          # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
+CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
 
 [features]
@@ -16,12 +16,11 @@ UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per 
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
-SEGMENT = [0, 1]        # without MERGE: each warp an equal share of entries (32 * ITEMS a step, CHUNK steps), rows found per entry, one carry per warp (TPR unused)
 
 [[scratch]]
 name = "state"
 dtype = "int64"
-count = "MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * SEGMENT * cdiv(nnz, 32 * ITEMS * CHUNK) + 1"
+count = "cdiv(rows + nnz, BLOCK * ITEMS)"
 zero = true
 
 [[scratch]]
@@ -32,7 +31,7 @@ zero = true
 
 [[launch]]
 kernel = "spmv_template"
-grid = ["MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * SEGMENT * max(1, cdiv(nnz, BLOCK * ITEMS * CHUNK)) + (1 - MERGE) * (1 - SEGMENT) * cdiv(rows, BLOCK // TPR * CHUNK)"]
+grid = ["MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK)"]
 block = ["BLOCK"]
 args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
@@ -157,22 +156,6 @@ __device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const flo
     return s;
 }
 
-#if MERGE || SEGMENT
-// A row's partial sums between tiles or warps: one 64-bit word, (flag << 32) | float bits, 0
-// until published.
-typedef unsigned long long word_t;
-__device__ __forceinline__ word_t read_state(const word_t* p) { return *(const volatile word_t*)p; }
-__device__ __forceinline__ void write_state(word_t* p, word_t flag, float value) {
-    *(volatile word_t*)p = (flag << 32) | __float_as_uint(value);  // one 64-bit store: never torn
-}
-
-struct Seg {
-    bool ended;  // a row ended in this span
-    float sum;   // the sum after the last row end in the span (all of it if none)
-};
-__device__ __forceinline__ Seg seg_join(Seg a, Seg b) { return {a.ended || b.ended, b.ended ? b.sum : a.sum + b.sum}; }
-#endif
-
 #if MERGE
 // ---- MERGE: merge-path SpMV (Merrill & Garland). The merge of row ends (row p ends after entry
 // row_ptr[p + 1] - 1) with entries is cut into tiles of TILE items; tile t is diagonals
@@ -193,6 +176,12 @@ __device__ __forceinline__ Seg seg_join(Seg a, Seg b) { return {a.ended || b.end
 #endif
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
+typedef unsigned long long word_t;
+
+__device__ __forceinline__ word_t read_state(const word_t* p) { return *(const volatile word_t*)p; }
+__device__ __forceinline__ void write_state(word_t* p, word_t flag, float value) {
+    *(volatile word_t*)p = (flag << 32) | __float_as_uint(value);  // one 64-bit store: never torn
+}
 
 // Sum of the tail sums of the tiles before `tile` that share its first row (tile > 0).
 __device__ __forceinline__ float carry_before(const word_t* state, int tile) {
@@ -224,6 +213,12 @@ __device__ __forceinline__ int rows_before(const int* RESTRICT row_ptr, int rows
     }
     return lo;
 }
+
+struct Seg {
+    bool ended;  // a row ended in this span
+    float sum;   // the sum after the last row end in the span (all of it if none)
+};
+__device__ __forceinline__ Seg seg_join(Seg a, Seg b) { return {a.ended || b.ended, b.ended ? b.sum : a.sum + b.sum}; }
 
 __device__ __forceinline__ void spmv_merge(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                            const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
@@ -351,191 +346,12 @@ MERGE_FIXED_LOOP
 }
 #endif
 
-#if SEGMENT && !MERGE
-// ---- SEGMENT: warp w owns entries [w * REGION, (w + 1) * REGION), REGION = CHUNK steps of SPAN
-// = 32 * ITEMS entries; in a step lane l holds entries l * ITEMS .. l * ITEMS + ITEMS - 1 of the
-// span, their loads all in flight at once. A row ending at entry e (row_ptr[r + 1] = e) ends in
-// the warp whose entries hold e - 1 (whose region has e in (begin, end]): that warp writes it,
-// and writes 0 to the empty rows ending there. The rows of a step's entries come from counts of
-// row ends per offset in shared memory, filled from row_ptr 32 rows at a time; a lane's partial
-// sums are joined across the warp by a segmented scan. Only the row holding the region's first
-// entry can have begun in an earlier region: each warp publishes its partial of the row open at
-// its end (its carry) before looking back, and the warp that ends a row begun earlier adds the
-// carries of the regions since the row's first entry. Warps are numbered by a ticket per block
-// in start order, so a warp looks back only at warps running or done, none of which waits first.
-#define SPAN (32 * ITEMS)
-#define REGION (SPAN * CHUNK)
-#define WPB (BLOCK / 32)
-#define FULL_MASK 0xffffffffu
-
-// Rows ending at or before entry e (row_ptr[p + 1] <= e), by a warp: a 32-ary search.
-__device__ __forceinline__ int rows_ended_by(const int* RESTRICT row_ptr, int rows, int e) {
-    const int lane = threadIdx.x % 32;
-    int lo = 0, hi = rows;  // the answer is in [lo, hi]
-    while (lo < hi) {
-        const int step = (hi - lo + 31) / 32, p = lo + lane * step;
-        const bool open = p >= hi || LOAD(row_ptr + p + 1) > e;  // row p not ended by e
-        const unsigned ballot = __ballot_sync(FULL_MASK, open);
-        const int f = ballot ? __ffs(ballot) - 1 : 32;
-        if (f == 0) break;  // row lo is open: the answer is lo
-        const int new_hi = f < 32 ? min(lo + f * step, hi) : hi;
-        lo = lo + (f - 1) * step + 1;
-        hi = new_hi;
-    }
-    return lo;
-}
-
-__device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
-                                             const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
-                                             word_t* state, int* ticket, int rows, int nnz) {
-    __shared__ int s_cnt[WPB][SPAN + 1];  // row ends at each offset 0 .. SPAN of the warp's step
-    __shared__ int s_tile;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if (threadIdx.x == 0) s_tile = atomicAdd(ticket, 1);
-    __syncthreads();
-    const int region = s_tile * WPB + warp;
-    if (region > 0 && (long long)region * REGION >= nnz) return;  // past the entries (region 0 runs even with none)
-    int* cnt = s_cnt[warp];
-    const int begin = region * REGION, stop = min(begin + REGION, nnz);
-    int row = rows_ended_by(row_ptr, rows, begin);  // the row holding entry `begin`
-    if (region == 0)
-        for (int r = lane; r < row; r += 32) y[r] = 0.0f;  // empty rows before the first entry
-    const int head = row;  // begun in an earlier region if its first entry is before `begin`
-    const bool head_earlier = head < rows && LOAD(row_ptr + head) < begin;
-    bool ended_any = false;  // a row ended in this region (else all of it lies in row `head`)
-    float open = 0.0f;       // this region's sum of row `row` so far
-    const bool aligned = VEC4 && ((reinterpret_cast<size_t>(col_idx) | reinterpret_cast<size_t>(vals)) & 15) == 0;
-    for (int e0 = begin; e0 < stop; e0 += SPAN) {
-        const int e1 = min(e0 + SPAN, stop);
-        // The lane's entries: every load issued before any gather.
-        const int first = e0 + lane * ITEMS;
-        int c[ITEMS];
-        float v[ITEMS];
-        if (aligned && first + ITEMS <= e1) {
-_Pragma("unroll")
-            for (int q = 0; q < ITEMS / 4; ++q) {
-                const int4 cc = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx + first) + q);
-                const float4 vv = LOAD_STREAM(reinterpret_cast<const float4*>(vals + first) + q);
-                c[4 * q] = cc.x, c[4 * q + 1] = cc.y, c[4 * q + 2] = cc.z, c[4 * q + 3] = cc.w;
-                v[4 * q] = vv.x, v[4 * q + 1] = vv.y, v[4 * q + 2] = vv.z, v[4 * q + 3] = vv.w;
-            }
-        } else {
-_Pragma("unroll")
-            for (int k = 0; k < ITEMS; ++k) {
-                const bool has = first + k < e1;
-                c[k] = has ? LOAD_STREAM(col_idx + first + k) : 0;
-                v[k] = has ? LOAD_STREAM(vals + first + k) : 0.0f;
-            }
-        }
-        float prod[ITEMS];
-_Pragma("unroll")
-        for (int k = 0; k < ITEMS; ++k) prod[k] = v[k] * LOAD(x + c[k]);  // column 0 past the entries: v is 0
-
-        // Row ends in (e0, e1], counted by offset; empty rows ending there written now.
-        __syncwarp();  // the last step's readers of cnt are done
-        for (int o = lane; o <= SPAN; o += 32) cnt[o] = 0;
-        __syncwarp();
-        for (int base = row;; base += 32) {
-            const int r = base + lane;
-            const int end = r < rows ? LOAD(row_ptr + r + 1) : 0x7fffffff;
-            const bool ends_here = end <= e1;  // rows from `row` on end after e0
-            if (ends_here) {
-                atomicAdd(cnt + (end - e0), 1);
-                if (LOAD(row_ptr + r) == end) y[r] = 0.0f;
-            }
-            if (__ballot_sync(FULL_MASK, ends_here) != FULL_MASK) break;  // row ends are in order
-        }
-        __syncwarp();
-
-        // The lane's walk: a row end at offset o > 0 comes before the entry at o.
-        int ends = 0;
-_Pragma("unroll")
-        for (int k = 0; k < ITEMS; ++k) {
-            const int o = lane * ITEMS + k;
-            if (o > 0 && e0 + o < e1) ends += cnt[o];
-        }
-        int before = ends;  // exclusive scan of the lanes' row-end counts
-_Pragma("unroll")
-        for (int d = 1; d < 32; d *= 2) {
-            const int up = __shfl_up_sync(FULL_MASK, before, d);
-            if (lane >= d) before += up;
-        }
-        const int total = __shfl_sync(FULL_MASK, before, 31);  // row ends inside the step
-        before -= ends;
-        int lrow = row + before, first_row = lrow;
-        float run = 0.0f, first_sum = 0.0f;
-        bool ended = false;
-_Pragma("unroll")
-        for (int k = 0; k < ITEMS; ++k) {
-            const int o = lane * ITEMS + k;
-            if (e0 + o < e1) {
-                const int n = o > 0 ? cnt[o] : 0;
-                if (n > 0) {
-                    if (ended) y[lrow] = run;  // a row wholly in this lane
-                    else first_sum = run;
-                    ended = true;
-                    run = 0.0f;
-                    lrow += n;
-                }
-                run += prod[k];
-            }
-        }
-        // Segmented scan over the warp: `exc` joins the lanes before this one, `all` the step.
-        Seg inc = {ended, run};
-_Pragma("unroll")
-        for (int d = 1; d < 32; d *= 2) {
-            const bool up_e = __shfl_up_sync(FULL_MASK, inc.ended, d);
-            const float up_s = __shfl_up_sync(FULL_MASK, inc.sum, d);
-            if (lane >= d) inc = seg_join({up_e, up_s}, inc);
-        }
-        Seg exc = {__shfl_up_sync(FULL_MASK, inc.ended, 1), __shfl_up_sync(FULL_MASK, inc.sum, 1)};
-        if (lane == 0) exc = {false, 0.0f};
-        const Seg all = {__shfl_sync(FULL_MASK, inc.ended, 31), __shfl_sync(FULL_MASK, inc.sum, 31)};
-        // The lane's first row end closes the row open before it (`row` itself when no earlier
-        // lane ended one: then this region's earlier steps add `open`).
-        if (ended) y[first_row] = first_sum + exc.sum + (exc.ended ? 0.0f : open);
-        // The row open at the step's end, and whether it ends exactly there.
-        open = all.ended ? all.sum : open + all.sum;
-        row += total;
-        ended_any = ended_any || all.ended;
-        const int at_end = cnt[e1 - e0];
-        if (at_end > 0) {
-            if (lane == 0) y[row] = open;
-            row += at_end;
-            open = 0.0f;
-            ended_any = true;
-        }
-    }
-    // Publish this region's partial of the row open at its end, then finish the head row if it
-    // began earlier and ended here.
-    if (lane == 0) write_state(state + region, 1ull, open);
-    if (head_earlier && ended_any) {
-        float carry = 0.0f;
-        for (int b = LOAD(row_ptr + head) / REGION + lane; b < region; b += 32) {
-            word_t w = read_state(state + b);
-            while ((w >> 32) == 0) {
-                __nanosleep(64);
-                w = read_state(state + b);
-            }
-            carry += __uint_as_float((unsigned)(w & 0xffffffffu));
-        }
-_Pragma("unroll")
-        for (int mask = 16; mask > 0; mask >>= 1) carry += __shfl_xor_sync(FULL_MASK, carry, mask);
-        __syncwarp();  // the head row's partial, written by some lane, is visible to lane 0
-        if (lane == 0) y[head] += carry;
-    }
-}
-#endif
-
 extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                                       const float* RESTRICT vals, const float* RESTRICT x,
                                                       float* RESTRICT y, unsigned long long* state, int* ticket,
                                                       int rows, int nnz) {
 #if MERGE
     spmv_merge(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
-    return;
-#elif SEGMENT
-    spmv_segment(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
     return;
 #endif
     __shared__ float red[BLOCK];

@@ -30,14 +30,9 @@ def sample(template: Candidate, seed: int) -> list[dict[str, int]]:
     return list({tuple(sorted(d.items())): d for d in out}.values())
 
 
-# Paths that the all-on case leaves out, because a switch that is on overrides them
-PATHS = [("spmv_csr", {"MERGE": 0, "SEGMENT": 1, "VEC4": 1, "READONLY": 1, "STREAM": 1, "UNROLL": 1,
-                       "LAUNCH_BOUNDS": 1, "ITEMS": 12, "CHUNK": 4}),
-         ("spmv_csr", {"MERGE": 0, "SEGMENT": 1, "ITEMS": 4, "CHUNK": 16, "BLOCK": 512})]
-
 CASES = [(name, values) for name in tasks.list_tasks()
          for values in sample(candidate.parse(tasks.load(name).template_source or "", tasks.load(name)), SEED)
-         if tasks.load(name).template_source] + PATHS
+         if tasks.load(name).template_source]
 
 
 @pytest.fixture(scope="module")
