@@ -1,7 +1,7 @@
 /* fsr
 [tunables]
-BLOCK = [256, 512, 128]  # threads per block
-ITEMS = [32, 16, 24, 8, 4, 48]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS
+BLOCK = [256, 512, 128, 64, 96]  # threads per block (a multiple of 32)
+ITEMS = [32, 16, 24, 48, 64, 96, 128]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS (SMEM_TILE: at most 24576, 96 KiB)
 BACKOFF_NS = [512, 128, 0, 32]  # a look-back poll that finds a tile unpublished sleeps this long before the next
 
 [features]
@@ -20,7 +20,7 @@ LOOKBACK_BLOCK = [0, 1] # every thread of the block inspects one predecessor til
 [[scratch]]
 name = "state"
 dtype = "int64"
-count = "cdiv(n, BLOCK * ITEMS)"
+count = "cdiv(n, BLOCK * (ITEMS - SMEM_TILE * max(0, ITEMS - 4 * (6144 // BLOCK))))"
 zero = true
 
 [[scratch]]
@@ -33,9 +33,9 @@ zero = true
 kernel = "scan_template"
 # DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK (bulk-copied tiles: as many
 # blocks as two tiles each fit an SM's 228 KiB of shared memory); any grid is correct
-grid = ["min(cdiv(n, BLOCK * ITEMS), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - SMEM_TILE) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + SMEM_TILE * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * ITEMS + 1280))))))"]
+grid = ["min(cdiv(n, BLOCK * (ITEMS - SMEM_TILE * max(0, ITEMS - 4 * (6144 // BLOCK)))), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - SMEM_TILE) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + SMEM_TILE * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * (ITEMS - SMEM_TILE * max(0, ITEMS - 4 * (6144 // BLOCK))) + 1280))))))"]
 block = ["BLOCK"]
-smem = "SMEM_TILE * (1 + DOUBLE_BUFFER) * BLOCK * ITEMS * 4"
+smem = "SMEM_TILE * (1 + DOUBLE_BUFFER) * BLOCK * (ITEMS - SMEM_TILE * max(0, ITEMS - 4 * (6144 // BLOCK))) * 4"
 args = ["x", "y", "state", "ticket", "n"]
 */
 // Feature template: single-pass inclusive scan with decoupled look-back (Merrill & Garland).
@@ -58,12 +58,19 @@ args = ["x", "y", "state", "ticket", "n"]
 // other blocks' loads going. A partial last tile is loaded and stored by the threads. With
 // DOUBLE_BUFFER, persistent blocks hold two tile buffers: the next tile's bulk copy is started
 // before this tile's look-back, so a block waiting on its predecessors still keeps DRAM busy.
-#define TILE (BLOCK * ITEMS)
+// Elements a thread takes: ITEMS, but a bulk-copied tile holds at most 24576 (96 KiB, so two of
+// them fit a block's opt-in shared memory with DOUBLE_BUFFER); the header computes the same.
+#if SMEM_TILE && ITEMS > 4 * (6144 / BLOCK)
+#define TILE_ITEMS (4 * (6144 / BLOCK))
+#else
+#define TILE_ITEMS ITEMS
+#endif
+#define TILE (BLOCK * TILE_ITEMS)
 #define BULK SMEM_TILE
 // The next tile is loaded into registers early where the two tiles fit the registers.
-#define PREFETCH (DOUBLE_BUFFER && ITEMS <= 32)
+#define PREFETCH (DOUBLE_BUFFER && TILE_ITEMS <= 32)
 // Threads an SM is bounded for (launch bounds) and the persistent grid assumes (header's grid).
-#define SM_THREADS (BULK ? 2048 : ITEMS * (1 + DOUBLE_BUFFER) <= 32 ? 1024 : 512)
+#define SM_THREADS (BULK ? 2048 : TILE_ITEMS * (1 + DOUBLE_BUFFER) <= 32 ? 1024 : 512)
 #define SM_BLOCKS (SM_THREADS / BLOCK > 1 ? SM_THREADS / BLOCK : 1)
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
@@ -153,15 +160,15 @@ __device__ __forceinline__ void write_state(word_t* p, word_t flag, int value) {
     *(volatile word_t*)p = (flag << 32) | (unsigned)value;  // one aligned 64-bit store: never torn
 }
 
-// ---- load and store this thread's ITEMS consecutive elements --------------------------------
+// ---- load and store this thread's TILE_ITEMS consecutive elements --------------------------------
 
 __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int n, int* v) {
     const bool full = base + TILE <= n;
-    const int first = base + threadIdx.x * ITEMS;
+    const int first = base + threadIdx.x * TILE_ITEMS;
 #if VEC4
     if (full) {
 #pragma unroll
-        for (int k = 0; k < ITEMS; k += 4) {
+        for (int k = 0; k < TILE_ITEMS; k += 4) {
             const int4 q = LOAD(reinterpret_cast<const int4*>(x + first + k));
             v[k] = q.x; v[k + 1] = q.y; v[k + 2] = q.z; v[k + 3] = q.w;
         }
@@ -169,22 +176,22 @@ __device__ __forceinline__ void load_items(const int* RESTRICT x, int base, int 
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) v[k] = LOAD_IF(full || first + k < n, x + first + k);
+    for (int k = 0; k < TILE_ITEMS; ++k) v[k] = LOAD_IF(full || first + k < n, x + first + k);
 }
 
 __device__ __forceinline__ void store_items(int* RESTRICT y, int base, int n, const int* v) {
     const bool full = base + TILE <= n;
-    const int first = base + threadIdx.x * ITEMS;
+    const int first = base + threadIdx.x * TILE_ITEMS;
 #if VEC4
     if (full) {
 #pragma unroll
-        for (int k = 0; k < ITEMS; k += 4)
+        for (int k = 0; k < TILE_ITEMS; k += 4)
             STORE(reinterpret_cast<int4*>(y + first + k), make_int4(v[k], v[k + 1], v[k + 2], v[k + 3]));
         return;
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k)
+    for (int k = 0; k < TILE_ITEMS; ++k)
         STORE_IF(full || first + k < n, y + first + k, v[k]);
 }
 
@@ -232,14 +239,14 @@ __device__ __forceinline__ int block_exclusive(int value, int* total, int* part)
 // element (k * 32 + l) * 4 + c of it, so every load and store of a warp is 512 contiguous bytes.
 
 #if STRIPED || BULK
-#define CHUNK (32 * ITEMS)
+#define CHUNK (32 * TILE_ITEMS)
 
 __device__ __forceinline__ void striped_load(const int* RESTRICT x, int base, int n, int* v) {
     const int first = base + (threadIdx.x / 32) * CHUNK + (threadIdx.x % 32) * 4;
 #if VEC4
     if (base + TILE <= n && ((size_t)x & 15) == 0) {
 #pragma unroll
-        for (int k = 0; k < ITEMS / 4; ++k) {
+        for (int k = 0; k < TILE_ITEMS / 4; ++k) {
             const int4 q = LOAD(reinterpret_cast<const int4*>(x + first + k * 128));
             v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
         }
@@ -247,7 +254,7 @@ __device__ __forceinline__ void striped_load(const int* RESTRICT x, int base, in
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < ITEMS / 4; ++k)
+    for (int k = 0; k < TILE_ITEMS / 4; ++k)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             const int i = first + k * 128 + c;
@@ -260,14 +267,14 @@ __device__ __forceinline__ void striped_store(int* RESTRICT y, int base, int n, 
 #if VEC4
     if (base + TILE <= n && ((size_t)y & 15) == 0) {
 #pragma unroll
-        for (int k = 0; k < ITEMS / 4; ++k)
+        for (int k = 0; k < TILE_ITEMS / 4; ++k)
             STORE(reinterpret_cast<int4*>(y + first + k * 128),
                   make_int4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]));
         return;
     }
 #endif
 #pragma unroll
-    for (int k = 0; k < ITEMS / 4; ++k)
+    for (int k = 0; k < TILE_ITEMS / 4; ++k)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             const int i = first + k * 128 + c;
@@ -299,23 +306,23 @@ __device__ __forceinline__ int warp_inclusive(int value, int* sum, int* lanes) {
     return value;
 }
 
-// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The ITEMS / 4 rows
+// v becomes the inclusive scan of the warp's chunk; returns the chunk's sum. The TILE_ITEMS / 4 rows
 // of 128 elements are scanned (with shuffles, independent chains the compiler interleaves), then
 // chained by row totals.
 __device__ __forceinline__ int striped_warp_scan(int* v, int* lanes) {
-    int s[ITEMS / 4], row_total[ITEMS / 4];
+    int s[TILE_ITEMS / 4], row_total[TILE_ITEMS / 4];
 #pragma unroll
-    for (int k = 0; k < ITEMS / 4; ++k) {
+    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
         v[4 * k + 1] += v[4 * k];
         v[4 * k + 2] += v[4 * k + 1];
         v[4 * k + 3] += v[4 * k + 2];
         s[k] = v[4 * k + 3];
     }
 #pragma unroll
-    for (int k = 0; k < ITEMS / 4; ++k) s[k] = warp_inclusive(s[k], &row_total[k], lanes);
+    for (int k = 0; k < TILE_ITEMS / 4; ++k) s[k] = warp_inclusive(s[k], &row_total[k], lanes);
     int carry = 0;
 #pragma unroll
-    for (int k = 0; k < ITEMS / 4; ++k) {
+    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
         const int add = carry + s[k] - v[4 * k + 3];  // lanes below in this row, and the rows before
         carry += row_total[k];
 #pragma unroll
@@ -438,8 +445,8 @@ __device__ __forceinline__ int scan_local(int* v, int* total, int* part, int* la
     return striped_block_offset(striped_warp_scan(v, lanes), total, part);
 #else
 #pragma unroll
-    for (int k = 1; k < ITEMS; ++k) v[k] += v[k - 1];
-    return block_exclusive(v[ITEMS - 1], total, part);
+    for (int k = 1; k < TILE_ITEMS; ++k) v[k] += v[k - 1];
+    return block_exclusive(v[TILE_ITEMS - 1], total, part);
 #endif
 }
 
@@ -491,7 +498,7 @@ __device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int 
                                             int total, int* prefix_s, int* sum_s) {
     const int add = tile_prefix(state, tile, total, prefix_s, sum_s) + offset;
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) v[k] += add;
+    for (int k = 0; k < TILE_ITEMS; ++k) v[k] += add;
 #if STRIPED
     striped_store(y, tile * TILE, n, v);
 #else
@@ -551,7 +558,7 @@ __device__ __forceinline__ void quad_put(int* p, quad q) {
 // One tile through shared memory. Warp w's chunk is tile_s[w * CHUNK ..], read as rows of 128
 // elements (lane l holds elements 4l .. 4l + 3 of each row: with VEC4 every shared access of a warp
 // is conflict-free).
-// Few registers, whatever ITEMS is: a first pass sums the chunk for the tile's aggregate, a second
+// Few registers, whatever TILE_ITEMS is: a first pass sums the chunk for the tile's aggregate, a second
 // scans it row by row in place while the look-back's predecessors may still be publishing (this
 // order read 306-315 us against 322-326 us, the scan after the look-back, on an H200), a third adds
 // the tiles before.
@@ -572,7 +579,7 @@ __device__ __forceinline__ void bulk_tile(const int* RESTRICT x, int* RESTRICT y
     // Pass 1: the tile's sum, published as soon as it is known (successors wait on it).
     int lane_sum = 0;
 #pragma unroll 4
-    for (int k = 0; k < ITEMS / 4; ++k) {
+    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
         const quad q = quad_get(mine + 128 * k);
         lane_sum += q.x + q.y + q.z + q.w;
     }
@@ -587,7 +594,7 @@ __device__ __forceinline__ void bulk_tile(const int* RESTRICT x, int* RESTRICT y
 #else
 #pragma unroll 1
 #endif
-    for (int k = 0; k < ITEMS / 4; ++k) {
+    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
         quad q = quad_get(mine + 128 * k);
         q.y += q.x;
         q.z += q.y;
@@ -600,7 +607,7 @@ __device__ __forceinline__ void bulk_tile(const int* RESTRICT x, int* RESTRICT y
     // Pass 3: the tiles before this one.
     const int add = tile_prefix(state, tile, total, prefix_s, sum_s);
 #pragma unroll 4
-    for (int k = 0; k < ITEMS / 4; ++k) {
+    for (int k = 0; k < TILE_ITEMS / 4; ++k) {
         const quad q = quad_get(mine + 128 * k);
         quad_put(mine + 128 * k, quad{q.x + add, q.y + add, q.z + add, q.w + add});
     }
@@ -680,7 +687,7 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #endif
 #endif
 #else
-    int v[ITEMS];
+    int v[TILE_ITEMS];
     int total;
 
 #if DOUBLE_BUFFER
@@ -698,14 +705,14 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
         const int next = next_s;
         publish_aggregate(state, tile, total);
 #if PREFETCH
-        int w[ITEMS];
+        int w[TILE_ITEMS];
         if (next < tiles) load_tile(x, next * TILE, n, w);  // in flight during the look-back
 #endif
         finish_tile(y, state, tile, n, v, offset, total, &prefix_s, &sum_s);
         if (next >= tiles) return;
 #if PREFETCH
 #pragma unroll
-        for (int k = 0; k < ITEMS; ++k) v[k] = w[k];
+        for (int k = 0; k < TILE_ITEMS; ++k) v[k] = w[k];
 #else
         load_tile(x, next * TILE, n, v);
 #endif

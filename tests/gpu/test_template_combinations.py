@@ -30,9 +30,15 @@ def sample(template: Candidate, seed: int) -> list[dict[str, int]]:
     return list({tuple(sorted(d.items())): d for d in out}.values())
 
 
+# Paths the sample may miss: scan's bulk-copied tiles at the 96 KiB cap (ITEMS cut to fit, two
+# buffers), and three-warp blocks on the register path
+PATHS = [("scan", {"SMEM_TILE": 1, "DOUBLE_BUFFER": 1, "BLOCK": 512, "ITEMS": 128}),
+         ("scan", {"SMEM_TILE": 1, "BLOCK": 96, "ITEMS": 128, "IN_ORDER": 1, "LOOKBACK_WARP": 1}),
+         ("scan", {"STRIPED": 1, "VEC4": 1, "BLOCK": 96, "ITEMS": 96, "LOOKBACK_BLOCK": 1})]
+
 CASES = [(name, values) for name in tasks.list_tasks()
          for values in sample(candidate.parse(tasks.load(name).template_source or "", tasks.load(name)), SEED)
-         if tasks.load(name).template_source]
+         if tasks.load(name).template_source] + PATHS
 
 
 @pytest.fixture(scope="module")
