@@ -3,9 +3,9 @@
 BLOCK = [256, 128, 512]  # threads per block
 TPR = [32, 8, 16, 4, 2]  # consecutive threads sharing a row (a power of two up to a warp)
 ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per thread; a tile is BLOCK * ITEMS
-ILP = [1, 2, 4]          # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
+ILP = [1, 2, 4, 8]       # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
-LONG = [256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
+LONG = [256, 128, 1024, 64]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -128,29 +128,17 @@ __device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const flo
     const int stride = ILP * G;
     ROW_LOOP
     for (int k = start + l; k < end; k += stride) {
-        // k < end; entry k + i * G exists if below end (else its column stays 0 and is not read)
-        const int c0 = LOAD_STREAM(col_idx + k);
-        const float v0 = LOAD_STREAM(vals + k);
-#if ILP >= 2
-        const bool h1 = k + G < end;
-        const int c1 = h1 ? LOAD_STREAM(col_idx + k + G) : 0;
-        const float v1 = h1 ? LOAD_STREAM(vals + k + G) : 0.0f;
-#endif
-#if ILP >= 4
-        const bool h2 = k + 2 * G < end, h3 = k + 3 * G < end;
-        const int c2 = h2 ? LOAD_STREAM(col_idx + k + 2 * G) : 0;
-        const float v2 = h2 ? LOAD_STREAM(vals + k + 2 * G) : 0.0f;
-        const int c3 = h3 ? LOAD_STREAM(col_idx + k + 3 * G) : 0;
-        const float v3 = h3 ? LOAD_STREAM(vals + k + 3 * G) : 0.0f;
-#endif
-        s += v0 * LOAD(x + c0);
-#if ILP >= 2
-        if (h1) s += v1 * LOAD(x + c1);
-#endif
-#if ILP >= 4
-        if (h2) s += v2 * LOAD(x + c2);
-        if (h3) s += v3 * LOAD(x + c3);
-#endif
+        // entry k + i * G where below end (else column 0, value 0: x[0] is read, adds nothing)
+        int c[ILP];
+        float v[ILP];
+#pragma unroll
+        for (int i = 0; i < ILP; ++i) {
+            const bool has = i == 0 || k + i * G < end;
+            c[i] = has ? LOAD_STREAM(col_idx + k + i * G) : 0;
+            v[i] = has ? LOAD_STREAM(vals + k + i * G) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < ILP; ++i) s += v[i] * LOAD(x + c[i]);
     }
 #endif
     return s;
