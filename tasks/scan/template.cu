@@ -1,7 +1,7 @@
 /* fsr
 [tunables]
 BLOCK = [256, 512, 128, 64, 96]  # threads per block (a multiple of 32)
-ITEMS = [32, 16, 24, 48, 64, 96, 128]  # elements per thread (a multiple of 4); a tile is BLOCK * ITEMS (SMEM_TILE: at most 24576, 96 KiB)
+ITEMS = [32, 16, 24, 48, 64, 96, 128]  # elements per thread (a multiple of 4), at most 48 held in registers; a tile is BLOCK * ITEMS (SMEM_TILE: at most 24576, 96 KiB)
 BACKOFF_NS = [512, 128, 0, 32]  # a look-back poll that finds a tile unpublished sleeps this long before the next
 
 [features]
@@ -20,7 +20,7 @@ LOOKBACK_BLOCK = [0, 1] # every thread of the block inspects one predecessor til
 [[scratch]]
 name = "state"
 dtype = "int64"
-count = "cdiv(n, BLOCK * (ITEMS - SMEM_TILE * max(0, ITEMS - 4 * (6144 // BLOCK))))"
+count = "cdiv(n, BLOCK * min(ITEMS, SMEM_TILE * 4 * (6144 // BLOCK) + (1 - SMEM_TILE) * 48))"
 zero = true
 
 [[scratch]]
@@ -33,9 +33,9 @@ zero = true
 kernel = "scan_template"
 # DOUBLE_BUFFER: one wave of persistent blocks, 132 SMs (H100/H200) x SM_THREADS / BLOCK (bulk-copied tiles: as many
 # blocks as two tiles each fit an SM's 228 KiB of shared memory); any grid is correct
-grid = ["min(cdiv(n, BLOCK * (ITEMS - SMEM_TILE * max(0, ITEMS - 4 * (6144 // BLOCK)))), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - SMEM_TILE) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + SMEM_TILE * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * (ITEMS - SMEM_TILE * max(0, ITEMS - 4 * (6144 // BLOCK))) + 1280))))))"]
+grid = ["min(cdiv(n, BLOCK * min(ITEMS, SMEM_TILE * 4 * (6144 // BLOCK) + (1 - SMEM_TILE) * 48)), 1073741824 - DOUBLE_BUFFER * (1073741824 - 132 * ((1 - SMEM_TILE) * max(1, (512 + 512 * min(1, 32 // (ITEMS + DOUBLE_BUFFER * ITEMS))) // BLOCK) + SMEM_TILE * max(1, min(2048 // BLOCK, 232448 // (8 * BLOCK * min(ITEMS, SMEM_TILE * 4 * (6144 // BLOCK) + (1 - SMEM_TILE) * 48) + 1280))))))"]
 block = ["BLOCK"]
-smem = "SMEM_TILE * (1 + DOUBLE_BUFFER) * BLOCK * (ITEMS - SMEM_TILE * max(0, ITEMS - 4 * (6144 // BLOCK))) * 4"
+smem = "SMEM_TILE * (1 + DOUBLE_BUFFER) * BLOCK * min(ITEMS, SMEM_TILE * 4 * (6144 // BLOCK) + (1 - SMEM_TILE) * 48) * 4"
 args = ["x", "y", "state", "ticket", "n"]
 */
 // Feature template: single-pass inclusive scan with decoupled look-back (Merrill & Garland).
@@ -59,11 +59,13 @@ args = ["x", "y", "state", "ticket", "n"]
 // DOUBLE_BUFFER, persistent blocks hold two tile buffers: the next tile's bulk copy is started
 // before this tile's look-back, so a block waiting on its predecessors still keeps DRAM busy.
 // Elements a thread takes: ITEMS, but a bulk-copied tile holds at most 24576 (96 KiB, so two of
-// them fit a block's opt-in shared memory with DOUBLE_BUFFER); the header computes the same.
-#if SMEM_TILE && ITEMS > 4 * (6144 / BLOCK)
-#define TILE_ITEMS (4 * (6144 / BLOCK))
+// them fit a block's opt-in shared memory with DOUBLE_BUFFER) and a thread holding its elements
+// in registers at most 48 (more would not fit 512 threads' registers); the header computes the
+// same (its min(ITEMS, ...)).
+#if SMEM_TILE
+#define TILE_ITEMS (ITEMS < 4 * (6144 / BLOCK) ? ITEMS : 4 * (6144 / BLOCK))
 #else
-#define TILE_ITEMS ITEMS
+#define TILE_ITEMS (ITEMS < 48 ? ITEMS : 48)
 #endif
 #define TILE (BLOCK * TILE_ITEMS)
 #define BULK SMEM_TILE

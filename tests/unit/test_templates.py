@@ -7,7 +7,8 @@ feature caps the registers on purpose.
 Template combinations checked (CI has two cores, so a sample, not the whole product): all
 features off and all on, each feature alone and each left out, a seeded sample of feature
 combinations, each value of each tunable with the others at their defaults (features off and all
-on), and a seeded sample of whole combinations. Every combination must be correct, so any one of
+on), every tunable at its largest with features off, all on and each alone, and a seeded sample
+of whole combinations. Every combination must be correct, so any one of
 them may be drawn; the seed is fixed so that a failure repeats.
 """
 
@@ -50,6 +51,9 @@ def combinations(cand: Candidate, seed: int = 0) -> list[dict[str, int]]:
     out += [{f.name: rng.choice(f.values) for f in features} for _ in range(FEATURE_SAMPLE if features else 0)]
     for t in tunables:
         out += [base | {t.name: v} for v in t.values for base in (off, on)]
+    # every tunable at its largest (the most registers and shared memory) with each switch alone
+    big = {t.name: max(t.values) for t in tunables}
+    out += [off | big, on | big] + [off | big | {f.name: max(f.values)} for f in features]
     everything = features + tunables
     out += [{x.name: rng.choice(x.values) for x in everything} for _ in range(MIXED_SAMPLE)]
     unique = {tuple(sorted(d.items())): d for d in out}
@@ -58,7 +62,10 @@ def combinations(cand: Candidate, seed: int = 0) -> list[dict[str, int]]:
 
 def spills_allowed(task: str, values: dict[str, int]) -> bool:
     """SGEMM's LAUNCH_BOUNDS caps registers at 128 (two 256-thread blocks per SM); with 32 or 64
-    accumulators a thread the compiler may spill a little. Nowhere else."""
+    accumulators a thread the compiler may spill a little. GEMV's caps them at 128 for 512-thread
+    blocks, where 4 rows a thread with 8 loads each in flight (float4s) need more. Nowhere else."""
+    if task == "gemv":
+        return values.get("LAUNCH_BOUNDS") == 1 and values.get("BLOCK") == 512
     return (task == "sgemm" and values.get("LAUNCH_BOUNDS") == 1 and values.get("REG_BLOCK") == 1
             and values.get("TM", 8) * values.get("TN", 8) >= 32)
 
