@@ -1,11 +1,11 @@
 /* fsr
 [tunables]
 BLOCK = [256, 128, 512]  # threads per block
-TPR = [32, 8, 16, 4, 2]  # consecutive threads sharing a row (a power of two up to a warp)
+TPR = [8, 32, 16, 4, 2]  # consecutive threads sharing a row (a power of two up to a warp)
 ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per thread; a tile is BLOCK * ITEMS
-ILP = [1, 2, 4, 8]       # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
+ILP = [8, 1, 2, 4]       # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
-LONG = [256, 128, 1024, 64]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
+LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
