@@ -2,7 +2,7 @@
 
 Conditions are evaluated on the candidate's defines (tunables and feature switches) and on the
 object-like macros met in active code whose bodies are constant expressions over those
-(`#define TILE 256`, `#define PREFETCH (DOUBLE_BUFFER && ITEMS <= 32)`). A condition that names
+(`#define TILE 256`, `#define PREFETCH (DOUBLE_BUFFER && ITEMS <= 32)`, `#define N (A < B ? A : B)`). A condition that names
 anything else (e.g. `__CUDA_ARCH__`) is unknown: all of its branches are kept, so detection errs
 towards seeing a feature rather than missing one. Conditions are parsed with `ast` and a
 whitelist; nothing is `eval`ed.
@@ -59,6 +59,7 @@ def _parse(text: str) -> tuple[ast.expr, tuple[str, ...]]:
 
     text = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)", sub, text)
     text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
+    text = _conditional(text)
     text = text.replace("&&", " and ").replace("||", " or ").replace("/", "//")
     text = re.sub(r"!(?!=)", " not ", text)
     try:
@@ -68,6 +69,40 @@ def _parse(text: str) -> tuple[ast.expr, tuple[str, ...]]:
     return tree, tuple(defined)
 
 
+def _conditional(text: str) -> str:
+    """C's `c ? a : b` (right-associative, below `||`) as Python's `(a if c else b)`, within
+    parentheses too; raises Unknown when the parentheses or the `?`s and `:`s do not pair."""
+    flat, i = "", 0
+    while i < len(text):  # each outermost parenthesised group first
+        if text[i] == ")":
+            raise Unknown(text)
+        if text[i] != "(":
+            flat, i = flat + text[i], i + 1
+            continue
+        depth, j = 1, i + 1
+        while j < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            j += 1
+        if depth:
+            raise Unknown(text)
+        flat, i = flat + "(" + _conditional(text[i + 1:j - 1]) + ")", j
+    top = [k for k, ch in enumerate(flat) if ch in "?:"]  # those within parentheses are rewritten already
+    if not top:
+        return flat
+    if flat[top[0]] != "?":
+        raise Unknown(text)
+    nest = 0
+    for k in top[1:]:  # the ':' that pairs with the first '?'
+        if flat[k] == "?":
+            nest += 1
+        elif nest:
+            nest -= 1
+        else:
+            cond, then, other = flat[:top[0]], flat[top[0] + 1:k], flat[k + 1:]
+            return f"(({_conditional(then)}) if ({cond}) else ({_conditional(other)}))"
+    raise Unknown(text)
+
+
 def _value(node: ast.expr, names: Mapping[str, int]) -> int:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return int(node.value)
@@ -75,6 +110,8 @@ def _value(node: ast.expr, names: Mapping[str, int]) -> int:
         if node.id not in names:
             raise Unknown(node.id)
         return names[node.id]
+    if isinstance(node, ast.IfExp):  # a C conditional: only the branch taken is evaluated
+        return _value(node.body if _value(node.test, names) else node.orelse, names)
     if isinstance(node, ast.BoolOp):
         values = [_value(v, names) for v in node.values]
         return int(all(values) if isinstance(node.op, ast.And) else any(values))

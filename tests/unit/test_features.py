@@ -13,7 +13,7 @@ import pytest
 from fsr.candidate import parse, with_defines
 from fsr.config import SearchConfig
 from fsr.lineage import LineageWriter, read
-from fsr.propose.cpp import active_source
+from fsr.propose.cpp import Unknown, active_source, evaluate
 from fsr.propose.features import CATALOGUE, NAMES, FeaturePolicy, detect, detect_source, feature_name
 from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import run_campaign
@@ -144,13 +144,24 @@ def test_active_source_learns_defines_and_nests():
 
 
 def test_active_source_evaluates_macros_over_known_names():
-    src = ("#define BOTH (A && B)\n#define TILE (N * 4)\n#define LOAD(p) (p)\n#define ODD (N ? 1 : 2)\n"
+    src = ("#define BOTH (A && B)\n#define TILE (N * 4)\n#define LOAD(p) (p)\n#define ODD (N ? 1 : 0)\n"
            "#if BOTH\nboth\n#endif\n#if TILE > 8\nbig\n#endif\n#if ODD\nodd\n#else\neven\n#endif")
     off = active_source(src, {"A": 1, "B": 0, "N": 3})
-    assert "both" not in off and off.split()[-3:] == ["big", "odd", "even"]  # ?: is not evaluated: both kept
-    assert "both" in active_source(src, {"A": 1, "B": 1, "N": 1}) and "big" not in active_source(src, {"A": 1, "B": 1, "N": 1})
+    assert "both" not in off and off.split()[-2:] == ["big", "odd"]
+    on = active_source(src, {"A": 1, "B": 1, "N": 0})
+    assert "both" in on and "big" not in on and on.split()[-1] == "even"
     # a macro of an unknown name decides nothing: both branches stay
     assert active_source("#define M (Q + 1)\n#if M\nm\n#else\nn\n#endif", {}).split()[-2:] == ["m", "n"]
+
+
+def test_conditional_operator_takes_one_branch_and_refuses_what_does_not_pair():
+    assert evaluate("(ITEMS < 48 ? ITEMS : 48) * 2", {"ITEMS": 96}) == 96
+    assert evaluate("A ? B ? 1 : 2 : 3", {"A": 1, "B": 0}) == 2  # right-associative
+    assert evaluate("A ? 1 : B ? 2 : 3", {"A": 0, "B": 0}) == 3
+    assert evaluate("A ? Q : 2", {"A": 0}) == 2  # the branch not taken may name anything
+    for text in ("A ? Q : 2", "A ? 1", "A : 1", "(A ? 1 : 2", "A) ? 1 : 2"):
+        with pytest.raises(Unknown):
+            evaluate(text, {"A": 1})
 
 
 # ---- the policy ---------------------------------------------------------------------------------
