@@ -10,10 +10,10 @@ SMEM_TILE = [0, 1]      # whole tiles copied global -> shared -> global by bulk 
 WARP_SHUFFLE = [0, 1]   # block scan of thread totals with __shfl_up_sync (else Hillis-Steele in shared memory)
 LOOKBACK_WARP = [0, 1]  # one warp inspects 32 predecessor tiles at a time (else one thread, one at a time)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of x
-LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): registers bounded for 1024 threads an SM (512 with more than 32 items held, 2048 with BULK)
+LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, SM_THREADS / BLOCK): registers bounded for 1024 threads an SM (512 with more than 32 items held, 2048 with SMEM_TILE)
 IN_ORDER = [0, 1]       # tile = block index, as CUB does (blocks start in index order), saving the ticket's atomic
 STRIPED = [0, 1]        # warp-striped tile: lane l holds int4s k * 32 + l of its warp's chunk, scanned with shuffles (no shared-memory transpose)
-DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers (BULK: a second shared buffer) before this one's look-back
+DOUBLE_BUFFER = [0, 1]  # persistent blocks take tiles by ticket and load the next tile into registers (SMEM_TILE: a second shared buffer) before this one's look-back
 STREAM = [0, 1]         # x loaded with __ldcs and y stored with __stcs (evict first), so the look-back words stay in L2
 LOOKBACK_BLOCK = [0, 1] # every thread of the block inspects one predecessor tile, BLOCK at a time (over LOOKBACK_WARP's 32)
 
@@ -51,7 +51,7 @@ args = ["x", "y", "state", "ticket", "n"]
 // loads too, so DRAM stays busy while the chain of publications catches up. No deadlock: every
 // tile below a claimed one is claimed by a running block, and a block's claimed-ahead tile is
 // above its current one, so the lowest unpublished tile is always some block's current tile.
-// BULK (SMEM_TILE): one thread starts a bulk copy of the whole tile into (dynamic) shared memory and every
+// SMEM_TILE: one thread starts a bulk copy of the whole tile into (dynamic) shared memory and every
 // thread waits on an mbarrier; the tile is scanned warp-striped out of shared memory, written
 // back there and copied out by one bulk store. Registers no longer bound the bytes in flight: a
 // block waiting in its look-back holds its tile in shared memory, and the copy engine keeps the
@@ -68,11 +68,10 @@ args = ["x", "y", "state", "ticket", "n"]
 #define TILE_ITEMS (ITEMS < 48 ? ITEMS : 48)
 #endif
 #define TILE (BLOCK * TILE_ITEMS)
-#define BULK SMEM_TILE
 // The next tile is loaded into registers early where the two tiles fit the registers.
 #define PREFETCH (DOUBLE_BUFFER && TILE_ITEMS <= 32)
 // Threads an SM is bounded for (launch bounds) and the persistent grid assumes (header's grid).
-#define SM_THREADS (BULK ? 2048 : TILE_ITEMS * (1 + DOUBLE_BUFFER) <= 32 ? 1024 : 512)
+#define SM_THREADS (SMEM_TILE ? 2048 : TILE_ITEMS * (1 + DOUBLE_BUFFER) <= 32 ? 1024 : 512)
 #define SM_BLOCKS (SM_THREADS / BLOCK > 1 ? SM_THREADS / BLOCK : 1)
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
@@ -240,7 +239,7 @@ __device__ __forceinline__ int block_exclusive(int value, int* total, int* part)
 // ---- STRIPED: warp w's chunk is elements base + w * CHUNK .. + CHUNK - 1; lane l holds v[4k + c] =
 // element (k * 32 + l) * 4 + c of it, so every load and store of a warp is 512 contiguous bytes.
 
-#if STRIPED || BULK
+#if STRIPED || SMEM_TILE
 #define CHUNK (32 * TILE_ITEMS)
 
 __device__ __forceinline__ void striped_load(const int* RESTRICT x, int base, int n, int* v) {
@@ -508,8 +507,8 @@ __device__ __forceinline__ void finish_tile(int* RESTRICT y, word_t* state, int 
 #endif
 }
 
-#if BULK
-// ---- BULK: bulk async copies (cp.async.bulk) between global and shared memory, an mbarrier -----
+#if SMEM_TILE
+// ---- SMEM_TILE: bulk async copies (cp.async.bulk) between global and shared memory, an mbarrier -----
 
 __device__ __forceinline__ unsigned shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
@@ -632,13 +631,13 @@ extern "C" __global__ void KERNEL_BOUNDS scan_template(const int* RESTRICT x, in
 #else
     __shared__ int part[BLOCK];
 #endif
-#if (STRIPED || BULK) && !WARP_SHUFFLE
+#if (STRIPED || SMEM_TILE) && !WARP_SHUFFLE
     __shared__ int lanes_s[BLOCK];  // apart from part: a warp may write its total while others scan
     int* lanes = lanes_s + (threadIdx.x / 32) * 32;
 #else
     int* lanes = nullptr;
 #endif
-#if BULK
+#if SMEM_TILE
     extern __shared__ __align__(128) int bulk_s[];  // TILE ints (two buffers with DOUBLE_BUFFER): the launch's dynamic shared memory
 #if DOUBLE_BUFFER
     __shared__ __align__(8) unsigned long long bars_s[2];
