@@ -136,7 +136,7 @@ CATALOGUE: tuple[Feature, ...] = (
 BY_NAME = {f.name: f for f in CATALOGUE}
 NAMES = tuple(f.name for f in CATALOGUE)
 # Template switch names that mean a catalogue feature under another spelling.
-ALIASES = {"TENSOR_CORES": "TENSOR_CORE", "SHUFFLE": "WARP_SHUFFLE", "LDG": "READONLY",
+ALIASES = {"TENSOR_CORES": "TENSOR_CORE", "TF32X3": "TENSOR_CORE", "SHUFFLE": "WARP_SHUFFLE", "LDG": "READONLY",
            "TILE": "SMEM_TILE", "ONLINE_SOFTMAX": "ONLINE", "VECTORIZE": "VEC4", "ASYNC": "ASYNC_COPY"}
 
 

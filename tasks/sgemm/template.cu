@@ -18,6 +18,7 @@ WARP_TILE = [0, 1]      # each warp owns a 2D sub-tile, lanes 4 x 8 (rows x colu
 FULL_TILES = [0, 1]     # with SMEM_TILE, blocks wholly inside C (K % BK == 0) run a k loop without bounds checks
 FRAG_PREFETCH = [0, 1]  # with SMEM_TILE, shared fragments of step k + 1 read while step k's FMAs run (across the barrier with DOUBLE_BUFFER)
 BLOCK_SWIZZLE = [0, 1]  # blocks walk C in bands of 16 block rows (column by column) for L2 reuse of A and B
+TF32X3 = [0, 1]         # with SMEM_TILE and REG_BLOCK: float32-accurate products on the tensor cores (split TF32, three MMAs), a warp per 4 * TM x 8 * TN tile
 
 [[launch]]
 kernel = "sgemm_template"
@@ -53,10 +54,34 @@ static_assert(BK % 4 == 0 && BN % 4 == 0, "tiles are whole float4s wide");
 #define BOUNDS
 #endif
 
-// Register tiles of a thread (types keep the declarations short).
+// TF32X3: the shared-memory tiles are multiplied by warps on the tensor cores. Each operand x
+// is split into a high part h (x rounded to TF32's 10 mantissa bits) and a low part l (x - h,
+// exact in float32, rounded to TF32 too); x * y is taken as l(x) h(y) + h(x) l(y) + h(x) h(y),
+// three m16n8k8 TF32 MMAs summing in float32. What is dropped (l * l, l's rounding) is below
+// 2^-20 of each product: the error stays that of float32 FMAs (tests/unit/test_tasks.py emulates
+// it), unlike plain TF32, which the check rejects. Warps are laid out as WARP_TILE's: TY / 4 x
+// TX / 8 of them, each a 4 * TM x 8 * TN tile of C, TM / 4 x TN MMA tiles of 16 x 8.
+#define TC (TF32X3 && SMEM_TILE && REG_BLOCK)
+#if TC
+static_assert(BK % 8 == 0 && TX % 8 == 0 && TY % 4 == 0, "TF32X3: whole 16 x 8 x 8 MMA tiles per warp");
+#define KSTEP 8  // k per MMA step
+#define WM (4 * RM)  // rows of C per warp
+#define WN (8 * RN)  // columns of C per warp
+#else
+#define KSTEP 1
+#endif
+#define KSTEPS (BK / KSTEP)  // fragment steps per shared k tile
+
+// Register tiles of a thread (types keep the declarations short). With TF32X3 the accumulators
+// of MMA tile (mi, j) are acc[4 * mi + c][j], c the MMA's accumulator register (0 to 3).
 typedef float AccTile[RM][RN];
+#if TC
+typedef float AFrag[RM];      // a[4 * mi + r]: register r of m tile mi's A fragment
+typedef const float* BFrag;  // the step's B in shared memory: read one n tile at a time
+#else
 typedef float AFrag[RM];
 typedef float BFrag[RN];
+#endif
 
 // Row (column) of C, within the block's tile, of this thread's i-th row (j-th column). With
 // REG_BLOCK they come in chunks of 4 consecutive rows (columns), so the float4 reads of a warp
@@ -153,21 +178,32 @@ __device__ __forceinline__ void gemm_direct(const float* A, const float* B, int 
 #define STAGES (1 + DOUBLE_BUFFER)
 // At BK = 8 with DOUBLE_BUFFER and FRAG_PREFETCH, staging through registers beats cp.async (one
 // float4 of A per thread, not four 4-byte copies): ASYNC_COPY keeps that path there.
-#define USE_ASYNC (ASYNC_COPY && !(DOUBLE_BUFFER && FRAG_PREFETCH && BK == 8))
+// The cross-barrier fragment prefetch (prefetch_loop). Not with TF32X3, which reads B from the
+// stage as it multiplies: those reads must not cross the barrier after which the stage is refilled.
+#define CROSS_PREFETCH (DOUBLE_BUFFER && FRAG_PREFETCH && !TC)
+#define USE_ASYNC (ASYNC_COPY && !(CROSS_PREFETCH && BK == 8))
 // A pad of 4 floats spreads a warp's stores (reads) of A over the banks, where the stages still
-// fit in 48 KiB (BK = 16 with a 128 x 256 tile and DOUBLE_BUFFER does not: no pad there)
-#define FITS(a_floats) (STAGES * ((a_floats) + BK * BN) * 4 <= 48 * 1024)
+// fit in 48 KiB (BK = 16 with a 128 x 256 tile and DOUBLE_BUFFER does not: no pad there).
+// TF32X3's fragment reads (8 rows or columns x 4 k) are spread by a pad of 8 on k-major tiles.
+#define FITS(a_floats, b_floats) (STAGES * ((a_floats) + (b_floats)) * 4 <= 48 * 1024)
+#if TC
+#define B_LD (BN + (FITS(BM * BK, BK * (BN + 8)) ? 8 : 0))
+#define A_PAD_T 8
+#else
+#define B_LD BN
+#define A_PAD_T 4
+#endif
 #if TRANSPOSE_A
-#define A_LD (BM + (FITS(BK * (BM + 4)) ? 4 : 0))  // As[k][m]
+#define A_LD (BM + (FITS(BK * (BM + A_PAD_T), BK * B_LD) ? A_PAD_T : 0))  // As[k][m]
 #define A_AT(m, k) ((k) * A_LD + (m))
 #define A_SIZE (BK * A_LD)
 #else
-#define A_LD (BK + (FITS(BM * (BK + 4)) ? 4 : 0))  // As[m][k]; rows stay 16-byte aligned
+#define A_LD (BK + (FITS(BM * (BK + 4), BK * B_LD) ? 4 : 0))  // As[m][k]; rows stay 16-byte aligned
 #define A_AT(m, k) ((m) * A_LD + (k))
 #define A_SIZE (BM * A_LD)
 #endif
-#define B_AT(k, n) ((k) * BN + (n))  // Bs[k][n]
-#define B_SIZE (BK * BN)
+#define B_AT(k, n) ((k) * B_LD + (n))  // Bs[k][n]
+#define B_SIZE (BK * B_LD)
 
 // A tile load is split into units, elements or (VEC) float4s along the contiguous dimension (k
 // for A, n for B), dealt to the threads round-robin; *_PER is a thread's share. The float4 and
@@ -353,6 +389,88 @@ __device__ __forceinline__ void copy_tiles(const Operands& g, int k0, float* as,
 }
 #endif
 
+#if TC
+// Lane (g, t) = (lane / 4, lane % 4) of warp (wy, wx) reads A at rows g, g + 8 and k t, t + 4 of
+// each m tile, and B at k t, t + 4 and column g of each n tile (PTX's m16n8k8 TF32 layouts).
+__device__ __forceinline__ void warp_at(int& wm, int& wn, int& g, int& t) {
+    const int tid = threadIdx.y * TX + threadIdx.x, w = tid / 32;
+    wm = w / (TX / 8) * WM;
+    wn = w % (TX / 8) * WN;
+    g = tid % 32 / 4;
+    t = tid % 4;
+}
+// This thread's first fragment element in a stage, so every read is base + constant.
+__device__ __forceinline__ int a_frag0() {
+    int wm, wn, g, t;
+    warp_at(wm, wn, g, t);
+    return A_AT(wm + g, t);
+}
+__device__ __forceinline__ int b_frag0() {
+    int wm, wn, g, t;
+    warp_at(wm, wn, g, t);
+    return B_AT(t, wn + g);
+}
+
+// The fragments of MMA step kk (k = 8 * kk to 8 * kk + 7) of one stage.
+__device__ __forceinline__ void load_frags(const float* af, const float* bf, int kk, AFrag& a, BFrag& b) {
+    const int k = 8 * kk;
+#pragma unroll
+    for (int mi = 0; mi < RM / 4; ++mi) {
+        a[4 * mi] = af[A_AT(16 * mi, k)];
+        a[4 * mi + 1] = af[A_AT(16 * mi + 8, k)];
+        a[4 * mi + 2] = af[A_AT(16 * mi, k + 4)];
+        a[4 * mi + 3] = af[A_AT(16 * mi + 8, k + 4)];
+    }
+    b = bf + B_AT(k, 0);
+}
+
+// x rounded to TF32 (10 mantissa bits, half away from zero), as the bits of a float32.
+__device__ __forceinline__ unsigned tf32_round(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+
+__device__ __forceinline__ void mma_tf32(float* c, const unsigned* a, const unsigned* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "TF32X3 needs sm_80 or later (mma.sync with TF32 operands)"
+#endif
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// acc += the step's products: the small cross terms first, then the high parts, into a fresh
+// sum that is then added to acc (rounded to nearest). MMAs accumulating into acc itself would
+// truncate each sum to acc's precision, a bias that over 3 x K / 8 MMAs failed the check (K = 4096).
+__device__ __forceinline__ void fma_frags(const AFrag& a, const BFrag& b, AccTile& acc) {
+    unsigned ah[RM], al[RM];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        ah[i] = tf32_round(a[i]);
+        al[i] = tf32_round(a[i] - __uint_as_float(ah[i]));
+    }
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {  // B split one n tile at a time: fewer registers live
+        unsigned bh[2], bl[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float x = b[B_AT(4 * r, 8 * j)];
+            bh[r] = tf32_round(x);
+            bl[r] = tf32_round(x - __uint_as_float(bh[r]));
+        }
+#pragma unroll
+        for (int mi = 0; mi < RM / 4; ++mi) {
+            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            mma_tf32(c, al + 4 * mi, bh);
+            mma_tf32(c, ah + 4 * mi, bl);
+            mma_tf32(c, ah + 4 * mi, bh);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[4 * mi + r][j] += c[r];
+        }
+    }
+}
+#else
+__device__ __forceinline__ int a_frag0() { return A_AT(row0(), 0); }
+__device__ __forceinline__ int b_frag0() { return B_AT(0, col0()); }
+
 // The fragments of k-step kk of one stage: this thread's rows of A and columns of B. af and bf
 // point at the thread's first row (column) in the stage, so every read is base + constant.
 __device__ __forceinline__ void load_frags(const float* af, const float* bf, int kk, AFrag& a, BFrag& b) {
@@ -398,6 +516,7 @@ __device__ __forceinline__ void fma_frags(const AFrag& a, const BFrag& b, AccTil
 #pragma unroll
         for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
 }
+#endif
 
 // acc += As * Bs over one stage; af and bf as for load_frags.
 __device__ __forceinline__ void compute(const float* af, const float* bf, AccTile& acc) {
@@ -407,13 +526,13 @@ __device__ __forceinline__ void compute(const float* af, const float* bf, AccTil
     BFrag b[2];
     load_frags(af, bf, 0, a[0], b[0]);
 #pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-        if (kk + 1 < BK) load_frags(af, bf, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+        if (kk + 1 < KSTEPS) load_frags(af, bf, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
         fma_frags(a[kk % 2], b[kk % 2], acc);
     }
 #else
 #pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
+    for (int kk = 0; kk < KSTEPS; ++kk) {
         AFrag a;
         BFrag b;
         load_frags(af, bf, kk, a, b);
@@ -439,8 +558,8 @@ __device__ __forceinline__ void prefetch_loop(int ntiles, const float* af, const
         const float* bs = bf + s * BS;
         issue(t + 1);
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            if (kk + 1 < BK) {
+        for (int kk = 0; kk < KSTEPS; ++kk) {
+            if (kk + 1 < KSTEPS) {
                 load_frags(as, bs, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
             } else {
                 land(t + 1);
@@ -458,9 +577,9 @@ __device__ __forceinline__ void prefetch_loop(int ntiles, const float* af, const
 template <bool VEC, bool FULL>
 __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE], float (*Bs)[B_SIZE], AccTile& acc) {
     const int ntiles = CDIV(g.K, BK);
-    const float* af = As[0] + A_AT(row0(), 0);  // this thread's fragments in stage 0
-    const float* bf = Bs[0] + col0();
-#if USE_ASYNC && DOUBLE_BUFFER && FRAG_PREFETCH
+    const float* af = As[0] + a_frag0();  // this thread's fragments in stage 0
+    const float* bf = Bs[0] + b_frag0();
+#if USE_ASYNC && CROSS_PREFETCH
     copy_tiles<VEC, FULL>(g, 0, As[0], Bs[0]);
     copy_commit();
     copy_wait<0>();
@@ -497,7 +616,7 @@ __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE
     typedef float BStaged[Units<VEC>::B_PER * Units<VEC>::W];
     AStaged sa;
     BStaged sb;
-#if DOUBLE_BUFFER && FRAG_PREFETCH
+#if CROSS_PREFETCH
     fetch<VEC, FULL>(g, 0, sa, sb);
     stash<VEC>(sa, sb, As[0], Bs[0]);
     __syncthreads();
@@ -533,6 +652,34 @@ __device__ __forceinline__ void gemm_tiled(const Operands& g, float (*As)[A_SIZE
 #endif
 
 // ---- C --------------------------------------------------------------------------------------
+#if TC
+// MMA accumulator registers 0, 1 (2, 3) are row g (g + 8), columns 2t and 2t + 1 of their tile.
+__device__ __forceinline__ void store(float* C, int M, int N, int m0, int n0, const AccTile& acc) {
+    int wm, wn, g, t;
+    warp_at(wm, wn, g, t);
+#if VEC4
+    const bool pairs = N % 2 == 0 && ((size_t)C & 7) == 0;  // float2 stores (n is even)
+#endif
+#pragma unroll
+    for (int i = 0; i < RM; i += 2) {  // i = 4 * mi + 2 * h: row 16 * mi + 8 * h + g
+        const int m = m0 + wm + 16 * (i / 4) + 8 * (i / 2 % 2) + g;
+        if (m >= M) continue;
+        float* crow = C + (size_t)m * N;
+#pragma unroll
+        for (int j = 0; j < RN; ++j) {
+            const int n = n0 + wn + 8 * j + 2 * t;
+#if VEC4
+            if (pairs) {
+                if (n < N) *reinterpret_cast<float2*>(crow + n) = make_float2(acc[i][j], acc[i + 1][j]);
+                continue;
+            }
+#endif
+            if (n < N) crow[n] = acc[i][j];
+            if (n + 1 < N) crow[n + 1] = acc[i + 1][j];
+        }
+    }
+}
+#else
 __device__ __forceinline__ void store(float* C, int M, int N, int m0, int n0, const AccTile& acc) {
 #if VEC4
     const bool vc = RN >= 4 && N % 4 == 0 && ((size_t)C & 15) == 0;
@@ -563,6 +710,7 @@ __device__ __forceinline__ void store(float* C, int M, int N, int m0, int n0, co
         }
     }
 }
+#endif
 
 extern "C" __global__ void BOUNDS sgemm_template(const float* A, const float* B, float* C, int M, int N, int K) {
 #if BLOCK_SWIZZLE

@@ -252,6 +252,37 @@ def test_sgemm_tolerance_passes_honest_float32(size):
             assert ratio(sgemm_sequential(a, b, fma), ref["C"], task) <= HONEST_MAX, f"fma={fma}"
 
 
+def tf32_split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The template's TF32X3 split: high = x rounded to TF32 (adding half a TF32 ulp to the bits,
+    then dropping the 13 low ones), low = x - high (exact) rounded the same way."""
+    def rnd(v):
+        u = np.ascontiguousarray(v, F32).view(np.uint32)
+        return ((u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(F32)
+
+    high = rnd(x)
+    return high, rnd((x - high).astype(F32))
+
+
+def sgemm_split_tf32(a: np.ndarray, b: np.ndarray, cross_terms: int = 2) -> np.ndarray:
+    """The template's TF32X3: per 8-deep k step, low(a) high(b) + high(a) low(b) + high(a) high(b)
+    summed afresh (exact products of TF32 values, rounded once to float32), then added to the
+    float32 accumulator; cross_terms=1 drops low(a) high(b)."""
+    (ah, al), (bh, bl) = tf32_split(a), tf32_split(b)
+    ah, al, bh, bl = (v.astype(np.float64) for v in (ah, al, bh, bl))
+    acc = np.zeros((a.shape[0], b.shape[1]), F32)
+    for k in range(0, a.shape[1], 8):
+        s = slice(k, k + 8)
+        step = ah[:, s] @ bh[s] + ah[:, s] @ bl[s] + (al[:, s] @ bh[s] if cross_terms == 2 else 0.0)
+        acc = (acc + step.astype(F32)).astype(F32)
+    return acc
+
+
+@pytest.mark.parametrize("size", sgemm_cases(), ids=lambda s: f"{s['M']}x{s['N']}x{s['K']}")
+def test_sgemm_tolerance_passes_split_tf32(size):
+    task, inputs, ref = make("sgemm", size)
+    assert ratio(sgemm_split_tf32(inputs["A"], inputs["B"]), ref["C"], task) <= HONEST_MAX
+
+
 @pytest.mark.parametrize("size", [{"M": 1024, "N": 1024, "K": 1024}, {"M": 127, "N": 129, "K": 255},
                                   {"M": 64, "N": 64, "K": 4096}], ids=lambda s: f"{s['M']}x{s['N']}x{s['K']}")
 def test_sgemm_tolerance_fails_tf32_and_half_precision(size):
@@ -259,6 +290,8 @@ def test_sgemm_tolerance_fails_tf32_and_half_precision(size):
     a, b = inputs["A"], inputs["B"]
     for what, rnd in {"tf32": tf32, "fp16": fp16, "bf16": bf16}.items():
         assert ratio(rnd(a) @ rnd(b), ref["C"], task) >= CHEAT_MIN, what
+    # split TF32 with one cross term dropped is TF32 on A: no better than the check allows
+    assert ratio(sgemm_split_tf32(a, b, cross_terms=1), ref["C"], task) >= CHEAT_MIN
 
 
 # ---- tolerances: layernorm -------------------------------------------------------------------

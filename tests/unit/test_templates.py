@@ -62,12 +62,17 @@ def combinations(cand: Candidate, seed: int = 0) -> list[dict[str, int]]:
 
 def spills_allowed(task: str, values: dict[str, int]) -> bool:
     """SGEMM's LAUNCH_BOUNDS caps registers at 128 (two 256-thread blocks per SM); with 32 or 64
-    accumulators a thread the compiler may spill a little. GEMV's caps them at 128 for 512-thread
-    blocks, where 4 rows a thread with 8 loads each in flight (float4s) need more. Nowhere else."""
+    accumulators a thread the compiler may spill a little. SGEMM's TF32X3 at 128 accumulators a
+    thread (TM 8, TN 16) holds two sets of fragments and their TF32 halves beside them: 255
+    registers may not be enough. GEMV's LAUNCH_BOUNDS caps registers at 128 for 512-thread blocks,
+    where 4 rows a thread with 8 loads each in flight (float4s) need more. Nowhere else."""
     if task == "gemv":
         return values.get("LAUNCH_BOUNDS") == 1 and values.get("BLOCK") == 512
-    return (task == "sgemm" and values.get("LAUNCH_BOUNDS") == 1 and values.get("REG_BLOCK") == 1
-            and values.get("TM", 8) * values.get("TN", 8) >= 32)
+    if task != "sgemm" or values.get("REG_BLOCK") != 1:
+        return False
+    accumulators = values.get("TM", 8) * values.get("TN", 8)
+    tensor_cores = values.get("TF32X3") == 1 and values.get("SMEM_TILE") == 1
+    return (values.get("LAUNCH_BOUNDS") == 1 and accumulators >= 32) or (tensor_cores and accumulators >= 128)
 
 
 def problems(task: Task, cand: Candidate, values: dict[str, int]) -> list[str]:
