@@ -1,5 +1,5 @@
 """Timing on the device: CUDA events around all of a candidate's launches, on one stream fsr
-owns, L2 flushed before every sample, input sets rotated, a time budget instead of a count.
+owns, L2 flushed (and left clean) before every sample, input sets rotated, a time budget instead of a count.
 Also the device's ceilings (copy bandwidth, library SGEMM), measured once per child.
 
 The host never stretches a sample: samples are queued in chunks, each behind a one-thread kernel
@@ -52,16 +52,39 @@ extern "C" __global__ void fsr_hold(const volatile long long* release, long long
 """
 
 
+FLUSH_READ_SOURCE = r"""
+extern "C" __global__ void fsr_flush_read(const uint4* p, long long n, unsigned* sink) {
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const uint4 v = p[i];
+        acc.x ^= v.x; acc.y ^= v.y; acc.z ^= v.z; acc.w ^= v.w;
+    }
+    if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9e3779b9u) *sink = 1;  // the loads are used
+}
+"""
+
+
 class L2Flusher:
-    """Writes a buffer twice the L2 size, so no sample starts with its inputs in cache."""
+    """Before every sample: writes a buffer twice the L2 size, then reads it back, so no sample
+    starts with its inputs in cache and the L2 it starts with holds clean lines only.
+
+    A write alone leaves the L2 full of dirty lines, which the timed kernel then writes back to
+    DRAM as it evicts them, inside its timed region, by an amount that varies from run to run: on
+    an H200 an 8 MB streaming kernel read 8.2 or 8.6-8.9 us from loop to loop behind a memset,
+    7.42-7.55 us behind the memset and the read (`bench/flush_modes.py`). A read alone left some
+    lines of the last sample's outputs in place (its loops read 7.3 or 8.0 us)."""
 
     def __init__(self, l2_bytes: int):
-        self.buffer = cp.empty(max(2 * l2_bytes, 8 << 20), dtype=cp.uint8)
+        self.buffer = cp.empty(max(2 * l2_bytes, 8 << 20) // 16 * 16, dtype=cp.uint8)
+        self.sink = cp.zeros(1, dtype=cp.uint32)
         self.count = 0
+        self.read = cp.RawKernel(FLUSH_READ_SOURCE, "fsr_flush_read")
+        self.grid = (cp.cuda.Device().attributes["MultiProcessorCount"] * 8,)
 
     def flush(self, stream: cp.cuda.Stream) -> None:
         self.count += 1
         cp.cuda.runtime.memsetAsync(self.buffer.data.ptr, self.count & 0xFF, self.buffer.nbytes, stream.ptr)
+        self.read(self.grid, (256,), (self.buffer, np.int64(self.buffer.nbytes // 16), self.sink), stream=stream)
 
 
 class Hold:
