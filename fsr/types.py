@@ -212,6 +212,7 @@ class DeviceInfo:
     regs_per_sm: int = 0
     copy_gbps: float = 0.0  # measured device-to-device copy, bytes read + written per second
     sgemm_tflops: float = 0.0  # measured library SGEMM
+    tensor_tflops: float = 0.0  # measured TF32 tensor-core MMA rate (0: none); float32-accurate split TF32 reaches a third
 
 
 @dataclass(frozen=True)

@@ -305,6 +305,44 @@ def measure_sgemm_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, n: in
     return 2 * n ** 3 / (min(_plain_times(run, stream, 5, hold)) * 1e-6) / 1e12
 
 
+MMA_RATE_SOURCE = r"""
+extern "C" __global__ void fsr_mma_rate(int iters, float* out) {
+    const unsigned a[4] = {0x3f800000u, 0x3f800000u, 0x3f800000u, 0x3f800000u}, b[2] = {0x3c000000u, 0x3c000000u};
+    float c[8][4] = {};
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int t = 0; t < 8; ++t)  // eight independent accumulators: the MMA pipe stays full
+            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                         "{%8, %9}, {%0, %1, %2, %3};"
+                         : "+f"(c[t][0]), "+f"(c[t][1]), "+f"(c[t][2]), "+f"(c[t][3])
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int t = 0; t < 8; ++t) s += c[t][0] + c[t][1] + c[t][2] + c[t][3];
+    if (s == 1.5f) out[0] = s;  // never: keeps the MMAs
+}
+"""
+
+
+def measure_tensor_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, iters: int = 2048) -> float:
+    """TF32 tensor-core MMA rate (mma.sync m16n8k8 from registers, 32 warps an SM), the fastest of
+    5; 0.0 before sm_80. A float32-accurate product from split TF32 (three MMAs) reaches at most a
+    third of it: the SGEMM plausibility bound for kernels that use the tensor cores."""
+    dev = cp.cuda.Device()
+    if dev.compute_capability < "80":
+        return 0.0
+    kernel = cp.RawKernel(MMA_RATE_SOURCE, "fsr_mma_rate")
+    out = cp.zeros(1, dtype=cp.float32)
+    blocks = dev.attributes["MultiProcessorCount"] * 4
+
+    def run(_: int) -> None:
+        kernel((blocks,), (256,), (np.int32(iters), out), stream=stream)
+
+    flops = blocks * 8 * iters * 8 * 2 * 16 * 8 * 8
+    return flops / (min(_plain_times(run, stream, 5, hold)) * 1e-6) / 1e12
+
+
 def _plain_times(run: Callable[[int], None], stream: cp.cuda.Stream, count: int, hold: Hold | None) -> list[float]:
     """Device microseconds of `count` back-to-back runs after two unheld ones (the first call of a
     library allocates; the second brings the clocks up), all queued behind `hold` when given.

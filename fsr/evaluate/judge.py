@@ -29,7 +29,11 @@ def implausible(timing: Timing, device: DeviceInfo, cfg: EvalConfig) -> str | No
     if device.copy_gbps and timing.gbps > cfg.plausibility_margin * device.copy_gbps:
         return (f"{timing.gbps:.0f} GB/s is above the measured copy ceiling of {device.copy_gbps:.0f} GB/s: "
                 "the kernel cannot have moved the task's bytes")
-    if device.sgemm_tflops and timing.tflops > cfg.plausibility_margin * device.sgemm_tflops:
-        return (f"{timing.tflops:.1f} TFLOP/s is above the measured SGEMM ceiling of "
-                f"{device.sgemm_tflops:.1f} TFLOP/s: the kernel cannot have done the task's arithmetic")
+    # float32 arithmetic at most at the library SGEMM's rate on the CUDA cores, or a third of the
+    # TF32 MMA rate on the tensor cores (split TF32, the cheapest float32-accurate product there)
+    flops = max(device.sgemm_tflops, device.tensor_tflops / 3)
+    if flops and timing.tflops > cfg.plausibility_margin * flops:
+        tensor = f", a third of the TF32 tensor-core rate {device.tensor_tflops / 3:.1f}" if device.tensor_tflops else ""
+        return (f"{timing.tflops:.1f} TFLOP/s is above the measured float32 ceiling (SGEMM "
+                f"{device.sgemm_tflops:.1f} TFLOP/s{tensor}): the kernel cannot have done the task's arithmetic")
     return None
