@@ -291,6 +291,20 @@ def measure_copy_gbps(stream: cp.cuda.Stream, hold: Hold | None = None, nbytes: 
     return 2 * nbytes / (min(_plain_times(run, stream, 10, hold)) * 1e-6) / 1e9
 
 
+def measure_read_gbps(stream: cp.cuda.Stream, hold: Hold | None = None, nbytes: int = 1 << 30) -> float:
+    """Streaming read rate (the flush's read kernel over 1 GiB, nothing written), the fastest of
+    10: a kernel that mostly reads can move bytes faster than a copy, which writes half of them."""
+    src = cp.ones(nbytes // 16 * 16, dtype=cp.uint8)
+    sink = cp.zeros(1, dtype=cp.uint32)
+    kernel = cp.RawKernel(FLUSH_READ_SOURCE, "fsr_flush_read")
+    grid = (cp.cuda.Device().attributes["MultiProcessorCount"] * 8,)
+
+    def run(_: int) -> None:
+        kernel(grid, (256,), (src, np.int64(src.nbytes // 16), sink), stream=stream)
+
+    return src.nbytes / (min(_plain_times(run, stream, 10, hold)) * 1e-6) / 1e9
+
+
 def measure_sgemm_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, n: int = 8192) -> float:
     """cuBLAS float32 matrix product rate through cupy.matmul (no TF32), the fastest of 5."""
     rng = cp.random.default_rng(0)

@@ -428,8 +428,8 @@ __device__ __forceinline__ void load_frags(const float* af, const float* bf, int
 __device__ __forceinline__ unsigned tf32_round(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 
 __device__ __forceinline__ void mma_tf32(float* c, const unsigned* a, const unsigned* b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "TF32X3 needs sm_80 or later (mma.sync with TF32 operands)"
+#if defined(__CUDA_ARCH__)
+    static_assert(__CUDA_ARCH__ >= 800, "TF32X3 needs sm_80 or later (mma.sync with TF32 operands)");
 #endif
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
                  "{%0, %1, %2, %3};\n"

@@ -34,6 +34,12 @@ def test_without_tensor_cores_the_library_sgemm_bounds_the_rate():
     assert reason and "SGEMM 14.0 TFLOP/s" in reason and "TF32" not in reason
 
 
-def test_a_copy_faster_than_the_measured_ceiling_is_suspect():
+def test_bytes_moved_faster_than_the_measured_ceiling_are_suspect():
     assert at(40.0, nbytes=1 << 27, flops=0) is None  # 3.4 TB/s
-    assert "copy ceiling" in at(25.0, nbytes=1 << 27, flops=0)  # 5.4 TB/s
+    assert "memory ceiling of 4200 GB/s" in at(25.0, nbytes=1 << 27, flops=0)  # 5.4 TB/s
+
+
+def test_a_kernel_that_mostly_reads_is_held_to_the_read_rate():
+    reads = DeviceInfo("H200", "sm_90", copy_gbps=4200.0, read_gbps=4600.0)
+    assert at(28.0, reads, nbytes=1 << 27, flops=0) is None  # 4.8 TB/s: above 1.1x copy, below 1.1x read
+    assert "memory ceiling of 4600 GB/s" in at(25.0, reads, nbytes=1 << 27, flops=0)  # 5.4 TB/s
