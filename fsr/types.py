@@ -211,9 +211,9 @@ class DeviceInfo:
     l2_bytes: int = 0
     regs_per_sm: int = 0
     copy_gbps: float = 0.0  # measured device-to-device copy, bytes read + written per second
-    read_gbps: float = 0.0  # measured streaming read (no writes): the plausibility bound on bytes moved, with the copy
     sgemm_tflops: float = 0.0  # measured library SGEMM
     tensor_tflops: float = 0.0  # measured TF32 tensor-core MMA rate (0: none); float32-accurate split TF32 reaches a third
+    read_gbps: float = 0.0  # measured streaming read (no writes): the plausibility bound on bytes moved, with the copy
 
 
 @dataclass(frozen=True)
