@@ -9,7 +9,7 @@ LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
-VEC4 = [0, 1]           # int4 and float4 loads of col_idx and vals over each row's 16-byte-aligned middle
+VEC4 = [0, 1]           # int4 and float4 loads of col_idx and vals over each row's (MERGE: each tile's) 16-byte-aligned middle
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads (x gathers through the read-only path)
 STREAM = [0, 1]         # col_idx and vals loaded with __ldcs (evict first), so x stays in the caches
 UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per thread
@@ -232,11 +232,33 @@ __device__ __forceinline__ void spmv_merge(const int* RESTRICT row_ptr, const in
     int* s_end = s_items;  // s_end[k] = row_ptr[i0 + k + 1], k <= n_rows (nnz past the last row)
     float* s_prod = reinterpret_cast<float*>(s_items + n_rows + 1);
     for (int k = t; k <= n_rows; k += BLOCK) s_end[k] = i0 + k < rows ? LOAD(row_ptr + i0 + k + 1) : nnz;
+#if VEC4
+    {  // four consecutive entries a thread at a time (int4, float4) over the tile's 16-byte-aligned middle
+        static_assert(ITEMS % 4 == 0, "MERGE with VEC4: whole quads of items per thread");
+        const int end = j0 + n_nz, body = min((j0 + 3) & ~3, end);  // scalar head before body
+        for (int k = j0 + t; k < body; k += BLOCK) s_prod[k - j0] = LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+MERGE_FIXED_LOOP
+        for (int u = 0; u < ITEMS / 4; ++u) {  // at most TILE / 4 quads in a tile
+            const int q = body / 4 + u * BLOCK + t;
+            if (q < end / 4) {
+                const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + q);
+                const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals) + q);
+                float* out = s_prod + 4 * q - j0;
+                out[0] = v.x * LOAD(x + c.x);
+                out[1] = v.y * LOAD(x + c.y);
+                out[2] = v.z * LOAD(x + c.z);
+                out[3] = v.w * LOAD(x + c.w);
+            }
+        }
+        for (int k = max(body, end & ~3) + t; k < end; k += BLOCK) s_prod[k - j0] = LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+    }
+#else
 MERGE_LOAD_LOOP
     for (int q = 0; q < ITEMS; ++q) {  // UNROLL: up to 8 entries' loads in flight a thread (more spill under launch bounds)
         const int k = q * BLOCK + t;
         if (k < n_nz) s_prod[k] = LOAD_STREAM(vals + j0 + k) * LOAD(x + LOAD_STREAM(col_idx + j0 + k));
     }
+#endif
     __syncthreads();
 
     // This thread's items: local diagonals dt .. dt + ITEMS - 1 (those below n_rows + n_nz).
