@@ -332,7 +332,7 @@ class StandInEvaluator:
                           baseline_us=self.baseline_us, resources=static.compiled.resources, device="stand-in")
 
     def device(self) -> DeviceInfo:
-        return DeviceInfo("stand-in H200", "sm_90", 132, 49152, 232448, 233472, 60 * 2**20, 65536, 4140.0, 50.6)
+        return DeviceInfo("stand-in H200", "sm_90", 132, 49152, 232448, 233472, 60 * 2**20, 65536, 4140.0, 50.6, 317.0)
 
     def close(self) -> None:
         pass

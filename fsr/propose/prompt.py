@@ -134,7 +134,9 @@ def device_section(device: DeviceInfo, task: Task) -> str:
                 smem_per_sm=_bytes(device.smem_per_sm), l2=_bytes(device.l2_bytes),
                 regs_per_sm=device.regs_per_sm or "?",
                 copy=f"{device.copy_gbps:.0f} GB/s" if device.copy_gbps else "not measured",
-                sgemm=f"{device.sgemm_tflops:.1f} TFLOP/s" if device.sgemm_tflops else "not measured")
+                sgemm=f"{device.sgemm_tflops:.1f} TFLOP/s" if device.sgemm_tflops else "not measured",
+                tensor=(f"{device.tensor_tflops:.0f} TFLOP/s (float32-accurate split TF32, three MMAs a product, "
+                        "reaches a third of it)") if device.tensor_tflops else "not measured")
 
 
 def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None) -> str:

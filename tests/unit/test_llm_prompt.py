@@ -55,7 +55,7 @@ def test_system_prompt_states_the_format_rules_and_verdicts() -> None:
 def test_user_prompt_carries_device_task_reference_and_every_size(baseline: Scored) -> None:
     text = user(ProposalRequest(TASK, (baseline,)))
     for fact in ("stand-in H200", "sm_90", "132 SMs", "48 KiB per block", "227 KiB with opt-in", "60 MiB",
-                 "65536", "4140 GB/s", "50.6 TFLOP/s"):
+                 "65536", "4140 GB/s", "50.6 TFLOP/s", "TF32 tensor-core MMA rate 317 TFLOP/s"):
         assert fact in text
     assert "`x`: float32[rows, cols], input (read-only)" in text and "`y`: float32[rows, cols], output" in text
     assert "def reference(inputs, sizes)" in text and "def library" not in text
