@@ -75,11 +75,10 @@ static_assert(BK % 8 == 0 && TX % 8 == 0 && TY % 4 == 0, "TF32X3: whole 16 x 8 x
 // Register tiles of a thread (types keep the declarations short). With TF32X3 the accumulators
 // of MMA tile (mi, j) are acc[4 * mi + c][j], c the MMA's accumulator register (0 to 3).
 typedef float AccTile[RM][RN];
+typedef float AFrag[RM];  // TF32X3: a[4 * mi + r], register r of m tile mi's A fragment
 #if TC
-typedef float AFrag[RM];      // a[4 * mi + r]: register r of m tile mi's A fragment
 typedef const float* BFrag;  // the step's B in shared memory: read one n tile at a time
 #else
-typedef float AFrag[RM];
 typedef float BFrag[RN];
 #endif
 

@@ -105,6 +105,12 @@ __device__ __forceinline__ float group_sum(float v, float* red) {
 }
 #endif
 
+// Entry k's product vals[k] * x[col_idx[k]].
+__device__ __forceinline__ float entry(const int* RESTRICT col_idx, const float* RESTRICT vals,
+                                       const float* RESTRICT x, int k) {
+    return LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+}
+
 // Lane l's partial sum of entries start .. end - 1 of a row shared by G lanes: entries l, l + G,
 // ... (VEC4: four consecutive entries at a time over the row's 16-byte-aligned middle; else ILP
 // entries at a time, their col_idx and vals loaded before any of their x gathers).
@@ -115,7 +121,7 @@ __device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const flo
 #if VEC4
     const int body = min((start + 3) & ~3, end);  // entries before it: scalar head
     ROW_LOOP
-    for (int k = start + l; k < body; k += G) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+    for (int k = start + l; k < body; k += G) s += entry(col_idx, vals, x, k);
     ROW_LOOP
     for (int q = body / 4 + l; q < end / 4; q += G) {
         const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + q);
@@ -123,7 +129,7 @@ __device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const flo
         s += v.x * LOAD(x + c.x) + v.y * LOAD(x + c.y) + v.z * LOAD(x + c.z) + v.w * LOAD(x + c.w);
     }
     ROW_LOOP
-    for (int k = max(body, end & ~3) + l; k < end; k += G) s += LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+    for (int k = max(body, end & ~3) + l; k < end; k += G) s += entry(col_idx, vals, x, k);
 #else
     const int stride = ILP * G;
     ROW_LOOP
@@ -236,7 +242,7 @@ __device__ __forceinline__ void spmv_merge(const int* RESTRICT row_ptr, const in
     {  // four consecutive entries a thread at a time (int4, float4) over the tile's 16-byte-aligned middle
         static_assert(ITEMS % 4 == 0, "MERGE with VEC4: whole quads of items per thread");
         const int end = j0 + n_nz, body = min((j0 + 3) & ~3, end);  // scalar head before body
-        for (int k = j0 + t; k < body; k += BLOCK) s_prod[k - j0] = LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+        for (int k = j0 + t; k < body; k += BLOCK) s_prod[k - j0] = entry(col_idx, vals, x, k);
 MERGE_FIXED_LOOP
         for (int u = 0; u < ITEMS / 4; ++u) {  // at most TILE / 4 quads in a tile
             const int q = body / 4 + u * BLOCK + t;
@@ -250,7 +256,7 @@ MERGE_FIXED_LOOP
                 out[3] = v.w * LOAD(x + c.w);
             }
         }
-        for (int k = max(body, end & ~3) + t; k < end; k += BLOCK) s_prod[k - j0] = LOAD_STREAM(vals + k) * LOAD(x + LOAD_STREAM(col_idx + k));
+        for (int k = max(body, end & ~3) + t; k < end; k += BLOCK) s_prod[k - j0] = entry(col_idx, vals, x, k);
     }
 #else
 MERGE_LOAD_LOOP
