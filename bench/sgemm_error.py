@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
+from explore import fixed  # bench/explore.py, beside this script
 
 from fsr import candidate as cfmt
 from fsr import tasks
+from fsr.evaluate import bench
 from fsr.evaluate.compile import compile_candidate
 from fsr.evaluate.verify import Program, enqueue, make_buffers, plan
 
@@ -33,13 +34,11 @@ def main() -> None:
     task = tasks.load("sgemm")
     fn = tasks.functions(task)
     template = cfmt.parse(task.template_source, task)
-    arch = "sm_{}{}".format(*cp.cuda.Device().compute_capability)
+    arch = bench.device_info().arch
     configs = json.loads(Path(a.configs).read_text())["sgemm"]
     programs = []
     for values in configs:
-        tun = {t.name for t in template.tunables}
-        pinned = tuple(type(t)(t.name, (values[t.name],)) if t.name in values else t for t in template.tunables)
-        cand = cfmt.with_defines(replace(template, tunables=pinned), {k: v for k, v in values.items() if k not in tun})
+        cand = fixed(template, values)
         compiled = compile_candidate(cand, arch)
         programs.append((cand, Program(compiled.cubin, compiled.lowered)))
     sizes = [dict(s) for s in task.test_sizes] + [dict(task.bench_size)]

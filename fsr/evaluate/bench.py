@@ -344,7 +344,7 @@ def measure_tensor_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, iter
     5; 0.0 before sm_80. A float32-accurate product from split TF32 (three MMAs) reaches at most a
     third of it: the SGEMM plausibility bound for kernels that use the tensor cores."""
     dev = cp.cuda.Device()
-    if dev.compute_capability < "80":
+    if int(dev.compute_capability) < 80:  # a string: "90", "100"
         return 0.0
     kernel = cp.RawKernel(MMA_RATE_SOURCE, "fsr_mma_rate")
     out = cp.zeros(1, dtype=cp.float32)
