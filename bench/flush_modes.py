@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ beside fs
 from fsr.evaluate import bench  # noqa: E402
 from tests.gpu.test_timing import SOURCE  # noqa: E402
 
+
 class MemsetFlusher:
     """The flush before: a memset of twice the L2 size, nothing else."""
 

@@ -74,7 +74,7 @@ def main() -> None:
     for name in ("stream", "gather", "flat", "gather4", "flat4"):
         kernel = module.get_function(name)
         for block in (256, 512):
-            def run(_: int) -> None:
+            def run(_: int, kernel=kernel, block=block) -> None:
                 kernel((info.sm_count * 8,), (block,), (col, vals, x, np.int64(col.size), out), stream=stream)
 
             us = float(np.median(bench.sample(run, stream, flusher, budget_s=0.3, min_samples=20, max_samples=100,
