@@ -6,6 +6,7 @@ ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per th
 ILP = [8, 1, 2, 4]       # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
+ROUNDS = [16, 8, 32, 64, 4]  # with SEGMENT: rounds of 128 entries a warp's tile
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -16,11 +17,12 @@ UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per 
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
+SEGMENT = [0, 1]        # warp tiles of 128 * ROUNDS entries read four a lane, summed per row by a segmented warp scan, look-back across tiles (over MERGE; TPR unused)
 
 [[scratch]]
 name = "state"
 dtype = "int64"
-count = "cdiv(rows + nnz, BLOCK * ITEMS)"
+count = "MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + SEGMENT * cdiv(nnz + 1, 128 * ROUNDS) + 1"
 zero = true
 
 [[scratch]]
@@ -31,7 +33,7 @@ zero = true
 
 [[launch]]
 kernel = "spmv_template"
-grid = ["MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK)"]
+grid = ["SEGMENT * cdiv(cdiv(nnz + 1, 128 * ROUNDS), BLOCK // 32) + (1 - SEGMENT) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
 block = ["BLOCK"]
 args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
@@ -150,24 +152,27 @@ __device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const flo
     return s;
 }
 
-#if MERGE
-// ---- MERGE: merge-path SpMV (Merrill & Garland). The merge of row ends (row p ends after entry
-// row_ptr[p + 1] - 1) with entries is cut into tiles of TILE items; tile t is diagonals
-// t * TILE .. (t + 1) * TILE. A diagonal d's coordinate is (i row ends, d - i entries) with i the
-// number of rows p < rows with row_ptr[p + 1] + p + 1 <= d. Each thread consumes ITEMS items in
-// order; partial sums of a row cut by thread boundaries are joined by a segmented block scan, and
-// by tile boundaries through `state`: tile t publishes (flag << 32 | float bits) of its tail sum
-// (the row open at its end): FLAG_PRE once it includes every earlier tile's share of that row
-// (at once if the tile ends a row), FLAG_AGG for a tile inside one row before its look-back.
-// Tiles are numbered by a ticket in start order, so every tile waited on is running or done.
-#define TILE (BLOCK * ITEMS)
-#if UNROLL
-#define MERGE_LOAD_LOOP _Pragma("unroll 8")
-#define MERGE_FIXED_LOOP _Pragma("unroll")
-#else
-#define MERGE_LOAD_LOOP
-#define MERGE_FIXED_LOOP
-#endif
+#if MERGE || SEGMENT
+// The first p in [lo, hi) with after(p) (hi if none), for a predicate false then true along p; a
+// warp, every lane gets it: 32-ary search, 4 rounds for 2^20 candidates.
+template <typename After>
+__device__ __forceinline__ int warp_search(int lo, int hi, After after) {
+    const int lane = threadIdx.x % 32;
+    while (lo < hi) {
+        const int step = (hi - lo + 31) / 32, p = lo + lane * step;
+        const unsigned ballot = __ballot_sync(0xffffffffu, p >= hi || after(p));
+        const int f = ballot ? __ffs(ballot) - 1 : 32;
+        if (f == 0) break;  // p_0 = lo
+        const int new_hi = f < 32 ? min(lo + f * step, hi) : hi;
+        lo = lo + (f - 1) * step + 1;
+        hi = new_hi;
+    }
+    return lo;
+}
+
+// Decoupled look-back over `state` (one word a tile, zeroed before the launch): a tile publishes
+// (flag << 32 | float bits) of its tail sum, FLAG_PRE once that includes every earlier tile's share
+// of its last row, FLAG_AGG before its own look-back.
 #define FLAG_AGG 1ull
 #define FLAG_PRE 2ull
 typedef unsigned long long word_t;
@@ -190,22 +195,30 @@ __device__ __forceinline__ float carry_before(const word_t* state, int tile) {
         if ((s >> 32) == FLAG_PRE) return sum;
     }
 }
+#endif
 
-// Row ends before diagonal d (a warp, every lane gets it): 32-ary search, 4 rounds for 2^20 rows.
+#if MERGE
+// ---- MERGE: merge-path SpMV (Merrill & Garland). The merge of row ends (row p ends after entry
+// row_ptr[p + 1] - 1) with entries is cut into tiles of TILE items; tile t is diagonals
+// t * TILE .. (t + 1) * TILE. A diagonal d's coordinate is (i row ends, d - i entries) with i the
+// number of rows p < rows with row_ptr[p + 1] + p + 1 <= d. Each thread consumes ITEMS items in
+// order; partial sums of a row cut by thread boundaries are joined by a segmented block scan, and
+// by tile boundaries through `state`: tile t publishes (flag << 32 | float bits) of its tail sum
+// (the row open at its end): FLAG_PRE once it includes every earlier tile's share of that row
+// (at once if the tile ends a row), FLAG_AGG for a tile inside one row before its look-back.
+// Tiles are numbered by a ticket in start order, so every tile waited on is running or done.
+#define TILE (BLOCK * ITEMS)
+#if UNROLL
+#define MERGE_LOAD_LOOP _Pragma("unroll 8")
+#define MERGE_FIXED_LOOP _Pragma("unroll")
+#else
+#define MERGE_LOAD_LOOP
+#define MERGE_FIXED_LOOP
+#endif
+
+// Row ends before diagonal d (a warp, every lane gets it).
 __device__ __forceinline__ int rows_before(const int* RESTRICT row_ptr, int rows, int nnz, int d) {
-    const int lane = threadIdx.x % 32;
-    int lo = max(0, d - nnz), hi = min(d, rows);  // the answer is in [lo, hi]
-    while (lo < hi) {
-        const int step = (hi - lo + 31) / 32, p = lo + lane * step;
-        const bool after = p >= hi || LOAD(row_ptr + p + 1) + p + 1 > d;  // row end p not before d
-        const unsigned ballot = __ballot_sync(0xffffffffu, after);
-        const int f = ballot ? __ffs(ballot) - 1 : 32;
-        if (f == 0) break;  // p_0 = lo
-        const int new_hi = f < 32 ? min(lo + f * step, hi) : hi;
-        lo = lo + (f - 1) * step + 1;
-        hi = new_hi;
-    }
-    return lo;
+    return warp_search(max(0, d - nnz), min(d, rows), [&](int p) { return LOAD(row_ptr + p + 1) + p + 1 > d; });
 }
 
 struct Seg {
@@ -362,11 +375,174 @@ MERGE_FIXED_LOOP
 }
 #endif
 
+#if SEGMENT
+// ---- SEGMENT: warp tiles of ROUNDS rounds of 128 consecutive entries. In a round lane l holds
+// entries base + 4 l .. base + 4 l + 3 (one int4 and one float4 load, the next round's in flight
+// while this one is summed); a segmented warp scan (segments start where rows start) gives each
+// entry the sum of its row so far, and the lane holding a row's end reads its row's sum there.
+// The row ends a warp sees come from a window of 32 row_ptr entries kept in registers. Tile t
+// owns entries [t E, (t + 1) E) and the rows that end in (t E, (t + 1) E] (tile 0 also the empty
+// rows before any entry). The row running into a tile from before it is finished by the decoupled
+// look-back of MERGE, over `state`, in ticket order: tile t publishes the sum of its entries after
+// its last row end.
+#define SEG_E (128 * ROUNDS)
+#define NO_ROW 0x7fffffff  // the end and start of a row past the last
+
+// Entries k .. k + 3 (k a multiple of 4; past nnz: column 0, value 0).
+__device__ __forceinline__ void load_quad(const int* RESTRICT col_idx, const float* RESTRICT vals, int k, int nnz,
+                                          int4& c, float4& v) {
+    if (k + 3 < nnz) {
+#if VEC4
+        c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + k / 4);
+        v = LOAD_STREAM(reinterpret_cast<const float4*>(vals) + k / 4);
+#else
+        c = make_int4(LOAD_STREAM(col_idx + k), LOAD_STREAM(col_idx + k + 1), LOAD_STREAM(col_idx + k + 2),
+                      LOAD_STREAM(col_idx + k + 3));
+        v = make_float4(LOAD_STREAM(vals + k), LOAD_STREAM(vals + k + 1), LOAD_STREAM(vals + k + 2),
+                        LOAD_STREAM(vals + k + 3));
+#endif
+    } else {
+        c = make_int4(k < nnz ? LOAD_STREAM(col_idx + k) : 0, k + 1 < nnz ? LOAD_STREAM(col_idx + k + 1) : 0,
+                      k + 2 < nnz ? LOAD_STREAM(col_idx + k + 2) : 0, 0);
+        v = make_float4(k < nnz ? LOAD_STREAM(vals + k) : 0.0f, k + 1 < nnz ? LOAD_STREAM(vals + k + 1) : 0.0f,
+                        k + 2 < nnz ? LOAD_STREAM(vals + k + 2) : 0.0f, 0.0f);
+    }
+}
+
+// Window w: lane i gets the end e and start s of row w + i (NO_ROW for rows past the last).
+__device__ __forceinline__ void load_window(const int* RESTRICT row_ptr, int rows, int w, int& e, int& s) {
+    const int lane = threadIdx.x % 32;
+    e = w + lane < rows ? LOAD(row_ptr + w + lane + 1) : NO_ROW;
+    s = __shfl_up_sync(0xffffffffu, e, 1);
+    if (lane == 0) s = w <= rows ? LOAD(row_ptr + w) : NO_ROW;
+}
+
+__device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
+                                             const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
+                                             word_t* state, int* ticket, int rows, int nnz) {
+    __shared__ unsigned s_heads[BLOCK];  // a warp's 128 bytes: byte p is 1 where a row starts at base + p
+    const int lane = threadIdx.x % 32;
+    unsigned char* heads = reinterpret_cast<unsigned char*>(s_heads + (threadIdx.x - lane));
+    int tile = 0;
+    if (lane == 0) tile = atomicAdd(ticket, 1);
+    tile = __shfl_sync(0xffffffffu, tile, 0);
+    if (tile >= (nnz + SEG_E) / SEG_E) return;  // a warp past the last tile (cdiv(nnz + 1, SEG_E) of them)
+    const int first = tile * SEG_E, last = min(first + SEG_E, nnz);
+    int4 c = make_int4(0, 0, 0, 0);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (first < last) load_quad(col_idx, vals, first + 4 * lane, nnz, c, v);
+    // R: the first row not yet written (rows ending by `first` belong to earlier tiles)
+    int R = warp_search(0, rows, [&](int p) { return LOAD(row_ptr + p + 1) > first; });
+    if (tile == 0)
+        for (int r = lane; r < R; r += 32) y[r] = 0.0f;  // empty rows before any entry
+    int W = R, e, s;  // the window: rows W .. W + 31
+    load_window(row_ptr, rows, W, e, s);
+    float carry = 0.0f;     // the open row's sum over this tile's entries before base
+    float first_val = 0.0f;  // the lane holding the end of a row begun before this tile: its sum here
+    int first_row = -1;
+    bool ended = false, closed = false;  // a row ended in the tile; one ended at `last`
+    for (int base = first; base < last; base += 128) {
+        int4 cn = make_int4(0, 0, 0, 0);
+        float4 vn = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (base + 128 < last) load_quad(col_idx, vals, base + 128 + 4 * lane, nnz, cn, vn);
+        float p0 = v.x * LOAD(x + c.x), p1 = v.y * LOAD(x + c.y), p2 = v.z * LOAD(x + c.z), p3 = v.w * LOAD(x + c.w);
+        // Row starts in the round, from as many windows as its rows need.
+        if (R >= W + 32) {
+            W = R;
+            load_window(row_ptr, rows, W, e, s);
+        }
+        s_heads[threadIdx.x] = 0u;
+        __syncwarp();
+        for (int w = W, we = e, ws = s;; ) {
+            if (ws >= base && ws < base + 128) heads[ws - base] = 1;
+            if (__shfl_sync(0xffffffffu, we, 31) > base + 128) break;
+            w += 32;
+            load_window(row_ptr, rows, w, we, ws);
+        }
+        __syncwarp();
+        const unsigned hw = s_heads[threadIdx.x];
+        const bool h0 = hw & 0xffu, h1 = hw & 0xff00u, h2 = hw & 0xff0000u, h3 = hw & 0xff000000u;
+        if (lane == 0 && !h0) p0 += carry;
+        // Within the lane: each entry's sum since the last row start (or the lane's first entry).
+        float v0 = p0, v1 = h1 ? p1 : v0 + p1, v2 = h2 ? p2 : v1 + p2, v3 = h3 ? p3 : v2 + p3;
+        // Across lanes: lane l's last segment, back to the last lane at or before it with a row start.
+        const unsigned starts = __ballot_sync(0xffffffffu, hw != 0u) & (0xffffffffu >> (31 - lane));
+        const int from = starts ? 31 - __clz(starts) : 0;
+        float run = v3;
+        for (int d = 1; d < 32; d *= 2) {
+            const float up = __shfl_up_sync(0xffffffffu, run, d);
+            if (lane - d >= from) run += up;
+        }
+        float before = __shfl_up_sync(0xffffffffu, run, 1);
+        if (lane == 0) before = 0.0f;
+        if (!h0) {  // the entries before the lane's first row start continue lane - 1's last segment
+            v0 += before;
+            if (!h1) {
+                v1 += before;
+                if (!h2) {
+                    v2 += before;
+                    if (!h3) v3 += before;
+                }
+            }
+        }
+        // Rows ending in the round: the lane holding a row's end reads the sum at its last entry.
+        int done = 0;
+        for (int w = W, we = e, ws = s;; ) {
+            const bool ends = w + lane >= R && we > base && we <= base + 128;
+            const int q = ends ? we - 1 - base : 4 * lane, src = q / 4;
+            const float a0 = __shfl_sync(0xffffffffu, v0, src), a1 = __shfl_sync(0xffffffffu, v1, src);
+            const float a2 = __shfl_sync(0xffffffffu, v2, src), a3 = __shfl_sync(0xffffffffu, v3, src);
+            const float sum = ws == we ? 0.0f : (q & 3) == 0 ? a0 : (q & 3) == 1 ? a1 : (q & 3) == 2 ? a2 : a3;
+            if (ends) {
+                if (ws < first) {  // begun before this tile: finished after the look-back
+                    first_row = w + lane;
+                    first_val = sum;
+                } else {
+                    y[w + lane] = sum;
+                }
+            }
+            done += __popc(__ballot_sync(0xffffffffu, ends));
+            closed = closed || __any_sync(0xffffffffu, ends && we == last);
+            if (__shfl_sync(0xffffffffu, we, 31) > base + 128) break;
+            w += 32;
+            load_window(row_ptr, rows, w, we, ws);
+        }
+        ended = ended || done > 0;
+        R += done;
+        carry = __shfl_sync(0xffffffffu, v3, 31);
+        c = cn;
+        v = vn;
+    }
+    // Publish the tile's tail sum (the row open at its end); add the earlier tiles' share of the
+    // row begun before it.
+    const float tail = closed ? 0.0f : carry;
+    const bool waits = tile > 0 && __any_sync(0xffffffffu, first_row >= 0);
+    float prev = 0.0f;
+    if (lane == 0) {
+        if (ended) {
+            write_state(state + tile, FLAG_PRE, tail);
+            if (waits) prev = carry_before(state, tile);
+        } else if (tile > 0) {
+            write_state(state + tile, FLAG_AGG, tail);
+            prev = carry_before(state, tile);
+            write_state(state + tile, FLAG_PRE, prev + tail);
+        } else {
+            write_state(state + tile, FLAG_PRE, tail);
+        }
+    }
+    prev = __shfl_sync(0xffffffffu, prev, 0);
+    if (first_row >= 0) y[first_row] = first_val + prev;
+}
+#endif
+
 extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                                       const float* RESTRICT vals, const float* RESTRICT x,
                                                       float* RESTRICT y, unsigned long long* state, int* ticket,
                                                       int rows, int nnz) {
-#if MERGE
+#if SEGMENT
+    spmv_segment(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
+    return;
+#elif MERGE
     spmv_merge(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
     return;
 #endif
