@@ -64,7 +64,10 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 #define LOAD_STREAM(p) LOAD(p)
 #endif
 
-#if LAUNCH_BOUNDS && ADAPTIVE
+#if LAUNCH_BOUNDS && SEGMENT
+// 40 warps an SM: registers capped at 48 (54 unbounded, which leaves room for 32 warps)
+#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1280 / BLOCK)
+#elif LAUNCH_BOUNDS && ADAPTIVE
 // The same bound, but ptxas then leaves the warp pass its few registers above 32 (with the
 // one-argument form it caps at 32 for BLOCK = 128 and spills 8 bytes).
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)
@@ -377,8 +380,8 @@ MERGE_FIXED_LOOP
 
 #if SEGMENT
 // ---- SEGMENT: warp tiles of ROUNDS rounds of 128 consecutive entries. In a round lane l holds
-// entries base + 4 l .. base + 4 l + 3 (one int4 and one float4 load, the next round's in flight
-// while this one is summed); a segmented warp scan (segments start where rows start) gives each
+// entries base + 4 l .. base + 4 l + 3 (one int4 and one float4 load; the next round's x gathers
+// and the one after's loads are in flight while this one is summed); a segmented warp scan (segments start where rows start) gives each
 // entry the sum of its row so far, and the lane holding a row's end reads its row's sum there.
 // The row ends a warp sees come from a window of 32 row_ptr entries kept in registers. Tile t
 // owns entries [t E, (t + 1) E) and the rows that end in (t E, (t + 1) E] (tile 0 also the empty
@@ -428,9 +431,11 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
     tile = __shfl_sync(0xffffffffu, tile, 0);
     if (tile >= (nnz + SEG_E) / SEG_E) return;  // a warp past the last tile (cdiv(nnz + 1, SEG_E) of them)
     const int first = tile * SEG_E, last = min(first + SEG_E, nnz);
-    int4 c = make_int4(0, 0, 0, 0);
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (first < last) load_quad(col_idx, vals, first + 4 * lane, nnz, c, v);
+    // The pipeline: a round's x gathers in flight one round ahead, its col_idx and vals two.
+    int4 cq = make_int4(0, 0, 0, 0), cq1 = cq;
+    float4 vq = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vq1 = vq;
+    if (first < last) load_quad(col_idx, vals, first + 4 * lane, nnz, cq, vq);
+    if (first + 128 < last) load_quad(col_idx, vals, first + 128 + 4 * lane, nnz, cq1, vq1);
     // R: the first row not yet written (rows ending by `first` belong to earlier tiles)
     int R = warp_search(0, rows, [&](int p) { return LOAD(row_ptr + p + 1) > first; });
     if (tile == 0)
@@ -441,11 +446,13 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
     float first_val = 0.0f;  // the lane holding the end of a row begun before this tile: its sum here
     int first_row = -1;
     bool ended = false, closed = false;  // a row ended in the tile; one ended at `last`
+    float4 g = make_float4(LOAD(x + cq.x), LOAD(x + cq.y), LOAD(x + cq.z), LOAD(x + cq.w));  // this round's x
     for (int base = first; base < last; base += 128) {
-        int4 cn = make_int4(0, 0, 0, 0);
-        float4 vn = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (base + 128 < last) load_quad(col_idx, vals, base + 128 + 4 * lane, nnz, cn, vn);
-        float p0 = v.x * LOAD(x + c.x), p1 = v.y * LOAD(x + c.y), p2 = v.z * LOAD(x + c.z), p3 = v.w * LOAD(x + c.w);
+        int4 cq2 = make_int4(0, 0, 0, 0);
+        float4 vq2 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (base + 256 < last) load_quad(col_idx, vals, base + 256 + 4 * lane, nnz, cq2, vq2);
+        const float4 g1 = make_float4(LOAD(x + cq1.x), LOAD(x + cq1.y), LOAD(x + cq1.z), LOAD(x + cq1.w));
+        float p0 = vq.x * g.x, p1 = vq.y * g.y, p2 = vq.z * g.z, p3 = vq.w * g.w;
         // Row starts in the round, from as many windows as its rows need.
         if (R >= W + 32) {
             W = R;
@@ -510,8 +517,10 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
         ended = ended || done > 0;
         R += done;
         carry = __shfl_sync(0xffffffffu, v3, 31);
-        c = cn;
-        v = vn;
+        vq = vq1;
+        g = g1;
+        cq1 = cq2;
+        vq1 = vq2;
     }
     // Publish the tile's tail sum (the row open at its end); add the earlier tiles' share of the
     // row begun before it.
