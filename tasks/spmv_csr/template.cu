@@ -6,7 +6,8 @@ ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per th
 ILP = [8, 1, 2, 4]       # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
-ROUNDS = [16, 8, 32, 64, 4]  # with SEGMENT: rounds of 128 entries a warp's tile
+ROUNDS = [16, 8, 32, 64, 4]  # with SEGMENT: rounds of 32 * RUN entries a warp's tile
+RUN = [8, 16, 4]             # with SEGMENT: consecutive entries a lane sums in a round
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -17,12 +18,12 @@ UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per 
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
-SEGMENT = [0, 1]        # warp tiles of 128 * ROUNDS entries read four a lane, summed per row by a segmented warp scan, look-back across tiles (over MERGE; TPR unused)
+SEGMENT = [0, 1]        # warp tiles of ROUNDS rounds of RUN consecutive entries a lane, rows closed in the lane, joined across lanes by a segmented warp scan and across tiles by look-back (over MERGE; TPR unused)
 
 [[scratch]]
 name = "state"
 dtype = "int64"
-count = "MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + SEGMENT * cdiv(nnz + 1, 128 * ROUNDS) + 1"
+count = "MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + SEGMENT * cdiv(nnz + 1, 32 * RUN * ROUNDS) + 1"
 zero = true
 
 [[scratch]]
@@ -33,7 +34,7 @@ zero = true
 
 [[launch]]
 kernel = "spmv_template"
-grid = ["SEGMENT * cdiv(cdiv(nnz + 1, 128 * ROUNDS), BLOCK // 32) + (1 - SEGMENT) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
+grid = ["SEGMENT * cdiv(cdiv(nnz + 1, 32 * RUN * ROUNDS), BLOCK // 32) + (1 - SEGMENT) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
 block = ["BLOCK"]
 args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
@@ -64,12 +65,9 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 #define LOAD_STREAM(p) LOAD(p)
 #endif
 
-#if LAUNCH_BOUNDS && SEGMENT
-// 40 warps an SM: registers capped at 48 (54 unbounded, which leaves room for 32 warps)
-#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1280 / BLOCK)
-#elif LAUNCH_BOUNDS && ADAPTIVE
-// The same bound, but ptxas then leaves the warp pass its few registers above 32 (with the
-// one-argument form it caps at 32 for BLOCK = 128 and spills 8 bytes).
+#if LAUNCH_BOUNDS && (ADAPTIVE || SEGMENT)
+// The same bound, but ptxas then leaves the warp pass (SEGMENT: the whole kernel) its few
+// registers above 32 (with the one-argument form it caps at 32 for BLOCK = 128 and spills 8 bytes).
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)
 #elif LAUNCH_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK)
@@ -379,164 +377,147 @@ MERGE_FIXED_LOOP
 #endif
 
 #if SEGMENT
-// ---- SEGMENT: warp tiles of ROUNDS rounds of 128 consecutive entries. In a round lane l holds
-// entries base + 4 l .. base + 4 l + 3 (one int4 and one float4 load; the next round's x gathers
-// and the one after's loads are in flight while this one is summed); a segmented warp scan (segments start where rows start) gives each
-// entry the sum of its row so far, and the lane holding a row's end reads its row's sum there.
-// The row ends a warp sees come from a window of 32 row_ptr entries kept in registers. Tile t
+// ---- SEGMENT: warp tiles of ROUNDS rounds of 32 * RUN consecutive entries; in a round lane l sums
+// the RUN entries from base + RUN l on (RUN / 4 int4 and float4 loads, then RUN gathers of x),
+// closing each row whose end falls in its run. Its first row is found among a window of 32
+// row ends held one a lane. Partial sums of rows cut by lane boundaries are joined by a
+// segmented warp scan (a row's head in an earlier lane, and the carry from earlier rounds). Tile t
 // owns entries [t E, (t + 1) E) and the rows that end in (t E, (t + 1) E] (tile 0 also the empty
-// rows before any entry). The row running into a tile from before it is finished by the decoupled
-// look-back of MERGE, over `state`, in ticket order: tile t publishes the sum of its entries after
-// its last row end.
-#define SEG_E (128 * ROUNDS)
-#define NO_ROW 0x7fffffff  // the end and start of a row past the last
+// rows before any entry); the row running into a tile from before it is finished by the look-back
+// of MERGE, over `state`, in ticket order.
+#define SEG_ROUND (32 * RUN)
+#define SEG_E (SEG_ROUND * ROUNDS)
+#define NO_ROW 0x7fffffff  // the end of a row past the last
 
-// Entries k .. k + 3 (k a multiple of 4; past nnz: column 0, value 0).
-__device__ __forceinline__ void load_quad(const int* RESTRICT col_idx, const float* RESTRICT vals, int k, int nnz,
-                                          int4& c, float4& v) {
-    if (k + 3 < nnz) {
-#if VEC4
-        c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + k / 4);
-        v = LOAD_STREAM(reinterpret_cast<const float4*>(vals) + k / 4);
-#else
-        c = make_int4(LOAD_STREAM(col_idx + k), LOAD_STREAM(col_idx + k + 1), LOAD_STREAM(col_idx + k + 2),
-                      LOAD_STREAM(col_idx + k + 3));
-        v = make_float4(LOAD_STREAM(vals + k), LOAD_STREAM(vals + k + 1), LOAD_STREAM(vals + k + 2),
-                        LOAD_STREAM(vals + k + 3));
-#endif
-    } else {
-        c = make_int4(k < nnz ? LOAD_STREAM(col_idx + k) : 0, k + 1 < nnz ? LOAD_STREAM(col_idx + k + 1) : 0,
-                      k + 2 < nnz ? LOAD_STREAM(col_idx + k + 2) : 0, 0);
-        v = make_float4(k < nnz ? LOAD_STREAM(vals + k) : 0.0f, k + 1 < nnz ? LOAD_STREAM(vals + k + 1) : 0.0f,
-                        k + 2 < nnz ? LOAD_STREAM(vals + k + 2) : 0.0f, 0.0f);
-    }
-}
-
-// Window w: lane i gets the end e and start s of row w + i (NO_ROW for rows past the last).
-__device__ __forceinline__ void load_window(const int* RESTRICT row_ptr, int rows, int w, int& e, int& s) {
-    const int lane = threadIdx.x % 32;
-    e = w + lane < rows ? LOAD(row_ptr + w + lane + 1) : NO_ROW;
-    s = __shfl_up_sync(0xffffffffu, e, 1);
-    if (lane == 0) s = w <= rows ? LOAD(row_ptr + w) : NO_ROW;
+__device__ __forceinline__ int row_end(const int* RESTRICT row_ptr, int rows, int r) {
+    return r < rows ? LOAD(row_ptr + r + 1) : NO_ROW;
 }
 
 __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                              const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
                                              word_t* state, int* ticket, int rows, int nnz) {
-    __shared__ unsigned s_heads[BLOCK];  // a warp's 128 bytes: byte p is 1 where a row starts at base + p
+    static_assert(RUN % 4 == 0, "SEGMENT: whole quads of entries a lane");
     const int lane = threadIdx.x % 32;
-    unsigned char* heads = reinterpret_cast<unsigned char*>(s_heads + (threadIdx.x - lane));
     int tile = 0;
     if (lane == 0) tile = atomicAdd(ticket, 1);
     tile = __shfl_sync(0xffffffffu, tile, 0);
     if (tile >= (nnz + SEG_E) / SEG_E) return;  // a warp past the last tile (cdiv(nnz + 1, SEG_E) of them)
     const int first = tile * SEG_E, last = min(first + SEG_E, nnz);
-    // The pipeline: a round's x gathers in flight one round ahead, its col_idx and vals two.
-    int4 cq = make_int4(0, 0, 0, 0), cq1 = cq;
-    float4 vq = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vq1 = vq;
-    if (first < last) load_quad(col_idx, vals, first + 4 * lane, nnz, cq, vq);
-    if (first + 128 < last) load_quad(col_idx, vals, first + 128 + 4 * lane, nnz, cq1, vq1);
     // R: the first row not yet written (rows ending by `first` belong to earlier tiles)
     int R = warp_search(0, rows, [&](int p) { return LOAD(row_ptr + p + 1) > first; });
     if (tile == 0)
         for (int r = lane; r < R; r += 32) y[r] = 0.0f;  // empty rows before any entry
-    int W = R, e, s;  // the window: rows W .. W + 31
-    load_window(row_ptr, rows, W, e, s);
-    float carry = 0.0f;     // the open row's sum over this tile's entries before base
-    float first_val = 0.0f;  // the lane holding the end of a row begun before this tile: its sum here
+    float carry = 0.0f;      // the row open at base: its sum over this tile's entries before base
+    float first_val = 0.0f;  // the lane with the end of the row begun before this tile: its sum here
     int first_row = -1;
-    bool ended = false, closed = false;  // a row ended in the tile; one ended at `last`
-    float4 g = make_float4(LOAD(x + cq.x), LOAD(x + cq.y), LOAD(x + cq.z), LOAD(x + cq.w));  // this round's x
-    for (int base = first; base < last; base += 128) {
-        int4 cq2 = make_int4(0, 0, 0, 0);
-        float4 vq2 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (base + 256 < last) load_quad(col_idx, vals, base + 256 + 4 * lane, nnz, cq2, vq2);
-        const float4 g1 = make_float4(LOAD(x + cq1.x), LOAD(x + cq1.y), LOAD(x + cq1.z), LOAD(x + cq1.w));
-        float p0 = vq.x * g.x, p1 = vq.y * g.y, p2 = vq.z * g.z, p3 = vq.w * g.w;
-        // Row starts in the round, from as many windows as its rows need.
-        if (R >= W + 32) {
-            W = R;
-            load_window(row_ptr, rows, W, e, s);
+    bool ended = false;  // a row ended in this tile before base
+    for (int base = first; base < last; base += SEG_ROUND) {
+        const int k0 = base + RUN * lane;
+        float prod[RUN];
+        {
+            int col[RUN];
+            float val[RUN];
+            if (k0 + RUN <= nnz) {
+#pragma unroll
+                for (int q = 0; q < RUN / 4; ++q) {
+#if VEC4
+                    const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx + k0) + q);
+                    const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals + k0) + q);
+                    col[4 * q] = c.x, col[4 * q + 1] = c.y, col[4 * q + 2] = c.z, col[4 * q + 3] = c.w;
+                    val[4 * q] = v.x, val[4 * q + 1] = v.y, val[4 * q + 2] = v.z, val[4 * q + 3] = v.w;
+#else
+#pragma unroll
+                    for (int i = 4 * q; i < 4 * q + 4; ++i) {
+                        col[i] = LOAD_STREAM(col_idx + k0 + i);
+                        val[i] = LOAD_STREAM(vals + k0 + i);
+                    }
+#endif
+                }
+            } else {  // the last run: entries past nnz are column 0, value 0
+#pragma unroll
+                for (int i = 0; i < RUN; ++i) {
+                    col[i] = k0 + i < nnz ? LOAD_STREAM(col_idx + k0 + i) : 0;
+                    val[i] = k0 + i < nnz ? LOAD_STREAM(vals + k0 + i) : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < RUN; ++i) prod[i] = val[i] * LOAD(x + col[i]);
         }
-        s_heads[threadIdx.x] = 0u;
-        __syncwarp();
-        for (int w = W, we = e, ws = s;; ) {
-            if (ws >= base && ws < base + 128) heads[ws - base] = 1;
-            if (__shfl_sync(0xffffffffu, we, 31) > base + 128) break;
-            w += 32;
-            load_window(row_ptr, rows, w, we, ws);
+        // The lane's first row: the first with its end past k0. Rows R .. R + 31 one a lane, then
+        // a search of row_ptr where the run lies beyond them.
+        const int e = row_end(row_ptr, rows, R + lane);
+        int n = 0;  // window rows ending by k0
+        for (int step = 16; step > 0; step /= 2)
+            if (__shfl_sync(0xffffffffu, e, n + step - 1) <= k0) n += step;
+        int end = __shfl_sync(0xffffffffu, e, n);
+        int r = R + n;
+        if (end <= k0) {  // all 32 end by k0
+            int lo = R + 32, hi = rows;
+            while (lo < hi) {
+                const int mid = (lo + hi) / 2;
+                if (LOAD(row_ptr + mid + 1) > k0) hi = mid;
+                else lo = mid + 1;
+            }
+            r = lo;
+            end = row_end(row_ptr, rows, r);
         }
-        __syncwarp();
-        const unsigned hw = s_heads[threadIdx.x];
-        const bool h0 = hw & 0xffu, h1 = hw & 0xff00u, h2 = hw & 0xff0000u, h3 = hw & 0xff000000u;
-        if (lane == 0 && !h0) p0 += carry;
-        // Within the lane: each entry's sum since the last row start (or the lane's first entry).
-        float v0 = p0, v1 = h1 ? p1 : v0 + p1, v2 = h2 ? p2 : v1 + p2, v3 = h3 ? p3 : v2 + p3;
-        // Across lanes: lane l's last segment, back to the last lane at or before it with a row start.
-        const unsigned starts = __ballot_sync(0xffffffffu, hw != 0u) & (0xffffffffu >> (31 - lane));
-        const int from = starts ? 31 - __clz(starts) : 0;
-        float run = v3;
+        // Sum the run, closing rows whose end falls in it: (k0, k0 + RUN].
+        float sum = 0.0f, head = 0.0f;  // head: the first row closed here, its sum over this run
+        int head_row = -1;
+#pragma unroll
+        for (int i = 0; i <= RUN; ++i) {
+            while (end <= k0 + i) {
+                if (head_row < 0) {
+                    head_row = r;
+                    head = sum;
+                } else {
+                    y[r] = sum;
+                }
+                sum = 0.0f;
+                end = row_end(row_ptr, rows, ++r);
+            }
+            if (i < RUN) sum += prod[i];
+        }
+        // Across lanes: each lane's tail sum, back to the last lane at or before it that closed a row.
+        const unsigned closers = __ballot_sync(0xffffffffu, head_row >= 0);
+        const unsigned upto = closers & (0xffffffffu >> (31 - lane));
+        const int from = upto ? 31 - __clz(upto) : 0;
+        float run = sum;
         for (int d = 1; d < 32; d *= 2) {
             const float up = __shfl_up_sync(0xffffffffu, run, d);
             if (lane - d >= from) run += up;
         }
-        float before = __shfl_up_sync(0xffffffffu, run, 1);
+        float before = __shfl_up_sync(0xffffffffu, run, 1);  // the lanes before this one, same row
         if (lane == 0) before = 0.0f;
-        if (!h0) {  // the entries before the lane's first row start continue lane - 1's last segment
-            v0 += before;
-            if (!h1) {
-                v1 += before;
-                if (!h2) {
-                    v2 += before;
-                    if (!h3) v3 += before;
-                }
+        const bool closed_before = (closers & ((1u << lane) - 1u)) != 0u;
+        if (head_row >= 0) {
+            const float value = head + before + (closed_before ? 0.0f : carry);
+            if (!closed_before && !ended) {  // begun before this tile: finished after the look-back
+                first_row = head_row;
+                first_val = value;
+            } else {
+                y[head_row] = value;
             }
         }
-        // Rows ending in the round: the lane holding a row's end reads the sum at its last entry.
-        int done = 0;
-        for (int w = W, we = e, ws = s;; ) {
-            const bool ends = w + lane >= R && we > base && we <= base + 128;
-            const int q = ends ? we - 1 - base : 4 * lane, src = q / 4;
-            const float a0 = __shfl_sync(0xffffffffu, v0, src), a1 = __shfl_sync(0xffffffffu, v1, src);
-            const float a2 = __shfl_sync(0xffffffffu, v2, src), a3 = __shfl_sync(0xffffffffu, v3, src);
-            const float sum = ws == we ? 0.0f : (q & 3) == 0 ? a0 : (q & 3) == 1 ? a1 : (q & 3) == 2 ? a2 : a3;
-            if (ends) {
-                if (ws < first) {  // begun before this tile: finished after the look-back
-                    first_row = w + lane;
-                    first_val = sum;
-                } else {
-                    y[w + lane] = sum;
-                }
-            }
-            done += __popc(__ballot_sync(0xffffffffu, ends));
-            closed = closed || __any_sync(0xffffffffu, ends && we == last);
-            if (__shfl_sync(0xffffffffu, we, 31) > base + 128) break;
-            w += 32;
-            load_window(row_ptr, rows, w, we, ws);
-        }
-        ended = ended || done > 0;
-        R += done;
-        carry = __shfl_sync(0xffffffffu, v3, 31);
-        vq = vq1;
-        g = g1;
-        cq1 = cq2;
-        vq1 = vq2;
+        const float out = __shfl_sync(0xffffffffu, run, 31);
+        carry = closers ? out : carry + out;
+        ended = ended || closers != 0u;
+        R = __shfl_sync(0xffffffffu, r, 31);
     }
     // Publish the tile's tail sum (the row open at its end); add the earlier tiles' share of the
     // row begun before it.
-    const float tail = closed ? 0.0f : carry;
     const bool waits = tile > 0 && __any_sync(0xffffffffu, first_row >= 0);
     float prev = 0.0f;
     if (lane == 0) {
         if (ended) {
-            write_state(state + tile, FLAG_PRE, tail);
+            write_state(state + tile, FLAG_PRE, carry);
             if (waits) prev = carry_before(state, tile);
         } else if (tile > 0) {
-            write_state(state + tile, FLAG_AGG, tail);
+            write_state(state + tile, FLAG_AGG, carry);
             prev = carry_before(state, tile);
-            write_state(state + tile, FLAG_PRE, prev + tail);
+            write_state(state + tile, FLAG_PRE, prev + carry);
         } else {
-            write_state(state + tile, FLAG_PRE, tail);
+            write_state(state + tile, FLAG_PRE, carry);
         }
     }
     prev = __shfl_sync(0xffffffffu, prev, 0);
