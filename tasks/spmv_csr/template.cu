@@ -7,7 +7,7 @@ ILP = [8, 1, 2, 4]       # without VEC4 or MERGE: entries a lane loads (stride T
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
 ROUNDS = [16, 8, 32, 64, 4]  # with SEGMENT: rounds of 32 * RUN entries a warp's tile
-RUN = [8, 16, 4]             # with SEGMENT: consecutive entries a lane sums in a round
+RUN = [16, 8, 32, 4]         # with SEGMENT: consecutive entries a lane sums in a round
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -397,7 +397,9 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
                                              const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
                                              word_t* state, int* ticket, int rows, int nnz) {
     static_assert(RUN % 4 == 0, "SEGMENT: whole quads of entries a lane");
+    __shared__ float4 s_quads[BLOCK / 32 * 8 * RUN];  // a warp's round of products, 32 * RUN / 4 quads
     const int lane = threadIdx.x % 32;
+    float4* quads = s_quads + threadIdx.x / 32 * 8 * RUN;
     int tile = 0;
     if (lane == 0) tile = atomicAdd(ticket, 1);
     tile = __shfl_sync(0xffffffffu, tile, 0);
@@ -413,35 +415,41 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
     bool ended = false;  // a row ended in this tile before base
     for (int base = first; base < last; base += SEG_ROUND) {
         const int k0 = base + RUN * lane;
-        float prod[RUN];
-        {
-            int col[RUN];
-            float val[RUN];
-            if (k0 + RUN <= nnz) {
+        // Quad j of the round (entries base + 4 j ..) is loaded, gathered and multiplied by lane
+        // j % 32, as a warp reads whole lines; the products then go through shared memory to lane
+        // j / (RUN / 4), which sums runs of RUN. Slot j ^ (j / 8 % 8) spreads both sides over the banks.
+        __syncwarp();  // the lanes have read the last round's products
 #pragma unroll
-                for (int q = 0; q < RUN / 4; ++q) {
+        for (int u = 0; u < RUN / 4; ++u) {
+            const int j = 32 * u + lane, k = base + 4 * j;
+            int4 c;
+            float4 v;
+            if (k + 3 < nnz) {
 #if VEC4
-                    const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx + k0) + q);
-                    const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals + k0) + q);
-                    col[4 * q] = c.x, col[4 * q + 1] = c.y, col[4 * q + 2] = c.z, col[4 * q + 3] = c.w;
-                    val[4 * q] = v.x, val[4 * q + 1] = v.y, val[4 * q + 2] = v.z, val[4 * q + 3] = v.w;
+                c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + k / 4);
+                v = LOAD_STREAM(reinterpret_cast<const float4*>(vals) + k / 4);
 #else
-#pragma unroll
-                    for (int i = 4 * q; i < 4 * q + 4; ++i) {
-                        col[i] = LOAD_STREAM(col_idx + k0 + i);
-                        val[i] = LOAD_STREAM(vals + k0 + i);
-                    }
+                c = make_int4(LOAD_STREAM(col_idx + k), LOAD_STREAM(col_idx + k + 1), LOAD_STREAM(col_idx + k + 2),
+                              LOAD_STREAM(col_idx + k + 3));
+                v = make_float4(LOAD_STREAM(vals + k), LOAD_STREAM(vals + k + 1), LOAD_STREAM(vals + k + 2),
+                                LOAD_STREAM(vals + k + 3));
 #endif
-                }
-            } else {  // the last run: entries past nnz are column 0, value 0
-#pragma unroll
-                for (int i = 0; i < RUN; ++i) {
-                    col[i] = k0 + i < nnz ? LOAD_STREAM(col_idx + k0 + i) : 0;
-                    val[i] = k0 + i < nnz ? LOAD_STREAM(vals + k0 + i) : 0.0f;
-                }
+            } else {  // past nnz: column 0, value 0
+                c = make_int4(k < nnz ? LOAD_STREAM(col_idx + k) : 0, k + 1 < nnz ? LOAD_STREAM(col_idx + k + 1) : 0,
+                              k + 2 < nnz ? LOAD_STREAM(col_idx + k + 2) : 0, 0);
+                v = make_float4(k < nnz ? LOAD_STREAM(vals + k) : 0.0f, k + 1 < nnz ? LOAD_STREAM(vals + k + 1) : 0.0f,
+                                k + 2 < nnz ? LOAD_STREAM(vals + k + 2) : 0.0f, 0.0f);
             }
+            quads[j ^ (j / 8 % 8)] = make_float4(v.x * LOAD(x + c.x), v.y * LOAD(x + c.y), v.z * LOAD(x + c.z),
+                                                 v.w * LOAD(x + c.w));
+        }
+        __syncwarp();
+        float prod[RUN];
 #pragma unroll
-            for (int i = 0; i < RUN; ++i) prod[i] = val[i] * LOAD(x + col[i]);
+        for (int q = 0; q < RUN / 4; ++q) {
+            const int j = RUN / 4 * lane + q;
+            const float4 p = quads[j ^ (j / 8 % 8)];
+            prod[4 * q] = p.x, prod[4 * q + 1] = p.y, prod[4 * q + 2] = p.z, prod[4 * q + 3] = p.w;
         }
         // The lane's first row: the first with its end past k0. Rows R .. R + 31 one a lane, then
         // a search of row_ptr where the run lies beyond them.
@@ -450,6 +458,9 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
         for (int step = 16; step > 0; step /= 2)
             if (__shfl_sync(0xffffffffu, e, n + step - 1) <= k0) n += step;
         int end = __shfl_sync(0xffffffffu, e, n);
+        // the next two rows' ends, where the window has them (else loaded when reached)
+        const int end1 = __shfl_sync(0xffffffffu, e, min(n + 1, 31)), end2 = __shfl_sync(0xffffffffu, e, min(n + 2, 31));
+        const int have = end > k0 ? min(31 - n, 2) : 0;  // how many of end1, end2 are rows past r
         int r = R + n;
         if (end <= k0) {  // all 32 end by k0
             int lo = R + 32, hi = rows;
@@ -474,7 +485,8 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
                     y[r] = sum;
                 }
                 sum = 0.0f;
-                end = row_end(row_ptr, rows, ++r);
+                const int ahead = ++r - (R + n);
+                end = ahead == 1 && have >= 1 ? end1 : ahead == 2 && have >= 2 ? end2 : row_end(row_ptr, rows, r);
             }
             if (i < RUN) sum += prod[i];
         }
