@@ -36,6 +36,7 @@ zero = true
 kernel = "spmv_template"
 grid = ["SEGMENT * cdiv(cdiv(nnz + 1, 32 * RUN * ROUNDS), BLOCK // 32) + (1 - SEGMENT) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
 block = ["BLOCK"]
+smem = "SEGMENT * BLOCK * RUN * 4"
 args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
 // Feature template: CSR SpMV with TPR threads per row (vector CSR): lane l of a row's group
@@ -397,7 +398,7 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
                                              const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
                                              word_t* state, int* ticket, int rows, int nnz) {
     static_assert(RUN % 4 == 0, "SEGMENT: whole quads of entries a lane");
-    __shared__ float4 s_quads[BLOCK / 32 * 8 * RUN];  // a warp's round of products, 32 * RUN / 4 quads
+    extern __shared__ float4 s_quads[];  // a warp's round of products, 8 * RUN quads (dynamic: 64 KB at BLOCK 512, RUN 32)
     const int lane = threadIdx.x % 32;
     float4* quads = s_quads + threadIdx.x / 32 * 8 * RUN;
     int tile = 0;
