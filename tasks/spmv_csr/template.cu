@@ -7,7 +7,7 @@ ILP = [8, 1, 2, 4]       # without VEC4 or MERGE: entries a lane loads (stride T
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
 ROUNDS = [16, 8, 32, 64, 4]  # with SEGMENT: rounds of 32 * RUN entries a warp's tile
-RUN = [16, 8, 32, 4]         # with SEGMENT: consecutive entries a lane sums in a round
+RUN = [16, 8, 4]             # with SEGMENT: consecutive entries a lane sums in a round
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -36,7 +36,6 @@ zero = true
 kernel = "spmv_template"
 grid = ["SEGMENT * cdiv(cdiv(nnz + 1, 32 * RUN * ROUNDS), BLOCK // 32) + (1 - SEGMENT) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
 block = ["BLOCK"]
-smem = "SEGMENT * BLOCK * RUN * 4"
 args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
 // Feature template: CSR SpMV with TPR threads per row (vector CSR): lane l of a row's group
@@ -398,150 +397,131 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
                                              const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
                                              word_t* state, int* ticket, int rows, int nnz) {
     static_assert(RUN % 4 == 0, "SEGMENT: whole quads of entries a lane");
-    extern __shared__ float4 s_quads[];  // a warp's round of products, 8 * RUN quads (dynamic: 64 KB at BLOCK 512, RUN 32)
     const int lane = threadIdx.x % 32;
-    float4* quads = s_quads + threadIdx.x / 32 * 8 * RUN;
-    // A warp takes tiles by ticket until none is left (the grid has a warp a tile; those started
-    // late find none): the tiles spread over the warps that run, whatever the GPU's size. The
-    // next ticket is taken as a tile starts; waits only ever go to smaller tickets.
     int tile = 0;
     if (lane == 0) tile = atomicAdd(ticket, 1);
     tile = __shfl_sync(0xffffffffu, tile, 0);
-    while (tile < (nnz + SEG_E) / SEG_E) {  // cdiv(nnz + 1, SEG_E) tiles
-        int next = 0;
-        if (lane == 0) next = atomicAdd(ticket, 1);
-        const int first = tile * SEG_E, last = min(first + SEG_E, nnz);
-        // R: the first row not yet written (rows ending by `first` belong to earlier tiles)
-        int R = warp_search(0, rows, [&](int p) { return LOAD(row_ptr + p + 1) > first; });
-        if (tile == 0)
-            for (int r = lane; r < R; r += 32) y[r] = 0.0f;  // empty rows before any entry
-        float carry = 0.0f;      // the row open at base: its sum over this tile's entries before base
-        float first_val = 0.0f;  // the lane with the end of the row begun before this tile: its sum here
-        int first_row = -1;
-        bool ended = false;  // a row ended in this tile before base
-        for (int base = first; base < last; base += SEG_ROUND) {
-            const int k0 = base + RUN * lane;
-            // Quad j of the round (entries base + 4 j ..) is loaded, gathered and multiplied by lane
-            // j % 32, as a warp reads whole lines; the products then go through shared memory to lane
-            // j / (RUN / 4), which sums runs of RUN. Slot j ^ (j / 8 % 8) spreads both sides over the banks.
-            __syncwarp();  // the lanes have read the last round's products
+    if (tile >= (nnz + SEG_E) / SEG_E) return;  // a warp past the last tile (cdiv(nnz + 1, SEG_E) of them)
+    const int first = tile * SEG_E, last = min(first + SEG_E, nnz);
+    // R: the first row not yet written (rows ending by `first` belong to earlier tiles)
+    int R = warp_search(0, rows, [&](int p) { return LOAD(row_ptr + p + 1) > first; });
+    if (tile == 0)
+        for (int r = lane; r < R; r += 32) y[r] = 0.0f;  // empty rows before any entry
+    float carry = 0.0f;      // the row open at base: its sum over this tile's entries before base
+    float first_val = 0.0f;  // the lane with the end of the row begun before this tile: its sum here
+    int first_row = -1;
+    bool ended = false;  // a row ended in this tile before base
+    for (int base = first; base < last; base += SEG_ROUND) {
+        const int k0 = base + RUN * lane;
+        float prod[RUN];
+        {
+            int col[RUN];
+            float val[RUN];
+            if (k0 + RUN <= nnz) {
 #pragma unroll
-            for (int u = 0; u < RUN / 4; ++u) {
-                const int j = 32 * u + lane, k = base + 4 * j;
-                int4 c;
-                float4 v;
-                if (k + 3 < nnz) {
+                for (int q = 0; q < RUN / 4; ++q) {
 #if VEC4
-                    c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx) + k / 4);
-                    v = LOAD_STREAM(reinterpret_cast<const float4*>(vals) + k / 4);
+                    const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx + k0) + q);
+                    const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals + k0) + q);
+                    col[4 * q] = c.x, col[4 * q + 1] = c.y, col[4 * q + 2] = c.z, col[4 * q + 3] = c.w;
+                    val[4 * q] = v.x, val[4 * q + 1] = v.y, val[4 * q + 2] = v.z, val[4 * q + 3] = v.w;
 #else
-                    c = make_int4(LOAD_STREAM(col_idx + k), LOAD_STREAM(col_idx + k + 1), LOAD_STREAM(col_idx + k + 2),
-                                  LOAD_STREAM(col_idx + k + 3));
-                    v = make_float4(LOAD_STREAM(vals + k), LOAD_STREAM(vals + k + 1), LOAD_STREAM(vals + k + 2),
-                                    LOAD_STREAM(vals + k + 3));
-#endif
-                } else {  // past nnz: column 0, value 0
-                    c = make_int4(k < nnz ? LOAD_STREAM(col_idx + k) : 0, k + 1 < nnz ? LOAD_STREAM(col_idx + k + 1) : 0,
-                                  k + 2 < nnz ? LOAD_STREAM(col_idx + k + 2) : 0, 0);
-                    v = make_float4(k < nnz ? LOAD_STREAM(vals + k) : 0.0f, k + 1 < nnz ? LOAD_STREAM(vals + k + 1) : 0.0f,
-                                    k + 2 < nnz ? LOAD_STREAM(vals + k + 2) : 0.0f, 0.0f);
-                }
-                quads[j ^ (j / 8 % 8)] = make_float4(v.x * LOAD(x + c.x), v.y * LOAD(x + c.y), v.z * LOAD(x + c.z),
-                                                     v.w * LOAD(x + c.w));
-            }
-            __syncwarp();
-            float prod[RUN];
 #pragma unroll
-            for (int q = 0; q < RUN / 4; ++q) {
-                const int j = RUN / 4 * lane + q;
-                const float4 p = quads[j ^ (j / 8 % 8)];
-                prod[4 * q] = p.x, prod[4 * q + 1] = p.y, prod[4 * q + 2] = p.z, prod[4 * q + 3] = p.w;
-            }
-            // The lane's first row: the first with its end past k0. Rows R .. R + 31 one a lane, then
-            // a search of row_ptr where the run lies beyond them.
-            const int e = row_end(row_ptr, rows, R + lane);
-            int n = 0;  // window rows ending by k0
-            for (int step = 16; step > 0; step /= 2)
-                if (__shfl_sync(0xffffffffu, e, n + step - 1) <= k0) n += step;
-            int end = __shfl_sync(0xffffffffu, e, n);
-            // the next two rows' ends, where the window has them (else loaded when reached)
-            const int end1 = __shfl_sync(0xffffffffu, e, min(n + 1, 31)), end2 = __shfl_sync(0xffffffffu, e, min(n + 2, 31));
-            const int have = end > k0 ? min(31 - n, 2) : 0;  // how many of end1, end2 are rows past r
-            int r = R + n;
-            if (end <= k0) {  // all 32 end by k0
-                int lo = R + 32, hi = rows;
-                while (lo < hi) {
-                    const int mid = (lo + hi) / 2;
-                    if (LOAD(row_ptr + mid + 1) > k0) hi = mid;
-                    else lo = mid + 1;
-                }
-                r = lo;
-                end = row_end(row_ptr, rows, r);
-            }
-            // Sum the run, closing rows whose end falls in it: (k0, k0 + RUN].
-            float sum = 0.0f, head = 0.0f;  // head: the first row closed here, its sum over this run
-            int head_row = -1;
-#pragma unroll
-            for (int i = 0; i <= RUN; ++i) {
-                while (end <= k0 + i) {
-                    if (head_row < 0) {
-                        head_row = r;
-                        head = sum;
-                    } else {
-                        y[r] = sum;
+                    for (int i = 4 * q; i < 4 * q + 4; ++i) {
+                        col[i] = LOAD_STREAM(col_idx + k0 + i);
+                        val[i] = LOAD_STREAM(vals + k0 + i);
                     }
-                    sum = 0.0f;
-                    const int ahead = ++r - (R + n);
-                    end = ahead == 1 && have >= 1 ? end1 : ahead == 2 && have >= 2 ? end2 : row_end(row_ptr, rows, r);
+#endif
                 }
-                if (i < RUN) sum += prod[i];
+            } else {  // the last run: entries past nnz are column 0, value 0
+#pragma unroll
+                for (int i = 0; i < RUN; ++i) {
+                    col[i] = k0 + i < nnz ? LOAD_STREAM(col_idx + k0 + i) : 0;
+                    val[i] = k0 + i < nnz ? LOAD_STREAM(vals + k0 + i) : 0.0f;
+                }
             }
-            // Across lanes: each lane's tail sum, back to the last lane at or before it that closed a row.
-            const unsigned closers = __ballot_sync(0xffffffffu, head_row >= 0);
-            const unsigned upto = closers & (0xffffffffu >> (31 - lane));
-            const int from = upto ? 31 - __clz(upto) : 0;
-            float run = sum;
-            for (int d = 1; d < 32; d *= 2) {
-                const float up = __shfl_up_sync(0xffffffffu, run, d);
-                if (lane - d >= from) run += up;
+#pragma unroll
+            for (int i = 0; i < RUN; ++i) prod[i] = val[i] * LOAD(x + col[i]);
+        }
+        // The lane's first row: the first with its end past k0. Rows R .. R + 31 one a lane, then
+        // a search of row_ptr where the run lies beyond them.
+        const int e = row_end(row_ptr, rows, R + lane);
+        int n = 0;  // window rows ending by k0
+        for (int step = 16; step > 0; step /= 2)
+            if (__shfl_sync(0xffffffffu, e, n + step - 1) <= k0) n += step;
+        int end = __shfl_sync(0xffffffffu, e, n);
+        int r = R + n;
+        if (end <= k0) {  // all 32 end by k0
+            int lo = R + 32, hi = rows;
+            while (lo < hi) {
+                const int mid = (lo + hi) / 2;
+                if (LOAD(row_ptr + mid + 1) > k0) hi = mid;
+                else lo = mid + 1;
             }
-            float before = __shfl_up_sync(0xffffffffu, run, 1);  // the lanes before this one, same row
-            if (lane == 0) before = 0.0f;
-            const bool closed_before = (closers & ((1u << lane) - 1u)) != 0u;
-            if (head_row >= 0) {
-                const float value = head + before + (closed_before ? 0.0f : carry);
-                if (!closed_before && !ended) {  // begun before this tile: finished after the look-back
-                    first_row = head_row;
-                    first_val = value;
+            r = lo;
+            end = row_end(row_ptr, rows, r);
+        }
+        // Sum the run, closing rows whose end falls in it: (k0, k0 + RUN].
+        float sum = 0.0f, head = 0.0f;  // head: the first row closed here, its sum over this run
+        int head_row = -1;
+#pragma unroll
+        for (int i = 0; i <= RUN; ++i) {
+            while (end <= k0 + i) {
+                if (head_row < 0) {
+                    head_row = r;
+                    head = sum;
                 } else {
-                    y[head_row] = value;
+                    y[r] = sum;
                 }
+                sum = 0.0f;
+                end = row_end(row_ptr, rows, ++r);
             }
-            const float out = __shfl_sync(0xffffffffu, run, 31);
-            carry = closers ? out : carry + out;
-            ended = ended || closers != 0u;
-            R = __shfl_sync(0xffffffffu, r, 31);
+            if (i < RUN) sum += prod[i];
         }
-        // Publish the tile's tail sum (the row open at its end); add the earlier tiles' share of the
-        // row begun before it.
-        const bool waits = tile > 0 && __any_sync(0xffffffffu, first_row >= 0);
-        float prev = 0.0f;
-        if (lane == 0) {
-            if (ended) {
-                write_state(state + tile, FLAG_PRE, carry);
-                if (waits) prev = carry_before(state, tile);
-            } else if (tile > 0) {
-                write_state(state + tile, FLAG_AGG, carry);
-                prev = carry_before(state, tile);
-                write_state(state + tile, FLAG_PRE, prev + carry);
+        // Across lanes: each lane's tail sum, back to the last lane at or before it that closed a row.
+        const unsigned closers = __ballot_sync(0xffffffffu, head_row >= 0);
+        const unsigned upto = closers & (0xffffffffu >> (31 - lane));
+        const int from = upto ? 31 - __clz(upto) : 0;
+        float run = sum;
+        for (int d = 1; d < 32; d *= 2) {
+            const float up = __shfl_up_sync(0xffffffffu, run, d);
+            if (lane - d >= from) run += up;
+        }
+        float before = __shfl_up_sync(0xffffffffu, run, 1);  // the lanes before this one, same row
+        if (lane == 0) before = 0.0f;
+        const bool closed_before = (closers & ((1u << lane) - 1u)) != 0u;
+        if (head_row >= 0) {
+            const float value = head + before + (closed_before ? 0.0f : carry);
+            if (!closed_before && !ended) {  // begun before this tile: finished after the look-back
+                first_row = head_row;
+                first_val = value;
             } else {
-                write_state(state + tile, FLAG_PRE, carry);
+                y[head_row] = value;
             }
         }
-        prev = __shfl_sync(0xffffffffu, prev, 0);
-        if (first_row >= 0) y[first_row] = first_val + prev;
-        tile = __shfl_sync(0xffffffffu, next, 0);
+        const float out = __shfl_sync(0xffffffffu, run, 31);
+        carry = closers ? out : carry + out;
+        ended = ended || closers != 0u;
+        R = __shfl_sync(0xffffffffu, r, 31);
     }
+    // Publish the tile's tail sum (the row open at its end); add the earlier tiles' share of the
+    // row begun before it.
+    const bool waits = tile > 0 && __any_sync(0xffffffffu, first_row >= 0);
+    float prev = 0.0f;
+    if (lane == 0) {
+        if (ended) {
+            write_state(state + tile, FLAG_PRE, carry);
+            if (waits) prev = carry_before(state, tile);
+        } else if (tile > 0) {
+            write_state(state + tile, FLAG_AGG, carry);
+            prev = carry_before(state, tile);
+            write_state(state + tile, FLAG_PRE, prev + carry);
+        } else {
+            write_state(state + tile, FLAG_PRE, carry);
+        }
+    }
+    prev = __shfl_sync(0xffffffffu, prev, 0);
+    if (first_row >= 0) y[first_row] = first_val + prev;
 }
 #endif
 
