@@ -18,12 +18,12 @@ UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per 
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
-SEGMENT = [0, 1]        # warp tiles of ROUNDS rounds of RUN consecutive entries a lane, rows closed in the lane, joined across lanes by a segmented warp scan and across tiles by look-back (over MERGE; TPR unused)
+SEGMENT = [0, 1]        # warp tiles of ROUNDS rounds of RUN consecutive entries a lane, rows closed in the lane, joined across lanes by a segmented warp scan and across tiles by look-back (with WARP_SHUFFLE and UNROLL; over MERGE; TPR unused)
 
 [[scratch]]
 name = "state"
 dtype = "int64"
-count = "MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + SEGMENT * cdiv(nnz + 1, 32 * RUN * ROUNDS) + 1"
+count = "MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + SEGMENT * WARP_SHUFFLE * UNROLL * cdiv(nnz + 1, 32 * RUN * ROUNDS) + 1"
 zero = true
 
 [[scratch]]
@@ -34,7 +34,7 @@ zero = true
 
 [[launch]]
 kernel = "spmv_template"
-grid = ["SEGMENT * cdiv(cdiv(nnz + 1, 32 * RUN * ROUNDS), BLOCK // 32) + (1 - SEGMENT) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
+grid = ["SEGMENT * WARP_SHUFFLE * UNROLL * cdiv(cdiv(nnz + 1, 32 * RUN * ROUNDS), BLOCK // 32) + (1 - SEGMENT * WARP_SHUFFLE * UNROLL) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
 block = ["BLOCK"]
 args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
@@ -43,6 +43,7 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 // 16-byte-aligned middle); the group adds its partial sums. No thread returns early: groups
 // past the last row run empty, so every lane reaches each shuffle and barrier.
 #define RPB (BLOCK / TPR)  // rows per block
+#define SEG (SEGMENT && WARP_SHUFFLE && UNROLL)  // SEGMENT shuffles, and unrolls its loops over register arrays
 // Loops of a fixed trip count over register arrays: unrolled on request with UNROLL (the
 // compiler unrolls such short loops of its own accord too).
 #if UNROLL
@@ -65,7 +66,7 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 #define LOAD_STREAM(p) LOAD(p)
 #endif
 
-#if LAUNCH_BOUNDS && (ADAPTIVE || SEGMENT)
+#if LAUNCH_BOUNDS && (ADAPTIVE || SEG)
 // The same bound, but ptxas then leaves the warp pass (SEGMENT: the whole kernel) its few
 // registers above 32 (with the one-argument form it caps at 32 for BLOCK = 128 and spills 8 bytes).
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)
@@ -153,7 +154,7 @@ __device__ __forceinline__ float row_part(const int* RESTRICT col_idx, const flo
     return s;
 }
 
-#if MERGE || SEGMENT
+#if MERGE || SEG
 // The first p in [lo, hi) with after(p) (hi if none), for a predicate false then true along p; a
 // warp, every lane gets it: 32-ary search, 4 rounds for 2^20 candidates.
 template <typename After>
@@ -376,7 +377,7 @@ MERGE_FIXED_LOOP
 }
 #endif
 
-#if SEGMENT
+#if SEG
 // ---- SEGMENT: warp tiles of ROUNDS rounds of 32 * RUN consecutive entries; in a round lane l sums
 // the RUN entries from base + RUN l on (RUN / 4 int4 and float4 loads, then RUN gathers of x),
 // closing each row whose end falls in its run. Its first row is found among a window of 32
@@ -529,7 +530,7 @@ extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_p
                                                       const float* RESTRICT vals, const float* RESTRICT x,
                                                       float* RESTRICT y, unsigned long long* state, int* ticket,
                                                       int rows, int nnz) {
-#if SEGMENT
+#if SEG
     spmv_segment(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
     return;
 #elif MERGE
