@@ -37,14 +37,12 @@ class MemsetFlusher:
 class ReadFlusher:
     """A read of twice the L2 size, nothing else."""
 
-    def __init__(self, l2_bytes: int, sms: int):
+    def __init__(self, l2_bytes: int):
         self.buffer = cp.zeros(max(2 * l2_bytes, 8 << 20) // 16 * 16, dtype=cp.uint8)
-        self.sink = cp.zeros(1, dtype=cp.uint32)
-        self.kernel = cp.RawKernel(bench.FLUSH_READ_SOURCE, "fsr_flush_read")
-        self.grid = (sms * 8,)
+        self.read = bench.ReadKernel()
 
     def flush(self, stream: cp.cuda.Stream) -> None:
-        self.kernel(self.grid, (256,), (self.buffer, np.int64(self.buffer.nbytes // 16), self.sink), stream=stream)
+        self.read(self.buffer, stream)
 
 
 class Both:
@@ -63,7 +61,7 @@ def main(rounds: int) -> None:
     sms, l2 = props["multiProcessorCount"], int(props["l2CacheSize"])
     x = cp.random.default_rng(0).random(64 << 20, dtype=cp.float32)
     y = cp.empty_like(x)
-    memset, read = MemsetFlusher(l2), ReadFlusher(l2, sms)
+    memset, read = MemsetFlusher(l2), ReadFlusher(l2)
     flushes = {"memset": memset, "read": read, "memset+read": Both(memset, read), "fsr": bench.L2Flusher(l2)}
     hold = bench.Hold()
     kernel, busy = module.get_function("stream_scale"), module.get_function("busy_wait")

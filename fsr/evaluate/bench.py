@@ -64,6 +64,19 @@ extern "C" __global__ void fsr_flush_read(const uint4* p, long long n, unsigned*
 """
 
 
+class ReadKernel:
+    """FLUSH_READ_SOURCE's kernel: reads a buffer (a multiple of 16 bytes) once, writing nothing
+    (the sink is never written). The flush's second half and the read-rate probe."""
+
+    def __init__(self):
+        self.kernel = cp.RawKernel(FLUSH_READ_SOURCE, "fsr_flush_read")
+        self.sink = cp.zeros(1, dtype=cp.uint32)
+        self.grid = (cp.cuda.Device().attributes["MultiProcessorCount"] * 8,)
+
+    def __call__(self, buffer: cp.ndarray, stream: cp.cuda.Stream) -> None:
+        self.kernel(self.grid, (256,), (buffer, np.int64(buffer.nbytes // 16), self.sink), stream=stream)
+
+
 class L2Flusher:
     """Before every sample: writes a buffer twice the L2 size, then reads it back, so no sample
     starts with its inputs in cache and the L2 it starts with holds clean lines only.
@@ -76,15 +89,13 @@ class L2Flusher:
 
     def __init__(self, l2_bytes: int):
         self.buffer = cp.empty(max(2 * l2_bytes, 8 << 20) // 16 * 16, dtype=cp.uint8)
-        self.sink = cp.zeros(1, dtype=cp.uint32)
         self.count = 0
-        self.read = cp.RawKernel(FLUSH_READ_SOURCE, "fsr_flush_read")
-        self.grid = (cp.cuda.Device().attributes["MultiProcessorCount"] * 8,)
+        self.read = ReadKernel()
 
     def flush(self, stream: cp.cuda.Stream) -> None:
         self.count += 1
         cp.cuda.runtime.memsetAsync(self.buffer.data.ptr, self.count & 0xFF, self.buffer.nbytes, stream.ptr)
-        self.read(self.grid, (256,), (self.buffer, np.int64(self.buffer.nbytes // 16), self.sink), stream=stream)
+        self.read(self.buffer, stream)
 
 
 class Hold:
@@ -295,12 +306,10 @@ def measure_read_gbps(stream: cp.cuda.Stream, hold: Hold | None = None, nbytes: 
     """Streaming read rate (the flush's read kernel over 1 GiB, nothing written), the fastest of
     10: a kernel that mostly reads can move bytes faster than a copy, which writes half of them."""
     src = cp.ones(nbytes // 16 * 16, dtype=cp.uint8)
-    sink = cp.zeros(1, dtype=cp.uint32)
-    kernel = cp.RawKernel(FLUSH_READ_SOURCE, "fsr_flush_read")
-    grid = (cp.cuda.Device().attributes["MultiProcessorCount"] * 8,)
+    read = ReadKernel()
 
     def run(_: int) -> None:
-        kernel(grid, (256,), (src, np.int64(src.nbytes // 16), sink), stream=stream)
+        read(src, stream)
 
     return src.nbytes / (min(_plain_times(run, stream, 10, hold)) * 1e-6) / 1e9
 
@@ -355,6 +364,12 @@ def measure_tensor_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, iter
 
     flops = blocks * 8 * iters * 8 * 2 * 16 * 8 * 8
     return flops / (min(_plain_times(run, stream, 5, hold)) * 1e-6) / 1e12
+
+
+# The device's measured ceilings, by DeviceInfo field: measured once per GPU child.
+CEILINGS: dict[str, Callable[[cp.cuda.Stream, Hold | None], float]] = {
+    "copy_gbps": measure_copy_gbps, "read_gbps": measure_read_gbps,
+    "sgemm_tflops": measure_sgemm_tflops, "tensor_tflops": measure_tensor_tflops}
 
 
 def _plain_times(run: Callable[[int], None], stream: cp.cuda.Stream, count: int, hold: Hold | None) -> list[float]:

@@ -194,13 +194,10 @@ class Child:
         info = bench.device_info(eval_cfg.arch)
         self.hold = bench.Hold()
         if known is None or known.name != info.name:
-            info = replace(info, copy_gbps=bench.measure_copy_gbps(self.stream, self.hold),
-                           read_gbps=bench.measure_read_gbps(self.stream, self.hold),
-                           sgemm_tflops=bench.measure_sgemm_tflops(self.stream, self.hold),
-                           tensor_tflops=bench.measure_tensor_tflops(self.stream, self.hold))
+            ceilings = {field: measure(self.stream, self.hold) for field, measure in bench.CEILINGS.items()}
         else:
-            info = replace(info, copy_gbps=known.copy_gbps, read_gbps=known.read_gbps, sgemm_tflops=known.sgemm_tflops,
-                           tensor_tflops=known.tensor_tflops)
+            ceilings = {field: getattr(known, field) for field in bench.CEILINGS}
+        info = replace(info, **ceilings)
         self.device = info
         self.flusher = bench.L2Flusher(info.l2_bytes)
         self.tasks: dict[str, TaskState] = {}
