@@ -197,6 +197,20 @@ __device__ __forceinline__ float carry_before(const word_t* state, int tile) {
         if ((s >> 32) == FLAG_PRE) return sum;
     }
 }
+
+// Publishes the tile's tail sum (of its entries after its last row end: all of them if none
+// ended); returns the earlier tiles' share of the row open at its start (0 for tile 0). A tile
+// that ended a row looks back only if `needed`; one that did not must, to publish FLAG_PRE.
+__device__ __forceinline__ float publish(word_t* state, int tile, bool ended, float tail, bool needed) {
+    if (tile == 0 || ended) {
+        write_state(state + tile, FLAG_PRE, tail);
+        return tile > 0 && needed ? carry_before(state, tile) : 0.0f;
+    }
+    write_state(state + tile, FLAG_AGG, tail);
+    const float carry = carry_before(state, tile);
+    write_state(state + tile, FLAG_PRE, carry + tail);
+    return carry;
+}
 #endif
 
 #if MERGE
@@ -205,10 +219,8 @@ __device__ __forceinline__ float carry_before(const word_t* state, int tile) {
 // t * TILE .. (t + 1) * TILE. A diagonal d's coordinate is (i row ends, d - i entries) with i the
 // number of rows p < rows with row_ptr[p + 1] + p + 1 <= d. Each thread consumes ITEMS items in
 // order; partial sums of a row cut by thread boundaries are joined by a segmented block scan, and
-// by tile boundaries through `state`: tile t publishes (flag << 32 | float bits) of its tail sum
-// (the row open at its end): FLAG_PRE once it includes every earlier tile's share of that row
-// (at once if the tile ends a row), FLAG_AGG for a tile inside one row before its look-back.
-// Tiles are numbered by a ticket in start order, so every tile waited on is running or done.
+// by tile boundaries through the look-back above (`publish`). Tiles are numbered by a ticket in
+// start order, so every tile waited on is running or done.
 #define TILE (BLOCK * ITEMS)
 #if UNROLL
 #define MERGE_LOAD_LOOP _Pragma("unroll 8")
@@ -357,20 +369,7 @@ MERGE_FIXED_LOOP
     all = {s_ended[BLOCK - 1], s_sum[BLOCK - 1]};
 #endif
 
-    if (t == 0) {  // publish the tile's tail sum; find the earlier tiles' share of its first row
-        float carry = 0.0f;
-        if (all.ended) {
-            write_state(state + tile, FLAG_PRE, all.sum);
-            if (tile > 0) carry = carry_before(state, tile);
-        } else if (tile > 0) {
-            write_state(state + tile, FLAG_AGG, all.sum);
-            carry = carry_before(state, tile);
-            write_state(state + tile, FLAG_PRE, carry + all.sum);
-        } else {
-            write_state(state + tile, FLAG_PRE, all.sum);
-        }
-        s_carry = carry;
-    }
+    if (t == 0) s_carry = publish(state, tile, all.ended, all.sum, true);
     __syncthreads();
     // The thread's first row end closes the row open at its start: it adds the sums before it.
     if (ended) y[i0 + first_row] = first_sum + exc.sum + (exc.ended ? 0.0f : s_carry);
@@ -507,20 +506,9 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
     }
     // Publish the tile's tail sum (the row open at its end); add the earlier tiles' share of the
     // row begun before it.
-    const bool waits = tile > 0 && __any_sync(0xffffffffu, first_row >= 0);
+    const bool needed = __any_sync(0xffffffffu, first_row >= 0);
     float prev = 0.0f;
-    if (lane == 0) {
-        if (ended) {
-            write_state(state + tile, FLAG_PRE, carry);
-            if (waits) prev = carry_before(state, tile);
-        } else if (tile > 0) {
-            write_state(state + tile, FLAG_AGG, carry);
-            prev = carry_before(state, tile);
-            write_state(state + tile, FLAG_PRE, prev + carry);
-        } else {
-            write_state(state + tile, FLAG_PRE, carry);
-        }
-    }
+    if (lane == 0) prev = publish(state, tile, ended, carry, needed);
     prev = __shfl_sync(0xffffffffu, prev, 0);
     if (first_row >= 0) y[first_row] = first_val + prev;
 }
