@@ -197,7 +197,7 @@ class Child:
             ceilings = {field: measure(self.stream, self.hold) for field, measure in bench.CEILINGS.items()}
         else:
             ceilings = {field: getattr(known, field) for field in bench.CEILINGS}
-        info = replace(info, **ceilings)
+        info = replace(info, **ceilings)  # type: ignore[arg-type]  # the keys are DeviceInfo float fields
         self.device = info
         self.flusher = bench.L2Flusher(info.l2_bytes)
         self.tasks: dict[str, TaskState] = {}
