@@ -6,12 +6,8 @@ ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per th
 ILP = [8, 1, 2, 4]       # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
-ROUNDS = [16, 8, 32, 64, 4, 48, 24]  # with SEGMENT: rounds of 32 * RUN entries a warp's tile
+ROUNDS = [16, 8, 32, 64, 4]  # with SEGMENT: rounds of 32 * RUN entries a warp's tile
 RUN = [16, 8, 4]             # with SEGMENT: consecutive entries a lane sums in a round
-SEG_MINB = [1, 2]            # with SEGMENT and LAUNCH_BOUNDS: blocks an SM the registers are bounded for
-GAHEAD = [0, 1]              # with ASYNC_COPY: the next round's x gathered while this round is summed (copies two rounds ahead)
-PF = [0, 1, 2, 4]            # with SEGMENT: the round PF ahead prefetched into L2, a line a lane (0: none)
-XW = [512, 256, 1024]        # with SEGMENT and SMEM_TILE: floats of x in shared memory a warp
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -22,9 +18,6 @@ UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per 
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
-STAGE = [0, 1]      # with SEGMENT: a round's entries loaded and multiplied by whole lines (quad j by lane j % 32), the products handed to the summing lanes through shared memory
-SMEM_TILE = [0, 1]      # with SEGMENT: the block's slice of x around the diagonal of its rows staged in shared memory, XW floats a warp; gathers outside it read x
-ASYNC_COPY = [0, 1]     # with SEGMENT: a warp's next round of col_idx and vals copied into shared memory (cp.async, two stages) while it sums the current one
 SEGMENT = [0, 1]        # warp tiles of ROUNDS rounds of RUN consecutive entries a lane, rows closed in the lane, joined across lanes by a segmented warp scan and across tiles by look-back (with WARP_SHUFFLE and UNROLL; over MERGE; TPR unused)
 
 [[scratch]]
@@ -43,8 +36,7 @@ zero = true
 kernel = "spmv_template"
 grid = ["SEGMENT * WARP_SHUFFLE * UNROLL * cdiv(cdiv(nnz + 1, 32 * RUN * ROUNDS), BLOCK // 32) + (1 - SEGMENT * WARP_SHUFFLE * UNROLL) * (MERGE * cdiv(rows + nnz, BLOCK * ITEMS) + (1 - MERGE) * cdiv(rows, BLOCK // TPR * CHUNK))"]
 block = ["BLOCK"]
-smem = "SEGMENT * WARP_SHUFFLE * UNROLL * (SMEM_TILE * BLOCK // 32 * XW * 4 + ASYNC_COPY * BLOCK * RUN * 16)"
-args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "cols", "nnz"]
+args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"]
 */
 // Feature template: CSR SpMV with TPR threads per row (vector CSR): lane l of a row's group
 // sums entries l, l + TPR, ... (with VEC4, four consecutive entries at a time over the row's
@@ -74,9 +66,7 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "cols
 #define LOAD_STREAM(p) LOAD(p)
 #endif
 
-#if LAUNCH_BOUNDS && SEG
-#define KERNEL_BOUNDS __launch_bounds__(BLOCK, SEG_MINB)
-#elif LAUNCH_BOUNDS && (ADAPTIVE || SEG)
+#if LAUNCH_BOUNDS && (ADAPTIVE || SEG)
 // The same bound, but ptxas then leaves the warp pass (SEGMENT: the whole kernel) its few
 // registers above 32 (with the one-argument form it caps at 32 for BLOCK = 128 and spills 8 bytes).
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)
@@ -403,127 +393,20 @@ __device__ __forceinline__ int row_end(const int* RESTRICT row_ptr, int rows, in
     return r < rows ? LOAD(row_ptr + r + 1) : NO_ROW;
 }
 
-// x[c], from the staged slice x[xlo .. xlo + xn) where it holds c (SMEM_TILE)
-#if SMEM_TILE
-#define X_SLICE(c) (static_cast<unsigned>((c) - xlo) < static_cast<unsigned>(xn) ? s_x[(c) - xlo] : LOAD(x + (c)))
-#else
-#define X_SLICE(c) LOAD(x + (c))
-#endif
-
-#if ASYNC_COPY
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "ASYNC_COPY: cp.async needs sm_80 or later"
-#endif
-// Slot of a round's 16-byte chunk c (four entries) in its stage: the copies (chunk 32 u + lane) and
-// the summing lane's reads (chunks RUN / 4 * lane + q) both free of bank conflicts.
-__device__ __forceinline__ int swizzle(int c) { return c ^ (c / 8 % 8); }
-
-// One 16-byte chunk from global to shared memory, in flight (cp.async, L2 only); bytes past
-// `bytes` (0 to 16) are filled with zeros: column 0, value 0.
-__device__ __forceinline__ void async_chunk(void* dst, const void* src, int bytes) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-}
-
-// The round from entry `base` (a multiple of 4) into `stage`: the lane copies chunks 32 u + lane.
-__device__ __forceinline__ void async_round(int4* s_col, float4* s_val, int stage, const int* col_idx,
-                                            const float* vals, int base, int nnz, int lane) {
-#pragma unroll
-    for (int u = 0; u < RUN / 4; ++u) {
-        const int c = 32 * u + lane, k = base + 4 * c, slot = stage * 8 * RUN + swizzle(c);
-        const int bytes = 4 * max(0, min(4, nnz - k));
-        async_chunk(s_col + slot, bytes ? col_idx + k : col_idx, bytes);
-        async_chunk(s_val + slot, bytes ? vals + k : vals, bytes);
-    }
-}
-// The products of the round in `stage` of lane's RUN consecutive entries, x from the staged slice
-// where it holds the column (SMEM_TILE).
-__device__ __forceinline__ void gather_round(const int4* s_col, const float4* s_val, int stage, const float* RESTRICT x,
-                                             int xlo, int xn, const float* s_x, int lane, float* out) {
-#pragma unroll
-    for (int q = 0; q < RUN / 4; ++q) {
-        const int slot = stage * 8 * RUN + swizzle(RUN / 4 * lane + q);
-        const int4 c = s_col[slot];
-        const float4 v = s_val[slot];
-        out[4 * q] = v.x * X_SLICE(c.x), out[4 * q + 1] = v.y * X_SLICE(c.y);
-        out[4 * q + 2] = v.z * X_SLICE(c.z), out[4 * q + 3] = v.w * X_SLICE(c.w);
-    }
-}
-#endif
-
 __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                              const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
-                                             word_t* state, int* ticket, int rows, int cols, int nnz) {
+                                             word_t* state, int* ticket, int rows, int nnz) {
     static_assert(RUN % 4 == 0, "SEGMENT: whole quads of entries a lane");
     const int lane = threadIdx.x % 32;
-#if SMEM_TILE || ASYNC_COPY
-    extern __shared__ int4 s_dyn[];  // the x slice (SMEM_TILE), then the warps' stages (ASYNC_COPY)
-#endif
-#if STAGE
-    __shared__ float4 s_quads[BLOCK / 32 * 8 * RUN];  // a round's products a warp: 32 * RUN / 4 quads
-    float4* quads = s_quads + threadIdx.x / 32 * 8 * RUN;
-#endif
-    const int tiles = (nnz + SEG_E) / SEG_E;  // cdiv(nnz + 1, SEG_E)
-#if SMEM_TILE
-    // The block takes BLOCK / 32 consecutive tiles by one ticket, and stages the slice of x around
-    // the diagonal (column r * cols / rows) of their rows, with a margin of an eighth of it either
-    // side: x[xlo .. xlo + xn). A gather of a column outside it reads x.
-    constexpr int WARPS = BLOCK / 32, XN = WARPS * XW;
-    __shared__ int s_tile, s_row[WARPS];
-    float* s_x = reinterpret_cast<float*>(s_dyn);  // XN floats
-    if (threadIdx.x == 0) s_tile = atomicAdd(ticket, 1);
-    __syncthreads();
-    const int tile = s_tile * WARPS + threadIdx.x / 32;
-#else
     int tile = 0;
     if (lane == 0) tile = atomicAdd(ticket, 1);
     tile = __shfl_sync(0xffffffffu, tile, 0);
-    if (tile >= tiles) return;  // a warp past the last tile
-#endif
-    const int first = min(tile, tiles) * SEG_E, last = min(first + SEG_E, nnz);
-#if ASYNC_COPY
-    // a warp's two stages of col_idx, then of vals: 16 * RUN int4 each
-    int4* s_col = s_dyn + SMEM_TILE * (BLOCK / 32 * XW / 4) + threadIdx.x / 32 * 32 * RUN;
-    float4* s_val = reinterpret_cast<float4*>(s_col + 16 * RUN);
-    // the first round in flight while the tile's first row is searched for
-    if (tile < tiles) async_round(s_col, s_val, 0, col_idx, vals, first, nnz, lane);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#if GAHEAD
-    if (tile < tiles && first + SEG_ROUND < last) async_round(s_col, s_val, 1, col_idx, vals, first + SEG_ROUND, nnz, lane);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-#endif
+    if (tile >= (nnz + SEG_E) / SEG_E) return;  // a warp past the last tile (cdiv(nnz + 1, SEG_E) of them)
+    const int first = tile * SEG_E, last = min(first + SEG_E, nnz);
     // R: the first row not yet written (rows ending by `first` belong to earlier tiles)
-    int R = tile < tiles ? warp_search(0, rows, [&](int p) { return LOAD(row_ptr + p + 1) > first; }) : rows;
-#if SMEM_TILE
-    if (lane == 0) s_row[threadIdx.x / 32] = R;
-    __syncthreads();
-    int xlo, xn;
-    {
-        const int r0 = s_row[0], rl = s_row[WARPS - 1];
-        const int r1 = min(rows, rl + (rl - r0) / max(WARPS - 1, 1) + 1);  // about one tile's rows past the last start
-        const long long margin = XN / 8, lo = (long long)r0 * cols / rows - margin;
-        const long long hi = (long long)r1 * cols / rows + margin;
-        xlo = (int)max(lo, 0ll);
-        xn = (int)max(0ll, min(min(hi, (long long)cols) - xlo, (long long)XN));
-    }
-    for (int i = threadIdx.x; i < xn; i += BLOCK) s_x[i] = LOAD(x + xlo + i);
-    __syncthreads();
-    if (tile >= tiles) return;  // a warp past the last tile (after the block's barriers)
-#define X_AT(c) X_SLICE(c)
-#else
-#define X_AT(c) LOAD(x + (c))
-    constexpr int xlo = 0, xn = 0;
-    const float* s_x = nullptr;
-#endif
+    int R = warp_search(0, rows, [&](int p) { return LOAD(row_ptr + p + 1) > first; });
     if (tile == 0)
         for (int r = lane; r < R; r += 32) y[r] = 0.0f;  // empty rows before any entry
-#if ASYNC_COPY && GAHEAD
-    float next[RUN];  // the next round's products, gathered a round ahead
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // round 0 (round 1 may be in flight)
-    __syncwarp();
-    gather_round(s_col, s_val, 0, x, xlo, xn, s_x, lane, next);
-#endif
     float carry = 0.0f;      // the row open at base: its sum over this tile's entries before base
     float first_val = 0.0f;  // the lane with the end of the row begun before this tile: its sum here
     int first_row = -1;
@@ -531,85 +414,6 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
     for (int base = first; base < last; base += SEG_ROUND) {
         const int k0 = base + RUN * lane;
         float prod[RUN];
-#if PF
-        // round PF on into L2: one line a lane (col_idx's lines, then vals')
-        if (base + PF * SEG_ROUND < last) {
-            const int line = lane % (SEG_ROUND / 32);
-            const char* p = lane < SEG_ROUND / 32 ? reinterpret_cast<const char*>(col_idx + base + PF * SEG_ROUND)
-                                                   : reinterpret_cast<const char*>(vals + base + PF * SEG_ROUND);
-            if (lane < 2 * (SEG_ROUND / 32)) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * line));
-        }
-#endif
-#if STAGE
-        // Quad j of the round (entries base + 4 j ..) is loaded, gathered and multiplied by lane
-        // j % 32, so that each load of the warp reads whole lines; lane j / (RUN / 4), which sums
-        // it, reads the products from shared memory. Slot j ^ (j / 8 % 8): no bank conflicts on
-        // either side.
-        __syncwarp();  // every lane has read the last round's products
-#pragma unroll
-        for (int u = 0; u < RUN / 4; ++u) {
-            const int j = 32 * u + lane, k = base + 4 * j;
-            int4 c;
-            float4 v;
-            if (k + 4 <= nnz) {
-#if VEC4
-                c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx + k));
-                v = LOAD_STREAM(reinterpret_cast<const float4*>(vals + k));
-#else
-                c = make_int4(LOAD_STREAM(col_idx + k), LOAD_STREAM(col_idx + k + 1), LOAD_STREAM(col_idx + k + 2),
-                              LOAD_STREAM(col_idx + k + 3));
-                v = make_float4(LOAD_STREAM(vals + k), LOAD_STREAM(vals + k + 1), LOAD_STREAM(vals + k + 2),
-                                LOAD_STREAM(vals + k + 3));
-#endif
-            } else {  // past nnz: column 0, value 0
-                c = make_int4(k < nnz ? LOAD_STREAM(col_idx + k) : 0, k + 1 < nnz ? LOAD_STREAM(col_idx + k + 1) : 0,
-                              k + 2 < nnz ? LOAD_STREAM(col_idx + k + 2) : 0, 0);
-                v = make_float4(k < nnz ? LOAD_STREAM(vals + k) : 0.0f, k + 1 < nnz ? LOAD_STREAM(vals + k + 1) : 0.0f,
-                                k + 2 < nnz ? LOAD_STREAM(vals + k + 2) : 0.0f, 0.0f);
-            }
-            quads[j ^ (j / 8 % 8)] = make_float4(v.x * X_AT(c.x), v.y * X_AT(c.y), v.z * X_AT(c.z), v.w * X_AT(c.w));
-        }
-        __syncwarp();
-#pragma unroll
-        for (int q = 0; q < RUN / 4; ++q) {
-            const int j = RUN / 4 * lane + q;
-            const float4 p = quads[j ^ (j / 8 % 8)];
-            prod[4 * q] = p.x, prod[4 * q + 1] = p.y, prod[4 * q + 2] = p.z, prod[4 * q + 3] = p.w;
-        }
-#elif ASYNC_COPY && GAHEAD
-        // This round's products were gathered during the last one; round r + 2 goes into the stage
-        // that held round r, and round r + 1's gathers are in flight while this round is summed.
-        {
-            const int stage = (base - first) / SEG_ROUND % 2;
-#pragma unroll
-            for (int i = 0; i < RUN; ++i) prod[i] = next[i];
-            __syncwarp();  // every lane has read stage r
-            if (base + 2 * SEG_ROUND < last) async_round(s_col, s_val, stage, col_idx, vals, base + 2 * SEG_ROUND, nnz, lane);
-            asm volatile("cp.async.commit_group;\n" ::: "memory");
-            asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-            __syncwarp();
-            if (base + SEG_ROUND < last) gather_round(s_col, s_val, 1 - stage, x, xlo, xn, s_x, lane, next);
-        }
-#elif ASYNC_COPY
-        // Round r's entries arrived in stage r % 2 (this lane's copies, then the warp's); round
-        // r + 1 is already on its way into the other stage.
-        {
-            const int stage = (base - first) / SEG_ROUND % 2;
-            if (base + SEG_ROUND < last) async_round(s_col, s_val, 1 - stage, col_idx, vals, base + SEG_ROUND, nnz, lane);
-            asm volatile("cp.async.commit_group;\n" ::: "memory");
-            asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-            __syncwarp();
-#pragma unroll
-            for (int q = 0; q < RUN / 4; ++q) {
-                const int slot = stage * 8 * RUN + swizzle(RUN / 4 * lane + q);
-                const int4 c = s_col[slot];
-                const float4 v = s_val[slot];
-                prod[4 * q] = v.x * X_AT(c.x), prod[4 * q + 1] = v.y * X_AT(c.y);
-                prod[4 * q + 2] = v.z * X_AT(c.z), prod[4 * q + 3] = v.w * X_AT(c.w);
-            }
-            __syncwarp();  // every lane has read the stage before a copy refills it
-        }
-#else
         {
             int col[RUN];
             float val[RUN];
@@ -637,9 +441,8 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
                 }
             }
 #pragma unroll
-            for (int i = 0; i < RUN; ++i) prod[i] = val[i] * X_AT(col[i]);
+            for (int i = 0; i < RUN; ++i) prod[i] = val[i] * LOAD(x + col[i]);
         }
-#endif
         // The lane's first row: the first with its end past k0. Rows R .. R + 31 one a lane, then
         // a search of row_ptr where the run lies beyond them.
         const int e = row_end(row_ptr, rows, R + lane);
@@ -701,9 +504,6 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
         ended = ended || closers != 0u;
         R = __shfl_sync(0xffffffffu, r, 31);
     }
-#if ASYNC_COPY
-    asm volatile("cp.async.wait_all;\n" ::: "memory");  // none left in flight (a tile with no round)
-#endif
     // Publish the tile's tail sum (the row open at its end); add the earlier tiles' share of the
     // row begun before it.
     const bool needed = __any_sync(0xffffffffu, first_row >= 0);
@@ -717,9 +517,9 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
 extern "C" __global__ void KERNEL_BOUNDS spmv_template(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                                       const float* RESTRICT vals, const float* RESTRICT x,
                                                       float* RESTRICT y, unsigned long long* state, int* ticket,
-                                                      int rows, int cols, int nnz) {
+                                                      int rows, int nnz) {
 #if SEG
-    spmv_segment(row_ptr, col_idx, vals, x, y, state, ticket, rows, cols, nnz);
+    spmv_segment(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
     return;
 #elif MERGE
     spmv_merge(row_ptr, col_idx, vals, x, y, state, ticket, rows, nnz);
