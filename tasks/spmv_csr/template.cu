@@ -6,7 +6,7 @@ ITEMS = [8, 12, 16, 4]   # with MERGE: merge items (row ends and entries) per th
 ILP = [8, 1, 2, 4]       # without VEC4 or MERGE: entries a lane loads (stride TPR) before it gathers their x
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
-ROUNDS = [16, 8, 32, 64, 4]  # with SEGMENT: rounds of 32 * RUN entries a warp's tile
+ROUNDS = [32, 16, 64, 8, 4]  # with SEGMENT: rounds of 32 * RUN entries a warp's tile
 RUN = [16, 8, 4]             # with SEGMENT: consecutive entries a lane sums in a round
 
 [features]
@@ -66,9 +66,13 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 #define LOAD_STREAM(p) LOAD(p)
 #endif
 
-#if LAUNCH_BOUNDS && (ADAPTIVE || SEG)
-// The same bound, but ptxas then leaves the warp pass (SEGMENT: the whole kernel) its few
-// registers above 32 (with the one-argument form it caps at 32 for BLOCK = 128 and spills 8 bytes).
+#if LAUNCH_BOUNDS && SEG
+// SEGMENT: at least 32 warps an SM (64 registers a thread, no spills). With (BLOCK, 1) ptxas
+// takes 70 and leaves 24 warps an SM; with the one-argument form it caps at 32 and spills.
+#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1024 / BLOCK)
+#elif LAUNCH_BOUNDS && ADAPTIVE
+// The same bound, but ptxas then leaves the warp pass its few registers above 32 (with the
+// one-argument form it caps at 32 for BLOCK = 128 and spills 8 bytes).
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)
 #elif LAUNCH_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK)
