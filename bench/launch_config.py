@@ -4,7 +4,7 @@ compiles it and launched twice, as fsr declares its launches (grid, block, dynam
 zeroed scratch), on the task's own inputs; nothing is checked or timed.
 
     python bench/launch_config.py TASK CONFIGS.json [--size N]
-    ncu --clock-control none --set full --launch-skip 1 --launch-count 1 python bench/launch_config.py ...
+    ncu --kernel-name KERNEL --launch-skip 1 --launch-count 1 --set full python bench/launch_config.py ...
     compute-sanitizer --tool memcheck python bench/launch_config.py TASK CONFIGS.json --size 6
 
 CONFIGS.json: a list of {DEFINE: value, ...} (switches and tunables; the rest keep their
@@ -49,7 +49,7 @@ def main() -> None:
                 buffers.reset(cand)
                 enqueue(launches, stream)
             stream.synchronize()
-        print(i, config, dict(compiled.kernel_resources), flush=True)
+        print(i, config, program.resources(compiled.resources), flush=True)  # registers as loaded
 
 
 if __name__ == "__main__":
