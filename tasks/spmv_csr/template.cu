@@ -18,7 +18,6 @@ UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per 
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
-COALESCE = [0, 1]       # with SEGMENT: a round as RUN / 4 sub-rounds of 128 entries, a quad a lane in each (every load of the warp reads 512 bytes in a row), one segmented scan a sub-round
 SEGMENT = [0, 1]        # warp tiles of ROUNDS rounds of RUN consecutive entries a lane, rows closed in the lane, joined across lanes by a segmented warp scan and across tiles by look-back (with WARP_SHUFFLE and UNROLL; over MERGE; TPR unused)
 
 [[scratch]]
@@ -391,13 +390,6 @@ MERGE_FIXED_LOOP
 // rows before any entry); the row running into a tile from before it is finished by the look-back
 // of MERGE, over `state`, in ticket order.
 #define SEG_ROUND (32 * RUN)
-#if COALESCE
-#define SEG_SUBS (RUN / 4)  // sub-rounds of 128 entries, a quad a lane
-#define SEG_SR 4            // entries a lane sums in a sub-round
-#else
-#define SEG_SUBS 1
-#define SEG_SR RUN
-#endif
 #define SEG_E (SEG_ROUND * ROUNDS)
 #define NO_ROW 0x7fffffff  // the end of a row past the last
 
@@ -424,38 +416,11 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
     int first_row = -1;
     bool ended = false;  // a row ended in this tile before base
     for (int base = first; base < last; base += SEG_ROUND) {
+        const int k0 = base + RUN * lane;
         float prod[RUN];
         {
             int col[RUN];
             float val[RUN];
-#if COALESCE
-            // sub-round u: the lane's quad at base + 128 u + 4 lane (each load of the warp: 512 bytes in a row)
-#pragma unroll
-            for (int u = 0; u < RUN / 4; ++u) {
-                const int k = base + 128 * u + 4 * lane;
-                if (k + 4 <= nnz) {
-#if VEC4
-                    const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx + k));
-                    const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals + k));
-                    col[4 * u] = c.x, col[4 * u + 1] = c.y, col[4 * u + 2] = c.z, col[4 * u + 3] = c.w;
-                    val[4 * u] = v.x, val[4 * u + 1] = v.y, val[4 * u + 2] = v.z, val[4 * u + 3] = v.w;
-#else
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        col[4 * u + i] = LOAD_STREAM(col_idx + k + i);
-                        val[4 * u + i] = LOAD_STREAM(vals + k + i);
-                    }
-#endif
-                } else {  // past nnz: column 0, value 0
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        col[4 * u + i] = k + i < nnz ? LOAD_STREAM(col_idx + k + i) : 0;
-                        val[4 * u + i] = k + i < nnz ? LOAD_STREAM(vals + k + i) : 0.0f;
-                    }
-                }
-            }
-#else
-            const int k0 = base + RUN * lane;
             if (k0 + RUN <= nnz) {
 #pragma unroll
                 for (int q = 0; q < RUN / 4; ++q) {
@@ -479,75 +444,69 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
                     val[i] = k0 + i < nnz ? LOAD_STREAM(vals + k0 + i) : 0.0f;
                 }
             }
-#endif
 #pragma unroll
             for (int i = 0; i < RUN; ++i) prod[i] = val[i] * LOAD(x + col[i]);
         }
-        // Rows R0 .. R0 + 31 one a lane: where each lane's run starts, for every sub-round.
-        const int R0 = R, e = row_end(row_ptr, rows, R0 + lane);
-#pragma unroll
-        for (int u = 0; u < SEG_SUBS; ++u) {
-            const int k0 = COALESCE ? base + 128 * u + 4 * lane : base + RUN * lane;  // the lane's run: k0 .. k0 + SEG_SR - 1
-            // The lane's first row: the first with its end past k0, in the window, else by a
-            // search of row_ptr where the run lies beyond it.
-            int n = 0;  // window rows ending by k0
-            for (int step = 16; step > 0; step /= 2)
-                if (__shfl_sync(0xffffffffu, e, n + step - 1) <= k0) n += step;
-            int end = __shfl_sync(0xffffffffu, e, n);
-            int r = R0 + n;
-            if (end <= k0) {  // all 32 end by k0
-                int lo = R0 + 32, hi = rows;
-                while (lo < hi) {
-                    const int mid = (lo + hi) / 2;
-                    if (LOAD(row_ptr + mid + 1) > k0) hi = mid;
-                    else lo = mid + 1;
-                }
-                r = lo;
-                end = row_end(row_ptr, rows, r);
+        // The lane's first row: the first with its end past k0. Rows R .. R + 31 one a lane, then
+        // a search of row_ptr where the run lies beyond them.
+        const int e = row_end(row_ptr, rows, R + lane);
+        int n = 0;  // window rows ending by k0
+        for (int step = 16; step > 0; step /= 2)
+            if (__shfl_sync(0xffffffffu, e, n + step - 1) <= k0) n += step;
+        int end = __shfl_sync(0xffffffffu, e, n);
+        int r = R + n;
+        if (end <= k0) {  // all 32 end by k0
+            int lo = R + 32, hi = rows;
+            while (lo < hi) {
+                const int mid = (lo + hi) / 2;
+                if (LOAD(row_ptr + mid + 1) > k0) hi = mid;
+                else lo = mid + 1;
             }
-            // Sum the run, closing rows whose end falls in it: (k0, k0 + SEG_SR].
-            float sum = 0.0f, head = 0.0f;  // head: the first row closed here, its sum over this run
-            int head_row = -1;
-#pragma unroll
-            for (int i = 0; i <= SEG_SR; ++i) {
-                while (end <= k0 + i) {
-                    if (head_row < 0) {
-                        head_row = r;
-                        head = sum;
-                    } else {
-                        y[r] = sum;
-                    }
-                    sum = 0.0f;
-                    end = row_end(row_ptr, rows, ++r);
-                }
-                if (i < SEG_SR) sum += prod[u * SEG_SR + i];
-            }
-            // Across lanes: each lane's tail sum, back to the last lane at or before it that closed a row.
-            const unsigned closers = __ballot_sync(0xffffffffu, head_row >= 0);
-            const unsigned upto = closers & (0xffffffffu >> (31 - lane));
-            const int from = upto ? 31 - __clz(upto) : 0;
-            float run = sum;
-            for (int d = 1; d < 32; d *= 2) {
-                const float up = __shfl_up_sync(0xffffffffu, run, d);
-                if (lane - d >= from) run += up;
-            }
-            float before = __shfl_up_sync(0xffffffffu, run, 1);  // the lanes before this one, same row
-            if (lane == 0) before = 0.0f;
-            const bool closed_before = (closers & ((1u << lane) - 1u)) != 0u;
-            if (head_row >= 0) {
-                const float value = head + before + (closed_before ? 0.0f : carry);
-                if (!closed_before && !ended) {  // begun before this tile: finished after the look-back
-                    first_row = head_row;
-                    first_val = value;
-                } else {
-                    y[head_row] = value;
-                }
-            }
-            const float out = __shfl_sync(0xffffffffu, run, 31);
-            carry = closers ? out : carry + out;
-            ended = ended || closers != 0u;
-            R = __shfl_sync(0xffffffffu, r, 31);
+            r = lo;
+            end = row_end(row_ptr, rows, r);
         }
+        // Sum the run, closing rows whose end falls in it: (k0, k0 + RUN].
+        float sum = 0.0f, head = 0.0f;  // head: the first row closed here, its sum over this run
+        int head_row = -1;
+#pragma unroll
+        for (int i = 0; i <= RUN; ++i) {
+            while (end <= k0 + i) {
+                if (head_row < 0) {
+                    head_row = r;
+                    head = sum;
+                } else {
+                    y[r] = sum;
+                }
+                sum = 0.0f;
+                end = row_end(row_ptr, rows, ++r);
+            }
+            if (i < RUN) sum += prod[i];
+        }
+        // Across lanes: each lane's tail sum, back to the last lane at or before it that closed a row.
+        const unsigned closers = __ballot_sync(0xffffffffu, head_row >= 0);
+        const unsigned upto = closers & (0xffffffffu >> (31 - lane));
+        const int from = upto ? 31 - __clz(upto) : 0;
+        float run = sum;
+        for (int d = 1; d < 32; d *= 2) {
+            const float up = __shfl_up_sync(0xffffffffu, run, d);
+            if (lane - d >= from) run += up;
+        }
+        float before = __shfl_up_sync(0xffffffffu, run, 1);  // the lanes before this one, same row
+        if (lane == 0) before = 0.0f;
+        const bool closed_before = (closers & ((1u << lane) - 1u)) != 0u;
+        if (head_row >= 0) {
+            const float value = head + before + (closed_before ? 0.0f : carry);
+            if (!closed_before && !ended) {  // begun before this tile: finished after the look-back
+                first_row = head_row;
+                first_val = value;
+            } else {
+                y[head_row] = value;
+            }
+        }
+        const float out = __shfl_sync(0xffffffffu, run, 31);
+        carry = closers ? out : carry + out;
+        ended = ended || closers != 0u;
+        R = __shfl_sync(0xffffffffu, r, 31);
     }
     // Publish the tile's tail sum (the row open at its end); add the earlier tiles' share of the
     // row begun before it.
