@@ -22,6 +22,7 @@ import numpy as np
 
 from fsr import tasks
 from fsr.candidate import parse, with_defines
+from fsr.evaluate import bench
 from fsr.evaluate.compile import compile_candidate
 from fsr.evaluate.verify import Program, enqueue, make_buffers, plan
 
@@ -36,7 +37,7 @@ def main() -> None:
     sizes = dict(task.bench_size if a.size is None else task.test_sizes[a.size])
     inputs = tasks.functions(task).make_inputs(sizes, np.random.default_rng(0))
     template = parse((Path(task.directory) / "template.cu").read_text(), task)
-    arch = "sm_" + cp.cuda.Device().compute_capability
+    arch = bench.device_info().arch
     stream = cp.cuda.Stream(non_blocking=True)
     for i, config in enumerate(json.loads(a.configs.read_text())):
         cand = with_defines(template, config)
