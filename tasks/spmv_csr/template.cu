@@ -7,7 +7,7 @@ ILP = [8, 1, 2, 4]       # without VEC4 or MERGE: entries a lane loads (stride T
 CHUNK = [1, 4, 16]       # without MERGE: a block sweeps RPB * CHUNK consecutive rows, RPB at a time (x reuse in L1)
 LONG = [64, 256, 128, 1024]  # with ADAPTIVE: rows longer than this many entries are summed by a whole warp
 ROUNDS = [32, 16, 64, 8, 4]  # with SEGMENT: rounds of 32 * RUN entries a warp's tile
-RUN = [16, 8, 4]             # with SEGMENT: consecutive entries a lane sums in a round
+RUN = [8, 16, 4]             # with SEGMENT: consecutive entries a lane sums in a round
 
 [features]
 WARP_SHUFFLE = [0, 1]   # a row's partial sums combined with __shfl_xor_sync (else through shared memory)
@@ -18,6 +18,7 @@ UNROLL = [0, 1]         # the row loops unrolled by 2: more loads in flight per 
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK): registers bounded for the block size
 ADAPTIVE = [0, 1]       # rows longer than LONG left by their TPR-lane group to the whole warp, one after another
 MERGE = [0, 1]          # merge-path SpMV: each tile an equal share of row ends + entries, row carries across tiles by look-back (TPR unused)
+AHEAD = [0, 1]          # with SEGMENT: the next round's col_idx and vals loaded into registers before this round's gathers and row work
 SEGMENT = [0, 1]        # warp tiles of ROUNDS rounds of RUN consecutive entries a lane, rows closed in the lane, joined across lanes by a segmented warp scan and across tiles by look-back (with WARP_SHUFFLE and UNROLL; over MERGE; TPR unused)
 
 [[scratch]]
@@ -66,7 +67,11 @@ args = ["row_ptr", "col_idx", "vals", "x", "y", "state", "ticket", "rows", "nnz"
 #define LOAD_STREAM(p) LOAD(p)
 #endif
 
-#if LAUNCH_BOUNDS && SEG
+#if LAUNCH_BOUNDS && SEG && AHEAD && RUN > 8
+// SEGMENT with AHEAD holds a second round of col_idx and vals: at RUN 16, 96 registers, which a
+// tighter bound would spill.
+#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)
+#elif LAUNCH_BOUNDS && SEG
 // SEGMENT: at least 32 warps an SM (64 registers a thread, no spills). With (BLOCK, 1) ptxas
 // takes 70 and leaves 24 warps an SM; with the one-argument form it caps at 32 and spills.
 #define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1024 / BLOCK)
@@ -397,6 +402,34 @@ __device__ __forceinline__ int row_end(const int* RESTRICT row_ptr, int rows, in
     return r < rows ? LOAD(row_ptr + r + 1) : NO_ROW;
 }
 
+// A lane's run: entries k0 .. k0 + RUN - 1 (past nnz: column 0, value 0).
+__device__ __forceinline__ void load_run(const int* RESTRICT col_idx, const float* RESTRICT vals, int k0, int nnz,
+                                         int* col, float* val) {
+    if (k0 + RUN <= nnz) {
+#pragma unroll
+        for (int q = 0; q < RUN / 4; ++q) {
+#if VEC4
+            const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx + k0) + q);
+            const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals + k0) + q);
+            col[4 * q] = c.x, col[4 * q + 1] = c.y, col[4 * q + 2] = c.z, col[4 * q + 3] = c.w;
+            val[4 * q] = v.x, val[4 * q + 1] = v.y, val[4 * q + 2] = v.z, val[4 * q + 3] = v.w;
+#else
+#pragma unroll
+            for (int i = 4 * q; i < 4 * q + 4; ++i) {
+                col[i] = LOAD_STREAM(col_idx + k0 + i);
+                val[i] = LOAD_STREAM(vals + k0 + i);
+            }
+#endif
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < RUN; ++i) {
+            col[i] = k0 + i < nnz ? LOAD_STREAM(col_idx + k0 + i) : 0;
+            val[i] = k0 + i < nnz ? LOAD_STREAM(vals + k0 + i) : 0.0f;
+        }
+    }
+}
+
 __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const int* RESTRICT col_idx,
                                              const float* RESTRICT vals, const float* RESTRICT x, float* RESTRICT y,
                                              word_t* state, int* ticket, int rows, int nnz) {
@@ -407,6 +440,12 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
     tile = __shfl_sync(0xffffffffu, tile, 0);
     if (tile >= (nnz + SEG_E) / SEG_E) return;  // a warp past the last tile (cdiv(nnz + 1, SEG_E) of them)
     const int first = tile * SEG_E, last = min(first + SEG_E, nnz);
+#if AHEAD
+    // The next round's run in flight while this one is summed; the first goes out before the search.
+    int ncol[RUN];
+    float nval[RUN];
+    load_run(col_idx, vals, first + RUN * lane, nnz, ncol, nval);
+#endif
     // R: the first row not yet written (rows ending by `first` belong to earlier tiles)
     int R = warp_search(0, rows, [&](int p) { return LOAD(row_ptr + p + 1) > first; });
     if (tile == 0)
@@ -421,29 +460,13 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
         {
             int col[RUN];
             float val[RUN];
-            if (k0 + RUN <= nnz) {
+#if AHEAD
 #pragma unroll
-                for (int q = 0; q < RUN / 4; ++q) {
-#if VEC4
-                    const int4 c = LOAD_STREAM(reinterpret_cast<const int4*>(col_idx + k0) + q);
-                    const float4 v = LOAD_STREAM(reinterpret_cast<const float4*>(vals + k0) + q);
-                    col[4 * q] = c.x, col[4 * q + 1] = c.y, col[4 * q + 2] = c.z, col[4 * q + 3] = c.w;
-                    val[4 * q] = v.x, val[4 * q + 1] = v.y, val[4 * q + 2] = v.z, val[4 * q + 3] = v.w;
+            for (int i = 0; i < RUN; ++i) col[i] = ncol[i], val[i] = nval[i];
+            if (base + SEG_ROUND < last) load_run(col_idx, vals, k0 + SEG_ROUND, nnz, ncol, nval);
 #else
-#pragma unroll
-                    for (int i = 4 * q; i < 4 * q + 4; ++i) {
-                        col[i] = LOAD_STREAM(col_idx + k0 + i);
-                        val[i] = LOAD_STREAM(vals + k0 + i);
-                    }
+            load_run(col_idx, vals, k0, nnz, col, val);
 #endif
-                }
-            } else {  // the last run: entries past nnz are column 0, value 0
-#pragma unroll
-                for (int i = 0; i < RUN; ++i) {
-                    col[i] = k0 + i < nnz ? LOAD_STREAM(col_idx + k0 + i) : 0;
-                    val[i] = k0 + i < nnz ? LOAD_STREAM(vals + k0 + i) : 0.0f;
-                }
-            }
 #pragma unroll
             for (int i = 0; i < RUN; ++i) prod[i] = val[i] * LOAD(x + col[i]);
         }
