@@ -10,7 +10,7 @@ import pytest
 
 from cluster.executor import NoWorkerError, RayExecutor
 from fsr.types import Evaluation, Verdict
-from tests.cluster.conftest import collect
+from tests.cluster.conftest import RAY_WAIT_S, collect
 from tests.cluster.evaluators import MarkedEvaluatorFactory, candidates
 from tests.contract.executor_contract import ExecutorContract
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
 
 
 class TestRayExecutorContract(ExecutorContract):
-    timeout_s = 60.0
+    timeout_s = RAY_WAIT_S
 
     def make_executor(self) -> RayExecutor:
         return RayExecutor(MarkedEvaluatorFactory(latency_s=0.01), num_workers=2)
@@ -39,12 +39,12 @@ def test_every_gpu_gets_a_worker_and_no_worker_holds_more_than_two_calls(make):
     assert all(e.verdict == Verdict.OK for e in got)
     workers = Counter(ex.worker_of(c.id) for c in cands)
     assert len(workers) == 4 and min(workers.values()) >= 3, workers
-    assert len(ex.devices()) == 4
+    assert len(ex.devices(RAY_WAIT_S)) == 4
 
 
 def test_a_task_stays_on_the_gpu_model_that_first_evaluated_it(make):
     ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=0.05, models=("ModelA", "ModelB")))
-    devices = ex.devices()
+    devices = ex.devices(RAY_WAIT_S)
     assert Counter(d.name for d in devices.values()) == {"ModelA": 2, "ModelB": 2}
     model_of = {name: d.name for name, d in devices.items()}
     cands = candidates(12, task="softmax") + candidates(12, task="other")
@@ -61,7 +61,7 @@ def test_a_task_stays_on_the_gpu_model_that_first_evaluated_it(make):
 
 def test_a_task_pinned_to_a_model_no_worker_has_fails_loudly(make):
     ex = make()
-    ex.devices()
+    ex.devices(RAY_WAIT_S)
     ex.pin("softmax", "H100 80GB HBM3")
     with pytest.raises(NoWorkerError, match="H100 80GB HBM3.*FakeGPU"):
         ex.submit(candidates(1)[0])
@@ -74,7 +74,7 @@ def test_more_workers_than_gpus_is_refused():
 
 def test_workers_stay_busy_under_saturating_load(make):
     ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=0.1))
-    ex.devices()
+    ex.devices(RAY_WAIT_S)
     cands = iter(candidates(400))
     end = time.monotonic() + 4.0
     done = 0

@@ -14,6 +14,7 @@ import ray._private.worker as ray_worker
 from ray._private.utils import publish_error_to_driver
 
 from cluster.ray_output import route_ray_output
+from tests.cluster.conftest import RAY_WAIT_S
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
 
@@ -35,7 +36,7 @@ def publish(text: str) -> None:
     publish_error_to_driver("fsr_test", text, gcs_client=ray_worker.global_worker.gcs_client)
 
 
-def wait_for(read, text: str, timeout_s: float = 20.0) -> str:
+def wait_for(read, text: str, timeout_s: float = RAY_WAIT_S) -> str:
     deadline = time.monotonic() + timeout_s
     seen = ""
     while time.monotonic() < deadline:

@@ -6,6 +6,7 @@ import pytest
 import ray
 
 from cluster.worker import cpu_share, host_share
+from tests.cluster.conftest import RAY_WAIT_S
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
 
@@ -22,4 +23,4 @@ def _share_in_actor() -> int | None:
 
 def test_worker_on_a_node_reads_its_own_nodes_resources():
     # every node of the test cluster has 1 CPU and 2 GPUs
-    assert ray.get(_share_in_actor.remote(), timeout=60) == 1
+    assert ray.get(_share_in_actor.remote(), timeout=RAY_WAIT_S) == 1
