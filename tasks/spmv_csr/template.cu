@@ -393,7 +393,8 @@ MERGE_FIXED_LOOP
 // segmented warp scan (a row's head in an earlier lane, and the carry from earlier rounds). Tile t
 // owns entries [t E, (t + 1) E) and the rows that end in (t E, (t + 1) E] (tile 0 also the empty
 // rows before any entry); the row running into a tile from before it is finished by the look-back
-// of MERGE, over `state`, in ticket order.
+// of MERGE, over `state`, in ticket order (a block's warps take consecutive tiles by one ticket).
+// With AHEAD the next round's loads are in flight while a round is summed.
 #define SEG_ROUND (32 * RUN)
 #define SEG_E (SEG_ROUND * ROUNDS)
 #define NO_ROW 0x7fffffff  // the end of a row past the last
@@ -435,9 +436,13 @@ __device__ __forceinline__ void spmv_segment(const int* RESTRICT row_ptr, const 
                                              word_t* state, int* ticket, int rows, int nnz) {
     static_assert(RUN % 4 == 0, "SEGMENT: whole quads of entries a lane");
     const int lane = threadIdx.x % 32;
-    int tile = 0;
-    if (lane == 0) tile = atomicAdd(ticket, 1);
-    tile = __shfl_sync(0xffffffffu, tile, 0);
+    // The block takes BLOCK / 32 consecutive tiles by one ticket: one atomic on the ticket a block
+    // rather than a warp (over 4000 warps start at once on an H200, and their atomics on one word
+    // held back the first wave by about 5 us).
+    __shared__ int s_ticket;
+    if (threadIdx.x == 0) s_ticket = atomicAdd(ticket, 1);
+    __syncthreads();
+    const int tile = s_ticket * (BLOCK / 32) + threadIdx.x / 32;
     if (tile >= (nnz + SEG_E) / SEG_E) return;  // a warp past the last tile (cdiv(nnz + 1, SEG_E) of them)
     const int first = tile * SEG_E, last = min(first + SEG_E, nnz);
 #if AHEAD
