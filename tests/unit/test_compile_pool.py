@@ -1,0 +1,156 @@
+"""The compile pool: a compile past its deadline or memory ceiling, or one whose compiler dies,
+is a one-line compile failure; the pool goes on compiling honest code; no process is left behind.
+
+NVRTC runs on the CPU, so none of this needs a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from fsr.evaluate.compile import CompileFailed, _nvrtc
+from fsr.evaluate.compile_pool import CompileLimit, CompilePool, Limits
+
+OPTIONS = ("--gpu-architecture=sm_90", "--std=c++17", "-Xptxas=-v")
+HONEST = 'extern "C" __global__ void add(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] += 1.0f; }'
+BROKEN = 'extern "C" __global__ void add(float* y) { y[0] = undefined_name; }'
+
+# A G x G grid of inlined template instantiations: compile time grows faster than G^2
+# (G = 30 takes about 6 s on a two-core machine, G = 90 minutes).
+EXPLODING = textwrap.dedent("""
+    template<int I, int J> __device__ __forceinline__ float f(float x) { return x * (float)(I + 1) + (float)J; }
+    template<int I, int J> struct Row { __device__ static __forceinline__ float go(float x) { return f<I, J>(x) + Row<I, J - 1>::go(x); } };
+    template<int I> struct Row<I, 0> { __device__ static __forceinline__ float go(float x) { return f<I, 0>(x); } };
+    template<int I> struct Grid { __device__ static __forceinline__ float go(float x) { return Row<I, G>::go(x) + Grid<I - 1>::go(x); } };
+    template<> struct Grid<0> { __device__ static __forceinline__ float go(float x) { return Row<0, G>::go(x); } };
+    extern "C" __global__ void k(float* y) { y[threadIdx.x] = Grid<G>::go(y[threadIdx.x]); }
+""")
+# An initialised 64 MiB device array: the compiler holds it as text several times over
+# (about 470 MB resident).
+HUNGRY = '__device__ int table[1 << 24] = {1};\nextern "C" __global__ void k(int* y) { y[threadIdx.x] = table[threadIdx.x]; }'
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        with open(f"/proc/{pid}/status") as f:
+            return "zombie" not in f.read()
+    except OSError:
+        return False
+
+
+def gone_within(pids: list[int], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def pool():
+    p = CompilePool(1, Limits(deadline_s=2.0, max_bytes=300 * 1024**2))
+    yield p
+    p.close()
+
+
+def test_an_honest_compile_matches_the_in_process_compile(pool):
+    got = pool.compile(HONEST, ("add",), OPTIONS)
+    want = _nvrtc(HONEST, ("add",), OPTIONS)
+    assert got.lowered == want.lowered
+    assert got.resources == want.resources
+    assert got.cubin[:4] == b"\x7fELF"
+
+
+def test_a_compile_error_keeps_the_compiler_log_and_the_process(pool):
+    with pytest.raises(CompileFailed) as e:
+        pool.compile(BROKEN, ("add",), OPTIONS)
+    assert not isinstance(e.value, CompileLimit)
+    assert "undefined_name" in e.value.log
+    pids = pool.pids()
+    pool.compile(HONEST, ("add",), OPTIONS)
+    assert pool.pids() == pids and pool.replaced == 0
+
+
+def test_a_compile_past_its_deadline_fails_in_one_line_and_the_next_compiles(pool):
+    pids_before = pool.pids()
+    start = time.monotonic()
+    with pytest.raises(CompileLimit) as e:
+        pool.compile("#define G 40\n" + EXPLODING, ("k",), OPTIONS)
+    assert time.monotonic() - start < 2.0 + 3.0
+    assert str(e.value) == "compile exceeded 2 s"
+    assert "\n" not in str(e.value)
+    pool.compile(HONEST, ("add",), OPTIONS)  # the same pool, a fresh process
+    assert pool.replaced == 1
+    assert pids_before == [] or not any(alive(p) for p in pids_before)
+
+
+def test_a_compile_past_its_memory_ceiling_fails_in_one_line(pool):
+    pool.limits = Limits(deadline_s=60.0, max_bytes=300 * 1024**2)
+    start = time.monotonic()
+    with pytest.raises(CompileLimit, match=r"^compile exceeded 300 MiB of memory$"):
+        pool.compile(HUNGRY, ("k",), OPTIONS)
+    assert time.monotonic() - start < 30
+    pool.compile(HONEST, ("add",), OPTIONS)
+
+
+def test_a_compiler_that_dies_mid_compile_is_a_crash_with_its_signal(pool):
+    pool.limits = Limits(deadline_s=60.0, max_bytes=4 * 1024**3)
+    pool.compile(HONEST, ("add",), OPTIONS)  # the process is up
+    [pid] = pool.pids()
+    # A stand-in for NVRTC crashing: the compile process gets SIGSEGV while it compiles.
+    threading.Timer(0.5, os.kill, (pid, signal.SIGSEGV)).start()
+    with pytest.raises(CompileLimit, match=r"^the compiler crashed: SIGSEGV$"):
+        pool.compile("#define G 40\n" + EXPLODING, ("k",), OPTIONS)
+    pool.compile(HONEST, ("add",), OPTIONS)
+    assert not alive(pid)
+
+
+def test_close_leaves_no_compile_process():
+    p = CompilePool(2, Limits(deadline_s=30.0, max_bytes=4 * 1024**3))
+    threads = [threading.Thread(target=p.compile, args=(HONEST, ("add",), OPTIONS)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pids = p.pids()
+    assert len(pids) == 2
+    p.close()
+    assert gone_within(pids, 5.0)
+
+
+def test_compile_processes_die_with_their_owner(tmp_path):
+    """A worker killed outright (SIGKILL, no clean-up) takes its compile processes with it,
+    even one busy compiling."""
+    script = textwrap.dedent(f"""
+        import sys, threading, time
+        from fsr.evaluate.compile_pool import CompilePool, Limits
+        p = CompilePool(1, Limits(deadline_s=600.0, max_bytes=4 * 1024**3))
+        threading.Thread(target=p.compile, args=({'#define G 60' + chr(10) + EXPLODING!r}, ("k",), {OPTIONS!r}),
+                         daemon=True).start()
+        while not p.pids():
+            time.sleep(0.05)
+        print(p.pids()[0], flush=True)
+        time.sleep(600)
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             cwd=os.getcwd())
+    assert owner.stdout is not None
+    pid = int(owner.stdout.readline())
+    time.sleep(1.0)  # the compile is under way
+    assert alive(pid)
+    owner.kill()
+    owner.wait()
+    assert gone_within([pid], 5.0)
