@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
-from fsr.evaluate.compile import CompileFailed, Compiled
+from fsr.evaluate.compile import Compiled, CompileFailed
 
 WATCH_S = 0.02  # how often a waiting compile checks its process's memory
 START_TIMEOUT_S = 60.0  # a compile process that is not ready by then is a fault of the machine
