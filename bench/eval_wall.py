@@ -35,11 +35,13 @@ def main(task_name: str = "softmax", count: int = 10) -> None:
             result = evaluator.evaluate(cand)
             walls.append(time.perf_counter() - started)
             compiles.append(result.compile_s)
-            assert result.verdict.value == "OK", result.message
-        print(f"{task_name} baseline, {count} distinct candidates, warm evaluator on {evaluator.sandbox.device.name}:")
+            assert result.verdict.value == "OK" and result.timing is not None, result.message
+        timing = result.timing
+        assert timing is not None
+        print(f"{task_name} baseline, {count} distinct candidates, warm evaluator on {evaluator.device().name}:")
         print(f"  wall per candidate: median {statistics.median(walls):.3f} s "
               f"(min {min(walls):.3f}, max {max(walls):.3f}); compile median {statistics.median(compiles):.3f} s; "
-              f"median latency {result.timing.median_us:.1f} us, {len(result.timing.samples_us)} samples")
+              f"median latency {timing.median_us:.1f} us, {len(timing.samples_us)} samples")
     finally:
         evaluator.close()
 

@@ -15,8 +15,8 @@ change them). The same arguments give the same list; `--list` prints it and exit
 
 Prints the wall time from the first submission to the last result (workers' start-up
 included), evaluations per minute, each worker's count and busy fraction. `--out` writes the
-replay's own lineage there (stage times per evaluation, workers), for bench/scaling_report.py
-or a side-by-side look at the recorded run. Compiles are part of the work, so the workers start
+replay's own lineage there (stage times per evaluation, workers), for `fsr report` (its Workers
+table: each worker's occupancy) or a side-by-side look at the recorded run. Compiles are part of the work, so the workers start
 with an empty compile cache (a temporary folder, removed after); `--warm-cache` keeps the
 recorded config's (by default the node's, ~/.cache/fsr/compile).
 

@@ -28,14 +28,16 @@ from fsr.evaluate import child as child_module
 from fsr.evaluate.child import Child, EvalRequest
 from fsr.evaluate.compile import compile_candidate
 from fsr.evaluate.evaluator import compiled_trials, trial_compiles
+from fsr.types import Candidate
 
 
-def candidates(task_name: str, count: int) -> list:
+def candidates(task_name: str, count: int) -> list[Candidate]:
     """Distinct candidates: the feature template with random switches (seeded)."""
     task = tasks.load(task_name)
     template = cfmt.parse(task.template_source or task.baseline_source, task)
     rng = random.Random(0)
-    out, seen = [], set()
+    out: list[Candidate] = []
+    seen: set[str] = set()
     while len(out) < count and len(seen) < 4 * count + 8:
         values = {f.name: rng.choice(f.values) for f in template.features}
         cand = cfmt.with_defines(template, values)
