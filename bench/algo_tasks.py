@@ -16,7 +16,7 @@ import time
 from fsr import candidate, tasks
 from fsr.config import Config, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Verdict
+from fsr.types import Verdict, WorkerSpec
 
 ON = 1
 VARIANTS: dict[str, list[dict[str, int]]] = {
@@ -88,7 +88,7 @@ def main() -> int:
     parser.add_argument("tasks", nargs="*", default=list(VARIANTS))
     parser.add_argument("--out", default="")
     args = parser.parse_args()
-    evaluator = GpuEvaluator(Config(tune=TuneConfig(trials=0)))
+    evaluator = GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), [tasks.load(n) for n in args.tasks]))
     rows = []
     print(f"device: {evaluator.device().name}", flush=True)
     for name in args.tasks:

@@ -31,7 +31,7 @@ def configurations(task_name: str, count: int) -> list:
 
 
 def compile_one(cand) -> float:
-    compiler._CACHE.clear()
+    compiler.PROGRAMS.memory.clear()
     started = time.perf_counter()
     try:
         compiler.compile_candidate(cand, "sm_90")

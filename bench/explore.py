@@ -22,10 +22,9 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.config import EvalConfig, TuneConfig
-from fsr.evaluate.child import Child, EvalRequest
+from fsr.evaluate.child import Child
 from fsr.evaluate.compile import CompileFailed, compile_candidate
-from fsr.types import Candidate, Tunable
+from fsr.types import Candidate, EvalRequest, Tunable, WorkerSpec
 
 
 def combinations(template: Candidate, count: int, seed: int) -> list[dict[str, int]]:
@@ -116,7 +115,7 @@ def main() -> None:
     for path in a.configs:
         for task, configs in json.loads(Path(path).read_text()).items():
             extra.setdefault(task, []).extend(configs)
-    child = Child(None, EvalConfig(), TuneConfig(), None)
+    child = Child(WorkerSpec(tuple(tasks.load(name) for name in a.tasks)))
     for name in a.tasks:
         explore(child, out, name, a.combos, a.trials, extra.get(name, []))
 
