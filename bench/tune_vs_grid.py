@@ -33,8 +33,8 @@ def template(spec: str):
 
 
 def tune_once(evaluator: GpuEvaluator, cand, trials: int, seed: int):
-    evaluator.cfg = replace(evaluator.cfg, tune=replace(evaluator.cfg.tune, trials=trials, seed=seed))
-    evaluator.sandbox.tune_cfg = evaluator.cfg.tune
+    evaluator.spec = replace(evaluator.spec, tune=replace(evaluator.spec.tune, trials=trials, seed=seed))
+    evaluator.sandbox.spec = evaluator.spec
     evaluator.sandbox.kill()  # the child reads its tuning config at start
     started = time.perf_counter()
     result = evaluator.evaluate(cand, tune=True)

@@ -31,7 +31,10 @@ def test_worker_on_a_node_reads_its_own_nodes_resources():
 
 @ray.remote(num_gpus=1, num_cpus=0)
 def _spec_in_actor(spec: WorkerSpec) -> tuple[int, str | None, tuple[str, ...]]:
+    from fsr.evaluate.evaluator import GpuEvaluator
+
     evaluator = _build_gpu_evaluator(spec)  # no GPU needed until the first evaluation
+    assert isinstance(evaluator, GpuEvaluator)
     try:
         return evaluator.spec.host_threads, evaluator.spec.journal_dir, tuple(t.name for t in evaluator.spec.tasks)
     finally:
