@@ -17,12 +17,13 @@ import time
 from fsr import candidate, tasks
 from fsr.config import Config, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
+from fsr.types import WorkerSpec
 
 
 def main(task_name: str = "softmax", count: int = 10) -> None:
     task = tasks.load(task_name)
     base = candidate.parse(task.baseline_source, task)
-    evaluator = GpuEvaluator(Config(tune=TuneConfig(trials=0)))
+    evaluator = GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), [task]))
     try:
         started = time.perf_counter()
         first = evaluator.evaluate(base)

@@ -41,7 +41,8 @@ from datetime import UTC, datetime
 from cluster.executor import RayExecutor
 from cluster.start import connect
 from fsr import config as cfg_mod
-from fsr import lineage
+from fsr import lineage, tasks
+from fsr.types import WorkerSpec
 
 
 def main() -> None:
@@ -77,7 +78,7 @@ def main() -> None:
     writer = lineage.LineageWriter(args.out) if args.out else None
     connect()
     started = time.perf_counter()
-    executor = RayExecutor.from_config(config, warm=names)
+    executor = RayExecutor.from_config(WorkerSpec.of(config, [tasks.load(n) for n in names], warm=True))
     verdicts: Counter[str] = Counter()
     submitted: dict[str, datetime] = {}
     first_result: dict[str, float] = {}  # worker -> when its first result came

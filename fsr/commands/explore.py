@@ -26,7 +26,7 @@ from fsr import candidate as cfmt
 from fsr import config as cfg_mod
 from fsr import tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError, at_least, config_option
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Tunable, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Tunable, Verdict, WorkerSpec
 
 Values = dict[str, int]
 SHOWN_FAILURES = 8
@@ -195,7 +195,7 @@ def explore_command(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"fsr: exploring needs a CUDA device; {problem}", file=sys.stderr)
         return EXIT_NO_DEVICE
-    evaluator = GpuEvaluator(config, args.tasks_dir)
+    evaluator = GpuEvaluator(WorkerSpec.of(config, [task]))
     try:
         try:
             device = evaluator.device()
