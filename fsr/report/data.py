@@ -18,6 +18,11 @@ import pyarrow as pa
 from fsr import lineage
 from fsr.report import costs, kernels, tables
 
+# What the report calls the latency at the measured ceiling. Not "device ceiling": it is the rate
+# of a copy (and of the library's SGEMM), which a kernel that mostly reads, or one on the tensor
+# cores, can pass; a yardstick measured on the device, not a physical limit.
+ROOFLINE = "copy/SGEMM roofline"
+
 
 class ReportError(ValueError):
     """A path that cannot be reported on: not a run directory, no rows, an unreadable file."""
@@ -146,10 +151,11 @@ class RunTables:
     driver: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def references(self, task: str) -> dict[str, float | None]:
-        """The task's reference latencies: baseline, library, PyTorch eager, device ceiling."""
+        """The task's reference latencies: baseline, library, PyTorch eager, and ROOFLINE (the
+        latency the device's measured copy rate or library SGEMM rate allows)."""
         row = self.summary.set_index("task").loc[task]
         return {"baseline": row["baseline_us"], "library": row["library_us"], "PyTorch eager": row["torch_us"],
-                "device ceiling": row["ceiling_us"]}
+                ROOFLINE: row["ceiling_us"]}
 
     @property
     def journal(self) -> Path | None:
@@ -171,14 +177,31 @@ def run_tables(run: Run) -> RunTables:
         driver=costs.driver_time(run.info))
 
 
+COMPARED = ("task", "run", "evaluations", "best_us", "vs_first_run", "ceiling_fraction", "speedup_baseline",
+            "speedup_library", "speedup_torch", "evals_per_gpu_minute")
+
+
 def comparison(runs: list[RunTables]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Several runs side by side: their task summaries and their all-islands best-so-far curves,
-    each row with a `run` column holding the run's label (its device included, so curves from
-    different GPU models are never read as one)."""
-    summary = pd.concat([r.summary.assign(run=r.run.label) for r in runs], ignore_index=True)
+    """Several runs side by side: their task summaries, by task and then in the order the runs
+    were given, with `vs_first_run` (this run's best latency over the first run's that has the
+    task: 0.5 is twice as fast), and their all-islands best-so-far curves. Each row has a `run`
+    column holding the run's label (its device included, so curves from different GPU models
+    are never read as one)."""
+    summary = pd.concat([r.summary.assign(run=r.run.label, _order=i) for i, r in enumerate(runs)],
+                        ignore_index=True).sort_values(["task", "_order"], kind="stable", ignore_index=True)
+    timed = summary.dropna(subset=["best_us"]).groupby("task")["best_us"]
+    first = timed.first().where(timed.size() > 1)  # a task one run alone timed has no ratio
+    summary["vs_first_run"] = pd.to_numeric(summary["best_us"], errors="coerce") / summary["task"].map(first)
     curves = pd.concat([r.curves[r.curves["series"] == "all islands"].assign(run=r.run.label) for r in runs],
                        ignore_index=True)
-    return summary[["run", *summary.columns.drop("run")]], curves
+    return summary[list(COMPARED)], curves
+
+
+def tasks_in_one_run(curves: pd.DataFrame) -> list[str]:
+    """Tasks of a comparison's curves that only one run has a correct kernel for: nothing to
+    compare, so they get no comparison plot."""
+    runs = curves.groupby("task")["run"].nunique()
+    return sorted(str(t) for t in runs[runs < 2].index)
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
