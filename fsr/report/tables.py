@@ -104,7 +104,7 @@ SPEEDUPS = ("speedup_baseline", "speedup_library", "speedup_torch")
 def speedup_geomeans(summary: pd.DataFrame) -> pd.DataFrame:
     """Per speedup column of `task_summary`: the geometric mean over the tasks where that
     comparator was measured (as `fsr bench`'s table), and how many tasks that is. Columns:
-    column, geomean (None where no task has one), tasks."""
+    column, geomean (missing where no task has one), tasks."""
     rows = []
     for column in SPEEDUPS:
         values = pd.to_numeric(summary[column], errors="coerce").dropna()
