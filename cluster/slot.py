@@ -8,8 +8,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.worker import WorkerInfo
-from fsr.types import Candidate
+from fsr.types import Candidate, WorkerInfo
 
 
 @dataclass(frozen=True)

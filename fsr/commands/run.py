@@ -76,7 +76,7 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
     fresh = [] if args.resume else [d for d in (run_dir, *run_dir.parents) if not d.exists()]
     try:
         proposer = _proposer(args, config, run_dir)
-        executor = _executor(args, config, run_dir, [t.name for t in task_list])
+        executor = _executor(args, config, run_dir, task_list)
     except BaseException:
         _discard_unstarted(run_dir, fresh)
         raise
@@ -216,20 +216,23 @@ def _check_endpoint(llm: cfg_mod.LLMConfig) -> None:
         pass
 
 
-def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, names: list[str]) -> Any:
-    """The executor; every worker starts preparing the campaign's tasks (`names`) at once."""
+def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, task_list: list[Task]) -> Any:
+    """The executor; every worker starts preparing the campaign's tasks at once. The tasks go to
+    the workers as the driver loaded them, in one spec."""
+    from fsr.types import WorkerSpec
+
+    spec = WorkerSpec.of(config, task_list, journal_dir=str(run_dir.resolve()), warm=True)
     if args.local:
         from fsr.evaluate.evaluator import GpuEvaluator
         from fsr.execute.local import LocalExecutor
 
-        return LocalExecutor(lambda: GpuEvaluator(config, args.tasks_dir, journal_dir=str(run_dir), warm=names))
+        return LocalExecutor(lambda: GpuEvaluator(spec))
     from cluster.executor import NoWorkerError, RayExecutor
     from cluster.start import ClusterError, connect
 
     try:
         connect(args.address, args.gpus, ray_log=run_dir / "cluster.log")
-        return RayExecutor.from_config(config, tasks_root=args.tasks_dir, journal_dir=str(run_dir.resolve()),
-                                       warm=names)
+        return RayExecutor.from_config(spec)
     except ClusterError as e:
         raise UsageError(str(e)) from None
     except NoWorkerError as e:
