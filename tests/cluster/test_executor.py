@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 from cluster.executor import NoWorkerError, RayExecutor
+from cluster.testing import MarkedEvaluatorFactory, candidates
 from fsr.types import Evaluation, Verdict
 from tests.cluster.conftest import RAY_WAIT_S, collect
-from tests.cluster.evaluators import MarkedEvaluatorFactory, candidates
 from tests.contract.executor_contract import ExecutorContract
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]

@@ -23,9 +23,8 @@ from fsr.lineage import LineageWriter, write_run_json
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.llm import LLMEnsemble, LLMProposer, make_llm_proposer
 from fsr.propose.llm_client import LLMOptions, retry_after_s
-from fsr.types import Evaluation, Verdict
-from tests.fakes import softmax_task, timing
-from tests.llm_server import (
+from fsr.testing.fakes import softmax_task, timing
+from fsr.testing.llm_server import (
     EMPTY,
     FAST_KERNEL,
     GOOD_KERNEL,
@@ -39,6 +38,7 @@ from tests.llm_server import (
     prose_with_blocks,
     reply,
 )
+from fsr.types import Evaluation, Verdict
 
 KEY_ENV = "FSR_TEST_LLM_KEY"
 KEY = "sk-fsr-test-DISTINCTIVE-4f9c2e71"

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from fsr.execute.local import EvaluatorUnavailable, LocalExecutor
+from fsr.testing.fakes import FakeEvaluator, softmax_variants
 from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
-from tests.contract.executor_contract import ExecutorContract, softmax_variants
-from tests.fakes import FakeEvaluator
+from tests.contract.executor_contract import ExecutorContract
 
 
 class TestLocalExecutorContract(ExecutorContract):

@@ -18,7 +18,7 @@ from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import Driver, run_campaign
 from fsr.search.pool import ProposalPool
 from fsr.search.state import CampaignState
-from tests.fakes import FakeEvaluator, FakeExecutor, softmax_task
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 200
@@ -29,7 +29,7 @@ from fsr.lineage import LineageWriter
 from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import Driver, run_campaign
 from fsr.search.pool import ProposalPool
-from tests.fakes import FakeEvaluator, FakeExecutor, softmax_task
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
 
 writer = LineageWriter(sys.argv[1], batch_rows=4, batch_age_s=0.05)
 executor = FakeExecutor(FakeEvaluator(effects={"VEC4": 2.0}), slots=4, eval_s=0.04, real_time=True)  # ~2 s: time to kill it midway

@@ -22,9 +22,9 @@ from fsr.search.island import Island, settings_for
 from fsr.search.loop import run_campaign
 from fsr.search.migrate import migrate
 from fsr.search.state import CampaignState
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, ListWriter, ReplayEvaluator, softmax_task, timing
 from fsr.types import Evaluation, Task, Verdict
 from fsr.view import LineView, LiveView, make_view
-from tests.fakes import FakeEvaluator, FakeExecutor, ListWriter, ReplayEvaluator, softmax_task, timing
 
 TASK = softmax_task()
 BASE = parse(TASK.baseline_source, TASK)
