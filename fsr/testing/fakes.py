@@ -9,10 +9,12 @@ import heapq
 import math
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fsr.candidate import parse, with_defines
+from fsr.execute.base import WorkerStats
+from fsr.execute.local import EvaluatorUnavailable
 from fsr.propose.features import detect
 from fsr.tasks import load
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Timing, Verdict
@@ -222,18 +224,28 @@ class ReplayEvaluator:
 class FakeExecutor:
     """Runs an evaluator in-process with `slots` pretend workers. Each evaluation takes
     `eval_s(candidate)` seconds: on a virtual clock (default; `poll` jumps to the next
-    completion, so a run is deterministic and instant) or on the real clock (`poll` sleeps)."""
+    completion, so a run is deterministic and instant) or on the real clock (`poll` sleeps).
+
+    GPU models: `models` names the model of each pretend worker (default: one model, the
+    evaluator's device). Like the Ray executor, a task stays on one model: the one it is pinned
+    to, else the model most workers have, and its evaluations carry that model as their device.
+    A task pinned to a model no worker has is refused with EvaluatorUnavailable on submit;
+    `pins` records every pin."""
 
     def __init__(self, evaluator: FakeEvaluator | ReplayEvaluator | None = None, slots: int = 4,
-                 eval_s: float | Callable[[Candidate], float] = 0.0, real_time: bool = False) -> None:
+                 eval_s: float | Callable[[Candidate], float] = 0.0, real_time: bool = False,
+                 models: Sequence[str] = ()) -> None:
         self.evaluator = evaluator or FakeEvaluator()
         self.slots = slots
         self.eval_s = eval_s if callable(eval_s) else (lambda _c, s=float(eval_s): s)
         self.real_time = real_time
+        self.models = tuple(models)
         self.virtual_now = 0.0
         self.busy_s = 0.0
         self.started = self._now()
         self.submitted: list[str] = []
+        self.pins: dict[str, str] = {}
+        self.model_of: dict[str, str] = {}  # task -> the model its candidates run on
         self._running: list[tuple[float, int, Candidate]] = []
         self.closed = False
 
@@ -246,9 +258,11 @@ class FakeExecutor:
     def submit(self, candidate: Candidate) -> None:
         if self.free_slots() <= 0:
             raise RuntimeError("no free slot")
+        model = self._model_for(candidate.task)
         duration = self.eval_s(candidate)
         self.busy_s += duration
         self.submitted.append(candidate.id)
+        self.model_of.setdefault(candidate.task, model)
         heapq.heappush(self._running, (self._now() + duration, len(self.submitted), candidate))
 
     def poll(self, timeout_s: float) -> list[Evaluation]:
@@ -264,14 +278,46 @@ class FakeExecutor:
         done = []
         while self._running and self._running[0][0] <= self._now():
             done.append(heapq.heappop(self._running)[2])
-        return [self.evaluator.evaluate(c) for c in done]
+        return [self._evaluate(c) for c in done]
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pin(self, task: str, device_name: str) -> None:
+        self.pins[task] = device_name
+
+    def devices(self) -> dict[str, DeviceInfo]:
+        device = self.evaluator.device()
+        models = self.models or (device.name,)
+        return {f"fake{i}": replace(device, name=models[i % len(models)]) for i in range(self.slots)}
+
+    def worker_of(self, candidate_id: str) -> str | None:
+        return None  # the lineage's worker column stays empty: no worker is real
 
     def busy_fraction(self) -> float:
         elapsed = self._now() - self.started
         return min(1.0, self.busy_s / (elapsed * self.slots)) if elapsed > 0 else 0.0
 
-    def close(self) -> None:
-        self.closed = True
+    def worker_stats(self) -> list[WorkerStats]:
+        return []
+
+    def notices(self) -> list[str]:
+        return []
+
+    def _model_for(self, task: str) -> str:
+        """The task's model: fixed at its first submit (by its pin, else the commonest model)."""
+        if task in self.model_of:
+            return self.model_of[task]
+        models = [d.name for d in self.devices().values()]
+        model = self.pins.get(task) or max(models, key=models.count)
+        if model not in models:
+            raise EvaluatorUnavailable(f"task {task!r} is pinned to GPU model {model!r}; "
+                                       f"the workers have {sorted(set(models))}")
+        return model
+
+    def _evaluate(self, candidate: Candidate) -> Evaluation:
+        evaluation = self.evaluator.evaluate(candidate)
+        return replace(evaluation, device=self.model_of[candidate.task]) if self.models else evaluation
 
 
 @dataclass

@@ -224,6 +224,9 @@ class NodeRemover:
     def close(self, progress) -> None:
         pass
 
+    def note(self, text: str) -> None:
+        pass
+
 
 def test_a_campaign_that_loses_every_worker_stops_in_one_line_and_resumes_to_its_budget(
         ray_cluster, make, tmp_path):

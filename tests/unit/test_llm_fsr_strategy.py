@@ -30,7 +30,7 @@ from fsr.testing.llm_server import (
     fenced,
     reply,
 )
-from fsr.types import Candidate, Evaluation, Task, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
 
 TASK = softmax_task(None)
 BASE = parse(TASK.baseline_source, TASK)
@@ -69,6 +69,12 @@ class ScriptedProposer:
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
         return ()
+
+    def exhausted_hint(self, task: Task) -> str:
+        return ""
+
+    def set_device(self, device: DeviceInfo) -> None:
+        pass
 
 
 @dataclass
