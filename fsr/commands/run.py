@@ -217,22 +217,13 @@ def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -
 
 def _check_endpoint(llm: cfg_mod.LLMConfig) -> None:
     """Reach the endpoint before the run starts: a server that cannot be reached, or that refuses
-    the key, is bad input. A server without a model list (404, 501) is left to the first request."""
-    import openai
+    the key, is bad input."""
+    from fsr.propose.llm_client import EndpointError, check_endpoint
 
-    from fsr.propose.llm_client import safe_url
-
-    url = safe_url(llm.base_url) or "the OpenAI API"
-    client = openai.OpenAI(base_url=llm.base_url or None, api_key=os.environ.get(llm.api_key_env) or "none",
-                           timeout=min(llm.timeout_s, 10.0), max_retries=0)
     try:
-        client.models.list()
-    except openai.APIConnectionError as e:
-        raise UsageError(f"cannot reach {url}: {e.__cause__ or e}") from None
-    except openai.AuthenticationError:
-        raise UsageError(f"{url} refused the API key in {llm.api_key_env}") from None
-    except openai.APIStatusError:
-        pass
+        check_endpoint(llm)
+    except EndpointError as e:
+        raise UsageError(str(e)) from None
 
 
 def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, names: list[str]) -> Executor | None:
