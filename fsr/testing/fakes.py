@@ -11,9 +11,10 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from fsr.candidate import parse, with_defines
-from fsr.execute.base import WorkerStats
+from fsr.execute.base import Evaluator, Executor, WorkerStats
 from fsr.execute.local import EvaluatorUnavailable
 from fsr.propose.features import detect
 from fsr.tasks import load
@@ -332,3 +333,7 @@ class ListWriter:
 
     def flush(self) -> None:
         self.flushes += 1
+
+
+if TYPE_CHECKING:  # mypy holds the doubles to the protocols they stand in for
+    _doubles: tuple[Executor, Evaluator, Evaluator] = (FakeExecutor(), FakeEvaluator(), ReplayEvaluator({}))
