@@ -41,9 +41,10 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from cluster.faults import POISON_AFTER, Strikes, describe_loss, first_line
-from cluster.slot import Call, Slot, WorkerStats
+from cluster.slot import Call, Slot
 from cluster.worker import EvaluatorFactory, GpuWorkerActor, gpu_evaluator_factory
 from fsr.evaluate import PREPARE_TIMEOUT_S, START_TIMEOUT_S
+from fsr.execute.base import WorkerStats
 from fsr.execute.local import EvaluatorUnavailable
 from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict, WorkerSpec
 
@@ -78,8 +79,7 @@ def _kill(actor: Any) -> None:
 class RayExecutor:
     """Executor over Ray GPU worker actors; requires a connected Ray (`cluster.start.connect`).
 
-    Driven from one thread (the search loop's): nothing here is locked. Beyond the Executor
-    protocol it offers busy_fraction, worker_stats, worker_of, devices and pin.
+    Driven from one thread (the search loop's): nothing here is locked.
     """
 
     def __init__(self, evaluator_factory: EvaluatorFactory, num_workers: int | None = None,
@@ -200,7 +200,7 @@ class RayExecutor:
         self._pending.clear()
         self._closed_at = now
 
-    # --- extras -----------------------------------------------------------------------------
+    # --- the workers ------------------------------------------------------------------------
 
     def busy_fraction(self) -> float:
         """Worker-seconds spent evaluating over worker-seconds alive since each became ready."""
@@ -238,7 +238,8 @@ class RayExecutor:
         return out
 
     def pin(self, task: str, device_name: str) -> None:
-        """Pin a task to a GPU model up front (a resumed run keeps the model it started on)."""
+        """Pin a task to a GPU model up front (a resumed run keeps the model it started on);
+        its candidates then wait for a worker of that model, or NoWorkerError if none is left."""
         self._pins[task] = device_name
 
     # --- scheduling -------------------------------------------------------------------------
