@@ -11,8 +11,8 @@ reason goes back to the proposer like any compiler log; nothing of it is cached)
 
 The processes run `python -m fsr.evaluate.compile_pool` and speak length-prefixed pickles over
 their standard input and output; both ends are fsr's own code (the source is data to NVRTC, never
-executed). A compile process dies with its parent (PR_SET_PDEATHSIG), so none is left behind
-when a worker is killed.
+executed). A compile process exits when its parent is gone, so none is left behind when a
+worker is killed.
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ class CompilePool:
         if processes < 1:
             raise ValueError("a compile pool needs at least one process")
         self.limits = limits
+        self.size = processes
         self._idle: queue.Queue[_Process | None] = queue.Queue()
         self._all: set[_Process] = set()
         self._lock = threading.Lock()
@@ -255,14 +256,17 @@ def _expect(proc: _Process, word: str, timeout_s: float) -> None:
 # ---- the compile process ------------------------------------------------------------------------
 
 def _die_with_parent() -> None:
-    """Linux: the kernel kills this process when its parent dies, even mid-compile."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
+    """Exit as soon as the process that started this one is gone, even mid-compile (NVRTC
+    releases the GIL, so this thread runs while it works). PR_SET_PDEATHSIG would fire when the
+    starting *thread* exits, which in a thread pool is not the owner's death."""
+    parent = os.getppid()
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the parent died before the call
-            os._exit(0)
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="fsr-compile-parent-watch", daemon=True).start()
 
 
 def _limit_memory(max_bytes: int) -> None:
@@ -278,7 +282,7 @@ def _limit_memory(max_bytes: int) -> None:
 
 def serve(max_bytes: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The compile process's loop: one request at a time until its input closes."""
-    from fsr.evaluate.compile import _nvrtc as nvrtc
+    from fsr.evaluate.compile import nvrtc
 
     _die_with_parent()
     _limit_memory(max_bytes)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from fsr.evaluate.compile import CompileFailed, _nvrtc
+from fsr.evaluate.compile import CompileFailed, nvrtc
 from fsr.evaluate.compile_pool import CompileLimit, CompilePool, Limits
 
 OPTIONS = ("--gpu-architecture=sm_90", "--std=c++17", "-Xptxas=-v")
@@ -68,7 +68,7 @@ def pool():
 
 def test_an_honest_compile_matches_the_in_process_compile(pool):
     got = pool.compile(HONEST, ("add",), OPTIONS)
-    want = _nvrtc(HONEST, ("add",), OPTIONS)
+    want = nvrtc(HONEST, ("add",), OPTIONS)
     assert got.lowered == want.lowered
     assert got.resources == want.resources
     assert got.cubin[:4] == b"\x7fELF"
@@ -154,3 +154,95 @@ def test_compile_processes_die_with_their_owner(tmp_path):
     owner.kill()
     owner.wait()
     assert gone_within([pid], 5.0)
+
+
+# ---- through the evaluator's static stage and `fsr eval` ------------------------------------
+
+SOFTMAX_HEADER = """/* fsr
+[[launch]]
+kernel = "k"
+grid = ["rows"]
+block = ["256"]
+args = ["x", "y", "rows", "cols"]
+*/
+"""
+HONEST_SOFTMAX = SOFTMAX_HEADER + textwrap.dedent("""
+    extern "C" __global__ void k(const float* x, float* y, int rows, int cols) {
+        int r = blockIdx.x;
+        if (threadIdx.x == 0) {
+            float m = -INFINITY, s = 0.0f;
+            for (int c = 0; c < cols; ++c) m = fmaxf(m, x[(size_t)r * cols + c]);
+            for (int c = 0; c < cols; ++c) s += expf(x[(size_t)r * cols + c] - m);
+            for (int c = 0; c < cols; ++c) y[(size_t)r * cols + c] = expf(x[(size_t)r * cols + c] - m) / s;
+        }
+    }
+""")
+EXPLODING_SOFTMAX = SOFTMAX_HEADER + "#define G 60\n" + EXPLODING.replace(
+    'extern "C" __global__ void k(float* y) { y[threadIdx.x] = Grid<G>::go(y[threadIdx.x]); }',
+    'extern "C" __global__ void k(const float* x, float* y, int rows, int cols) '
+    '{ y[threadIdx.x] = Grid<G>::go(x[threadIdx.x]); }')
+HUNGRY_SOFTMAX = SOFTMAX_HEADER + '__device__ int table[1 << 24] = {1};\n' \
+    'extern "C" __global__ void k(const float* x, float* y, int rows, int cols) { y[threadIdx.x] = table[threadIdx.x]; }'
+
+
+@pytest.fixture
+def bounded_programs(request):
+    """This process compiles through a small bounded pool, and forgets it afterwards."""
+    from fsr.evaluate import compile as nvcompile
+
+    deadline_s, max_bytes = getattr(request, "param", (3.0, 300 * 1024**2))
+    nvcompile.PROGRAMS.reset()
+    pool = nvcompile.use_compile_pool(1, deadline_s, max_bytes)
+    yield pool
+    nvcompile.PROGRAMS.reset()
+    assert gone_within(pool.pids(), 5.0) or not pool.pids()
+
+
+@pytest.mark.parametrize("bounded_programs, source, reason", [
+    ((3.0, 4 * 1024**3), EXPLODING_SOFTMAX, "compile exceeded 3 s"),
+    ((60.0, 300 * 1024**2), HUNGRY_SOFTMAX, "compile exceeded 300 MiB of memory"),
+], indirect=["bounded_programs"])
+def test_a_bounded_compile_is_a_compile_error_and_the_next_candidate_compiles(bounded_programs, source, reason):
+    from fsr import candidate as cfmt
+    from fsr import tasks
+    from fsr.evaluate.evaluator import static_stage
+    from fsr.types import Verdict
+
+    task = tasks.load("softmax")
+    start = time.monotonic()
+    static = static_stage(cfmt.parse(source, task), task, "sm_90")
+    assert time.monotonic() - start < bounded_programs.limits.deadline_s + 5.0
+    assert static.verdict is not None and static.verdict.verdict == Verdict.COMPILE_ERROR
+    assert static.verdict.message == reason
+    honest = static_stage(cfmt.parse(HONEST_SOFTMAX, task), task, "sm_90")
+    assert honest.verdict is None and honest.compiled is not None
+    assert len(bounded_programs.pids()) == 1  # the replacement, and nothing else
+
+
+@pytest.mark.parametrize("bounded_programs", [(60.0, 300 * 1024**2)], indirect=True)
+def test_a_bounded_compile_is_never_cached(bounded_programs, tmp_path):
+    from fsr import candidate as cfmt
+    from fsr import tasks
+    from fsr.evaluate import compile as nvcompile
+
+    nvcompile.use_disk_cache(tmp_path)
+    task = tasks.load("softmax")
+    with pytest.raises(CompileLimit):
+        nvcompile.compile_candidate(cfmt.parse(HUNGRY_SOFTMAX, task), "sm_90")
+    assert not nvcompile.PROGRAMS.memory
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".json"]
+
+
+def test_fsr_eval_ends_within_the_compile_deadline_with_the_reason(tmp_path):
+    cand = tmp_path / "explode.cu"
+    cand.write_text(EXPLODING_SOFTMAX)
+    config = tmp_path / "fsr.toml"
+    config.write_text('[eval]\ncompile_timeout_s = 3.0\ncompile_cache_dir = "off"\n')
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "fsr", "--config", str(config), "eval", "softmax", str(cand)],
+                          capture_output=True, text=True, timeout=120, cwd=os.getcwd())
+    assert time.monotonic() - start < 3.0 + 15.0  # the interpreter's start and imports included
+    assert done.returncode == 1, done.stderr
+    assert "COMPILE_ERROR" in done.stdout + done.stderr
+    assert "compile exceeded 3 s" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
