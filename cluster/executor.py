@@ -66,7 +66,8 @@ def call_timeout_for(spec: WorkerSpec) -> float:
     inputs and times its baseline before the candidate's own verify + tune + time. The
     evaluator's watchdog fires long before this; the deadline catches a wedged worker."""
     own_s = spec.eval.timeout_s + spec.tune.time_budget_s
-    return START_TIMEOUT_S + PREPARE_TIMEOUT_S + spec.eval.timeout_s + own_s + 60.0
+    compile_s = 2 * spec.eval.compile_timeout_s  # waiting for a compile process, then its compile
+    return START_TIMEOUT_S + PREPARE_TIMEOUT_S + spec.eval.timeout_s + own_s + compile_s + 60.0
 
 
 def _kill(actor: Any) -> None:

@@ -37,6 +37,10 @@ class EvalConfig:
     calls_per_worker: int = 8  # candidates a GPU worker holds at once: one on the GPU, the others compiling ahead
     compile_cache_dir: str = ""  # compiled programs shared on disk by a node's processes; "" = ~/.cache/fsr/compile, "off" = none
     compile_cache_max_bytes: int = 2 * 1024**3  # past this, the least recently used programs are removed
+    # One compile of proposer code, in a compile process: past either bound it is killed and the
+    # candidate gets COMPILE_ERROR (honest kernels take well under 5 s and 0.5 GiB).
+    compile_timeout_s: float = 60.0
+    compile_max_bytes: int = 4 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,8 @@ RANGES: dict[str, Range] = {
     "eval.timeout_s": POSITIVE, "eval.bench_budget_s": POSITIVE, "eval.warmup_s": Range(0),
     "eval.bench_min_samples": AT_LEAST_ONE, "eval.bench_max_samples": AT_LEAST_ONE,
     "eval.input_sets": AT_LEAST_ONE, "eval.calls_per_worker": AT_LEAST_ONE, "eval.plausibility_margin": Range(1),  # below 1, honest kernels are SUSPECT
-    "eval.compile_cache_max_bytes": AT_LEAST_ONE,
+    "eval.compile_cache_max_bytes": AT_LEAST_ONE, "eval.compile_timeout_s": POSITIVE,
+    "eval.compile_max_bytes": Range(256 * 1024**2),  # below that, honest compiles fail
     "tune.time_budget_s": POSITIVE, "tune.trial_bench_budget_s": POSITIVE, "tune.trial_max_samples": AT_LEAST_ONE,
     "tune.trial_stop_ratio": Range(1),  # below 1, a trial as fast as the best is stopped
     "tune.trial_cut_ratio": Range(1),

@@ -22,7 +22,7 @@ import numpy as np
 
 from fsr import tasks
 from fsr.evaluate import bench, tuning
-from fsr.evaluate.compile import Compiled, use_disk_cache
+from fsr.evaluate.compile import Compiled, use_compile_pool, use_disk_cache
 from fsr.evaluate.inputs import (
     BenchSet,
     Content,
@@ -76,6 +76,10 @@ class Child:
         self.spec, self.cfg = spec, spec.eval
         use_disk_cache(self.cfg.compile_cache_dir, self.cfg.compile_cache_max_bytes)  # trials compile here too
         self.compiles = TrialCompiles()  # tuning trials the parent did not ship
+        # Bounded like the parent's, and within the candidate's own deadline: a trial whose
+        # compile explodes fails as that trial's compile error instead of timing the candidate out.
+        use_compile_pool(self.compiles.threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2),
+                         self.cfg.compile_max_bytes)
         self.building: dict[str, Future[list[Content]]] = {}
         warm = [task for task in map(spec.task, dict.fromkeys(spec.warm)) if task is not None]
         if warm:

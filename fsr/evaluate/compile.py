@@ -20,9 +20,13 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fsr.evaluate import compile_cache
 from fsr.types import Candidate, Resources
+
+if TYPE_CHECKING:
+    from fsr.evaluate.compile_pool import CompilePool
 
 # Options a candidate may ask for; anything else is refused (include paths or output files
 # named by generated code have no business here).
@@ -103,6 +107,9 @@ class Programs:
         self.memory: OrderedDict[str, Compiled] = OrderedDict()
         self.lock = threading.Lock()  # tuning trials compile on several threads at once
         self.disk: compile_cache.DiskCache | None = None
+        # Where a miss is compiled: in this process (the default, for trusted code: task
+        # baselines in tests and tools), or in a bounded compile pool (`use_compile_pool`).
+        self.pool: CompilePool | None = None
 
     def get(self, key: str) -> Compiled | None:
         with self.lock:
@@ -118,14 +125,47 @@ class Programs:
                 self.memory.popitem(last=False)
 
     def reset(self) -> None:
-        """Nothing in memory, no disk cache, problems with a folder logged again."""
+        """Nothing in memory, no disk cache, no compile pool (its processes stopped), problems
+        with a folder logged again."""
         with self.lock:
             self.memory.clear()
         self.disk = None
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
         compile_cache.forget_warnings()
+
+    def compile(self, source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
+        """A miss: compiled in the pool when one is in use, else here."""
+        pool = self.pool
+        return pool.compile(source, kernels, options) if pool is not None else nvrtc(source, kernels, options)
 
 
 PROGRAMS = Programs()
+
+
+def use_compile_pool(processes: int, deadline_s: float, max_bytes: int) -> CompilePool:
+    """Compile this process's misses in `processes` bounded compile processes from now on
+    (`eval.compile_timeout_s`, `eval.compile_max_bytes`): the GPU worker and its GPU child do,
+    since they compile proposer code. A pool already in use with the same bounds is kept (grown
+    to `processes`); one with other bounds is closed and replaced."""
+    from fsr.evaluate.compile_pool import CompilePool, Limits
+
+    limits = Limits(deadline_s, max_bytes)
+    old = PROGRAMS.pool
+    if old is not None and old.limits == limits and old.size >= processes:
+        return old
+    PROGRAMS.pool = CompilePool(processes, limits)
+    if old is not None:
+        old.close()
+    return PROGRAMS.pool
+
+
+def close_compile_pool() -> None:
+    """Stop this process's compile processes; later misses compile in this process."""
+    pool, PROGRAMS.pool = PROGRAMS.pool, None
+    if pool is not None:
+        pool.close()
 
 
 def use_disk_cache(setting: str | os.PathLike[str] | None,
@@ -154,7 +194,7 @@ def compile_candidate(cand: Candidate, arch: str) -> Compiled:
     disk = PROGRAMS.disk
     result = _from_disk(disk, key, kernels, options) if disk else None
     if result is None:
-        result = _nvrtc(source, kernels, options)  # outside the lock: compiles run concurrently
+        result = PROGRAMS.compile(source, kernels, options)  # outside the lock: compiles run concurrently
         if disk:
             compile_cache.store(disk, key, compile_cache.Entry(
                 result.cubin, result.lowered, result.kernel_resources, result.log))
@@ -188,7 +228,8 @@ def _from_disk(disk: compile_cache.DiskCache, key: str, kernels: tuple[str, ...]
                     seconds=time.perf_counter() - start)
 
 
-def _nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
+def nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
+    """Compile in this process (what a compile-pool process runs); raises CompileFailed."""
     from cupy_backends.cuda.libs import nvrtc  # NVRTC alone: no CUDA device or context needed
 
     start = time.perf_counter()

@@ -24,7 +24,15 @@ from pathlib import Path
 from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.evaluate import PREPARE_TIMEOUT_S, guards
-from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version, use_disk_cache
+from fsr.evaluate.compile import (
+    Compiled,
+    CompileFailed,
+    close_compile_pool,
+    compile_candidate,
+    nvrtc_version,
+    use_compile_pool,
+    use_disk_cache,
+)
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
@@ -126,9 +134,12 @@ class GpuEvaluator:
         self.spec = replace(spec, host_threads=threads)
         self.cfg = spec.eval
         use_disk_cache(self.cfg.compile_cache_dir, self.cfg.compile_cache_max_bytes)
+        compile_threads = max(1, min(threads, 16))
+        # Proposer code is compiled in bounded processes, never in this worker's own.
+        use_compile_pool(compile_threads, self.cfg.compile_timeout_s, self.cfg.compile_max_bytes)
         self.sandbox = Sandbox(self.spec)
         self._gpu = threading.RLock()  # the child: one request at a time (a baseline inside a prepare)
-        self._compiles = ThreadPoolExecutor(max(1, min(threads, 16)), thread_name_prefix="fsr-trials")
+        self._compiles = ThreadPoolExecutor(compile_threads, thread_name_prefix="fsr-trials")
         self._worker_time = WorkerTime()
         self._times: dict[str, _TaskTimes] = {}
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in
@@ -150,6 +161,7 @@ class GpuEvaluator:
 
     def close(self) -> None:
         self._compiles.shutdown(wait=False, cancel_futures=True)
+        close_compile_pool()
         with self._gpu:
             self.sandbox.close()
 

@@ -78,17 +78,17 @@ def forget() -> None:
 def forbid_nvrtc(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object) -> None:
         raise AssertionError("NVRTC was called")
-    monkeypatch.setattr(nvcompile, "_nvrtc", refuse)
+    monkeypatch.setattr(nvcompile, "nvrtc", refuse)
 
 
 def count_nvrtc(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    real = nvcompile._nvrtc
+    real = nvcompile.nvrtc
 
     def counted(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> nvcompile.Compiled:
         calls.append(source)
         return real(source, kernels, options)
-    monkeypatch.setattr(nvcompile, "_nvrtc", counted)
+    monkeypatch.setattr(nvcompile, "nvrtc", counted)
     return calls
 
 
@@ -330,7 +330,7 @@ def test_the_evaluator_uses_the_configured_folder(tmp_path, stored, monkeypatch)
     assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
     GpuEvaluator(WorkerSpec((), EvalConfig(compile_cache_dir="off"))).close()
     calls = []
-    monkeypatch.setattr(nvcompile, "_nvrtc", lambda *args: calls.append(args) or stored.compiled)
+    monkeypatch.setattr(nvcompile, "nvrtc", lambda *args: calls.append(args) or stored.compiled)
     forget()
     nvcompile.compile_candidate(BASE, ARCH)
     assert len(calls) == 1
