@@ -31,7 +31,24 @@ from fsr import candidate as cfmt
 from fsr import expr
 from fsr.types import Arg, Size, Task
 
-DEFAULT_TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+BUILTIN_PACKAGE = "fsr_tasks"  # the repository's tasks/ folder, installed under this name (setup.py)
+
+
+def _builtin_tasks_dir() -> Path:
+    """Where the built-in tasks are. A source checkout (run from it, or installed editable) uses
+    its own tasks/ folder; an installed fsr (a wheel, `pip install .`) the package fsr_tasks that
+    carries them. The checkout comes first: an editable install's fsr_tasks points at the
+    checkout it was installed from, which need not be the one this fsr was imported from."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "tasks" / "__init__.py").is_file():
+        return checkout / "tasks"
+    spec = importlib.util.find_spec(BUILTIN_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return checkout / "tasks"  # neither: the error then names where the tasks were looked for
+
+
+DEFAULT_TASKS_DIR = _builtin_tasks_dir()
 
 
 class TaskError(ValueError):
@@ -50,6 +67,8 @@ def list_tasks(root: str | Path | None = None) -> list[str]:
 
 def _existing_root(root: str | Path | None) -> Path:
     base = tasks_dir(root)
+    if base.exists() and not base.is_dir():
+        raise TaskError(f"tasks directory {base} is not a directory")
     if not base.is_dir():
         raise TaskError(f"tasks directory {base} does not exist")
     return base
