@@ -461,7 +461,9 @@ def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: Tune
             raise RuntimeError("no CUDA device visible")
         child = Child(tasks_root, eval_cfg, tune_cfg, known, warm)
     except Exception as e:  # no device, no driver: the parent reports it in one line
-        conn.send(("fatal", f"{type(e).__name__}: {e}"))
+        from fsr.no_device import explain
+
+        conn.send(("fatal", explain(e)))
         return
     conn.send(("ready", child.device))
     child.note = lambda text: conn.send(("note", text))
