@@ -1,4 +1,4 @@
-"""`fsr tasks`: the tasks as a table, or named tasks in full.
+"""`fsr tasks`: every task in brief, or named tasks in full.
 
 Descriptions are the task author's plain text: they are printed as written, never as rich
 markup (`x[i]` and `[b]` are indexing, not styles), and never cut mid-sentence: the list shows
@@ -30,8 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def tasks_command(args: argparse.Namespace) -> int:
-    """The table of every task, or the named tasks in full. A task that does not load is one line
-    on stderr and exit 2 (the table still lists the others)."""
+    """Every task in brief, or the named tasks in full. A task that does not load is one line on
+    stderr and exit 2 (the list still shows the others)."""
     if args.config:
         cfg_mod.load(args.config)  # a missing or malformed config is bad input here too
     if args.names:
@@ -42,6 +42,7 @@ def tasks_command(args: argparse.Namespace) -> int:
 
 
 def list_tasks(root: str | None) -> int:
+    """Each task's name, what it computes and its benchmark size; exit 2 if one does not load."""
     broken, blocks = [], []
     names = tasks.list_tasks(root)
     column = max((len(n) for n in names), default=0) + 2
