@@ -26,7 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="TOML config file (sections: eval, tune, search, llm)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("tasks", help="list the tasks")
+    from fsr.commands import tasks as tasks_command
+
+    tasks_command.add_parser(sub)
 
     ev = sub.add_parser("eval", help="evaluate one kernel on the local GPU: compile, verify, time, compare")
     ev.add_argument("task")
@@ -65,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "tasks":
-            from fsr.commands.eval import list_tasks
+            from fsr.commands.tasks import tasks_command
 
-            return list_tasks(args.tasks_dir)
+            return tasks_command(args)
         if args.command == "eval":
             from fsr.commands.eval import eval_command
 

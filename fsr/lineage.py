@@ -98,6 +98,12 @@ TRIALS = _schema([
     ("median_us", F64, True), ("cached", pa.bool_(), False), ("finished_at", TS, False),
 ])
 SCHEMAS = {"evaluations": EVALUATIONS, "trials": TRIALS}
+# What makes a row one evaluation (one tuning trial): rows equal in these columns are one row read
+# twice (a part file copied, run directories merged), and `read` keeps the first. A candidate
+# evaluated again (after a resume, `fsr eval --repeat`) finishes at another microsecond and takes
+# another wall time, so it stays a row of its own.
+IDENTITY = {"evaluations": ("run_id", "candidate_id", "worker", "started_at", "finished_at", "wall_s"),
+            "trials": ("run_id", "candidate_id", "trial", "finished_at")}
 
 
 def new_run_id() -> str:
@@ -294,7 +300,8 @@ def _conform(part: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def read(run_dir: str | Path, table: str = "evaluations") -> pa.Table:
-    """All committed rows of one table, each once; an empty table with the schema if none."""
+    """All committed rows of one table, each once (also when a part file is present twice:
+    IDENTITY); an empty table with the schema if none."""
     schema = SCHEMAS[table]
     for attempt in range(3):
         try:
@@ -304,7 +311,24 @@ def read(run_dir: str | Path, table: str = "evaluations") -> pa.Table:
         except FileNotFoundError:  # a concurrent compaction merged a part we had listed: rescan
             if attempt == 2:
                 raise
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+    return _once(pa.concat_tables(parts), table, Path(run_dir) / table) if parts else schema.empty_table()
+
+
+def _once(rows: pa.Table, table: str, where: Path) -> pa.Table:
+    """`rows` with each evaluation (trial) once, in their order; a warning says how many rows
+    were dropped. One evaluation counted twice would double a run's throughput and skew every
+    figure of the report."""
+    keys = list(IDENTITY[table])
+    if rows.num_rows < 2:
+        return rows
+    indexed = rows.select(keys).append_column("_row", pa.array(range(rows.num_rows), pa.int64()))
+    first = indexed.group_by(keys, use_threads=False).aggregate([("_row", "min")])["_row_min"]
+    dropped = rows.num_rows - len(first)
+    if not dropped:
+        return rows
+    log.warning("fsr: lineage %s: %d row(s) present twice were dropped (a part file copied, or run "
+                "directories merged?); each %s counts once", where, dropped, table[:-1])
+    return rows.take(first.sort())
 
 
 def read_pandas(run_dir: str | Path, table: str = "evaluations") -> pandas.DataFrame:
@@ -336,7 +360,7 @@ def compact(run_dir: str | Path, table: str) -> None:
     good = _read_parts(live, SCHEMAS[table]) if len(live) > 1 else []  # damaged parts stay as they are
     if len(good) > 1:
         meta = {**SCHEMA_META, MERGED_KEY: json.dumps([f.name for f in stale] + [f.name for f, _ in good]).encode()}
-        rows = pa.concat_tables([t for _, t in good])
+        rows = _once(pa.concat_tables([t for _, t in good]), table, directory)
         target = directory / f"{good[-1][0].stem}-m{uuid.uuid4().hex[:6]}.parquet"  # sorts after its rows
         _write_parquet(target, rows.replace_schema_metadata(meta))
         stale += [f for f, _ in good]

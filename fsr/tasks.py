@@ -9,13 +9,14 @@ A task directory holds:
 A malformed task is a TaskError naming the file (and line, for reference.py) when it is loaded:
 TOML errors, missing or ill-typed keys, unknown sizes in shapes, reference.py that does not
 import or lacks a function, and make_inputs or reference output whose names, shapes or dtypes
-disagree with task.toml (tried once, at the smallest test size), so that no candidate is ever
-judged WRONG for the task's own fault.
+disagree with task.toml (tried at every size small enough to draw at load: `check_functions`),
+so that no candidate is ever judged WRONG for the task's own fault.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import tomllib
 import traceback
@@ -30,7 +31,24 @@ from fsr import candidate as cfmt
 from fsr import expr
 from fsr.types import Arg, Size, Task
 
-DEFAULT_TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+BUILTIN_PACKAGE = "fsr_tasks"  # the repository's tasks/ folder, installed under this name (setup.py)
+
+
+def _builtin_tasks_dir() -> Path:
+    """Where the built-in tasks are. A source checkout (run from it, or installed editable) uses
+    its own tasks/ folder; an installed fsr (a wheel, `pip install .`) the package fsr_tasks that
+    carries them. The checkout comes first: an editable install's fsr_tasks points at the
+    checkout it was installed from, which need not be the one this fsr was imported from."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "tasks" / "__init__.py").is_file():
+        return checkout / "tasks"
+    spec = importlib.util.find_spec(BUILTIN_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return checkout / "tasks"  # neither: the error then names where the tasks were looked for
+
+
+DEFAULT_TASKS_DIR = _builtin_tasks_dir()
 
 
 class TaskError(ValueError):
@@ -49,6 +67,8 @@ def list_tasks(root: str | Path | None = None) -> list[str]:
 
 def _existing_root(root: str | Path | None) -> Path:
     base = tasks_dir(root)
+    if base.exists() and not base.is_dir():
+        raise TaskError(f"tasks directory {base} is not a directory")
     if not base.is_dir():
         raise TaskError(f"tasks directory {base} does not exist")
     return base
@@ -249,25 +269,51 @@ def _where(path: Path, error: BaseException) -> str:
     return f"{path}:{lines[-1]}" if lines else str(path)
 
 
+# make_inputs runs at load at every test size, and at the benchmark size, whose inputs hold at most
+# CHECK_ELEMENTS elements (drawing them costs milliseconds; a task's largest sizes would cost
+# seconds at every load); the float64 reference at those up to REFERENCE_CHECK_ELEMENTS, and
+# always at the smallest test size. Larger sizes' shapes are checked from task.toml's expressions
+# (they evaluate, none is negative) when the task is parsed.
+CHECK_ELEMENTS = 2**21
+REFERENCE_CHECK_ELEMENTS = 2**16
+
+
+def input_elements(task: Task, size: dict[str, int]) -> int:
+    """How many elements the task's inputs hold at this size (by task.toml's shapes)."""
+    return sum(math.prod(shape_of(task, a, size)) for a in task.args if a.intent == "in")
+
+
 def check_functions(task: Task) -> None:
-    """make_inputs and reference at the task's smallest test size give arrays of the names,
-    shapes and dtypes task.toml declares; raises TaskError. Once per task content."""
+    """make_inputs and reference give arrays of the names, shapes and dtypes task.toml declares,
+    at every size small enough to draw at load (CHECK_ELEMENTS); raises TaskError naming the
+    size. Once per task content."""
     if task.content_hash in _CHECKED:
         return
     module = functions(task)
     path = Path(task.directory) / "reference.py"
-    size = dict(min(task.test_sizes, key=lambda s: math.prod(v for _, v in s)))
+    smallest = min(task.test_sizes, key=lambda s: math.prod(v for _, v in s))
+    for size in sorted(dict.fromkeys((smallest, *task.test_sizes, task.bench_size)),
+                       key=lambda s: input_elements(task, dict(s))):
+        elements = input_elements(task, dict(size))
+        if size == smallest or elements <= CHECK_ELEMENTS:
+            _check_size(task, module, path, dict(size),
+                        reference=size == smallest or elements <= REFERENCE_CHECK_ELEMENTS)
+    _CHECKED.add(task.content_hash)
+
+
+def _check_size(task: Task, module: ModuleType, path: Path, size: dict[str, int], reference: bool) -> None:
     try:
         inputs = module.make_inputs(dict(size), np.random.default_rng(0))
     except Exception as e:
         raise TaskError(f"{_where(path, e)}: make_inputs({size}) raised {type(e).__name__}: {e}") from None
     _check_arrays(task, path, f"make_inputs({size})", inputs, [a for a in task.args if a.intent == "in"], size)
+    if not reference:
+        return
     try:
         outputs = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
     except Exception as e:
         raise TaskError(f"{_where(path, e)}: reference(..., {size}) raised {type(e).__name__}: {e}") from None
     _check_arrays(task, path, f"reference(..., {size})", outputs, list(task.outputs), size, dtypes=False)
-    _CHECKED.add(task.content_hash)
 
 
 def _check_arrays(task: Task, path: Path, call: str, got: Any, args: list[Arg], size: dict[str, int],

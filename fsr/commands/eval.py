@@ -1,4 +1,4 @@
-"""`fsr tasks` and `fsr eval`: one kernel on the local GPU, no Ray."""
+"""`fsr eval`: one kernel on the local GPU, no Ray."""
 
 from __future__ import annotations
 
@@ -12,29 +12,8 @@ from pathlib import Path
 from fsr import candidate as cfmt
 from fsr import config as cfg_mod
 from fsr import tasks
-from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError
+from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError
 from fsr.types import Candidate, Evaluation, Task, Verdict, WorkerSpec, size_label
-
-
-def list_tasks(root: str | None) -> int:
-    """The tasks as a table; a task that does not load is one line on stderr (and exit 2)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("task", "sizes", "bench size", "library", "description", box=None)
-    broken = []
-    for name in tasks.list_tasks(root):
-        try:
-            t = tasks.load(name, root)
-        except tasks.TaskError as e:
-            broken.append(str(e))
-            continue
-        table.add_row(name, ",".join(t.size_names), size_label(t.bench_size), "yes" if t.has_library else "",
-                      (t.description.splitlines() or [""])[0])
-    Console().print(table)
-    for message in broken:
-        print(f"fsr: error: {' '.join(message.split())}", file=sys.stderr)
-    return EXIT_USAGE if broken else EXIT_OK
 
 
 def load_candidate(task: Task, file: str) -> Candidate:

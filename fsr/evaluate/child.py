@@ -378,7 +378,9 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
             raise RuntimeError("no CUDA device visible")
         child = Child(spec, known)
     except Exception as e:  # no device, no driver: the parent reports it in one line
-        conn.send(("fatal", f"{type(e).__name__}: {e}"))
+        from fsr.no_device import explain
+
+        conn.send(("fatal", explain(e)))
         return
     conn.send(("ready", child.device))
     child.note = lambda text: conn.send(("note", text))

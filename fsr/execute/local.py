@@ -192,7 +192,7 @@ class LocalExecutor:
             self._evaluator = self._factory()
             self._device = self._evaluator.device()
         except BaseException as e:  # reported to the caller by poll/submit, not lost in a thread
-            log.error("building the evaluator failed: %s", e)
+            log.debug("building the evaluator failed: %s", e)  # the caller says it, once
             self._build_error = e
             self._built.set()
             return

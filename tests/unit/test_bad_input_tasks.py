@@ -66,6 +66,35 @@ def test_functions_that_disagree_with_task_toml_are_refused_at_load(task_dir, ol
 
 
 @pytest.mark.parametrize(("old", "new", "said"), [
+    ('    return {"x": x}', '    return {"x": x.T.copy() if rows == 64 else x}',
+     re.escape("make_inputs({'rows': 64, 'cols': 1024})['x'] has shape (1024, 64), task.toml says (64, 1024)")),
+    ('    return {"x": x}', '    return {"x": x.astype(np.float64) if rows == 1000 else x}',
+     re.escape("make_inputs({'rows': 1000, 'cols': 257})['x'] has dtype float64")),
+    ('    return {"y": e / e.sum(axis=1, keepdims=True)}',
+     '    return {"y": (e / e.sum(axis=1, keepdims=True))[:, :-1] if sizes["rows"] == 3 else e / e.sum(axis=1, keepdims=True)}',
+     re.escape("reference(..., {'rows': 3, 'cols': 7})['y'] has shape (3, 6)")),
+])
+def test_functions_that_go_wrong_at_a_larger_test_size_are_refused_at_load(task_dir, old, new, said):
+    """Not only the smallest size: a transposed or retyped array at one larger size is refused."""
+    edit(task_dir / "reference.py", old, new)
+    with pytest.raises(tasks.TaskError, match=said):
+        tasks.load(task_dir)
+
+
+def test_make_inputs_runs_at_every_size_small_enough_and_never_at_a_huge_one(task_dir):
+    """Every test size and the benchmark size up to CHECK_ELEMENTS are drawn; larger ones (here
+    the benchmark size, 2^26 elements) would cost seconds at every load and are not."""
+    edit(task_dir / "reference.py", "def make_inputs(sizes, rng):\n",
+         "def make_inputs(sizes, rng):\n    assert sizes['rows'] * sizes['cols'] <= 2**21, 'drawn too large'\n"
+         "    CALLS.append(dict(sizes))\n")
+    edit(task_dir / "reference.py", "import numpy as np\n", "import numpy as np\n\nCALLS = []\n")
+    task = tasks.load(task_dir)
+    drawn = {tuple(c.items()) for c in tasks.functions(task).CALLS}
+    small = {s for s in task.test_sizes if tasks.input_elements(task, dict(s)) <= tasks.CHECK_ELEMENTS}
+    assert drawn == small and len(small) == len(task.test_sizes) - 1  # all but 1024 x 8192
+
+
+@pytest.mark.parametrize(("old", "new", "said"), [
     ('atol = 1e-7', 'atol = "tiny"', "atol must be a number"),
     ('name = "softmax"\n', '', "missing key 'name'"),
     ('dtype = "float32"', 'dtype = "float33"', "dtype 'float33' is not one of"),

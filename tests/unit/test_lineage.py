@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -286,3 +287,37 @@ def test_part_missing_a_required_column_is_skipped_with_a_warning_naming_it(tmp_
         pq.write_table(pq.read_table(f).drop_columns(["verdict"]), f)
     assert lineage.read(tmp_path).num_rows == 0
     assert "verdict" in caplog.text and parts(tmp_path)[0].name in caplog.text
+
+
+def duplicate_parts(run_dir: Path, table: str = "evaluations") -> None:
+    """Every part file present twice, as a copied or merged run directory leaves it."""
+    for f in parts(run_dir, table):
+        shutil.copyfile(f, f.with_name(f"part-copy-{f.name[len('part-'):]}"))
+
+
+def test_a_part_file_present_twice_counts_each_evaluation_once_and_says_so(tmp_path: Path, caplog) -> None:
+    write_rows(tmp_path, 6, batch_rows=4)  # parts of 4 and 2 rows, each with its trials
+    w = lineage.LineageWriter(tmp_path, batch_rows=100, batch_age_s=1e9)
+    w.append_trials("c", [TrialRecord(0, (("BLOCK", 128),), True, "", 5.0),
+                           TrialRecord(1, (("BLOCK", 256),), True, "", 4.0)])
+    w.flush()
+    once = lineage.read(tmp_path)
+    duplicate_parts(tmp_path)
+    duplicate_parts(tmp_path, "trials")
+    assert len(parts(tmp_path)) == 4
+    twice = lineage.read(tmp_path)
+    assert twice.num_rows == 6 and twice.sort_by("finished_at").equals(once.sort_by("finished_at"))
+    assert "6 row(s) present twice were dropped" in caplog.text and "each evaluation counts once" in caplog.text
+    assert lineage.read(tmp_path, "trials").num_rows == 2 and "2 row(s)" in caplog.text
+    lineage.compact(tmp_path, "evaluations")  # the merged file holds each row once
+    caplog.clear()
+    assert len(parts(tmp_path)) == 1 and pq.read_table(parts(tmp_path)[0]).num_rows == 6
+    assert lineage.read(tmp_path).num_rows == 6 and "dropped" not in caplog.text
+
+
+def test_a_candidate_evaluated_again_is_two_evaluations(tmp_path: Path, caplog) -> None:
+    c = make_candidate()
+    with lineage.LineageWriter(tmp_path, batch_rows=1) as w:
+        for wall_s in (3.2, 3.2, 3.5):  # as a resume or `fsr eval --repeat` appends it
+            w.append(c, replace(ok_evaluation(c), wall_s=wall_s), worker="local")
+    assert lineage.read(tmp_path).num_rows == 3 and "dropped" not in caplog.text
