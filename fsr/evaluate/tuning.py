@@ -29,6 +29,7 @@ import numpy as np
 
 from fsr import candidate as cfmt
 from fsr.config import TuneConfig
+from fsr.evaluate import guards
 from fsr.evaluate.compile import Compiled, CompileFailed
 from fsr.evaluate.trial_plan import start_values
 from fsr.evaluate.verify import LaunchRefused, Program
@@ -55,9 +56,11 @@ class TrialBench(Protocol):
         candidate is checked on the same inputs at a size."""
         ...
 
-    def time(self, trial: Candidate, program: Program, best_us: float | None) -> list[float]:
+    def time(self, trial: Candidate, program: Program, best_us: float | None) -> tuple[list[float], SizeCheck | None]:
         """Samples of `trial` at the benchmark size with the short protocol (bench.sample_trial),
-        stopped early when clearly slower than `best_us`; raises LaunchRefused."""
+        stopped early when clearly slower than `best_us`, every run reset and checked as in the
+        full protocol; and the failed check of a timed run (None: all right). Raises
+        LaunchRefused."""
         ...
 
     def note(self, text: str) -> None:
@@ -120,10 +123,16 @@ class Trials:
         self.bench.note("tuning trial " + " ".join(f"{k}={v}" for k, v in values.items()))
         try:
             program = self.program(trial)
+            refused = guards.check_module(program.globals)
+            if refused:
+                return tune.TrialOutcome(None, "rejected: " + refused)
             failed = self._check(trial, program, self.small[:1])
             if failed is not None:
                 return tune.TrialOutcome(None, "wrong " + describe(failed))
-            latency = float(np.median(self.bench.time(trial, program, self.best_us)))
+            samples, failed = self.bench.time(trial, program, self.best_us)
+            if failed is not None:
+                return tune.TrialOutcome(None, "wrong in a timed run " + describe(failed))
+            latency = float(np.median(samples))
             if self.best_us is not None and latency >= self.best_us:
                 return tune.TrialOutcome(latency, UNCHECKED if len(self.small) > 1 else "")
             failed = self._check(trial, program, self.small[1:])

@@ -60,7 +60,7 @@ def test_honest_twin_is_ok(evaluator, cheat, twin):
     assert result.verdict == Verdict.OK, f"{twin.name}: {result.verdict} {result.message[:400]}"
 
 
-@pytest.mark.parametrize("cheat,twin", [pytest.param(c, t, marks=not_built(c.caught_by[0]), id=c.name) for c, t in CHEATS])
+@pytest.mark.parametrize("cheat,twin", CHEATS, ids=[c.name for c, _ in CHEATS])
 def test_cheat_is_stopped_by_its_defence(evaluator, cheat, twin):
     honest = twin_result(evaluator, twin)
     assert honest.verdict == Verdict.OK, honest.message

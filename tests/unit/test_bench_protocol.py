@@ -5,10 +5,13 @@ warm-up when the time per run is known (the winner's trial has just run it)."""
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
 from fsr.evaluate import bench
+from fsr.evaluate.device_globals import ModuleGlobals
 from fsr.types import SizeCheck
 
 
@@ -20,11 +23,11 @@ class Fake:
         monkeypatch.setattr(bench, "timed", self.timed)
         monkeypatch.setattr(bench, "warm_up", self.warm_up)
 
-    def timed(self, run, stream, flusher, count, *, hold=None, prepare=None, first=0):
+    def timed(self, run, stream, flusher, count, *, hold=None, prepare=None, first=0, after=None):
         self.calls.append((first, count))
         return [self.us] * count
 
-    def warm_up(self, run, stream, flusher, *, warmup_s, hold=None, prepare=None, min_runs=2):
+    def warm_up(self, run, stream, flusher, *, warmup_s, hold=None, prepare=None, min_runs=2, after=None):
         self.warmups += 1
         return self.us * 1e-6, hold is not None
 
@@ -86,6 +89,9 @@ def sgemm_us(trial) -> float:
     return 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
 
 
+NO_GLOBALS = types.SimpleNamespace(globals=ModuleGlobals())  # a trial's program, as far as tuning looks
+
+
 class FakeBench:
     """A tuning.TrialBench with no GPU: compiles never asked for (programs are faked), `check(bench,
     trial, index)` and `time(bench, trial, best_us)` standing in for the device's checks and trial
@@ -101,7 +107,7 @@ class FakeBench:
         return self._check(self, trial, index)
 
     def time(self, trial, program, best_us):
-        return self._time(self, trial, best_us)
+        return self._time(self, trial, best_us), None  # no timed run failed its check
 
     def note(self, text):
         pass
@@ -119,7 +125,7 @@ def tune_faked(monkeypatch, check, time, trials: int):
     task = tasks.load("sgemm")
     cand = cfmt.parse(task.template_source, task)
     monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: None)  # no module to load here
-    monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: None)
+    monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: NO_GLOBALS)
     monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)
     monkeypatch.setattr(tuning.Trials, "winner", lambda self, key: (None, None))
     bench = FakeBench(check, time)
