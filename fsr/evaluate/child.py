@@ -21,7 +21,7 @@ import cupy as cp
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate import bench, guards, tuning
+from fsr.evaluate import bench, configurations, guards, tuning
 from fsr.evaluate.compile import Compiled, use_disk_cache
 from fsr.evaluate.inputs import BenchSet, Content, InputPool, TaskState, make_content, no_scratch
 from fsr.evaluate.sample_plan import SamplePlan
@@ -42,6 +42,7 @@ from fsr.evaluate.verify import (
 from fsr.types import (
     Candidate,
     ChildResult,
+    Defines,
     DeviceInfo,
     EvalRequest,
     Prepared,
@@ -88,7 +89,8 @@ class Child:
         self.device = info
         self.flusher = bench.L2Flusher(info.l2_bytes)
         self.tasks: dict[str, TaskState] = {}
-        self.note: Callable[[str], None] = lambda _: None  # tells the parent what runs now
+        # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
+        self.note: Callable[[str, float | None], None] = lambda text, deadline_s: None
 
     # -- requests ---------------------------------------------------------------------------
     def prepare(self, name: str, comparators: bool = True) -> Prepared:
@@ -138,29 +140,47 @@ class Child:
             return list(pool.map(build, seeds))
 
     def evaluate(self, req: EvalRequest) -> ChildResult:
+        """Tune (if asked), then check and time in full the best configuration; when it fails,
+        the next best in its place (configurations.FALLBACKS at most), each failure recorded
+        in its trials. The verdict is the configuration's that stands, else the best one's."""
         state = self.tasks[req.candidate.task]
         cand, program = req.candidate, Program(req.cubin, req.lowered)
-        trials: tuple[Any, ...] = ()
-        resources = None
-        per_run_s: float | None = None  # the timed configuration's time per run, from its tuning trial
         clock = _Stages()
         refused = guards.check_module(program.globals)
         if refused:
             return ChildResult(Verdict.REJECTED, refused, defines=cand.resolved_defines(), stages=clock.stages())
-        if req.tune_trials > 0 and _space(cand) > 1:
-            tuned = tuning.run(DeviceTrials(self, state), state.task, cand, req, self.spec.tune)
-            self.compiles.forget()  # points the budget left unmeasured
-            trials = tuned.trials
-            if tuned.best_us:  # set only when a configuration won
-                per_run_s = tuned.best_us * 1e-6
-            if tuned.candidate is not None and tuned.program is not None and tuned.resources is not None:
-                cand, program, resources = tuned.candidate, tuned.program, tuned.resources  # as measured in tuning
+        own = tuning.Option(cand, program, None, 0.0)
+        if not (req.tune_trials > 0 and _space(cand) > 1):
+            return self._full(state, own, (), clock, tuned=False)
+        tuned = tuning.run(DeviceTrials(self, state), state.task, cand, req, self.spec.tune)
+        self.compiles.forget()  # points the budget left unmeasured
         clock.lap("tune")
-        if trials:
-            names = {t.name for t in cand.tunables}
-            self.note("checks and timing of the tuned " + " ".join(f"{k}={v}" for k, v in cand.resolved_defines() if k in names))
-        resources = program.resources(resources)
-        done = partial(ChildResult, defines=cand.resolved_defines(), resources=resources, trials=trials)
+        trials, first = tuned.trials, None
+        failures: list[tuple[Defines, str]] = []
+        for option in tuned.options or (own,):  # none feasible: the candidate's own fails as it does
+            result = self._full(state, option, trials, clock, tuned=True)
+            if result.verdict == Verdict.OK:
+                return replace(result, message=configurations.summary(tuple(failures)))
+            values = _tunable_values(option.candidate)
+            reason = f"{result.verdict} in the full check: {result.message}"
+            failures.append((values, reason[:500]))
+            trials = tuple(replace(t, feasible=False, reason=reason[:500]) if dict(t.values) == dict(values) else t
+                           for t in trials)
+            first = first or result  # the best configuration's failure
+        assert first is not None
+        others = configurations.summary(tuple(failures[1:]))
+        return replace(first, trials=trials, message=first.message + (f"; {others}" if others else ""))
+
+    def _full(self, state: TaskState, option: tuning.Option, trials: tuple[Any, ...], clock: _Stages,
+              tuned: bool) -> ChildResult:
+        """One configuration checked at every test size, timed with the full protocol (its trial's
+        median spares the warm-up) and its timed runs checked."""
+        cand, program = option.candidate, option.program
+        if tuned:
+            self.note(configurations.TUNED + configurations.label(_tunable_values(cand)), None)
+        per_run_s = option.trial_us * 1e-6 if option.trial_us else None
+        done = partial(ChildResult, defines=cand.resolved_defines(), resources=program.resources(option.resources),
+                       trials=trials)
         try:
             checks = self._verify(state, cand, program, range(len(state.task.test_sizes)))
             clock.lap("verify")
@@ -264,8 +284,8 @@ class DeviceTrials:
     def compile(self, trial: Candidate) -> Future[Compiled]:
         return self.child.compiles.submit(trial, self.state.task, self.child.device.arch)
 
-    def note(self, text: str) -> None:
-        self.child.note(text)
+    def note(self, text: str, deadline_s: float | None = None) -> None:
+        self.child.note(text, deadline_s)
 
     def check(self, trial: Candidate, program: Program, index: int) -> SizeCheck:
         task, stream = self.state.task, self.child.stream
@@ -312,6 +332,11 @@ def _space(cand: Candidate) -> int:
     return int(np.prod([len(t.values) for t in cand.tunables], dtype=np.int64)) if cand.tunables else 1
 
 
+def _tunable_values(cand: Candidate) -> Defines:
+    names = {t.name for t in cand.tunables}
+    return tuple((k, v) for k, v in cand.resolved_defines() if k in names)
+
+
 def _wrong(check: SizeCheck) -> str:
     return f"at {size_label(check.size)}: {check.detail}"
 
@@ -349,7 +374,11 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
         conn.send(("fatal", f"{type(e).__name__}: {e}"))
         return
     conn.send(("ready", child.device))
-    child.note = lambda text: conn.send(("note", text))
+
+    def note(text: str, deadline_s: float | None) -> None:
+        conn.send(("note", text if deadline_s is None else (text, deadline_s)))
+
+    child.note = note
     while True:
         try:
             kind, payload = conn.recv()
