@@ -146,7 +146,7 @@ class Child:
         state = self.tasks[req.candidate.task]
         cand, program = req.candidate, Program(req.cubin, req.lowered)
         clock = _Stages()
-        refused = guards.check_module(program.globals)
+        refused = guards.check_module(program.globals, tuple(program.unresettable))
         if refused:
             return ChildResult(Verdict.REJECTED, refused, defines=cand.resolved_defines(), stages=clock.stages())
         own = tuning.Option(cand, program, None, 0.0)

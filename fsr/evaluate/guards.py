@@ -70,8 +70,12 @@ def check(cand: Candidate) -> str | None:
     return None
 
 
-def check_module(module: ModuleGlobals) -> str | None:
-    """None if the compiled module's writable module-scope variables fit the bound, else why not."""
+def check_module(module: ModuleGlobals, unresettable: tuple[str, ...] = ()) -> str | None:
+    """None if the compiled module's writable module-scope variables fit the bound and can be
+    restored (`unresettable`: sections the loaded module gave no address for), else why not."""
+    if unresettable:
+        return (f"module-globals: module-scope __device__ variables in {', '.join(unresettable)} that fsr cannot "
+                "locate to reset between launches; declare them at namespace scope, or use a [[scratch]] buffer")
     if module.total_bytes <= MAX_MODULE_GLOBAL_BYTES:
         return None
     names = ", ".join(module.names()[:4]) or "unnamed"

@@ -47,13 +47,15 @@ __device__ __forceinline__ unsigned long long fsr_mix(unsigned long long z) {
     return z ^ (z >> 31);
 }
 
-// Elements where |got - value| <= bound fails (NaN included) are counted into *bad.
+// Elements where |got - value| <= bound fails (NaN included) are counted into *bad: in V's
+// arithmetic, as verify.compare does on the host (got cast to V, one rounded subtraction).
 template <typename T, typename V>
 __global__ void fsr_count_bad(const T* got, const V* value, const V* bound, long long n, unsigned int* bad) {
     unsigned int mine = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const double d = (double)got[i] - (double)value[i];
-        if (!(fabs(d) <= (double)bound[i])) ++mine;
+        const V d = (V)got[i] - value[i];
+        const V magnitude = d < (V)0 ? -d : d;
+        if (!(magnitude <= bound[i])) ++mine;
     }
     if (mine) atomicAdd(bad, mine);
 }

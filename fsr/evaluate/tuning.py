@@ -132,7 +132,7 @@ class Trials:
             program = self.program(trial)
             self.bench.note(note, configurations.trial_deadline_s(self.best_trial_s))
             started = time.perf_counter()
-            refused = guards.check_module(program.globals)
+            refused = guards.check_module(program.globals, tuple(program.unresettable))
             if refused:
                 return tune.TrialOutcome(None, "rejected: " + refused)
             failed = self._check(trial, program, self.small[:1])

@@ -70,14 +70,21 @@ class Program:
         self.kernels = {name: self.module.get_function(symbol) for name, symbol in lowered}
         self.globals = device_globals.read(cubin)
         self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
+        self.unresettable: list[str] = []  # sections no variable of which the driver could place
         self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
 
     def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
         """(device address, bytes, source address or 0 for zero) covering a section: the whole
         section from its first variable's address when every variable sits at base + offset (the
         loader keeps a section whole), else variable by variable."""
-        addresses = [(sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))) for sym in section.symbols]
+        addresses = []
+        for sym in section.symbols:
+            try:
+                addresses.append((sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))))
+            except cp.cuda.driver.CUDADriverError:  # not exported under that name: another one places the section
+                continue
         if not addresses:
+            self.unresettable.append(section.name)
             return []
         base = addresses[0][1] - addresses[0][0].offset
         whole = all(ptr == base + sym.offset for sym, ptr in addresses)

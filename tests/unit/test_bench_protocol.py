@@ -89,7 +89,7 @@ def sgemm_us(trial) -> float:
     return 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
 
 
-NO_GLOBALS = types.SimpleNamespace(globals=ModuleGlobals())  # a trial's program, as far as tuning looks
+NO_GLOBALS = types.SimpleNamespace(globals=ModuleGlobals(), unresettable=[])  # a trial's program, as far as tuning looks
 
 
 class FakeBench:

@@ -122,7 +122,7 @@ def tune(monkeypatch, bench, failed=()):
 
     task = tasks.load("softmax")
     cand = cfmt.parse((HERE.parents[1] / "adversarial/tuning/softmax/hang_at_1024.cu").read_text(), task)
-    program = types.SimpleNamespace(globals=ModuleGlobals())
+    program = types.SimpleNamespace(globals=ModuleGlobals(), unresettable=[])
     monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: program)
     monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: program)
     monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)

@@ -93,6 +93,11 @@ def test_a_launch_counter_is_within_the_bound():
     assert module.total_bytes >= 4 and guards.check_module(module) is None  # reset, not refused
 
 
+def test_variables_fsr_cannot_locate_are_refused():
+    reason = guards.check_module(device_globals.ModuleGlobals(), (".nv.global",))
+    assert reason is not None and "__device__" in reason and "reset" in reason
+
+
 def test_the_bound_is_what_the_guard_says():
     module = device_globals.ModuleGlobals((device_globals.Section(".nv.global", guards.MAX_MODULE_GLOBAL_BYTES, None, ()),))
     assert guards.check_module(module) is None
