@@ -107,7 +107,7 @@ class Child:
         host_s = time.perf_counter() - started
         size = dict(task.bench_size)
         state.sets = [BenchSet(make_buffers(task, no_scratch(task), size, inputs), i,
-                               {k: DeviceExpected.upload(v) for k, v in expected.items()})
+                               {k: DeviceExpected.upload(v, self.stream) for k, v in expected.items()})
                       for i, (inputs, expected) in enumerate(state.contents)]
         cp.cuda.Device().synchronize()  # the uploads ran on the default stream; fsr's does not wait for it
         for bench_set in state.sets:

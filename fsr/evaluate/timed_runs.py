@@ -14,6 +14,7 @@ Runs in the evaluator's child process only (imports cupy).
 from __future__ import annotations
 
 import functools
+import secrets
 from dataclasses import dataclass
 
 import cupy as cp
@@ -47,15 +48,34 @@ __device__ __forceinline__ unsigned long long fsr_mix(unsigned long long z) {
     return z ^ (z >> 31);
 }
 
+// Expected values and bounds live on the device veiled: each word XORed with a stream from two
+// secret keys that only fsr's own launches receive, so a kernel that reads memory outside its
+// buffers finds no answer to copy (nor |answer| in the bounds).
+__device__ __forceinline__ unsigned long long fsr_veil_word(unsigned long long i, unsigned long long salt,
+                                                            unsigned long long k1, unsigned long long k2) {
+    return fsr_mix(fsr_mix(k1 ^ (2 * i + salt)) + k2);
+}
+__device__ __forceinline__ float fsr_unveil(float v, unsigned long long w) { return __uint_as_float(__float_as_uint(v) ^ (unsigned)w); }
+__device__ __forceinline__ double fsr_unveil(double v, unsigned long long w) {
+    return __longlong_as_double(__double_as_longlong(v) ^ (long long)w);
+}
+
+template <typename V>
+__global__ void fsr_veil(V* a, long long n, unsigned long long salt, unsigned long long k1, unsigned long long k2) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        a[i] = fsr_unveil(a[i], fsr_veil_word(i, salt, k1, k2));
+}
+
 // Elements where |got - value| <= bound fails (NaN included) are counted into *bad: in V's
 // arithmetic, as verify.compare does on the host (got cast to V, one rounded subtraction).
 template <typename T, typename V>
-__global__ void fsr_count_bad(const T* got, const V* value, const V* bound, long long n, unsigned int* bad) {
+__global__ void fsr_count_bad(const T* got, const V* value, const V* bound, long long n, unsigned int* bad,
+                              unsigned long long k1, unsigned long long k2) {
     unsigned int mine = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const V d = (V)got[i] - value[i];
+        const V d = (V)got[i] - fsr_unveil(value[i], fsr_veil_word(i, 0, k1, k2));
         const V magnitude = d < (V)0 ? -d : d;
-        if (!(magnitude <= bound[i])) ++mine;
+        if (!(magnitude <= fsr_unveil(bound[i], fsr_veil_word(i, 1, k1, k2)))) ++mine;
     }
     if (mine) atomicAdd(bad, mine);
 }
@@ -71,9 +91,10 @@ __global__ void fsr_fingerprint(const unsigned int* words, long long n, unsigned
 // The right answer with one element in (mask + 1) spoiled: v + 1 + 2|v| is finite for any
 // answer a task has and outside any tolerance fsr allows.
 template <typename T, typename V>
-__global__ void fsr_decoy(const V* value, T* out, long long n, unsigned long long seed, unsigned long long mask) {
+__global__ void fsr_decoy(const V* value, T* out, long long n, unsigned long long seed, unsigned long long mask,
+                          unsigned long long k1, unsigned long long k2) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        double v = (double)value[i];
+        double v = (double)fsr_unveil(value[i], fsr_veil_word(i, 0, k1, k2));
         if ((fsr_mix(seed ^ (unsigned long long)i) & mask) == 0) v = v + 1.0 + 2.0 * fabs(v);
         out[i] = (T)v;
     }
@@ -95,6 +116,12 @@ def _fingerprint_kernel() -> cp.RawKernel:
     return cp.RawModule(code=CHECK_SOURCE, options=("-std=c++17",)).get_function("fsr_fingerprint")
 
 
+@functools.cache
+def _veil_kernel(value: str) -> cp.RawKernel:
+    name = f"fsr_veil<{C_TYPES[value]}>"
+    return cp.RawModule(code=CHECK_SOURCE, options=("-std=c++17",), name_expressions=(name,)).get_function(name)
+
+
 def fingerprints(buffers: dict[str, Guarded], stream: cp.cuda.Stream) -> list[int]:
     """A digest of each buffer's bytes (whole 4-byte words; a trailing part is not covered), in
     order: one kernel each on `stream`, one copy back."""
@@ -109,14 +136,23 @@ def fingerprints(buffers: dict[str, Guarded], stream: cp.cuda.Stream) -> list[in
 
 @dataclass(frozen=True)
 class DeviceExpected:
-    """One output's expected values and allowed deviations, on the device."""
+    """One output's expected values and allowed deviations on the device, veiled with `keys`
+    (held in host memory; only fsr's check and decoy launches get them)."""
 
     value: cp.ndarray
     bound: cp.ndarray
+    keys: tuple[int, int]
 
     @classmethod
-    def upload(cls, expected: Expected) -> DeviceExpected:
-        return cls(cp.asarray(expected.value), cp.asarray(expected.bound))
+    def upload(cls, expected: Expected, stream: cp.cuda.Stream) -> DeviceExpected:
+        keys = (secrets.randbits(64), secrets.randbits(64))
+        with stream:
+            out = cls(cp.asarray(expected.value), cp.asarray(expected.bound), keys)
+            for salt, a in enumerate((out.value, out.bound)):
+                _veil_kernel(a.dtype.name)((GRID_BLOCKS,), (256,), (a, np.int64(a.size), np.uint64(salt),
+                                                                    np.uint64(keys[0]), np.uint64(keys[1])),
+                                           stream=stream)
+        return out
 
 
 class TimedRuns:
@@ -162,12 +198,14 @@ class TimedRuns:
             want = bench_set.expected[name]
             count, _ = _kernels(g.dtype.name, want.value.dtype.name)
             count((GRID_BLOCKS,), (256,), (g.array, want.value, want.bound, np.int64(g.array.size),
-                                          np.uint64(self.bad.data.ptr + 4 * self.slot)), stream=self.stream)
+                                          np.uint64(self.bad.data.ptr + 4 * self.slot), np.uint64(want.keys[0]),
+                                          np.uint64(want.keys[1])), stream=self.stream)
 
     def _decoy(self, g: Guarded, want: DeviceExpected) -> None:
         _, decoy = _kernels(g.dtype.name, want.value.dtype.name)
         decoy((GRID_BLOCKS,), (256,), (want.value, g.array, np.int64(g.array.size), np.uint64(spoil_seed()),
-                                       np.uint64(SPOIL_MASK)), stream=self.stream)
+                                       np.uint64(SPOIL_MASK), np.uint64(want.keys[0]), np.uint64(want.keys[1])),
+              stream=self.stream)
 
     def verdict(self) -> SizeCheck | None:
         """None if every timed run's outputs matched and left every input and canary as it was,
