@@ -156,6 +156,10 @@ class Child:
         self.compiles.forget()  # points the budget left unmeasured
         clock.lap("tune")
         trials, first = tuned.trials, None
+        known = configurations.known_failure(_tunable_values(cand), req.failed)
+        if not tuned.options and known is not None:  # no configuration stands, the own one hung or crashed before
+            verdict = Verdict.TIMEOUT if known.startswith("TIMEOUT") else Verdict.CRASH
+            return ChildResult(verdict, known, defines=cand.resolved_defines(), trials=trials, stages=clock.stages())
         failures: list[tuple[Defines, str]] = []
         for option in tuned.options or (own,):  # none feasible: the candidate's own fails as it does
             result = self._full(state, option, trials, clock, tuned=True)

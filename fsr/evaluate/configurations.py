@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from fsr.types import Defines, Died, TimedOut, TrialRecord
+from fsr.types import Defines, Died, TimedOut
 
 TRIAL = "tuning trial "
 TUNED = "checks and timing of the tuned "
 TRIAL_DEADLINE_MULTIPLE = 10.0  # a trial may run this many times as long as the best trial so far...
 TRIAL_DEADLINE_FLOOR_S = 2.0  # ...and at least this long
 FIRST_TRIAL_DEADLINE_S = 8.0  # before any trial has finished
+FAILED = "configurations that failed: "
 MAX_FAILED = 4  # configurations that may fail before the candidate's verdict is the failure's
 FALLBACKS = 3  # configurations checked in full, the tuning's best first
 
@@ -91,8 +92,9 @@ def summary(failed: Failed) -> str:
     """Which configurations failed and how, for the verdict's message ("" if none)."""
     if not failed:
         return ""
-    return "configurations that failed: " + "; ".join(f"{label(values)}: {reason}" for values, reason in failed)
+    return FAILED + "; ".join(f"{label(values)}: {reason}" for values, reason in failed)
 
 
-def failed_record(number: int, values: Defines, reason: str) -> TrialRecord:
-    return TrialRecord(number, values, False, reason, None)
+def known_failure(values: Defines, failed: Failed) -> str | None:
+    """The reason recorded for this configuration in `failed` (order of names aside), or None."""
+    return next((reason for v, reason in failed if dict(v) == dict(values)), None)

@@ -101,6 +101,8 @@ def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:
     summary = configurations.summary(failed)
     if not summary:
         return result
+    if result.message.startswith(configurations.FAILED):  # the child's own list: one list
+        return replace(result, message=f"{summary}; {result.message[len(configurations.FAILED):]}")
     return replace(result, message=f"{result.message}; {summary}" if result.message else summary)
 
 

@@ -154,3 +154,24 @@ def test_a_trial_wrong_in_a_timed_run_is_infeasible_and_never_an_option(monkeypa
     bad = [t for t in tuned.trials if dict(t.values)["BLOCK"] == 1024]
     assert bad and not bad[0].feasible and bad[0].reason.startswith("wrong in a timed run")
     assert all(dict(o.candidate.resolved_defines())["BLOCK"] != 1024 for o in tuned.options)
+
+
+def test_a_known_failure_is_found_whatever_the_order_of_names():
+    failed = (((("TM", 4), ("BLOCK", 1024)), "TIMEOUT: x"),)
+    assert cfg.known_failure((("BLOCK", 1024), ("TM", 4)), failed) == "TIMEOUT: x"
+    assert cfg.known_failure((("BLOCK", 512), ("TM", 4)), failed) is None
+
+
+def test_the_verdict_message_lists_every_failed_configuration_once():
+    from fsr.evaluate.evaluator import _noting
+    from fsr.types import Evaluation
+
+    block_1024, block_256 = (("BLOCK", 1024),), (("BLOCK", 256),)
+    parent = ((block_1024, "TIMEOUT: still running after 2.0 s"),)
+    child_side = cfg.summary(((block_256, "WRONG in the full check: at rows=4096: 3 of 9 wrong"),))
+    result = _noting(Evaluation("c", "softmax", Verdict.OK, message=child_side), parent)
+    assert result.message.count(cfg.FAILED) == 1
+    assert "BLOCK=1024: TIMEOUT" in result.message and "BLOCK=256: WRONG in the full check" in result.message
+    wrong = _noting(Evaluation("c", "softmax", Verdict.WRONG, message="at n=1: 1 of 1 wrong"), parent)
+    assert wrong.message.startswith("at n=1") and "BLOCK=1024: TIMEOUT" in wrong.message
+    assert _noting(Evaluation("c", "softmax", Verdict.OK), ()).message == ""
