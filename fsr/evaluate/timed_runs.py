@@ -81,7 +81,7 @@ __global__ void fsr_count_bad(const T* got, const V* value, const V* bound, long
 }
 
 // A position-sensitive digest of a buffer's words (a permutation changes it).
-__global__ void fsr_fingerprint(const unsigned int* words, long long n, unsigned long long* out) {
+extern "C" __global__ void fsr_fingerprint(const unsigned int* words, long long n, unsigned long long* out) {
     unsigned long long mine = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         mine += fsr_mix(((unsigned long long)i << 32) ^ words[i]);

@@ -31,5 +31,6 @@ def test_check_decoy_and_veil_kernels_compile_for_each_output_dtype(got, value):
             nvrtc.addNameExpression(prog, n)
         nvrtc.compileProgram(prog, ["-arch=sm_90", "-std=c++17"])
         assert all(nvrtc.getLoweredName(prog, n) for n in names)
+        assert nvrtc.getLoweredName(prog, "fsr_fingerprint") == "fsr_fingerprint"  # looked up by its plain name
     finally:
         nvrtc.destroyProgram(prog)
