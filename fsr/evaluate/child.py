@@ -25,7 +25,7 @@ from fsr.evaluate import bench, configurations, guards, tuning
 from fsr.evaluate.compile import Compiled, use_disk_cache
 from fsr.evaluate.inputs import BenchSet, Content, InputPool, TaskState, make_content, no_scratch
 from fsr.evaluate.sample_plan import SamplePlan
-from fsr.evaluate.timed_runs import DeviceExpected, TimedRuns, fingerprints
+from fsr.evaluate.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
 from fsr.evaluate.trial_plan import TrialCompiles
 from fsr.evaluate.verify import (
     Buffers,
@@ -110,6 +110,9 @@ class Child:
                                {k: DeviceExpected.upload(v, self.stream) for k, v in expected.items()})
                       for i, (inputs, expected) in enumerate(state.contents)]
         cp.cuda.Device().synchronize()  # the uploads ran on the default stream; fsr's does not wait for it
+        for bench_set in state.sets[:1]:  # compiled now, not inside a tuning trial's deadline
+            for name, g in bench_set.buffers.outputs.items():
+                prepare_checks(g.dtype.name, bench_set.expected[name].value.dtype.name)
         for bench_set in state.sets:
             bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
         self.tasks[name] = state

@@ -111,6 +111,11 @@ def _kernels(got: str, value: str) -> tuple[cp.RawKernel, cp.RawKernel]:
     return module.get_function(names[0]), module.get_function(names[1])
 
 
+def prepare_checks(got: str, value: str) -> None:
+    """Compile (or load from cupy's cache) the check and decoy kernels for an output dtype."""
+    _kernels(got, value)
+
+
 @functools.cache
 def _fingerprint_kernel() -> cp.RawKernel:
     return cp.RawModule(code=CHECK_SOURCE, options=("-std=c++17",)).get_function("fsr_fingerprint")
