@@ -70,7 +70,7 @@ def main(task_name: str, count: int) -> None:
     task = child.task(task_name)
     timed_calls(tuning.Trials, "program", "load")
     timed_calls(tuning.Trials, "_check", "check")
-    timed_calls(child_module, "bench_launches", "setup")
+    timed_calls(child_module.TimedRuns, "__init__", "setup")
     timed_calls(bench, "sample_trial", "samples")
     pool = ThreadPoolExecutor(16)
     stages, walls = [], []

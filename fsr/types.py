@@ -317,7 +317,8 @@ class WorkerInfo:
 class EvalRequest:
     """One candidate for the GPU child: its compiled program, the tuning trials it may take
     (0: none), the tuning's starting values (empty: the candidate's own), the Optuna journal
-    (None: none) and the trial programs the parent compiled ahead."""
+    (None: none), the trial programs the parent compiled ahead, and the configurations not to
+    run again (fsr.evaluate.configurations)."""
 
     candidate: Candidate
     cubin: bytes
@@ -326,6 +327,7 @@ class EvalRequest:
     start_defines: Defines = ()
     journal_path: str | None = None
     programs: TrialPrograms = ()
+    failed: tuple[tuple[Defines, str], ...] = ()  # configurations that hung or crashed a child before, and how
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,13 @@ queueing work while timed samples run slows them, even on another stream (on an 
 samples read 1.7% slow with the next chunk queued meanwhile, 0.6% with this wait, 16% with empty
 kernels queued on a second stream).
 
+Every sample is prepared as a checked launch is, outside the timed region and before the flush
+(the caller's `before`: fsr.evaluate.timed_runs poisons outputs and scratch and restores module
+variables), and checked after its end event (`after`), so a kernel cannot tell a timed launch
+from a checked one by what it finds in memory. The reset's writes go before the flush, which
+leaves them out of the L2 as a checked launch finds its freshly poisoned buffers; the check reads
+outputs after the end event and writes nothing the next flush does not replace.
+
 Samples come until the median is known well enough (`rel_error`: the standard error of the
 median, from the median absolute deviation, relative to the median) or the budget is spent, so
 a steady kernel of milliseconds is not run 45 times for a figure 10 runs already pin down.
@@ -133,42 +140,53 @@ class Hold:
         return self.expired[:count].get().astype(bool)
 
 
-def _one(run: Callable[[int], None], i: int, stream: cp.cuda.Stream, flusher: L2Flusher,
-         hold: Hold | None, prepare: Callable[[int], None],
-         events: tuple[cp.cuda.Event, cp.cuda.Event] | None, slot: int) -> None:
-    """Queue one sample: (hold,) flush, `prepare`, start event, `run(i)`, end event, (release)."""
+Hook = Callable[[int], None]
+
+
+def _nothing(_: int) -> None:
+    pass
+
+
+def _one(run: Hook, i: int, stream: cp.cuda.Stream, flusher: L2Flusher,
+         hold: Hold | None, prepare: Hook, events: tuple[cp.cuda.Event, cp.cuda.Event] | None, slot: int,
+         after: Hook = _nothing) -> None:
+    """Queue one sample: (hold,) `prepare`, flush, start event, `run(i)`, end event, `after`, (release)."""
     ticket = hold.hold(stream, slot) if hold is not None else 0
-    _queue(run, i, stream, flusher, prepare, events)
+    _queue(run, i, stream, flusher, prepare, events, after)
     if hold is not None:
         hold.release(ticket)
 
 
-def _queue(run: Callable[[int], None], i: int, stream: cp.cuda.Stream, flusher: L2Flusher,
-           prepare: Callable[[int], None], events: tuple[cp.cuda.Event, cp.cuda.Event] | None) -> None:
-    flusher.flush(stream)
+def _queue(run: Hook, i: int, stream: cp.cuda.Stream, flusher: L2Flusher, prepare: Hook,
+           events: tuple[cp.cuda.Event, cp.cuda.Event] | None, after: Hook = _nothing) -> None:
+    """`prepare(i)` (resetting the run's buffers) comes before the flush, so the lines it wrote
+    are out of the L2 when the sample starts, as a checked launch's are not in it either;
+    `after(i)` (checking the run's outputs) after the end event, outside the timed region."""
     prepare(i)
+    flusher.flush(stream)
     if events is not None:
         events[0].record(stream)
     run(i)
     if events is not None:
         events[1].record(stream)
+    after(i)
 
 
-def warm_up(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, warmup_s: float,
-            hold: Hold | None = None, prepare: Callable[[int], None] = lambda _: None,
-            min_runs: int = 2) -> tuple[float, bool]:
+def warm_up(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, warmup_s: float,
+            hold: Hold | None = None, prepare: Hook = _nothing, min_runs: int = 2,
+            after: Hook = _nothing) -> tuple[float, bool]:
     """Run until `warmup_s` has passed (at least `min_runs` times, two at least): the wall time per run, and
     whether holding works for `run` (False when a hold expired: `run` waits on the stream). The
     first run is not held: a library's first call may allocate, and an allocation may wait for
     the whole device."""
-    _one(run, 0, stream, flusher, None, prepare, None, 0)
+    _one(run, 0, stream, flusher, None, prepare, None, 0, after)
     stream.synchronize()
     if hold is not None:
         hold.reset(stream)
     start = time.perf_counter()
     n = 1
     while n < max(min_runs, 2) or time.perf_counter() - start < warmup_s:
-        _one(run, n, stream, flusher, hold, prepare, None, 0)
+        _one(run, n, stream, flusher, hold, prepare, None, 0, after)
         stream.synchronize()
         n += 1
     per_run = (time.perf_counter() - start) / (n - 1)
@@ -176,9 +194,9 @@ def warm_up(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flush
     return per_run, held
 
 
-def timed(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, count: int, *,
-          hold: Hold | None = None, prepare: Callable[[int], None] = lambda _: None,
-          first: int = 0) -> list[float]:
+def timed(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, count: int, *,
+          hold: Hold | None = None, prepare: Hook = _nothing, first: int = 0,
+          after: Hook = _nothing) -> list[float]:
     """`count` samples (device microseconds), runs `first`..`first + count - 1`. With `hold`,
     they are queued in chunks, each held until it is all queued and queued after the last has
     run (the GPU waits while the host queues, never the reverse); the samples of a chunk whose
@@ -187,7 +205,7 @@ def timed(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher
     events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
     if hold is None:
         for k, pair in enumerate(events):
-            _queue(run, first + k, stream, flusher, prepare, pair)
+            _queue(run, first + k, stream, flusher, prepare, pair, after)
         stream.synchronize()
         return [cp.cuda.get_elapsed_time(b, e) * 1000.0 for b, e in events]
     hold.reset(stream)
@@ -199,7 +217,7 @@ def timed(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher
         ticket = hold.hold(stream, len(chunks) % len(hold.expired))
         began, end = time.perf_counter(), k
         while end < count and end - k < CHUNK_SAMPLES and (end == k or time.perf_counter() - began < CHUNK_QUEUE_S):
-            _queue(run, first + end, stream, flusher, prepare, events[end])
+            _queue(run, first + end, stream, flusher, prepare, events[end], after)
             end += 1
         hold.release(ticket)
         chunks.append((k, end))
@@ -224,17 +242,18 @@ def median_error(samples: list[float]) -> float:
     return 1.2533 * sigma / np.sqrt(len(values)) / median if median > 0 else float("inf")
 
 
-def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
+def sample(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
            min_samples: int, max_samples: int, warmup_s: float,
-           before: Callable[[int], None] | None = None, hold: Hold | None = None,
-           rel_error: float = 0.0, per_run_s: float | None = None) -> list[float]:
+           before: Hook | None = None, hold: Hold | None = None,
+           rel_error: float = 0.0, per_run_s: float | None = None, after: Hook = _nothing) -> list[float]:
     """Device microseconds of `run(i)` (i picks the input set), one sample per flushed run.
 
     Warm-up runs until `warmup_s` has passed (at least twice), which also estimates the time per
     run; then samples until `budget_s` would be spent, clamped to [min_samples, max_samples],
     taken in rounds (min_samples, then doubling) that stop early once the median's relative
     standard error is below `rel_error` (0: never early). `before(i)` runs outside the timed
-    region (e.g. zeroing scratch). With `hold`, each sample's launches are all queued before the
+    region, before the flush (resetting the run's buffers); `after(i)` after it (checking its
+    outputs). With `hold`, each sample's launches are all queued before the
     GPU starts it (unless `run` itself waits on the stream: then samples are taken without
     holding).
 
@@ -242,38 +261,38 @@ def sample(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flushe
     samples of a candidate's launches, which never wait on the stream): then there is no warm-up.
     The trial's samples themselves are not counted: taken one or two a hold, an 8 us kernel's
     read 3-11% faster than the protocol's chunks on an H200."""
-    prepare = before or (lambda _: None)
+    prepare = before or _nothing
     if per_run_s is not None:
         held = hold is not None
     else:
-        per_run_s, held = warm_up(run, stream, flusher, warmup_s=warmup_s, hold=hold, prepare=prepare)
+        per_run_s, held = warm_up(run, stream, flusher, warmup_s=warmup_s, hold=hold, prepare=prepare, after=after)
     count = int(min(max(budget_s / max(per_run_s, 1e-6), min_samples), max_samples))
     use = hold if held else None
-    samples = timed(run, stream, flusher, min(count, min_samples), hold=use, prepare=prepare)
+    samples = timed(run, stream, flusher, min(count, min_samples), hold=use, prepare=prepare, after=after)
     while len(samples) < count and not (rel_error > 0 and median_error(samples) < rel_error):
         more = min(count - len(samples), len(samples))
-        samples += timed(run, stream, flusher, more, hold=use, prepare=prepare, first=len(samples))
+        samples += timed(run, stream, flusher, more, hold=use, prepare=prepare, first=len(samples), after=after)
     return samples
 
 
-def sample_trial(run: Callable[[int], None], stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
+def sample_trial(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
                  max_samples: int, best_us: float | None, stop_ratio: float, cut_ratio: float,
-                 before: Callable[[int], None] | None = None, hold: Hold | None = None) -> list[float]:
+                 before: Hook | None = None, hold: Hold | None = None, after: Hook = _nothing) -> list[float]:
     """The short protocol for tuning trials of a program just checked (so warm): samples up to
     `max_samples` or `budget_s` of device time (one at least: a kernel of half the budget or
     more is timed once), stopped after one when it is `cut_ratio` times slower than `best_us`
     (far from the winner: the noise is a few percent) or after two whose fastest is
     `stop_ratio` times slower (clearly not the winner). The winner is timed again with
     `sample`, without a warm-up. `run` must not wait on the stream (a candidate's launches)."""
-    prepare = before or (lambda _: None)
-    samples = timed(run, stream, flusher, 1, hold=hold, prepare=prepare)
+    prepare = before or _nothing
+    samples = timed(run, stream, flusher, 1, hold=hold, prepare=prepare, after=after)
     count = int(min(budget_s / max(samples[0] * 1e-6, 1e-6), max_samples))
     if count <= 1 or (best_us is not None and samples[0] > cut_ratio * best_us):
         return samples
-    samples += timed(run, stream, flusher, 1, hold=hold, prepare=prepare, first=1)
+    samples += timed(run, stream, flusher, 1, hold=hold, prepare=prepare, first=1, after=after)
     if count <= 2 or (best_us is not None and min(samples) > stop_ratio * best_us):
         return samples
-    return samples + timed(run, stream, flusher, count - 2, hold=hold, prepare=prepare, first=2)
+    return samples + timed(run, stream, flusher, count - 2, hold=hold, prepare=prepare, first=2, after=after)
 
 
 def device_info(arch_override: str = "") -> DeviceInfo:

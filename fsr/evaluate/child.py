@@ -21,17 +21,18 @@ import cupy as cp
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate import bench, tuning
+from fsr.evaluate import bench, configurations, guards, tuning
 from fsr.evaluate.compile import Compiled, use_compile_pool, use_disk_cache
 from fsr.evaluate.inputs import (
     BenchSet,
     Content,
     InputPool,
     TaskState,
-    bench_launches,
     make_content,
     no_scratch,
 )
+from fsr.evaluate.sample_plan import SamplePlan
+from fsr.evaluate.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
 from fsr.evaluate.trial_plan import TrialCompiles
 from fsr.evaluate.verify import (
     Buffers,
@@ -39,10 +40,8 @@ from fsr.evaluate.verify import (
     LaunchRefused,
     Program,
     check_size,
-    compare,
     crash_line,
     is_context_error,
-    launch_all,
     make_buffers,
     scratch_buffers,
     synchronize,
@@ -50,6 +49,7 @@ from fsr.evaluate.verify import (
 from fsr.types import (
     Candidate,
     ChildResult,
+    Defines,
     DeviceInfo,
     EvalRequest,
     Prepared,
@@ -100,7 +100,8 @@ class Child:
         self.device = info
         self.flusher = bench.L2Flusher(info.l2_bytes)
         self.tasks: dict[str, TaskState] = {}
-        self.note: Callable[[str], None] = lambda _: None  # tells the parent what runs now
+        # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
+        self.note: Callable[[str, float | None], None] = lambda text, deadline_s: None
 
     # -- requests ---------------------------------------------------------------------------
     def prepare(self, name: str, comparators: bool = True) -> Prepared:
@@ -116,8 +117,15 @@ class Child:
         state.contents = ahead.result() if ahead is not None else self._contents(task)
         host_s = time.perf_counter() - started
         size = dict(task.bench_size)
-        state.sets = [BenchSet(make_buffers(task, no_scratch(task), size, inputs), i)
-                      for i, (inputs, _) in enumerate(state.contents)]
+        state.sets = [BenchSet(make_buffers(task, no_scratch(task), size, inputs), i,
+                               {k: DeviceExpected.upload(v, self.stream) for k, v in expected.items()})
+                      for i, (inputs, expected) in enumerate(state.contents)]
+        cp.cuda.Device().synchronize()  # the uploads ran on the default stream; fsr's does not wait for it
+        for bench_set in state.sets[:1]:  # compiled now, not inside a tuning trial's deadline
+            for name, g in bench_set.buffers.outputs.items():
+                prepare_checks(g.dtype.name, bench_set.expected[name].value.dtype.name)
+        for bench_set in state.sets:
+            bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
         self.tasks[name] = state
         library_us = self._library_us(state) if comparators and task.has_library else None
         torch_us = self._torch_us(state) if comparators else None
@@ -146,42 +154,66 @@ class Child:
             return list(pool.map(build, seeds))
 
     def evaluate(self, req: EvalRequest) -> ChildResult:
+        """Tune (if asked), then check and time in full the best configuration; when it fails,
+        the next best in its place (configurations.FALLBACKS at most), each failure recorded
+        in its trials. The verdict is the configuration's that stands, else the best one's."""
         state = self.tasks[req.candidate.task]
         cand, program = req.candidate, Program(req.cubin, req.lowered)
-        trials: tuple[Any, ...] = ()
-        resources = None
-        per_run_s: float | None = None  # the timed configuration's time per run, from its tuning trial
         clock = _Stages()
-        if req.tune_trials > 0 and _space(cand) > 1:
-            tuned = tuning.run(DeviceTrials(self, state), state.task, cand, req, self.spec.tune)
-            self.compiles.forget()  # points the budget left unmeasured
-            trials = tuned.trials
-            if tuned.best_us:  # set only when a configuration won
-                per_run_s = tuned.best_us * 1e-6
-            if tuned.candidate is not None and tuned.program is not None and tuned.resources is not None:
-                cand, program, resources = tuned.candidate, tuned.program, tuned.resources  # as measured in tuning
+        refused = guards.check_module(program.globals, tuple(program.unresettable))
+        if refused:
+            return ChildResult(Verdict.REJECTED, refused, defines=cand.resolved_defines(), stages=clock.stages())
+        own = tuning.Option(cand, program, None, 0.0)
+        if not (req.tune_trials > 0 and _space(cand) > 1):
+            return self._full(state, own, (), clock, tuned=False)
+        tuned = tuning.run(DeviceTrials(self, state), state.task, cand, req, self.spec.tune)
+        self.compiles.forget()  # points the budget left unmeasured
         clock.lap("tune")
-        if trials:
-            names = {t.name for t in cand.tunables}
-            self.note("checks and timing of the tuned " + " ".join(f"{k}={v}" for k, v in cand.resolved_defines() if k in names))
-        resources = program.resources(resources)
-        done = partial(ChildResult, defines=cand.resolved_defines(), resources=resources, trials=trials)
+        trials, first = tuned.trials, None
+        known = configurations.known_failure(_tunable_values(cand), req.failed)
+        if not tuned.options and known is not None:  # no configuration stands, the own one hung or crashed before
+            verdict = Verdict.TIMEOUT if known.startswith("TIMEOUT") else Verdict.CRASH
+            return ChildResult(verdict, known, defines=cand.resolved_defines(), trials=trials, stages=clock.stages())
+        failures: list[tuple[Defines, str]] = []
+        for option in tuned.options or (own,):  # none feasible: the candidate's own fails as it does
+            result = self._full(state, option, trials, clock, tuned=True)
+            if result.verdict == Verdict.OK:
+                return replace(result, message=configurations.summary(tuple(failures)))
+            values = _tunable_values(option.candidate)
+            reason = f"{result.verdict} in the full check: {result.message}"
+            failures.append((values, reason[:500]))
+            trials = tuple(replace(t, feasible=False, reason=reason[:500]) if dict(t.values) == dict(values) else t
+                           for t in trials)
+            first = first or result  # the best configuration's failure
+        assert first is not None
+        others = configurations.summary(tuple(failures[1:]))
+        return replace(first, trials=trials, message=first.message + (f"; {others}" if others else ""))
+
+    def _full(self, state: TaskState, option: tuning.Option, trials: tuple[Any, ...], clock: _Stages,
+              tuned: bool) -> ChildResult:
+        """One configuration checked at every test size, timed with the full protocol (its trial's
+        median spares the warm-up) and its timed runs checked."""
+        cand, program = option.candidate, option.program
+        if tuned:
+            self.note(configurations.TUNED + configurations.label(_tunable_values(cand)), None)
+        per_run_s = option.trial_us * 1e-6 if option.trial_us else None
+        done = partial(ChildResult, defines=cand.resolved_defines(), resources=program.resources(option.resources),
+                       trials=trials)
         try:
             checks = self._verify(state, cand, program, range(len(state.task.test_sizes)))
             clock.lap("verify")
             if not checks[-1].passed:
                 return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages=clock.stages())
-            samples = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples, per_run_s)
-            recheck = self._recheck(state, cand, program)
+            samples, timed = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples,
+                                        per_run_s)
             clock.lap("bench")
         except LaunchRefused as e:
             clock.lap("verify")
             return done(Verdict.LAUNCH_ERROR, str(e), stages=clock.stages())
-        if not recheck.passed:
-            return done(Verdict.WRONG, "after timing, new inputs under the same buffers gave a wrong result "
-                        f"(results cached in device memory?): {_wrong(recheck)}", checks + (recheck,),
-                        tuple(samples), stages=clock.stages())
-        return done(Verdict.OK, "", checks + (recheck,), tuple(samples), stages=clock.stages())
+        if not timed.passed:
+            return done(Verdict.WRONG, f"timed runs are checked: {_wrong(timed)}", checks + (timed,), tuple(samples),
+                        stages=clock.stages())
+        return done(Verdict.OK, "", checks + (timed,), tuple(samples), stages=clock.stages())
 
     # -- stages -----------------------------------------------------------------------------
     def _verify(self, state: TaskState, cand: Candidate, program: Program, indices: Any) -> tuple[SizeCheck, ...]:
@@ -195,43 +227,17 @@ class Child:
         return tuple(checks)
 
     def _time(self, state: TaskState, cand: Candidate, program: Program, budget_s: float,
-              min_samples: int, per_run_s: float | None = None) -> list[float]:
-        run, before = bench_launches(state, cand, program, self.stream)
-        samples = bench.sample(run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
-                               max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=before,
-                               hold=self.hold, rel_error=self.cfg.bench_rel_error, per_run_s=per_run_s)
+              min_samples: int, per_run_s: float | None = None) -> tuple[list[float], SizeCheck]:
+        """Samples of the full protocol, every run reset and checked (timed_runs), a few from a
+        decoy; and the check of the timed runs (failed: WRONG). Raises LaunchRefused."""
+        runs = TimedRuns(state, cand, program, self.stream, SamplePlan(len(state.sets), min_samples))
+        samples = bench.sample(runs.run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
+                               max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=runs.before,
+                               after=runs.after, hold=self.hold, rel_error=self.cfg.bench_rel_error,
+                               per_run_s=per_run_s)
         synchronize(self.stream)
-        return samples
-
-    def _recheck(self, state: TaskState, cand: Candidate, program: Program) -> SizeCheck:
-        """Other contents under the timing buffers of set 0 must give their own answer, not the
-        one computed there during timing (defeats results cached in device memory by pointer).
-        The contents come from another set's buffers (a device copy); set 0 keeps them. All in
-        order on the child's stream; outputs come back through pinned host memory."""
-        first = state.sets[0]
-        content = (first.content + 1) % len(state.contents)
-        inputs, expected = state.contents[content]
-        source = next((s for s in state.sets if s.content == content), None)
-        size = dict(state.task.bench_size)
-        with self.stream:
-            for name, g in first.buffers.inputs.items():
-                if source is not None:
-                    g.array[...] = source.buffers.inputs[name].array
-                else:
-                    g.array.set(inputs[name])
-            first.content = content
-            first.buffers.reset(no_scratch(state.task))
-            scratch = scratch_buffers(cand, size)
-            for s in cand.scratch:
-                scratch[s.name].fill(0 if s.zero else 0xFF)
-            arrays = {k: g.array for k, g in (first.buffers.inputs | first.buffers.outputs | scratch).items()}
-            launch_all(program, cand, state.task, size, arrays, self.stream)
-            synchronize(self.stream)
-            for name, g in first.buffers.outputs.items():
-                ok, err, detail = compare(name, g.array.get(out=state.landing(name, g.array)), expected[name])
-                if not ok:
-                    return SizeCheck(state.task.bench_size, False, err, detail)
-        return SizeCheck(state.task.bench_size, True)
+        failed = runs.verdict()
+        return samples, failed or SizeCheck(state.task.bench_size, True)
 
     def _library_us(self, state: TaskState) -> float | None:
         fn = tasks.functions(state.task).library
@@ -296,8 +302,8 @@ class DeviceTrials:
     def compile(self, trial: Candidate) -> Future[Compiled]:
         return self.child.compiles.submit(trial, self.state.task, self.child.device.arch)
 
-    def note(self, text: str) -> None:
-        self.child.note(text)
+    def note(self, text: str, deadline_s: float | None = None) -> None:
+        self.child.note(text, deadline_s)
 
     def check(self, trial: Candidate, program: Program, index: int) -> SizeCheck:
         task, stream = self.state.task, self.child.stream
@@ -313,15 +319,15 @@ class DeviceTrials:
             self.kept[index] = buffers
         return check
 
-    def time(self, trial: Candidate, program: Program, best_us: float | None) -> list[float]:
+    def time(self, trial: Candidate, program: Program, best_us: float | None) -> tuple[list[float], SizeCheck | None]:
         child, cfg = self.child, self.child.spec.tune
-        run, before = bench_launches(self.state, trial, program, child.stream)
-        samples = bench.sample_trial(run, child.stream, child.flusher, budget_s=cfg.trial_bench_budget_s,
+        runs = TimedRuns(self.state, trial, program, child.stream, SamplePlan(len(self.state.sets), 0))
+        samples = bench.sample_trial(runs.run, child.stream, child.flusher, budget_s=cfg.trial_bench_budget_s,
                                      max_samples=cfg.trial_max_samples, best_us=best_us,
-                                     stop_ratio=cfg.trial_stop_ratio, cut_ratio=cfg.trial_cut_ratio, before=before,
-                                     hold=child.hold)
+                                     stop_ratio=cfg.trial_stop_ratio, cut_ratio=cfg.trial_cut_ratio,
+                                     before=runs.before, after=runs.after, hold=child.hold)
         synchronize(child.stream)
-        return samples
+        return samples, runs.verdict()
 
 
 class _Stages:
@@ -342,6 +348,11 @@ class _Stages:
 
 def _space(cand: Candidate) -> int:
     return int(np.prod([len(t.values) for t in cand.tunables], dtype=np.int64)) if cand.tunables else 1
+
+
+def _tunable_values(cand: Candidate) -> Defines:
+    names = {t.name for t in cand.tunables}
+    return tuple((k, v) for k, v in cand.resolved_defines() if k in names)
 
 
 def _wrong(check: SizeCheck) -> str:
@@ -383,7 +394,11 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
         conn.send(("fatal", explain(e)))
         return
     conn.send(("ready", child.device))
-    child.note = lambda text: conn.send(("note", text))
+
+    def note(text: str, deadline_s: float | None) -> None:
+        conn.send(("note", text if deadline_s is None else (text, deadline_s)))
+
+    child.note = note
     while True:
         try:
             kind, payload = conn.recv()

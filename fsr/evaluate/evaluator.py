@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.evaluate import PREPARE_TIMEOUT_S, guards
+from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, guards
 from fsr.evaluate.compile import (
     Compiled,
     CompileFailed,
@@ -102,6 +102,16 @@ class WorkerTime:
             covered = _covered(start, end, self._spans)
             self._spans = [*self._spans[-(self.KEPT - 1):], (start, end)]
         return max(0.0, end - start - covered)
+
+
+def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:
+    """The verdict's message, with the configurations that hung or crashed a child first."""
+    summary = configurations.summary(failed)
+    if not summary:
+        return result
+    if result.message.startswith(configurations.FAILED):  # the child's own list: one list
+        return replace(result, message=f"{summary}; {result.message[len(configurations.FAILED):]}")
+    return replace(result, message=f"{result.message}; {summary}" if result.message else summary)
 
 
 def _covered(start: float, end: float, spans: list[tuple[float, float]]) -> float:
@@ -191,19 +201,26 @@ class GpuEvaluator:
             request = EvalRequest(cand, compiled.cubin, compiled.lowered, trials, journal_path=journal,
                                   programs=programs)
             timeout = self.cfg.timeout_s + (self.spec.tune.time_budget_s if trials else 0.0)
-            reply = self.sandbox.call("evaluate", request, timeout)
+
+            def attempt(failed: configurations.Failed) -> object:
+                """After a hang or a crash in one configuration: a new child, the task loaded."""
+                self.sandbox.ensure_started()
+                self._prepare(task)
+                return self.sandbox.call("evaluate", replace(request, failed=failed), timeout)
+
+            reply, failed = configurations.with_retries(attempt, {t.name for t in cand.tunables} if trials else set())
         base = Evaluation(cand.id, task.name, Verdict.OK, resources=compiled.resources, device=device.name,
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
                           baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,
                           setup_s=setup_s)
         if isinstance(reply, TimedOut):
             during = f" (during {reply.doing})" if reply.doing else ""
-            return replace(base, verdict=Verdict.TIMEOUT, message=f"still running after {reply.seconds:.1f} s{during}; "
-                           "the GPU child was killed and replaced")
+            return _noting(replace(base, verdict=Verdict.TIMEOUT, message=f"still running after {reply.seconds:.1f} s"
+                                   f"{during}; the GPU child was killed and replaced"), failed)
         if isinstance(reply, Died):
-            return replace(base, verdict=Verdict.CRASH, message=reply.reason)
+            return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed)
         assert isinstance(reply, ChildResult)
-        return self._judge(base, reply, task, device)
+        return _noting(self._judge(base, reply, task, device), failed)
 
     def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources

@@ -10,9 +10,14 @@ import re
 from dataclasses import dataclass
 
 from fsr.candidate import strip_comments
+from fsr.evaluate.device_globals import ModuleGlobals
 from fsr.types import Candidate
 
 MAX_SOURCE_BYTES = 100_000
+# Module-scope __device__ variables persist between launches; fsr restores them before every
+# launch sequence, and bounds them so that no results table fits: a decoupled look-back's
+# tickets and flags need bytes (put per-tile flags in a zeroed [[scratch]] buffer).
+MAX_MODULE_GLOBAL_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,3 +68,17 @@ def check(cand: Candidate) -> str | None:
         if m:
             return f"{rule.name}: '{m.group(0).strip()}' refused: {rule.why}"
     return None
+
+
+def check_module(module: ModuleGlobals, unresettable: tuple[str, ...] = ()) -> str | None:
+    """None if the compiled module's writable module-scope variables fit the bound and can be
+    restored (`unresettable`: sections the loaded module gave no address for), else why not."""
+    if unresettable:
+        return (f"module-globals: module-scope __device__ variables in {', '.join(unresettable)} that fsr cannot "
+                "locate to reset between launches; declare them at namespace scope, or use a [[scratch]] buffer")
+    if module.total_bytes <= MAX_MODULE_GLOBAL_BYTES:
+        return None
+    names = ", ".join(module.names()[:4]) or "unnamed"
+    return (f"module-globals: {module.total_bytes} bytes of module-scope __device__ variables ({names}) refused: "
+            f"at most {MAX_MODULE_GLOBAL_BYTES} bytes; they persist between launches, and a kernel's working "
+            "memory belongs in a [[scratch]] buffer, which fsr sizes and resets")

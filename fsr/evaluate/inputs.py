@@ -1,12 +1,11 @@
 """The GPU child's per-task state: fresh inputs and float64 references for the test sizes (made
 ahead on a thread), and the benchmark input sets on the device, which every timing rotates
-through. Runs in the evaluator's child process only (imports cupy).
+through, with their expected outputs. Runs in the evaluator's child process only (imports cupy).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +14,7 @@ import cupyx
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate.verify import Buffers, Expected, Program, enqueue, expect, plan, scratch_buffers
+from fsr.evaluate.verify import Buffers, Expected, expect
 from fsr.types import Candidate, Task
 
 Content = tuple[dict[str, np.ndarray], dict[str, Expected]]  # inputs, and the expected outputs
@@ -32,10 +31,14 @@ def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str
 
 @dataclass
 class BenchSet:
-    """Device buffers at the benchmark size, and which of the task's benchmark contents they hold."""
+    """Device buffers at the benchmark size, which of the task's benchmark contents they hold,
+    and that content's expected outputs on the device (every timed run's outputs are compared
+    with them: fsr.evaluate.timed_runs)."""
 
     buffers: Buffers
     content: int
+    expected: dict[str, Any] = field(default_factory=dict)  # output -> timed_runs.DeviceExpected
+    fingerprints: list[int] = field(default_factory=list)  # of the inputs as uploaded: timed runs may not change them
 
 
 @dataclass
@@ -92,28 +95,6 @@ class InputPool:
             with self.cond:
                 self.items[index].append(item)
                 self.cond.notify_all()
-
-
-def bench_launches(state: TaskState, cand: Candidate, program: Program, stream: cp.cuda.Stream
-                   ) -> tuple[Callable[[int], None], Callable[[int], None]]:
-    """For timing at the benchmark size: `run(i)` queues the candidate's launches on benchmark
-    set i (rotating through the sets), `before(i)` clears its zeroed scratch buffers (outside the
-    timed region). Raises LaunchRefused."""
-    size = dict(state.task.bench_size)
-    scratch = scratch_buffers(cand, size)
-    plans = [plan(program, cand, state.task, size,
-                  {k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()})
-             for s in state.sets]
-    zeroed = [scratch[s.name] for s in cand.scratch if s.zero]
-
-    def run(i: int) -> None:
-        enqueue(plans[i % len(plans)], stream)
-
-    def before(_: int) -> None:
-        for g in zeroed:
-            cp.cuda.runtime.memsetAsync(g.array.data.ptr, 0, g.nbytes, stream.ptr)
-
-    return run, before
 
 
 def no_scratch(task: Task) -> Candidate:

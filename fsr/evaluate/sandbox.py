@@ -68,22 +68,25 @@ class Sandbox:
 
     def call(self, kind: str, payload: Any, timeout_s: float) -> Any:
         """Send one request; the reply, or Died / TimedOut (after which the child is gone). The
-        child may send notes of what it is running before its reply (("note", text)); a death or
-        a timeout names the last one."""
+        child may send notes of what it is running before its reply (("note", text), or ("note",
+        (text, seconds)): that part may run `seconds` at most, within `timeout_s`); a death or a
+        timeout names the last one."""
         self.ensure_started()
         started = time.monotonic()
+        deadline = started + timeout_s
         doing = ""
         try:
             self.conn.send((kind, payload))
             while True:
-                left = timeout_s - (time.monotonic() - started)
+                left = deadline - time.monotonic()
                 if left <= 0 or not self.conn.poll(left):
                     self.kill()
                     return TimedOut(time.monotonic() - started, doing)
                 status, reply = self.conn.recv()
                 if status != "note":
                     break
-                doing = reply
+                doing, limit = (reply, None) if isinstance(reply, str) else reply
+                deadline = started + timeout_s if limit is None else min(started + timeout_s, time.monotonic() + limit)
         except (EOFError, OSError, BrokenPipeError):
             code = self._reap()
             return Died(_during(f"the GPU child died (exit code {code})", doing))

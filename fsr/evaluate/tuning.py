@@ -19,6 +19,7 @@ evaluator's child process only (imports cupy).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ import numpy as np
 
 from fsr import candidate as cfmt
 from fsr.config import TuneConfig
+from fsr.evaluate import configurations, guards
 from fsr.evaluate.compile import Compiled, CompileFailed
 from fsr.evaluate.trial_plan import start_values
 from fsr.evaluate.verify import LaunchRefused, Program
@@ -55,13 +57,16 @@ class TrialBench(Protocol):
         candidate is checked on the same inputs at a size."""
         ...
 
-    def time(self, trial: Candidate, program: Program, best_us: float | None) -> list[float]:
+    def time(self, trial: Candidate, program: Program, best_us: float | None) -> tuple[list[float], SizeCheck | None]:
         """Samples of `trial` at the benchmark size with the short protocol (bench.sample_trial),
-        stopped early when clearly slower than `best_us`; raises LaunchRefused."""
+        stopped early when clearly slower than `best_us`, every run reset and checked as in the
+        full protocol; and the failed check of a timed run (None: all right). Raises
+        LaunchRefused."""
         ...
 
-    def note(self, text: str) -> None:
-        """Tell the parent what runs now (named if the child dies or hangs during it)."""
+    def note(self, text: str, deadline_s: float | None = None) -> None:
+        """Tell the parent what runs now (named if the child dies or hangs during it), and how
+        long it may run before the parent kills the child (None: the candidate's deadline)."""
         ...
 
 
@@ -76,6 +81,8 @@ class Trials:
         self.loaded: dict[Defines, tuple[Program, Resources]] = {}
         self.pending: dict[Defines, Future[Compiled]] = {}
         self.best_us: float | None = None
+        self.best_trial_s: float | None = None  # the fastest trial's device part, wall seconds
+        self.failed = {frozenset(values): reason for values, reason in req.failed}
         elements = [int(np.prod([v for _, v in s], dtype=np.int64)) for s in task.test_sizes]
         # the small sizes, largest first: the one every trial is checked at before it is timed
         self.small = sorted((i for i, e in enumerate(elements) if e <= SMALL_SIZE_ELEMENTS),
@@ -117,14 +124,27 @@ class Trials:
         from fsr import tune
 
         trial = cfmt.with_defines(self.cand, values)
-        self.bench.note("tuning trial " + " ".join(f"{k}={v}" for k, v in values.items()))
+        note = configurations.TRIAL + configurations.label(values)
+        if frozenset(values.items()) in self.failed:  # it hung or crashed a child before
+            return tune.TrialOutcome(None, self.failed[frozenset(values.items())])
+        self.bench.note(note)
         try:
             program = self.program(trial)
+            self.bench.note(note, configurations.trial_deadline_s(self.best_trial_s))
+            started = time.perf_counter()
+            refused = guards.check_module(program.globals, tuple(program.unresettable))
+            if refused:
+                return tune.TrialOutcome(None, "rejected: " + refused)
             failed = self._check(trial, program, self.small[:1])
             if failed is not None:
                 return tune.TrialOutcome(None, "wrong " + describe(failed))
-            latency = float(np.median(self.bench.time(trial, program, self.best_us)))
+            samples, failed = self.bench.time(trial, program, self.best_us)
+            if failed is not None:
+                return tune.TrialOutcome(None, "wrong in a timed run " + describe(failed))
+            latency = float(np.median(samples))
             if self.best_us is not None and latency >= self.best_us:
+                spent = time.perf_counter() - started
+                self.best_trial_s = spent if self.best_trial_s is None else min(self.best_trial_s, spent)
                 return tune.TrialOutcome(latency, UNCHECKED if len(self.small) > 1 else "")
             failed = self._check(trial, program, self.small[1:])
             if failed is not None:
@@ -133,6 +153,8 @@ class Trials:
             return tune.TrialOutcome(None, "compile error: " + (e.log.splitlines() or [""])[0])
         except (LaunchRefused, cfmt.HeaderError, cp.cuda.memory.OutOfMemoryError) as e:
             return tune.TrialOutcome(None, str(e)[:300])
+        spent = time.perf_counter() - started
+        self.best_trial_s = spent if self.best_trial_s is None else min(self.best_trial_s, spent)
         self.best_us = latency
         return tune.TrialOutcome(latency, "")
 
@@ -146,16 +168,24 @@ class Trials:
 
 
 @dataclass(frozen=True)
-class Tuned:
-    """The best configuration (None if no trial was feasible), its program and compiler report
-    (None when it is the candidate's own configuration), the trial records, and the best
-    configuration's trial median in microseconds (it spares the full protocol its warm-up)."""
+class Option:
+    """A measured configuration: its candidate, program, compiler report (None for the
+    candidate's own configuration) and trial median in microseconds (it spares the full
+    protocol its warm-up)."""
 
-    candidate: Candidate | None
-    program: Program | None
+    candidate: Candidate
+    program: Program
     resources: Resources | None
+    trial_us: float
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """The feasible configurations, fastest first (at most configurations.FALLBACKS: the next
+    is checked in full when the one before fails), and the trial records."""
+
+    options: tuple[Option, ...]
     trials: tuple[TrialRecord, ...]
-    best_us: float | None = None
 
 
 def run(bench: TrialBench, task: Task, cand: Candidate, req: EvalRequest, cfg: TuneConfig) -> Tuned:
@@ -168,11 +198,14 @@ def run(bench: TrialBench, task: Task, cand: Candidate, req: EvalRequest, cfg: T
                        time_budget_s=cfg.time_budget_s, seed=cfg.seed, start=start_values(cand, req.start_defines),
                        journal_path=req.journal_path, study_name=f"{cand.task}-{cand.id}",
                        prefetch=trials.prefetch)
-    if not result.best_values:
-        return Tuned(None, None, None, result.trials)
-    best = cfmt.with_defines(cand, dict(result.best_values))
-    program, resources = trials.winner(best.resolved_defines())
-    return Tuned(best, program, resources, result.trials, result.best_us)
+    ranked = sorted({r.values: r for r in reversed(result.trials) if r.feasible and not r.cached}.values(),
+                    key=lambda r: (r.latency_us or 0.0, r.number))[:configurations.FALLBACKS]
+    options = []
+    for record in ranked:
+        option = cfmt.with_defines(cand, dict(record.values))
+        program, resources = trials.winner(option.resolved_defines())
+        options.append(Option(option, program, resources, record.latency_us or 0.0))
+    return Tuned(tuple(options), result.trials)
 
 
 def describe(check: SizeCheck) -> str:

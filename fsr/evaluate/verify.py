@@ -17,6 +17,7 @@ import numpy as np
 
 from fsr import candidate as cfmt
 from fsr import tasks
+from fsr.evaluate import device_globals
 from fsr.types import Candidate, Resources, SizeCheck, Task, size_label
 
 PAD_BYTES = 64 * 1024  # canary region on each side; a multiple of 256 keeps buffers aligned
@@ -60,12 +61,48 @@ class Guarded:
 
 
 class Program:
-    """A loaded cubin and its kernels by declared name."""
+    """A loaded cubin, its kernels by declared name, and its module-scope variables, which
+    `reset_globals` restores to their state at load (fsr.evaluate.device_globals)."""
 
     def __init__(self, cubin: bytes, lowered: tuple[tuple[str, str], ...]):
         self.module = cp.cuda.Module()
         self.module.load(cubin)
         self.kernels = {name: self.module.get_function(symbol) for name, symbol in lowered}
+        self.globals = device_globals.read(cubin)
+        self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
+        self.unresettable: list[str] = []  # sections no variable of which the driver could place
+        self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
+
+    def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
+        """(device address, bytes, source address or 0 for zero) covering a section: the whole
+        section from its first variable's address when every variable sits at base + offset (the
+        loader keeps a section whole), else variable by variable."""
+        addresses = []
+        for sym in section.symbols:
+            try:
+                addresses.append((sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))))
+            except cp.cuda.driver.CUDADriverError:  # not exported under that name: another one places the section
+                continue
+        if not addresses:
+            self.unresettable.append(section.name)
+            return []
+        base = addresses[0][1] - addresses[0][0].offset
+        whole = all(ptr == base + sym.offset for sym, ptr in addresses)
+        spans = [(base, 0, section.size)] if whole else [(ptr, sym.offset, sym.size) for sym, ptr in addresses]
+        if section.image is None:
+            return [(ptr, size, 0) for ptr, _, size in spans]
+        image = cp.asarray(np.frombuffer(section.image, dtype=np.uint8))
+        self._images.append(image)
+        return [(ptr, size, image.data.ptr + offset) for ptr, offset, size in spans]
+
+    def reset_globals(self, stream: cp.cuda.Stream) -> None:
+        """Queue the restore of every module-scope variable on `stream`: zero-initialised ones
+        zeroed, initialised ones given their initial image back (before every launch sequence)."""
+        for ptr, size, source in self._resets:
+            if source:
+                cp.cuda.runtime.memcpyAsync(ptr, source, size, cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+            else:
+                cp.cuda.runtime.memsetAsync(ptr, 0, size, stream.ptr)
 
     def resources(self, reported: Resources | None = None) -> Resources:
         """Registers, static shared memory and local memory as the driver loaded them (max over
@@ -217,6 +254,7 @@ def check_size(program: Program, cand: Candidate, task: Task, size: tuple[tuple[
         worst = 0.0
         for run in range(1, runs + 1):
             buf.reset(cand)
+            program.reset_globals(stream)
             enqueue(launches, stream)
             synchronize(stream)
             for name, g in buf.outputs.items():

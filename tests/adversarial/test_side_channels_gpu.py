@@ -3,10 +3,9 @@ its header expects once the defences it names are built, with a message naming t
 where the defence makes it honest (state-reset), is OK and no faster than its twin. And a bad
 tunable value costs that configuration, not the candidate.
 
-The cheat and bad-configuration tests are strict xfails until the defences exist: when one
-passes, pytest fails it loudly, and the mark comes off. `FSR_TEST_CHEATS_TODAY=1` runs one more
-test, for the corpus itself: every cheat fools the evaluator as it stands (OK, and faster than
-its twin), printing the fake speedups.
+`FSR_TEST_CHEATS_TODAY=1` runs one more test, for the corpus itself: every cheat fools an
+evaluator without the defences (OK, and faster than its twin), printing the fake speedups; it
+fails against this evaluator by design (run it on a checkout from before the defences).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import pytest
 from fsr import candidate, tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Evaluation, Verdict
+from fsr.types import Evaluation, Verdict, WorkerSpec
 
 from .corpus import DEFENCES, Entry, bad_configurations, side_channels
 
@@ -30,13 +29,16 @@ NOT_FASTER = 0.9  # a cheat made honest runs at its twin's speed (its stash writ
 CANDIDATE_TIMEOUT_S = 30.0
 
 
-def not_built(defence: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"defence not built yet: {defence}")
+def corpus_evaluator(trials: int) -> GpuEvaluator:
+    """An evaluator for every task the corpus uses."""
+    names = sorted({e.task for pair in CHEATS for e in pair} | {e.task for e in CONFIGS})
+    config = Config(eval=EvalConfig(timeout_s=CANDIDATE_TIMEOUT_S), tune=TuneConfig(trials=trials))
+    return GpuEvaluator(WorkerSpec.of(config, [tasks.load(n) for n in names]))
 
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = GpuEvaluator(Config(eval=EvalConfig(timeout_s=CANDIDATE_TIMEOUT_S), tune=TuneConfig(trials=0)))
+    ev = corpus_evaluator(0)
     yield ev
     ev.close()
 
@@ -60,7 +62,7 @@ def test_honest_twin_is_ok(evaluator, cheat, twin):
     assert result.verdict == Verdict.OK, f"{twin.name}: {result.verdict} {result.message[:400]}"
 
 
-@pytest.mark.parametrize("cheat,twin", [pytest.param(c, t, marks=not_built(c.caught_by[0]), id=c.name) for c, t in CHEATS])
+@pytest.mark.parametrize("cheat,twin", CHEATS, ids=[c.name for c, _ in CHEATS])
 def test_cheat_is_stopped_by_its_defence(evaluator, cheat, twin):
     honest = twin_result(evaluator, twin)
     assert honest.verdict == Verdict.OK, honest.message
@@ -87,15 +89,14 @@ def test_cheat_fools_the_undefended_evaluator(evaluator, cheat, twin):
     assert ratio > 1.1, f"{cheat.name}: only {ratio:.2f}x"
 
 
-@pytest.mark.parametrize("entry", [pytest.param(e, marks=not_built("a failed configuration costs that configuration"), id=e.name)
-                                   for e in CONFIGS])
+@pytest.mark.parametrize("entry", CONFIGS, ids=[e.name for e in CONFIGS])
 def test_bad_configuration_costs_only_itself(entry):
     """OK at the other values, the bad one among the trials with its verdict, well within the
     candidate's timeout."""
     assert entry.fails_at is not None
     name, value, verdict = entry.fails_at
     task = tasks.load(entry.task)
-    ev = GpuEvaluator(Config(eval=EvalConfig(timeout_s=CANDIDATE_TIMEOUT_S), tune=TuneConfig(trials=8)))
+    ev = corpus_evaluator(8)
     try:
         ev.device()  # the child's start is not the candidate's time
         started = time.monotonic()

@@ -5,10 +5,13 @@ warm-up when the time per run is known (the winner's trial has just run it)."""
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
 from fsr.evaluate import bench
+from fsr.evaluate.device_globals import ModuleGlobals
 from fsr.types import SizeCheck
 
 
@@ -20,11 +23,11 @@ class Fake:
         monkeypatch.setattr(bench, "timed", self.timed)
         monkeypatch.setattr(bench, "warm_up", self.warm_up)
 
-    def timed(self, run, stream, flusher, count, *, hold=None, prepare=None, first=0):
+    def timed(self, run, stream, flusher, count, *, hold=None, prepare=None, first=0, after=None):
         self.calls.append((first, count))
         return [self.us] * count
 
-    def warm_up(self, run, stream, flusher, *, warmup_s, hold=None, prepare=None, min_runs=2):
+    def warm_up(self, run, stream, flusher, *, warmup_s, hold=None, prepare=None, min_runs=2, after=None):
         self.warmups += 1
         return self.us * 1e-6, hold is not None
 
@@ -86,13 +89,16 @@ def sgemm_us(trial) -> float:
     return 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
 
 
+NO_GLOBALS = types.SimpleNamespace(globals=ModuleGlobals(), unresettable=[])  # a trial's program, as far as tuning looks
+
+
 class FakeBench:
     """A tuning.TrialBench with no GPU: compiles never asked for (programs are faked), `check(bench,
     trial, index)` and `time(bench, trial, best_us)` standing in for the device's checks and trial
     timing; `small` is the tuning's small sizes, in checking order, once it has started."""
 
     def __init__(self, check, time):
-        self._check, self._time, self.small = check, time, []
+        self._check, self._time, self.small, self.notes = check, time, [], []
 
     def compile(self, trial):
         raise AssertionError("programs are faked: nothing compiles")
@@ -101,10 +107,10 @@ class FakeBench:
         return self._check(self, trial, index)
 
     def time(self, trial, program, best_us):
-        return self._time(self, trial, best_us)
+        return self._time(self, trial, best_us), None  # no timed run failed its check
 
-    def note(self, text):
-        pass
+    def note(self, text, deadline_s=None):
+        self.notes.append((text, deadline_s))
 
 
 def tune_faked(monkeypatch, check, time, trials: int):
@@ -119,7 +125,7 @@ def tune_faked(monkeypatch, check, time, trials: int):
     task = tasks.load("sgemm")
     cand = cfmt.parse(task.template_source, task)
     monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: None)  # no module to load here
-    monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: None)
+    monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: NO_GLOBALS)
     monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)
     monkeypatch.setattr(tuning.Trials, "winner", lambda self, key: (None, None))
     bench = FakeBench(check, time)
@@ -139,9 +145,11 @@ def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
         return samples[trial.resolved_defines()]
 
     tuned, _, _ = tune_faked(monkeypatch, lambda bench, trial, index: SizeCheck((), True), fake_time, 8)
-    assert tuned.candidate is not None and len(samples) >= 2
-    winner = samples[tuned.candidate.resolved_defines()]
-    assert tuned.best_us == sorted(winner)[1] == min(sorted(s)[1] for s in samples.values())
+    assert tuned.options and len(samples) >= 2
+    winner = samples[tuned.options[0].candidate.resolved_defines()]
+    assert tuned.options[0].trial_us == sorted(winner)[1] == min(sorted(s)[1] for s in samples.values())
+    medians = [o.trial_us for o in tuned.options]
+    assert medians == sorted(medians) and len(medians) <= 3  # the next best, checked in full if one fails
 
 
 def test_a_trial_is_checked_past_one_size_only_when_it_beats_the_best(monkeypatch):
@@ -172,9 +180,9 @@ def test_a_trial_is_checked_past_one_size_only_when_it_beats_the_best(monkeypatc
     elements = [int(np.prod([v for _, v in sizes[i]])) for i in small]
     assert elements == sorted(elements, reverse=True) and elements[0] <= tuning.SMALL_SIZE_ELEMENTS
     records = {r.values: r for r in tuned.trials if not r.cached}
-    assert tuned.candidate is not None and tuned.candidate.resolved_defines() not in wrong_at
+    assert tuned.options and not any(o.candidate.resolved_defines() in wrong_at for o in tuned.options)
     best = min(r.latency_us for r in records.values() if r.feasible and r.reason == "")
-    assert tuned.best_us == best
+    assert tuned.options[0].trial_us == best
     names = {t.name for t in cand.tunables}
     for key, indices in checked.items():
         record = records[tuple((k, v) for k, v in key if k in names)]

@@ -51,6 +51,9 @@ def _note_then(conn) -> None:
         except EOFError:
             return
         conn.send(("note", f"tuning trial BLOCK={what}"))
+        if what == "hang within a deadline":  # the trial's own deadline, shorter than the call's
+            conn.send(("note", ("tuning trial BLOCK=1024", 0.5)))
+            time.sleep(60)
         if what == "die":
             os._exit(3)
         if what == "hang":
@@ -82,5 +85,8 @@ def test_a_death_or_timeout_names_what_the_child_was_running_and_a_reply_skips_t
         _attached(sandbox)
         hung = sandbox.call("evaluate", "hang", 2)
         assert isinstance(hung, TimedOut) and hung.doing == "tuning trial BLOCK=hang" and 1.5 < hung.seconds < 10
+        _attached(sandbox)
+        hung = sandbox.call("evaluate", "hang within a deadline", 60)
+        assert isinstance(hung, TimedOut) and hung.doing == "tuning trial BLOCK=1024" and 0.4 < hung.seconds < 5
     finally:
         sandbox.close()

@@ -1,4 +1,5 @@
-// expect: WRONG — remembers the buffers it computed last and skips the work when they repeat
+// expect: OK — remembers the buffers it computed last, to skip the work when they repeat; fsr restores module
+// variables before every launch sequence, so it never finds them repeated and always computes
 /* fsr
 [tunables]
 BLOCK = [256]

@@ -1,0 +1,87 @@
+"""A compiled module's module-scope device variables (`__device__` globals), read from its cubin.
+
+Such variables persist from one launch to the next for as long as the module stays loaded, so a
+kernel could keep results, counters or markers in them and tell a timed launch from a checked
+one. fsr bounds their total size (guards.check_module) and restores them before every launch
+sequence, checked or timed (verify.Program.reset_globals): `.nv.global` (zero-initialised,
+NOBITS) is zeroed and `.nv.global.init` gets its initial image back, which is the section's
+bytes in the cubin. `__constant__` memory is not here: kernels cannot write it.
+
+A cubin is an ELF64 file; this reads its section headers and symbol table with `struct`, no
+CUDA (the parent, tests and the child all use it).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+WRITABLE_SECTIONS = (".nv.global", ".nv.global.init")
+NOBITS = 8
+STT_OBJECT = 1
+
+
+class NotACubin(ValueError):
+    """The bytes are not a 64-bit little-endian ELF file."""
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A variable in a writable section: its name (as the driver looks it up), offset and size."""
+
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Section:
+    """One writable section: its size, its initial image (None: zero-initialised) and the
+    variables in it. Reset restores [base, base + size), base = a symbol's address - its offset."""
+
+    name: str
+    size: int
+    image: bytes | None
+    symbols: tuple[Symbol, ...]
+
+
+@dataclass(frozen=True)
+class ModuleGlobals:
+    sections: tuple[Section, ...] = ()
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.size for s in self.sections)
+
+    def names(self) -> list[str]:
+        return [sym.name for s in self.sections for sym in s.symbols]
+
+
+def read(cubin: bytes) -> ModuleGlobals:
+    """The writable module-scope sections of a cubin, with their variables."""
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+        raise NotACubin("not a 64-bit little-endian ELF file")
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names = headers[shstrndx]
+
+    def string(table: tuple, at: int) -> str:
+        start = table[4] + at
+        return cubin[start:cubin.index(b"\0", start)].decode(errors="replace")
+
+    section_names = [string(names, h[0]) for h in headers]
+    wanted = {i: n for i, n in enumerate(section_names) if n in WRITABLE_SECTIONS}
+    symbols: dict[int, list[Symbol]] = {i: [] for i in wanted}
+    for h in headers:
+        if h[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = headers[h[6]]
+        for k in range(h[5] // h[9]):
+            st_name, st_info, _, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", cubin, h[4] + k * h[9])
+            if st_shndx in wanted and st_info & 0xF == STT_OBJECT:
+                symbols[st_shndx].append(Symbol(string(strtab, st_name), st_value, st_size))
+    return ModuleGlobals(tuple(
+        Section(name, headers[i][5], None if headers[i][1] == NOBITS else cubin[headers[i][4]:headers[i][4] + headers[i][5]],
+                tuple(sorted(symbols[i], key=lambda s: s.offset)))
+        for i, name in sorted(wanted.items())))
