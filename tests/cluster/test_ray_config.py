@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ray.autoscaler._private.util import prepare_config, validate_config
+
+from cluster.ray_compat import prepare_config, validate_config
 
 pytestmark = pytest.mark.cluster
 
