@@ -37,6 +37,11 @@ SHIPPED_PACKAGES: tuple[str, ...] = ("fsr", "cluster")
 SHIP_EXCLUDES = ["**/__pycache__/", "*.pyc"]
 
 
+# The processes the embedded Ray started (direct children of this one), stopped at exit: this
+# hook is registered after Ray's own, so it runs first, while their tree is still whole.
+_embedded: set[int] = set()
+
+
 class ClusterError(RuntimeError):
     """Ray could not be started or reached; the message is one line for the command line."""
 
@@ -87,19 +92,22 @@ def _start_embedded(num_gpus: int | None, options: dict[str, Any], secrets: Coll
             raise ClusterError(f"could not start a local Ray instance: {_one_line(e)}") from e
         raise
     auth.restrict_token_file()
-    ray_pids = processes.children(os.getpid()) - before
-    atexit.register(_stop_tree, ray_pids)  # runs before Ray's own atexit shutdown (registered earlier)
+    _embedded.update(processes.children(os.getpid()) - before)
 
 
 def _stop_tree(roots: set[int]) -> None:
     """Shut the embedded Ray down and stop every process it started, agents included: taken as
-    one tree first, since the agents outlive a raylet stopped before them."""
-    pids = processes.tree(roots)
+    one tree first, since the agents outlive a raylet stopped before them. Only roots that are
+    still this process's children count (a pid of a Ray stopped earlier may have been reused)."""
+    pids = processes.tree(roots & processes.children(os.getpid()))
     try:
         ray.shutdown()
     except Exception as e:  # a start cut short leaves Ray half set up
         log.debug("ray.shutdown: %s", e)
-    processes.stop(processes.tree(pids) | pids)
+    processes.stop(processes.tree(pids))  # the agents among them: orphans now, but alive
+
+
+atexit.register(lambda: _stop_tree(_embedded) if _embedded else None)
 
 
 def _join(address: str, num_gpus: int | None, options: dict[str, Any], ship_code: bool) -> None:
@@ -144,8 +152,9 @@ def _remove_links(stage: Path) -> None:
 
 
 def disconnect() -> None:
-    """Shut down the embedded instance, or leave the cluster (its nodes keep running)."""
-    ray.shutdown()
+    """Shut down the embedded instance (all of it), or leave the cluster (its nodes keep running)."""
+    _stop_tree(_embedded)
+    _embedded.clear()
 
 
 def _resolve(address: str) -> str:

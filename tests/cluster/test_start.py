@@ -89,7 +89,7 @@ def test_ctrl_c_during_the_embedded_start_leaves_no_ray_process():
         assert any("Agent" in p for p in marked_processes(mark).values()), "Ray's agents never started"
         os.killpg(driver.pid, signal.SIGINT)
         driver.wait(timeout=60)
-        deadline = time.monotonic() + 15.0
+        deadline = time.monotonic() + 30.0  # orphaned agents used to run on for 1-3 minutes
         while marked_processes(mark) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert marked_processes(mark) == {}
