@@ -4,12 +4,12 @@ Three things of Ray's reach a driver's terminal even with `log_to_driver=False`:
 - the "ray" Python logger, which Ray gives a handler to stderr;
 - the error messages Ray publishes to every driver (a worker killed, a node's raylet gone with
   the last lines of its log, "[state-dump] ..."), printed to stdout by the thread that
-  `ray.init` starts for them (ray._private.worker.listen_error_messages);
+  `ray.init` starts for them;
 - fsr's own cluster layer logging through Python's last-resort handler.
 
 `route_ray_output(path)` sends all three to `path`. What the user should know about, the
-executor reports itself, in one line each, through the progress view. The error thread is
-reached through a private name of Ray's (`print_to_stdstream`); if a Ray version lacks it, its
+executor reports itself, in one line each, through the progress view. The error thread's
+printer is a private name of Ray's (cluster.ray_compat); if a Ray version lacks it, its
 messages are left alone rather than lost.
 """
 
@@ -20,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from cluster import ray_compat
 
 _lock = threading.Lock()
 _handler: logging.FileHandler | None = None
@@ -56,14 +58,8 @@ def route_ray_output(path: str | Path) -> None:
 
 
 def _route_published_errors() -> None:
-    try:
-        import ray._private.worker as ray_worker
-    except ImportError:
-        return
-    if getattr(ray_worker, "print_to_stdstream", None) is _to_log:
-        return
-    if hasattr(ray_worker, "print_to_stdstream"):
-        ray_worker.print_to_stdstream = _to_log
+    if ray_compat.published_error_printer() is not _to_log:
+        ray_compat.set_published_error_printer(_to_log)
 
 
 def _to_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 import ray
-import ray._private.worker as ray_worker
-from ray._private.utils import publish_error_to_driver
 
+from cluster.ray_compat import publish_error_to_driver, ray_worker
 from cluster.ray_output import route_ray_output
 from tests.cluster.conftest import RAY_WAIT_S
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+
+from cluster import processes
+from tests.cluster.conftest import RAY_WAIT_S
 
 pytestmark = pytest.mark.cluster
 
@@ -47,3 +53,47 @@ def test_the_embedded_default_declares_the_requested_gpus_and_runs_a_worker():
               "ex.close()\n"
               "print('GPUS', int(ray.cluster_resources()['GPU']), got[0].verdict)\n")
     assert "GPUS 2 OK" in out.stdout, out.stderr[-2000:]
+
+
+def marked_processes(mark: str) -> dict[int, str]:
+    """Pid -> name of the live processes whose environment holds FSR_TEST_MARK=mark: every process the
+    driver started, Ray's agents included (they rename themselves, but keep the environment)."""
+    needle = f"FSR_TEST_MARK={mark}".encode()
+    found = {}
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+                found[int(pid)] = cmd.decode(errors="replace")
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+def test_ctrl_c_during_the_embedded_start_leaves_no_ray_process():
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) once Ray's agents are up,
+    while the driver is still connecting or just done: within seconds nothing of that Ray is left
+    (the agents used to run on for minutes)."""
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "FSR_TEST_MARK": mark, "RAY_USAGE_STATS_ENABLED": "0"}
+    driver = subprocess.Popen([sys.executable, "-c", "from cluster.start import connect\n"
+                               "connect(None, num_gpus=1)\nimport time\ntime.sleep(120)\n"],
+                              cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + RAY_WAIT_S
+        while not any("Agent" in p for p in marked_processes(mark).values()) and time.monotonic() < deadline:
+            assert driver.poll() is None, "the driver exited before Ray's agents started"
+            time.sleep(0.1)
+        assert any("Agent" in p for p in marked_processes(mark).values()), "Ray's agents never started"
+        os.killpg(driver.pid, signal.SIGINT)
+        driver.wait(timeout=60)
+        deadline = time.monotonic() + 30.0  # orphaned agents used to run on for 1-3 minutes
+        while marked_processes(mark) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert marked_processes(mark) == {}
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        processes.stop(marked_processes(mark))  # a failed run leaves nothing for the next test
