@@ -127,21 +127,18 @@ def _join(address: str, num_gpus: int | None, options: dict[str, Any], ship_code
 
 
 def ship_env() -> dict[str, Any]:
-    """The job's runtime_env: the packages in SHIPPED_PACKAGES as this process imported them,
-    and the tasks directory fsr reads them from, laid out as in a checkout (the workers still
-    read tasks from disk, next to the fsr package) in a folder of links; Ray uploads what the
-    links point to. Trade-off: a few hundred kB go to the cluster on every connect and each node
+    """The job's runtime_env: the packages in SHIPPED_PACKAGES as this process imported them, in
+    a folder of links that Ray uploads (what the links point to: an installed fsr ships its
+    package, not site-packages). Tasks are not shipped: they travel to the workers as data, in
+    the campaign's WorkerSpec. A working_dir rather than py_modules, since without one Ray puts
+    the driver's own directory first on the workers' import path. Trade-off: a few hundred kB go to the cluster on every connect and each node
     unpacks them before its first worker starts; in exchange every worker imports exactly the
     driver's code, with no redeploy and no version drift between nodes. Dependencies (CuPy,
     NVRTC, Optuna) are not shipped: ray_config.yaml's setup_commands install them on each node."""
-    from fsr import tasks
-
     stage = Path(tempfile.mkdtemp(prefix="fsr-ship-"))
     atexit.register(_remove_links, stage)
     for name in SHIPPED_PACKAGES:
         (stage / name).symlink_to(Path(importlib.import_module(name).__file__ or "").resolve().parent)
-    if tasks.DEFAULT_TASKS_DIR.is_dir():
-        (stage / "tasks").symlink_to(tasks.DEFAULT_TASKS_DIR)
     return {"working_dir": str(stage), "excludes": SHIP_EXCLUDES}
 
 

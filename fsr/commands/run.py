@@ -241,7 +241,7 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
     from cluster.start import ClusterError, connect
 
     try:
-        connect(args.address, args.gpus, ray_log=run_dir / "cluster.log")
+        connect(args.address, args.gpus, ray_log=run_dir / "cluster.log", secrets=(config.llm.api_key_env,))
         return RayExecutor.from_config(spec)
     except ClusterError as e:
         raise UsageError(str(e)) from None
