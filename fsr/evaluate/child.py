@@ -122,8 +122,8 @@ class Child:
                       for i, (inputs, expected) in enumerate(state.contents)]
         cp.cuda.Device().synchronize()  # the uploads ran on the default stream; fsr's does not wait for it
         for bench_set in state.sets[:1]:  # compiled now, not inside a tuning trial's deadline
-            for name, g in bench_set.buffers.outputs.items():
-                prepare_checks(g.dtype.name, bench_set.expected[name].value.dtype.name)
+            for output, g in bench_set.buffers.outputs.items():
+                prepare_checks(g.dtype.name, bench_set.expected[output].value.dtype.name)
         for bench_set in state.sets:
             bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
         self.tasks[name] = state

@@ -3,7 +3,7 @@ provides `make_evaluator`; every test here then runs against it:
 
     class TestGpuEvaluator(EvaluatorContract):
         def make_evaluator(self):
-            return GpuEvaluator(Config(tune=TuneConfig(trials=0)))
+            return GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), [load("softmax")]))
 
 The candidates are variants of the softmax baseline (and one that cannot compile), so a real
 evaluator needs a GPU; the fakes in fsr/testing/fakes.py run the suite without one.

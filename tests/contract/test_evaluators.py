@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from fsr.config import Config, TuneConfig
+from fsr.tasks import load
 from fsr.testing.fakes import FakeEvaluator
 from fsr.testing.llm_server import StandInEvaluator
+from fsr.types import WorkerSpec
 from tests.contract.evaluator_contract import EvaluatorContract
 
 
@@ -26,4 +28,4 @@ class TestGpuEvaluator(EvaluatorContract):
     def make_evaluator(self):
         from fsr.evaluate.evaluator import GpuEvaluator
 
-        return GpuEvaluator(Config(tune=TuneConfig(trials=0)))
+        return GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), [load("softmax")]))
