@@ -109,6 +109,7 @@ class Meter:
         self.tokens = 0
         self.reserved = Reservation(0, 0.0)
         self.tokens_per_byte = 0.0  # the highest prompt tokens per byte a server reported
+        self._refused = ""  # set once a call's worst case could not fit: the budget is spent
         self._lock = threading.Lock()
 
     def charge(self, tokens: int, cost_usd: float) -> None:
@@ -119,6 +120,8 @@ class Meter:
     def refusal(self) -> str | None:
         """Why no further call may be made (the budget is spent), or None."""
         with self._lock:
+            if self._refused:
+                return self._refused
             if self.max_cost and self.cost_usd >= self.max_cost:
                 return f"LLM budget spent: ${self.cost_usd:.4f} of max_cost ${self.max_cost:.4f}; no further calls"
             if self.max_total_tokens and self.tokens >= self.max_total_tokens:
@@ -150,9 +153,10 @@ class Meter:
                 return worst
             if self.reserved.tokens or self.reserved.cost_usd:
                 return None
-            return (f"LLM budget spent: {self.tokens} tokens, ${self.cost_usd:.4f} used; a call could use up "
-                    f"to {worst.tokens} tokens, ${worst.cost_usd:.4f}, more than the budget has left; "
-                    "no further calls")
+            self._refused = (f"LLM budget spent: {self.tokens} tokens, ${self.cost_usd:.4f} used; a call could "
+                             f"use up to {worst.tokens} tokens, ${worst.cost_usd:.4f}, more than the budget has "
+                             "left; no further calls")
+            return self._refused
 
     def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
         """A call ended: its reservation is released and what it used is charged."""
@@ -176,6 +180,7 @@ class CallGate:
         self.tokens = WindowLimit(tokens_per_min, window_s * 1.02)
         self.in_flight = 0
         self.hold_until = 0.0
+        self.throttles: deque[tuple[float, float | None]] = deque()  # appended and taken atomically
         self._lock: asyncio.Lock | None = None
         self._left: asyncio.Event | None = None
 
@@ -210,6 +215,15 @@ class CallGate:
         if self._left is not None:
             self._left.set()
 
-    def hold(self, seconds: float) -> None:
-        """The endpoint asked every caller to wait (429 with Retry-After)."""
-        self.hold_until = max(self.hold_until, self.clock() + seconds)
+    def throttled(self, retry_after_s: float | None) -> None:
+        """The endpoint answered 429: every caller waits as long as it asked (1 s if it did not
+        say), and the pace hears of it (`throttles`)."""
+        self.hold_until = max(self.hold_until, self.clock() + (retry_after_s or 1.0))
+        self.throttles.append((self.clock(), retry_after_s))
+
+    def take_throttles(self) -> list[tuple[float, float | None]]:
+        """The 429s since the last look: (clock time, Retry-After seconds or None). Any thread."""
+        out = []
+        while self.throttles:
+            out.append(self.throttles.popleft())
+        return out
