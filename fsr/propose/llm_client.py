@@ -17,12 +17,14 @@ same ones again on replay.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import hashlib
 import json
 import os
 import random
 import re
+import ssl
 import threading
 import time
 from collections import Counter
@@ -49,6 +51,7 @@ PRICES: dict[str, tuple[float, float]] = {
 REASONING = re.compile(r"^(o\d|gpt-5)")
 RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+SHARD_CONNECTIONS = 32  # keep-alive connections of one HTTP client (see ChatClient._connect)
 BUDGET_POLL_S = 0.05  # how often a call whose worst case does not fit yet looks again
 
 
@@ -207,7 +210,9 @@ class ChatClient:
         self._ordinals: Counter[str] = Counter()
         self.n_honoured: bool | None = None  # learnt from answers: does the server return n choices?
         self._key = "" if replay_from is not None else self._api_key()
-        self._client: Any = None  # the AsyncOpenAI client, made on the request loop's thread
+        self._clients: list[Any] = []  # AsyncOpenAI clients, made on the request loop's thread
+        self._busy: list[int] = []  # calls in flight on each
+        self._tls: ssl.SSLContext | None = None
 
     def __repr__(self) -> str:
         mode = "replay" if self.replay_from is not None else "live"
@@ -223,17 +228,24 @@ class ChatClient:
         return key
 
     def _connect(self) -> Any:
-        """One AsyncOpenAI client for all this client's calls: its connection pool is reused
-        (keep-alive) and sized to the ceiling of calls in flight."""
+        """An AsyncOpenAI client for one call: the least busy of a few, each with a keep-alive
+        pool of at most SHARD_CONNECTIONS. (httpcore looks at every pooled connection for every
+        request it sends, so one pool of hundreds costs milliseconds of CPU a request.)"""
         import openai
 
-        if self._client is None:
-            size = max(1, self.config.concurrency)
+        shards = max(1, -(-max(1, self.config.concurrency) // SHARD_CONNECTIONS))
+        if len(self._clients) < shards and (not self._clients or min(self._busy) > 0):
+            size = min(SHARD_CONNECTIONS, max(1, self.config.concurrency))
             limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
-            http = openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.config.timeout_s)
-            self._client = openai.AsyncOpenAI(base_url=self.config.base_url or None, api_key=self._key,
-                                              timeout=self.config.timeout_s, max_retries=0, http_client=http)
-        return self._client
+            if self._tls is None:
+                self._tls = ssl.create_default_context()  # loading the CA store takes 0.2 s: once
+            http = openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.config.timeout_s, verify=self._tls,
+                                                  event_hooks={"request": [_sending]})
+            self._clients.append(openai.AsyncOpenAI(base_url=self.config.base_url or None, api_key=self._key,
+                                                    timeout=self.config.timeout_s, max_retries=0,
+                                                    http_client=http))
+            self._busy.append(0)
+        return min(range(len(self._clients)), key=self._busy.__getitem__)
 
     # ---- the public calls -----------------------------------------------------------------------
 
@@ -376,13 +388,16 @@ class ChatClient:
         retries count against the endpoint's ceilings) and a 429 holds every caller of it."""
         import openai
 
-        client, last = self._connect(), ""
+        last = ""
         for attempt in range(1, self.config.retries + 2):
             wait = self._backoff(attempt)
             entry = await self.gate.enter(worst_tokens)
             used = prompt_tokens  # what the endpoint may count for a failed attempt
+            shard = self._connect()
+            self._busy[shard] += 1
+            SENT.set((self.gate, entry))
             try:
-                response = await client.chat.completions.create(**kwargs)
+                response = await self._clients[shard].chat.completions.create(**kwargs)
                 usage = getattr(response, "usage", None)
                 used = int(getattr(usage, "total_tokens", 0) or 0) or worst_tokens
                 return response, attempt
@@ -408,6 +423,7 @@ class ChatClient:
             except (openai.OpenAIError, ValueError, TypeError) as e:  # an unreadable response
                 raise CallFailed(self._redact(f"bad response: {type(e).__name__}: {e}"), attempt) from None
             finally:
+                self._busy[shard] -= 1
                 self.gate.leave(entry, used)
             if attempt <= self.config.retries:
                 await asyncio.sleep(wait)  # outside the gate: waiting does not hold a call slot
@@ -458,6 +474,16 @@ class ChatClient:
         if len(key) >= 4 and key != "none":
             text = text.replace(key, "***")
         return text
+
+
+# The gate entries of the call this task is making: its request hook dates them to when the
+# request leaves, not to when the call entered the gate (the SDK's own work lies between).
+SENT: contextvars.ContextVar[tuple[CallGate, list[list[float]]] | None] = contextvars.ContextVar("fsr_sent", default=None)
+
+
+async def _sending(request: Any) -> None:
+    if (sent := SENT.get()) is not None:
+        sent[0].sending(sent[1])
 
 
 def gate_for(config: LLMConfig, window_s: float = 60.0) -> CallGate:

@@ -55,6 +55,8 @@ class WindowLimit:
         self._log: deque[list[float]] = deque()  # [time, amount], oldest first
 
     def used(self, now: float) -> float:
+        # Entries may be re-dated later (CallGate.sending), so the log is sorted only roughly:
+        # an expired entry behind a re-dated one waits for it, which only errs on the safe side.
         while self._log and self._log[0][0] <= now - self.window_s:
             self._log.popleft()
         return sum(e[1] for e in self._log)
@@ -173,11 +175,11 @@ class CallGate:
 
     def __init__(self, max_in_flight: int = 0, requests_per_min: int = 0, tokens_per_min: int = 0,
                  window_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
-        # A call is counted from when it is sent; the server counts from when it arrives, later:
-        # a 2% longer window keeps arrivals within the server's window too.
+        # A call is counted from when its request leaves; the server counts from when it
+        # arrives, a little later and with jitter: a slightly longer window absorbs that.
         self.max_in_flight, self.clock = max_in_flight, clock
-        self.requests = WindowLimit(requests_per_min, window_s * 1.02)
-        self.tokens = WindowLimit(tokens_per_min, window_s * 1.02)
+        self.requests = WindowLimit(requests_per_min, window_s * 1.02 + 0.05)
+        self.tokens = WindowLimit(tokens_per_min, window_s * 1.02 + 0.05)
         self.in_flight = 0
         self.hold_until = 0.0
         self.throttles: deque[tuple[float, float | None]] = deque()  # appended and taken atomically
@@ -191,8 +193,8 @@ class CallGate:
             return math.inf
         return max(self.hold_until - now, self.requests.wait_s(now), self.tokens.wait_s(now, tokens), 0.0)
 
-    async def enter(self, tokens: int) -> list[float]:
-        """Wait until a call of (at most) `tokens` may be sent; its token entry, for `leave`."""
+    async def enter(self, tokens: int) -> list[list[float]]:
+        """Wait until a call of (at most) `tokens` may be sent; its entries, for `leave`."""
         if self._lock is None:
             self._lock, self._left = asyncio.Lock(), asyncio.Event()
         assert self._left is not None
@@ -205,13 +207,19 @@ class CallGate:
                     pass
             now = self.clock()
             self.in_flight += 1
-            self.requests.take(now)
-            return self.tokens.take(now, tokens)
+            return [self.requests.take(now), self.tokens.take(now, tokens)]
 
-    def leave(self, entry: list[float], tokens: int) -> None:
+    def sending(self, entries: list[list[float]]) -> None:
+        """The call's request leaves now: it counts in the windows from now (later than when
+        it entered, never earlier, so no window the server sees holds more than the limit)."""
+        now = self.clock()
+        for e in entries:
+            e[0] = max(e[0], now)
+
+    def leave(self, entries: list[list[float]], tokens: int) -> None:
         """A call ended having used `tokens` (0 if it failed before the server counted any)."""
         self.in_flight -= 1
-        WindowLimit.settle(entry, tokens)
+        WindowLimit.settle(entries[1], tokens)
         if self._left is not None:
             self._left.set()
 
