@@ -6,15 +6,45 @@
 # lineage and the terminal: every row exactly once, no CRASH/TIMEOUT caused by the kill, both
 # GPUs used before it, work going on after it, one fsr line about the loss, no Ray output.
 #
-# usage: bash bench/cluster_drill.sh OUT_DIR [EVALS] [--fake]
-#   EVALS: evaluations per run (default 30); the kill comes after EVALS/3 rows
-#   --fake: the test suite's fake evaluator (bench/cluster_drill_fake.py), for a rehearsal
-#           without GPUs
+# usage: bash bench/cluster_drill.sh OUT_DIR [EVALS] [--fake] [--dry-run]
+#   EVALS: evaluations per run (default 30, at least 3); the kill comes after EVALS/3 rows
+#   --fake: a fake evaluator in every worker (bench/cluster_drill_fake.py), for a rehearsal
+#           without GPUs; without it the host needs two GPUs
+#   --dry-run: check the arguments and the host, say what would run, and stop
+# Arguments and the host are checked before anything starts: a mistake is one line and exit 2
+# (exit 3: fewer than two GPUs without --fake).
 # Logs (six files): OUT_DIR/drill.txt (everything), OUT_DIR/{node,actor}.txt (each run's
 # terminal), OUT_DIR/runs.tgz (the lineages, each with its cluster.log of Ray's output),
 # OUT_DIR/ray-logs.tgz (Ray's session logs).
 set -uo pipefail
-out=$(realpath -m "${1:?out dir}"); n=${2:-30}; fake=${3:-}
+usage="usage: bash bench/cluster_drill.sh OUT_DIR [EVALS] [--fake] [--dry-run]"
+fail() { echo "cluster_drill: error: $1 ($usage)" >&2; exit "${2:-2}"; }
+out="" n="" fake="" dry=""
+for arg in "$@"; do
+  case $arg in
+    --fake) fake=--fake ;;
+    --dry-run) dry=1 ;;
+    -*) fail "unknown option $arg" ;;
+    *) if [[ -z $out ]]; then out=$arg
+       elif [[ -z $n ]]; then n=$arg
+       else fail "one OUT_DIR and one EVALS at most, not also '$arg'"; fi ;;
+  esac
+done
+[[ -n $out ]] || fail "OUT_DIR is missing"
+n=${n:-30}
+[[ $n =~ ^[0-9]+$ && $n -ge 3 ]] || fail "EVALS must be an integer of at least 3, not '$n'"
+[[ -e $out && ! -d $out ]] && fail "OUT_DIR $out is not a directory"
+command -v pgrep > /dev/null || fail "the drill needs pgrep (procps)"
+if [[ -z $fake ]]; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+  [[ $gpus -ge 2 ]] || fail "the drill needs two GPUs, this host has ${gpus:-0}; --fake rehearses it without" 3
+fi
+out=$(realpath -m "$out")
+cd "$(dirname "$0")/.." || fail "cannot enter the checkout"  # bench/ and `python3 -m fsr` from the root
+if [[ -n $dry ]]; then
+  echo "cluster drill: $n evaluations per run, ${fake:+fake evaluator, }logs in $out"
+  exit 0
+fi
 port=${DRILL_PORT:-46379}
 tmp=${DRILL_TMP:-/tmp/fsr-drill-$$}  # Ray's temp dir: every process of the drill's cluster names it
 work=$tmp-runs
@@ -84,7 +114,6 @@ drill() {  # $1: node | actor
     --evals "$n" --rc "$rc" | tee -a "$out/drill.txt"
 }
 
-command -v pgrep > /dev/null || { echo "the drill needs pgrep (procps)"; exit 2; }
 status=0
 drill node || status=1
 drill actor || status=1

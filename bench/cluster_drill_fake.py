@@ -1,4 +1,4 @@
-"""`fsr run` with the test suite's fake evaluator in every GPU worker, for rehearsing
+"""`fsr run` with a fake evaluator (cluster.testing's) in every GPU worker, for rehearsing
 bench/cluster_drill.sh on a machine without GPUs (`ray start --num-gpus=1` declares fake ones).
 
     python3 bench/cluster_drill_fake.py run softmax --address auto ...   (fsr's own arguments)
@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import cluster.executor  # noqa: E402
-from fsr.cli import main  # noqa: E402
-from tests.cluster.evaluators import MarkedEvaluatorFactory  # noqa: E402
+import cluster.executor
+from cluster.testing import MarkedEvaluatorFactory
+from fsr.cli import main
 
 
 def fake_factory(*_args: object, **_kwargs: object) -> MarkedEvaluatorFactory:

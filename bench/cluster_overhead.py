@@ -23,20 +23,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.chdir(ROOT)  # Ray workers import the project (and tests/) from the driver's directory
-
-from cluster.executor import RayExecutor, WorkerStats  # noqa: E402
-from cluster.start import connect  # noqa: E402
-from fsr.types import Candidate  # noqa: E402
-from tests.cluster.evaluators import MarkedEvaluatorFactory  # noqa: E402
-from tests.contract.executor_contract import softmax_variants  # noqa: E402
+from cluster.executor import RayExecutor, WorkerStats
+from cluster.start import connect
+from cluster.testing import MarkedEvaluatorFactory
+from fsr.testing.fakes import softmax_variants
+from fsr.types import Candidate
 
 
 def busy_between(before: list[WorkerStats], after: list[WorkerStats]) -> float:

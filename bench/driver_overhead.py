@@ -13,19 +13,15 @@ driver thread's CPU time less CPU time in poll (the fake evaluator runs inside p
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from fsr.config import SearchConfig  # noqa: E402
-from fsr.lineage import LineageWriter  # noqa: E402
-from fsr.propose.mutate import MutateProposer  # noqa: E402
-from fsr.search.loop import run_campaign  # noqa: E402
-from fsr.tasks import load  # noqa: E402
-from tests.fakes import FakeEvaluator, FakeExecutor  # noqa: E402
+from fsr.config import SearchConfig
+from fsr.lineage import LineageWriter
+from fsr.propose.mutate import MutateProposer
+from fsr.search.loop import run_campaign
+from fsr.tasks import load
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor
 
 
 class TimedExecutor(FakeExecutor):

@@ -17,12 +17,13 @@ import time
 from fsr import candidate, tasks
 from fsr.config import Config, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
+from fsr.types import WorkerSpec
 
 
 def main(task_name: str = "softmax", count: int = 10) -> None:
     task = tasks.load(task_name)
     base = candidate.parse(task.baseline_source, task)
-    evaluator = GpuEvaluator(Config(tune=TuneConfig(trials=0)))
+    evaluator = GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), [task]))
     try:
         started = time.perf_counter()
         first = evaluator.evaluate(base)
@@ -35,11 +36,13 @@ def main(task_name: str = "softmax", count: int = 10) -> None:
             result = evaluator.evaluate(cand)
             walls.append(time.perf_counter() - started)
             compiles.append(result.compile_s)
-            assert result.verdict.value == "OK", result.message
-        print(f"{task_name} baseline, {count} distinct candidates, warm evaluator on {evaluator.sandbox.device.name}:")
+            assert result.verdict.value == "OK" and result.timing is not None, result.message
+        timing = result.timing
+        assert timing is not None
+        print(f"{task_name} baseline, {count} distinct candidates, warm evaluator on {evaluator.device().name}:")
         print(f"  wall per candidate: median {statistics.median(walls):.3f} s "
               f"(min {min(walls):.3f}, max {max(walls):.3f}); compile median {statistics.median(compiles):.3f} s; "
-              f"median latency {result.timing.median_us:.1f} us, {len(result.timing.samples_us)} samples")
+              f"median latency {timing.median_us:.1f} us, {len(timing.samples_us)} samples")
     finally:
         evaluator.close()
 

@@ -1,7 +1,7 @@
 """`fsr run softmax` against the scripted OpenAI-compatible server, with real compilation,
 checking and timing on the local GPU, for both strategies (islands and fsr).
 
-The server (tests/llm_server.py, on 127.0.0.1) answers from a fixed script that mixes kernels
+The server (fsr.testing.llm_server, on 127.0.0.1) answers from a fixed script that mixes kernels
 that do not compile, wrong kernels, good and faster kernels, prose with several code blocks, an
 empty reply and a 429 with Retry-After; each kernel carries a distinct comment so that every
 reply is a new candidate. Prints, per strategy, the verdict counts, the best latency and the
@@ -12,15 +12,14 @@ tokens from the run's lineage.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ holds the scripted server
-
-from fsr import lineage  # noqa: E402
-from tests.llm_server import (  # noqa: E402
+from fsr import lineage
+from fsr.testing.llm_server import (
     COMPILE_ERROR_KERNEL,
     EMPTY,
     FAST_KERNEL,
@@ -52,7 +51,7 @@ def run(strategy: str, evaluations: int, runs_dir: Path) -> None:
                "--base-url", server.base_url, "--strategy", strategy, "--depth", "6",
                "--max-evaluations", str(evaluations), "--tune-trials", "4", "--runs-dir", str(runs_dir)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                              env={**__import__("os").environ, "OPENAI_API_KEY": "sk-scripted-secret"})
+                              env={**os.environ, "OPENAI_API_KEY": "sk-scripted-secret"})
         print(done.stderr[-1500:])
         requests = len(server.bodies)
     run_dir = max(runs_dir.iterdir(), key=lambda p: p.stat().st_mtime)

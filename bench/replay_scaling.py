@@ -15,8 +15,8 @@ change them). The same arguments give the same list; `--list` prints it and exit
 
 Prints the wall time from the first submission to the last result (workers' start-up
 included), evaluations per minute, each worker's count and busy fraction. `--out` writes the
-replay's own lineage there (stage times per evaluation, workers), for bench/scaling_report.py
-or a side-by-side look at the recorded run. Compiles are part of the work, so the workers start
+replay's own lineage there (stage times per evaluation, workers), for `fsr report` (its Workers
+table: each worker's occupancy) or a side-by-side look at the recorded run. Compiles are part of the work, so the workers start
 with an empty compile cache (a temporary folder, removed after); `--warm-cache` keeps the
 recorded config's (by default the node's, ~/.cache/fsr/compile).
 
@@ -41,7 +41,8 @@ from datetime import UTC, datetime
 from cluster.executor import RayExecutor
 from cluster.start import connect
 from fsr import config as cfg_mod
-from fsr import lineage
+from fsr import lineage, tasks
+from fsr.types import WorkerSpec
 
 
 def main() -> None:
@@ -77,7 +78,7 @@ def main() -> None:
     writer = lineage.LineageWriter(args.out) if args.out else None
     connect()
     started = time.perf_counter()
-    executor = RayExecutor.from_config(config, warm=names)
+    executor = RayExecutor.from_config(WorkerSpec.of(config, [tasks.load(n) for n in names], warm=True))
     verdicts: Counter[str] = Counter()
     submitted: dict[str, datetime] = {}
     first_result: dict[str, float] = {}  # worker -> when its first result came

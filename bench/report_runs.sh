@@ -4,8 +4,10 @@
 # into OUT_DIR as runs-<label>.tar.gz with each run's log.
 #
 # usage: bash bench/report_runs.sh OUT_DIR [EVALS_PER_TASK] [MAX_WALL_S]
-#   then, on any machine: tar -xzf OUT_DIR/runs-islands4.tar.gz ... ;
-#   fsr report RUN_DIR [RUN_DIR]; python bench/report_screenshot.py PAGE.html docs/report.png
+#   then, on any machine with chromium: unpack each archive into a folder of its own, e.g.
+#   mkdir runs-islands4 && tar -xzf OUT_DIR/runs-islands4.tar.gz -C runs-islands4, and
+#   bash bench/report_screenshot.sh docs/report.png runs-islands4/*/
+#   bash bench/report_screenshot.sh docs/report-compare.png runs-islands4/*/ runs-islands1/*/
 set -uo pipefail
 out=${1:?out dir}; n=${2:-16}; wall=${3:-100}
 mkdir -p "$out/work"

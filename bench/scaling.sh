@@ -1,21 +1,19 @@
 #!/usr/bin/env bash
 # Scaling of search campaigns over GPU counts (offline proposer, same budget and seed): each
-# campaign is run once per GPU set, nvidia-smi samples utilisation every second during each run,
-# bench/scaling_report.py says where the time went; then one kernel is timed on every GPU of the
-# largest set (timings of the same kernel must agree across GPUs).
+# campaign is run once per GPU set, nvidia-smi samples utilisation every second during each run
+# (OUT_DIR/smi-LABEL.csv), `fsr report --format md` says where the time went (OUT_DIR/report-LABEL.md:
+# evaluations per GPU-minute per task, each worker's occupancy, seconds per stage); then one kernel
+# is timed on every GPU of the largest set (timings of the same kernel must agree across GPUs).
 #
 # usage: bash bench/scaling.sh OUT_DIR EVALS_PER_TASK "GPU_SET ..." CAMPAIGN [CAMPAIGN ...]
-#   GPU_SET: a CUDA_VISIBLE_DEVICES value; the first is the base of the scaling column
+#   GPU_SET: a CUDA_VISIBLE_DEVICES value
 #   CAMPAIGN: task names joined by '+'
 #   e.g. bash bench/scaling.sh out 40 "0 0,1" softmax softmax+sgemm
 set -uo pipefail
 out=${1:?out dir}; n=${2:?evaluations per task}; sets=(${3:?GPU sets}); shift 3
 mkdir -p "$out/runs"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
-echo "| campaign | GPUs | evaluations | lineage span s | evaluations per minute | scaling | occupancy | scaling at equal cost | per worker | fsr busy | nvidia-smi samples |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for campaign in "$@"; do
-  base=""
   for gpus in "${sets[@]}"; do
     label="${campaign//+/_}-gpus${gpus//,/_}"  # file names of letters, digits, '-' and '_' only
     nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv,noheader -l 1 > "$out/smi-$label.csv" &
@@ -24,15 +22,15 @@ for campaign in "$@"; do
       --tune-trials 8 --seed 0 --plain --runs-dir "$out/runs/$label" > "$out/log-$label.txt" 2>&1
     kill $smi
     run=$(ls -d "$out/runs/$label"/*/ | head -1)
-    python3 bench/scaling_report.py "$run" --smi "$out/smi-$label.csv" --log "$out/log-$label.txt" \
-      --label "$campaign" ${base:+--base "$base"} > "$out/report-$label.txt" 2>&1
-    head -1 "$out/report-$label.txt"
-    base=${base:-$run}
+    python3 -m fsr report "$run" --format md > "$out/report-$label.md" 2>&1
   done
 done
 for campaign in "$@"; do for gpus in "${sets[@]}"; do
   label="${campaign//+/_}-gpus${gpus//,/_}"
-  echo "$campaign on $gpus:"; tail -n +2 "$out/report-$label.txt"; grep -E "^  worker|evaluations in" "$out/log-$label.txt"
+  echo "## $campaign on GPUs $gpus"
+  sed -n '/^| task/,/^$/p' "$out/report-$label.md"  # the summary: a row per task
+  sed -n '/^### Workers/,/^###/p' "$out/report-$label.md" | grep "^|"
+  grep -E "gpu busy|^  worker|evaluations in" "$out/log-$label.txt" | tail -4
 done; done
 [[ ${SAME_KERNEL:-1} == 1 ]] || exit 0  # SAME_KERNEL=0 skips the per-GPU timing of one kernel
 for gpu in $(echo "${sets[-1]}" | tr , ' '); do

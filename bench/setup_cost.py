@@ -10,6 +10,7 @@ right after the child starts, as a campaign's first candidates arrive.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -18,6 +19,7 @@ import time
 from fsr import candidate, tasks
 from fsr.config import Config
 from fsr.evaluate.evaluator import GpuEvaluator
+from fsr.types import WorkerSpec
 
 
 def main() -> None:
@@ -28,7 +30,8 @@ def main() -> None:
     print("| host threads | warm | task | setup s (first evaluation) | wall s (first) | wall s (second) |")
     print("|---|---|---|---|---|---|")
     for threads, warm in ((1, ()), (share, ()), (share, tuple(names))):
-        evaluator = GpuEvaluator(Config(), host_threads=threads, warm=warm)
+        spec = WorkerSpec.of(Config(), [tasks.load(name) for name in names], warm=bool(warm))
+        evaluator = GpuEvaluator(dataclasses.replace(spec, host_threads=threads))
         started = time.perf_counter()
         evaluator.device()
         print(f"    GPU child started in {time.perf_counter() - started:.2f} s", flush=True)

@@ -2,7 +2,7 @@
 this process (no sandbox), evaluates distinct template candidates of a task with default tuning,
 under cProfile; prints the stage times and the functions with the largest cumulative time.
 As in a worker, the trial programs the tuning measures first are compiled before the candidate
-reaches the child (evaluator.trial_compiles) and shipped with the request. Also prints, per
+reaches the child (trial_plan.trial_compiles) and shipped with the request. Also prints, per
 candidate, the tuning stage split into program loads and compile waits, small-size checks,
 launch set-up and timed samples (wall seconds, measured around those calls).
 
@@ -22,20 +22,22 @@ from concurrent.futures import ThreadPoolExecutor
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.config import EvalConfig, TuneConfig
+from fsr.config import TuneConfig
 from fsr.evaluate import bench, tuning
 from fsr.evaluate import child as child_module
-from fsr.evaluate.child import Child, EvalRequest
+from fsr.evaluate.child import Child
 from fsr.evaluate.compile import compile_candidate
-from fsr.evaluate.evaluator import compiled_trials, trial_compiles
+from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
+from fsr.types import Candidate, EvalRequest, WorkerSpec
 
 
-def candidates(task_name: str, count: int) -> list:
+def candidates(task_name: str, count: int) -> list[Candidate]:
     """Distinct candidates: the feature template with random switches (seeded)."""
     task = tasks.load(task_name)
     template = cfmt.parse(task.template_source or task.baseline_source, task)
     rng = random.Random(0)
-    out, seen = [], set()
+    out: list[Candidate] = []
+    seen: set[str] = set()
     while len(out) < count and len(seen) < 4 * count + 8:
         values = {f.name: rng.choice(f.values) for f in template.features}
         cand = cfmt.with_defines(template, values)
@@ -63,7 +65,7 @@ def timed_calls(owner: object, name: str, label: str) -> None:
 
 
 def main(task_name: str, count: int) -> None:
-    child = Child(None, EvalConfig(), TuneConfig(), None)
+    child = Child(WorkerSpec((tasks.load(task_name),)))
     child.prepare(task_name)
     task = child.task(task_name)
     timed_calls(tuning.Trials, "program", "load")
@@ -84,10 +86,10 @@ def main(task_name: str, count: int) -> None:
                                             programs=programs))
         profile.disable()
         walls.append(time.perf_counter() - started)
-        stages.append(result.stages_s)
+        stages.append((result.stages.verify_s, result.stages.tune_s, result.stages.bench_s))
         split = " ".join(f"{k} {v:.3f}" for k, v in sorted(SPLIT.items()))
         print(f"{cand.id} {result.verdict} wall {walls[-1]:.3f} s verify/tune/bench "
-              f"{' '.join(f'{x:.3f}' for x in result.stages_s)}; tune: {split}; trials {len(result.trials)} "
+              f"{' '.join(f'{x:.3f}' for x in stages[-1])}; tune: {split}; trials {len(result.trials)} "
               f"shipped {len(programs)} median {statistics.median(result.samples_us) if result.samples_us else 0:.1f} us "
               f"samples {len(result.samples_us)}")
     print(f"{task_name}: {len(walls)} candidates, child wall median {statistics.median(walls):.3f} s; "

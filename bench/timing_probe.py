@@ -24,18 +24,29 @@ from __future__ import annotations
 
 import statistics
 import sys
-from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ beside fsr/
+from fsr.evaluate import bench
 
-from fsr.evaluate import bench  # noqa: E402
-from tests.gpu.test_timing import SOURCE as TEST_SOURCE  # noqa: E402
+# The streaming and busy-wait kernels of tests/gpu/test_timing.py, and an empty one.
+SOURCE = r"""
+extern "C" __global__ void stream_scale(const float* x, float* y, long long n, int reps) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v = x[i];
+        for (int r = 0; r < reps; ++r) v = v * 0.999f + 0.25f;
+        y[i] = v;
+    }
+}
 
-# the test's streaming and busy-wait kernels, and an empty one
-SOURCE = TEST_SOURCE + r"""
+extern "C" __global__ void busy_wait(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+
 extern "C" __global__ void nop() {}
 """
 

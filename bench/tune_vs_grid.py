@@ -19,6 +19,7 @@ from fsr import candidate, tasks
 from fsr.config import Config, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.tune import space_size
+from fsr.types import WorkerSpec
 
 
 def template(spec: str):
@@ -32,8 +33,8 @@ def template(spec: str):
 
 
 def tune_once(evaluator: GpuEvaluator, cand, trials: int, seed: int):
-    evaluator.cfg = replace(evaluator.cfg, tune=replace(evaluator.cfg.tune, trials=trials, seed=seed))
-    evaluator.sandbox.tune_cfg = evaluator.cfg.tune
+    evaluator.spec = replace(evaluator.spec, tune=replace(evaluator.spec.tune, trials=trials, seed=seed))
+    evaluator.sandbox.spec = evaluator.spec
     evaluator.sandbox.kill()  # the child reads its tuning config at start
     started = time.perf_counter()
     result = evaluator.evaluate(cand, tune=True)
@@ -47,7 +48,7 @@ def main(specs: list[str]) -> None:
     for spec in specs:
         task, cand = template(spec)
         space = space_size(cand.tunables)
-        evaluator = GpuEvaluator(Config(tune=TuneConfig(trials=space, time_budget_s=900.0)))
+        evaluator = GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=space, time_budget_s=900.0)), [task]))
         try:
             grid, grid_s = tune_once(evaluator, cand, space, 0)
             tuned, tuned_s = tune_once(evaluator, cand, max(space // 4, 1), 0)

@@ -35,20 +35,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 import ray
 from ray.exceptions import RayError, RayTaskError
 
 from cluster.faults import POISON_AFTER, Strikes, describe_loss, first_line
-from cluster.slot import Call, Slot, WorkerStats
+from cluster.slot import Call, Slot
 from cluster.worker import EvaluatorFactory, GpuWorkerActor, gpu_evaluator_factory
-from fsr.config import Config
-from fsr.evaluate.evaluator import PREPARE_TIMEOUT_S
-from fsr.evaluate.sandbox import START_TIMEOUT_S
+from fsr.evaluate import PREPARE_TIMEOUT_S, START_TIMEOUT_S
+from fsr.execute.base import WorkerStats
 from fsr.execute.local import EvaluatorUnavailable
-from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict, WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +60,13 @@ class NoWorkerError(EvaluatorUnavailable):
     model. The message is one line."""
 
 
-def call_timeout_for(config: Config) -> float:
+def call_timeout_for(spec: WorkerSpec) -> float:
     """Executor-side deadline for one evaluate call of the GPU evaluator: past the longest call
     the evaluator can legitimately make, which restarts a crashed child, prepares the task's
     inputs and times its baseline before the candidate's own verify + tune + time. The
     evaluator's watchdog fires long before this; the deadline catches a wedged worker."""
-    own_s = config.eval.timeout_s + config.tune.time_budget_s
-    return START_TIMEOUT_S + PREPARE_TIMEOUT_S + config.eval.timeout_s + own_s + 60.0
+    own_s = spec.eval.timeout_s + spec.tune.time_budget_s
+    return START_TIMEOUT_S + PREPARE_TIMEOUT_S + spec.eval.timeout_s + own_s + 60.0
 
 
 def _kill(actor: Any) -> None:
@@ -81,8 +79,7 @@ def _kill(actor: Any) -> None:
 class RayExecutor:
     """Executor over Ray GPU worker actors; requires a connected Ray (`cluster.start.connect`).
 
-    Driven from one thread (the search loop's): nothing here is locked. Beyond the Executor
-    protocol it offers busy_fraction, worker_stats, worker_of, devices and pin.
+    Driven from one thread (the search loop's): nothing here is locked.
     """
 
     def __init__(self, evaluator_factory: EvaluatorFactory, num_workers: int | None = None,
@@ -122,18 +119,17 @@ class RayExecutor:
             self._start_actor(slot, now)
 
     @classmethod
-    def from_config(cls, config: Config, num_workers: int | None = None,
-                    tasks_root: str | None = None, journal_dir: str | None = None,
-                    warm: Sequence[str] = (), **options: Any) -> RayExecutor:
-        """Workers running the real GPU evaluator, with a call timeout derived from `config`; a
-        call still running after the candidate's own budget and a minute is logged as stuck.
-        `warm`: the campaign's task names, prepared by every worker as soon as it starts."""
-        options.setdefault("call_timeout_s", call_timeout_for(config))
-        options.setdefault("max_in_flight_per_worker", config.eval.calls_per_worker)
-        options.setdefault("stuck_after_s", config.eval.timeout_s + config.tune.time_budget_s + 60.0)
-        if options["call_timeout_s"] <= config.eval.timeout_s:
+    def from_config(cls, spec: WorkerSpec, num_workers: int | None = None, **options: Any) -> RayExecutor:
+        """Workers running the real GPU evaluator on the campaign `spec` (its tasks, config,
+        journal place; `spec.warm` is prepared by every worker as soon as it starts), with a call
+        timeout derived from its config; a call still running after the candidate's own budget
+        and a minute is logged as stuck."""
+        options.setdefault("call_timeout_s", call_timeout_for(spec))
+        options.setdefault("max_in_flight_per_worker", spec.eval.calls_per_worker)
+        options.setdefault("stuck_after_s", spec.eval.timeout_s + spec.tune.time_budget_s + 60.0)
+        if options["call_timeout_s"] <= spec.eval.timeout_s:
             raise ValueError("call_timeout_s must exceed the evaluator's own timeout (eval.timeout_s)")
-        return cls(gpu_evaluator_factory(config, tasks_root, journal_dir, warm), num_workers=num_workers, **options)
+        return cls(gpu_evaluator_factory(spec), num_workers=num_workers, **options)
 
     # --- Executor ---------------------------------------------------------------------------
 
@@ -204,7 +200,7 @@ class RayExecutor:
         self._pending.clear()
         self._closed_at = now
 
-    # --- extras -----------------------------------------------------------------------------
+    # --- the workers ------------------------------------------------------------------------
 
     def busy_fraction(self) -> float:
         """Worker-seconds spent evaluating over worker-seconds alive since each became ready."""
@@ -242,7 +238,8 @@ class RayExecutor:
         return out
 
     def pin(self, task: str, device_name: str) -> None:
-        """Pin a task to a GPU model up front (a resumed run keeps the model it started on)."""
+        """Pin a task to a GPU model up front (a resumed run keeps the model it started on);
+        its candidates then wait for a worker of that model, or NoWorkerError if none is left."""
         self._pins[task] = device_name
 
     # --- scheduling -------------------------------------------------------------------------

@@ -8,26 +8,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.worker import WorkerInfo
-from fsr.types import Candidate
-
-
-@dataclass(frozen=True)
-class WorkerStats:
-    """One worker slot (a GPU), accumulated over the actors that have filled it."""
-
-    name: str
-    state: str  # starting | ready | restarting | retired
-    device: str
-    in_flight: int
-    evaluations: int
-    crashes: int  # CRASH and TIMEOUT verdicts given by the executor (candidates that took down
-    timeouts: int  # poison_after workers in a row); the GPU child's verdicts are evaluations
-    restarts: int
-    busy_s: float
-    alive_s: float
-    lost: int = 0  # actors lost (process died, node gone, unreachable, hung, evaluator raised)
-    requeued: int = 0  # unanswered calls of lost actors, sent to the queue again
+from fsr.execute.base import WorkerStats
+from fsr.types import Candidate, WorkerInfo
 
 
 @dataclass

@@ -16,28 +16,16 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import ray
 
-from fsr.config import Config
 from fsr.execute.base import Evaluator
-from fsr.types import Candidate, DeviceInfo, Evaluation
+from fsr.types import Candidate, Evaluation, WorkerInfo, WorkerSpec
 
 EvaluatorFactory = Callable[[], Evaluator]
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """Where a worker runs and on what GPU; returned once when the actor is ready."""
-
-    device: DeviceInfo
-    node_id: str
-    node_ip: str
-    gpu_ids: tuple[str, ...]
-    pid: int
 
 
 class GpuWorker:
@@ -83,29 +71,26 @@ class GpuWorker:
 GpuWorkerActor = ray.remote(max_restarts=0, max_task_retries=0)(GpuWorker)
 
 
-def gpu_evaluator_factory(config: Config, tasks_root: str | None = None,
-                          journal_dir: str | None = None, warm: Sequence[str] = ()) -> EvaluatorFactory:
-    """A picklable factory for the real GPU evaluator, built inside the actor.
-
-    Leave `tasks_root` None on multi-node clusters: the default resolves next to the shipped
-    `fsr` package on every node, while a driver-side absolute path may not exist elsewhere.
-    `journal_dir`: where tuning studies are journaled for optuna-dashboard (the run directory; on
-    other nodes the same path is used if it can be created there). `warm`: the campaign's task
-    names, prepared by each worker's GPU child as soon as it starts.
-    """
-    return functools.partial(_build_gpu_evaluator, config, tasks_root, journal_dir, tuple(warm))
+def gpu_evaluator_factory(spec: WorkerSpec) -> EvaluatorFactory:
+    """A picklable factory for the real GPU evaluator, built inside the actor from `spec` (the
+    tasks travel in it as data, so nodes need no copy of the driver's task folders).
+    `spec.journal_dir`: where tuning studies are journaled for optuna-dashboard (the run
+    directory; on other nodes the same path is used if it can be created there).
+    `spec.host_threads` 0: the worker's share of its node's cores (`host_share`)."""
+    return functools.partial(_build_gpu_evaluator, spec)
 
 
-def _build_gpu_evaluator(config: Config, tasks_root: str | None, journal_dir: str | None = None,
-                         warm: Sequence[str] = ()) -> Evaluator:
+def _build_gpu_evaluator(spec: WorkerSpec) -> Evaluator:
     from fsr.evaluate.evaluator import GpuEvaluator  # imported in the actor: CUDA lives there
 
-    if journal_dir:
+    if spec.journal_dir:
         try:
-            Path(journal_dir).mkdir(parents=True, exist_ok=True)
+            Path(spec.journal_dir).mkdir(parents=True, exist_ok=True)
         except OSError:
-            journal_dir = None
-    return GpuEvaluator(config, tasks_root, journal_dir=journal_dir, host_threads=host_share(), warm=warm)
+            spec = replace(spec, journal_dir=None)
+    if not spec.host_threads:
+        spec = replace(spec, host_threads=host_share() or 0)
+    return GpuEvaluator(spec)
 
 
 def host_share() -> int | None:

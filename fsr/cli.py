@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import report as report_command
 
     report_command.add_parser(sub)
+    from fsr.commands import explore as explore_command
+    from fsr.commands import launch as launch_command
+
+    explore_command.add_parser(sub)
+    launch_command.add_parser(sub)
     return parser
 
 
@@ -71,6 +76,14 @@ def main(argv: list[str] | None = None) -> int:
             from fsr.commands.report import report_command
 
             return report_command(args)
+        if args.command == "explore":
+            from fsr.commands.explore import explore_command
+
+            return explore_command(args)
+        if args.command == "launch":
+            from fsr.commands.launch import launch_command
+
+            return launch_command(args)
         if args.command == "bench":
             from fsr.commands.bench import bench_command
 

@@ -16,7 +16,6 @@ judged WRONG for the task's own fault.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import tomllib
 import traceback
@@ -75,7 +74,7 @@ def load(name_or_path: str | Path, root: str | Path | None = None) -> Task:
         raise TaskError(f"{path}/task.toml: missing key {e.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError, ArithmeticError) as e:  # ArithmeticError: inf in a shape
         raise TaskError(f"{path}/task.toml: {e}") from None
-    task = replace(task, has_library=hasattr(functions(path), "library"))
+    task = replace(task, has_library=hasattr(functions(task), "library"))
     _check_sources(task, path)
     check_functions(task)
     return task
@@ -105,6 +104,7 @@ def _task(data: dict[str, Any], path: Path) -> Task:
                 raise ValueError(f"{key} is negative at {dict(size)}")
     baseline = _read(path / "baseline.cu")
     template_path = path / "template.cu"
+    reference = _read(path / "reference.py")
     hashed = b"".join(p.read_bytes() for p in sorted(path.glob("*")) if p.is_file() and p.suffix in (".toml", ".py", ".cu"))
     return Task(
         name=_text(data["name"], "name"),
@@ -121,6 +121,7 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         flops_expr=str(data["flops"]),
         baseline_source=baseline,
         template_source=_read(template_path) if template_path.is_file() else None,
+        reference_source=reference,
         has_library=False,
         content_hash=hashlib.sha256(hashed).hexdigest()[:16],
     )
@@ -211,23 +212,20 @@ def flops(task: Task, sizes: dict[str, int]) -> float:
     return float(expr.evaluate(task.flops_expr, sizes))
 
 
-_MODULES: dict[str, ModuleType] = {}
+_MODULES: dict[str, ModuleType] = {}  # by content hash: a changed task is a new module
 _CHECKED: set[str] = set()  # content hashes of tasks whose functions passed check_functions
 
 
-def functions(task_or_dir: Task | str | Path) -> ModuleType:
-    """The task's reference.py module (make_inputs, reference, optional library). Task code is
-    trusted user code, like a test suite: it is written by people, never by a proposer."""
-    directory = Path(task_or_dir.directory if isinstance(task_or_dir, Task) else task_or_dir)
-    key = str(directory.resolve())
-    if key not in _MODULES:
-        path = directory / "reference.py"
-        spec = importlib.util.spec_from_file_location(f"fsr_task_{directory.name}", path)
-        if spec is None or spec.loader is None or not path.is_file():
-            raise TaskError(f"{path} not found")
-        module = importlib.util.module_from_spec(spec)
+def functions(task: Task) -> ModuleType:
+    """The task's reference.py module (make_inputs, reference, optional library), loaded from the
+    text the Task carries, never from disk, so every process runs what the driver loaded. Task
+    code is trusted user code, like a test suite: it is written by people, never by a proposer."""
+    if task.content_hash not in _MODULES:
+        path = Path(task.directory) / "reference.py"
+        module = ModuleType(f"fsr_task_{task.name}")
+        module.__file__ = str(path)  # tracebacks and messages name the file it came from
         try:
-            spec.loader.exec_module(module)
+            exec(compile(task.reference_source, str(path), "exec"), module.__dict__)
         except SyntaxError as e:
             raise TaskError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
         except Exception as e:
@@ -235,8 +233,14 @@ def functions(task_or_dir: Task | str | Path) -> ModuleType:
         for fn in ("make_inputs", "reference"):
             if not callable(getattr(module, fn, None)):
                 raise TaskError(f"{path} lacks {fn}()")
-        _MODULES[key] = module
-    return _MODULES[key]
+        _MODULES[task.content_hash] = module
+    return _MODULES[task.content_hash]
+
+
+def forget() -> None:
+    """Drop the loaded task modules and the record of checked tasks (for tests)."""
+    _MODULES.clear()
+    _CHECKED.clear()
 
 
 def _where(path: Path, error: BaseException) -> str:

@@ -1,4 +1,5 @@
-"""Frozen records: the only things that cross a process or Ray boundary.
+"""Frozen records: the only things that cross a process or Ray boundary (with the config tree,
+fsr.config): the driver's, a GPU worker's and its GPU child's.
 
 Sizes are tuples of (name, value) pairs rather than dicts so that records stay hashable;
 `as_dict` turns one back into a mapping where code needs lookups.
@@ -8,7 +9,10 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from fsr.config import Config, EvalConfig, TuneConfig
 
 Size = tuple[tuple[str, int], ...]
 Defines = tuple[tuple[str, int], ...]
@@ -52,8 +56,10 @@ class Task:
     """A problem: its signature, sizes, tolerances, roofline expressions and baseline kernel.
 
     The reference, the input generator and the library comparator are Python functions in
-    `directory/reference.py`; they are looked up by `fsr.tasks.task_functions` where needed so
-    that the record itself stays plain data.
+    reference.py, carried here as its text (`reference_source`) and loaded from that text by
+    `fsr.tasks.functions` in whichever process needs them: a task travels as data, so a task
+    folder changed on disk mid-campaign changes nothing a worker uses. `directory` only names
+    the files in messages.
     """
 
     name: str
@@ -70,8 +76,9 @@ class Task:
     flops_expr: str
     baseline_source: str
     template_source: str | None
+    reference_source: str  # reference.py's text (trusted: written by people, never by a proposer)
     has_library: bool
-    content_hash: str
+    content_hash: str  # of the folder's files as read (lineage compatibility: unchanged by the above)
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
@@ -261,3 +268,114 @@ class Evaluation:
         if self.verdict != Verdict.OK or self.timing is None or not self.baseline_us:
             return None
         return self.baseline_us / self.timing.median_us
+
+
+TrialPrograms = tuple[tuple[Defines, bytes, tuple[tuple[str, str], ...], Resources], ...]  # defines, cubin, lowered names, report
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a GPU worker and its GPU child need for a campaign, built once by the driver and
+    passed whole: the tasks as the driver loaded them (contents, never re-read from disk), the
+    eval and tune configuration, where tuning studies are journaled, the threads of the child's
+    host work, and the tasks every GPU child starts preparing as it starts."""
+
+    tasks: tuple[Task, ...]
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    tune: TuneConfig = field(default_factory=TuneConfig)
+    journal_dir: str | None = None  # the Optuna journal of tuning studies goes here (None: no journal)
+    host_threads: int = 0  # the GPU child's BLAS threads; 0: the worker's share of its node's cores
+    warm: tuple[str, ...] = ()  # task names whose benchmark inputs each GPU child builds at once
+
+    @classmethod
+    def of(cls, config: Config, tasks: Sequence[Task], journal_dir: str | None = None,
+           warm: bool = False) -> WorkerSpec:
+        """The spec of `config` for `tasks` (all of them warmed with `warm`);
+        `eval.host_threads` set wins over each worker's share."""
+        return cls(tuple(tasks), config.eval, config.tune, journal_dir, config.eval.host_threads,
+                   tuple(t.name for t in tasks) if warm else ())
+
+    def task(self, name: str) -> Task | None:
+        """The task of this name, or None when the campaign has none."""
+        return next((t for t in self.tasks if t.name == name), None)
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Where a GPU worker runs and on what GPU; returned once when the actor is ready."""
+
+    device: DeviceInfo
+    node_id: str
+    node_ip: str
+    gpu_ids: tuple[str, ...]
+    pid: int
+
+
+# -- between a GPU worker's evaluator and its GPU child (over a pipe) ---------------------------
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """One candidate for the GPU child: its compiled program, the tuning trials it may take
+    (0: none), the tuning's starting values (empty: the candidate's own), the Optuna journal
+    (None: none) and the trial programs the parent compiled ahead."""
+
+    candidate: Candidate
+    cubin: bytes
+    lowered: tuple[tuple[str, str], ...]
+    tune_trials: int = 0
+    start_defines: Defines = ()
+    journal_path: str | None = None
+    programs: TrialPrograms = ()
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Wall seconds of the GPU child's stages for one candidate."""
+
+    verify_s: float = 0.0  # checks at every test size
+    tune_s: float = 0.0
+    bench_s: float = 0.0  # timing, and the check after it
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """The GPU child's answer to an EvalRequest: a verdict, the checks, the timing samples, the
+    values it ran with, and the driver's report of the tuned program when tuning picked other
+    values than the request's (None otherwise)."""
+
+    verdict: Verdict
+    message: str = ""
+    checks: tuple[SizeCheck, ...] = ()
+    samples_us: tuple[float, ...] = ()
+    defines: Defines = ()
+    resources: Resources | None = None
+    trials: tuple[TrialRecord, ...] = ()
+    stages: Stages = field(default_factory=Stages)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A task loaded in the GPU child: the library's and PyTorch eager's medians at the benchmark
+    size (None where the task has no such comparator or it could not run), and where the
+    preparation's time went (host: inputs and float64 references; device: uploads and the
+    comparators' timing), so a slow start can be told apart from slow candidates."""
+
+    library_us: float | None
+    host_s: float = 0.0
+    device_s: float = 0.0
+    torch_us: float | None = None
+
+
+@dataclass(frozen=True)
+class Died:
+    """The GPU child died or broke its context while handling a request."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """A request to the GPU child outlived its deadline; the child was killed."""
+
+    seconds: float
+    doing: str = ""  # the child's last note of what it was running ("" if none)

@@ -13,7 +13,7 @@ from fsr import candidate as cfmt
 from fsr import config as cfg_mod
 from fsr import tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_USAGE, EXIT_VERDICT, UsageError
-from fsr.types import Candidate, Evaluation, Task, Verdict, size_label
+from fsr.types import Candidate, Evaluation, Task, Verdict, WorkerSpec, size_label
 
 
 def list_tasks(root: str | None) -> int:
@@ -95,7 +95,7 @@ def eval_command(args: argparse.Namespace) -> int:
     static = static_stage(cand, task, config.eval.arch or "sm_90")
     if static.verdict is not None:
         return report(static.verdict, task, args, [])
-    evaluator = GpuEvaluator(config, args.tasks_dir, journal_dir=args.lineage)
+    evaluator = GpuEvaluator(WorkerSpec.of(config, [task], journal_dir=args.lineage))
     try:
         try:
             evaluator.device()

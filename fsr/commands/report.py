@@ -30,6 +30,10 @@ def default_output(run_dirs: list[Path]) -> Path:
 def report_command(args: argparse.Namespace) -> int:
     from fsr.report import data
 
+    if args.config:  # the report uses no config, but a file named and missing or malformed is bad input
+        from fsr import config
+
+        config.load(args.config)
     try:
         runs = [data.run_tables(data.load_run(path)) for path in args.runs]
     except data.ReportError as e:

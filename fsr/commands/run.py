@@ -19,6 +19,8 @@ from typing import Any
 from fsr import config as cfg_mod
 from fsr import lineage, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_option
+from fsr.execute.base import Executor, WorkerStats
+from fsr.propose.base import Proposer
 from fsr.types import Task
 
 
@@ -76,7 +78,7 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
     fresh = [] if args.resume else [d for d in (run_dir, *run_dir.parents) if not d.exists()]
     try:
         proposer = _proposer(args, config, run_dir)
-        executor = _executor(args, config, run_dir, [t.name for t in task_list])
+        executor = _executor(args, config, run_dir, task_list)
     except BaseException:
         _discard_unstarted(run_dir, fresh)
         raise
@@ -88,7 +90,8 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
     try:
         if args.local:
             executor.devices()  # the GPU child is up (or EvaluatorUnavailable) before anything is written
-        _share_device(executor, proposer)
+        if _uses_model(args, config):
+            _share_device(executor, proposer)
         if fresh:
             _write_run_json(args, config, task_list, run_dir)
         print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
@@ -109,21 +112,7 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
 def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
     """Config, run directory (not created yet) and tasks, all checked; raises on bad input."""
     if args.resume:
-        run_dir = Path(args.resume)
-        if not (run_dir / "run.json").is_file():
-            raise UsageError(f"--resume {args.resume}: not a run directory (no run.json)")
-        recorded = lineage.read_run_json(run_dir)  # LineageError if damaged
-        try:
-            cfg_mod.from_dict(recorded.get("config", {}))
-        except cfg_mod.ConfigError as e:
-            raise UsageError(f"{run_dir / 'run.json'}: {e}") from None
-        if args.config:
-            raise UsageError("--config with --resume: a resumed run keeps the config in its run.json "
-                             "(options such as --max-evaluations still apply)")
-        config = cfg_mod.from_dict(_merged(recorded.get("config", {}), _overrides(args)))
-        names = args.tasks or recorded.get("tasks", [])
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise UsageError(f"{run_dir / 'run.json'}: 'tasks' is not a list of task names")
+        run_dir, config, names = _resumed(args)
     else:
         config = cfg_mod.load(args.config, _overrides(args))
         _check_runs_dir(args.runs_dir)
@@ -132,6 +121,31 @@ def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
     if not names:
         raise UsageError("name at least one task (fsr tasks lists them)")
     return run_dir, config, [tasks.load(n, args.tasks_dir) for n in names]
+
+
+def _resumed(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[str]]:
+    """A stopped run's directory, its recorded config with the command line's options on top, and
+    its tasks (or the ones named); raises UsageError, in one line, for anything but an fsr run."""
+    run_dir = Path(args.resume)
+    if not run_dir.is_dir():
+        raise UsageError(f"--resume {args.resume}: no such directory")
+    if not (run_dir / "run.json").is_file():
+        raise UsageError(f"--resume {args.resume}: not an fsr run directory (no run.json)")
+    recorded = lineage.read_run_json(run_dir)  # LineageError if damaged
+    if not recorded.get("tasks"):  # fsr writes its tasks there before the first evaluation
+        raise UsageError(f"--resume {args.resume}: not an fsr run directory (its run.json names no tasks)")
+    try:
+        cfg_mod.from_dict(recorded.get("config", {}))
+    except cfg_mod.ConfigError as e:
+        raise UsageError(f"{run_dir / 'run.json'}: {e}") from None
+    if args.config:
+        raise UsageError("--config with --resume: a resumed run keeps the config in its run.json "
+                         "(options such as --max-evaluations still apply)")
+    config = cfg_mod.from_dict(_merged(recorded.get("config", {}), _overrides(args)))
+    names = args.tasks or recorded["tasks"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise UsageError(f"{run_dir / 'run.json'}: 'tasks' is not a list of task names")
+    return run_dir, config, names
 
 
 def _merged(sections: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -180,8 +194,13 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return {section: {k: v for k, v in values.items() if v is not None} for section, values in picks.items()}
 
 
-def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -> Any:
-    if not config.llm.model and not args.replay:
+def _uses_model(args: argparse.Namespace, config: cfg_mod.Config) -> bool:
+    """A language model proposes (live or replayed), rather than the offline mutator."""
+    return bool(config.llm.model or args.replay)
+
+
+def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -> Proposer:
+    if not _uses_model(args, config):
         from fsr.propose.mutate import MutateProposer
 
         return MutateProposer()
@@ -198,38 +217,32 @@ def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -
 
 def _check_endpoint(llm: cfg_mod.LLMConfig) -> None:
     """Reach the endpoint before the run starts: a server that cannot be reached, or that refuses
-    the key, is bad input. A server without a model list (404, 501) is left to the first request."""
-    import openai
+    the key, is bad input."""
+    from fsr.propose.llm_client import EndpointError, check_endpoint
 
-    from fsr.propose.llm_client import safe_url
-
-    url = safe_url(llm.base_url) or "the OpenAI API"
-    client = openai.OpenAI(base_url=llm.base_url or None, api_key=os.environ.get(llm.api_key_env) or "none",
-                           timeout=min(llm.timeout_s, 10.0), max_retries=0)
     try:
-        client.models.list()
-    except openai.APIConnectionError as e:
-        raise UsageError(f"cannot reach {url}: {e.__cause__ or e}") from None
-    except openai.AuthenticationError:
-        raise UsageError(f"{url} refused the API key in {llm.api_key_env}") from None
-    except openai.APIStatusError:
-        pass
+        check_endpoint(llm)
+    except EndpointError as e:
+        raise UsageError(str(e)) from None
 
 
-def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, names: list[str]) -> Any:
-    """The executor; every worker starts preparing the campaign's tasks (`names`) at once."""
+def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, task_list: list[Task]) -> Executor | None:
+    """The executor; every worker starts preparing the campaign's tasks at once. The tasks go to
+    the workers as the driver loaded them, in one spec."""
+    from fsr.types import WorkerSpec
+
+    spec = WorkerSpec.of(config, task_list, journal_dir=str(run_dir.resolve()), warm=True)
     if args.local:
         from fsr.evaluate.evaluator import GpuEvaluator
         from fsr.execute.local import LocalExecutor
 
-        return LocalExecutor(lambda: GpuEvaluator(config, args.tasks_dir, journal_dir=str(run_dir), warm=names))
+        return LocalExecutor(lambda: GpuEvaluator(spec))
     from cluster.executor import NoWorkerError, RayExecutor
     from cluster.start import ClusterError, connect
 
     try:
         connect(args.address, args.gpus, ray_log=run_dir / "cluster.log")
-        return RayExecutor.from_config(config, tasks_root=args.tasks_dir, journal_dir=str(run_dir.resolve()),
-                                       warm=names)
+        return RayExecutor.from_config(spec)
     except ClusterError as e:
         raise UsageError(str(e)) from None
     except NoWorkerError as e:
@@ -237,17 +250,16 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, n
         return None
 
 
-def _share_device(executor: Any, proposer: Any) -> None:
-    """A model's prompt describes the GPU: give it the first worker's device."""
-    if not hasattr(proposer, "set_device") or not hasattr(executor, "devices"):
-        return
+def _share_device(executor: Executor, proposer: Proposer) -> None:
+    """A model's prompt describes the GPU: give it the first worker's device (this waits for the
+    workers to start, so it is done only for a model)."""
     devices = executor.devices()
     if devices:
         proposer.set_device(next(iter(devices.values())))
 
 
-def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], executor: Any,
-            proposer: Any, writer: lineage.LineageWriter, run_dir: Path) -> str:
+def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], executor: Executor,
+            proposer: Proposer, writer: lineage.LineageWriter, run_dir: Path) -> str:
     if args.strategy == "fsr":
         from fsr.search.fsr_strategy import run_fsr
 
@@ -262,7 +274,7 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
     from fsr.view import make_view
 
     view = make_view(live=False if args.plain else None)
-    workers = config.llm.concurrency if config.llm.model or args.replay else 0
+    workers = config.llm.concurrency if _uses_model(args, config) else 0
     summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
                            resume=run_dir if args.resume else None, proposal_workers=workers,
                            candidates_per_request=config.llm.candidates_per_request)
@@ -273,20 +285,16 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
-    lines += _worker_lines(executor)
+    lines += _worker_lines(executor.worker_stats())
     return "\n".join(lines)
 
 
-def _worker_lines(executor: Any) -> list[str]:
+def _worker_lines(stats: list[WorkerStats]) -> list[str]:
     """One line per GPU worker: where it ran, what it did, how busy it was once ready."""
-    stats = getattr(executor, "worker_stats", None)
-    if not callable(stats):
-        return []
     lines = []
-    for w in stats():
+    for w in stats:
         busy = f"busy {w.busy_s / w.alive_s:.0%} of {w.alive_s:.0f} s" if w.alive_s > 0 else "never ready"
-        lost, requeued = getattr(w, "lost", 0), getattr(w, "requeued", 0)
-        faults = f", lost {lost} time{'s' * (lost != 1)} ({requeued} evaluations re-queued)" if lost else ""
+        faults = f", lost {w.lost} time{'s' * (w.lost != 1)} ({w.requeued} evaluations re-queued)" if w.lost else ""
         if w.crashes or w.timeouts or w.restarts:
             faults += f", {w.crashes} crashed, {w.timeouts} timed out, {w.restarts} restarts"
         lines.append(f"  worker {w.name} ({w.device or 'no device'}): {w.evaluations} evaluations, {busy}{faults}")

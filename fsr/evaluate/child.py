@@ -11,187 +11,82 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import cupy as cp
-import cupyx
 import numpy as np
 
 from fsr import tasks
-from fsr.config import EvalConfig, TuneConfig
 from fsr.evaluate import bench, tuning
-from fsr.evaluate.compile import use_disk_cache
+from fsr.evaluate.compile import Compiled, use_disk_cache
+from fsr.evaluate.inputs import (
+    BenchSet,
+    Content,
+    InputPool,
+    TaskState,
+    bench_launches,
+    make_content,
+    no_scratch,
+)
+from fsr.evaluate.trial_plan import TrialCompiles
 from fsr.evaluate.verify import (
     Buffers,
     ContextLost,
-    Expected,
     LaunchRefused,
     Program,
     check_size,
     compare,
     crash_line,
-    enqueue,
-    expect,
     is_context_error,
     launch_all,
     make_buffers,
-    plan,
     scratch_buffers,
     synchronize,
 )
 from fsr.types import (
     Candidate,
-    Defines,
+    ChildResult,
     DeviceInfo,
-    Resources,
+    EvalRequest,
+    Prepared,
     SizeCheck,
+    Stages,
     Task,
-    TrialRecord,
     Verdict,
+    WorkerSpec,
     size_label,
 )
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class EvalRequest:
-    candidate: Candidate
-    cubin: bytes
-    lowered: tuple[tuple[str, str], ...]
-    tune_trials: int = 0
-    start_defines: Defines = ()
-    journal_path: str | None = None
-    programs: tuple[tuple[Defines, bytes, tuple[tuple[str, str], ...], Resources], ...] = ()  # trials compiled ahead by the parent
-
-
-@dataclass(frozen=True)
-class ChildResult:
-    verdict: Verdict
-    message: str = ""
-    checks: tuple[SizeCheck, ...] = ()
-    samples_us: tuple[float, ...] = ()
-    defines: Defines = ()
-    resources: Resources | None = None  # set when tuning picked values other than the request's
-    trials: tuple[TrialRecord, ...] = ()
-    stages_s: tuple[float, float, float] = (0.0, 0.0, 0.0)  # verify, tune, bench (timing + recheck)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A task loaded in the child: the library's and PyTorch eager's medians at the benchmark
-    size (None where the task has no such comparator or it could not run), and where the
-    preparation's time went (host: inputs and float64 references; device: uploads and the
-    comparators' timing), so a slow start can be told apart from slow candidates."""
-
-    library_us: float | None
-    host_s: float = 0.0
-    device_s: float = 0.0
-    torch_us: float | None = None
-
-
-Content = tuple[dict[str, np.ndarray], dict[str, Expected]]  # inputs, and the expected outputs
-
-
-def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str, int],
-                 rng: np.random.Generator) -> Content:
-    """Fresh inputs at one size and the reference's outputs for them (the reference gets copies:
-    it may not change what the kernel will see)."""
-    inputs = module.make_inputs(dict(size), rng)
-    reference = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
-    return inputs, {k: expect(v, dtypes[k], task.atol, task.rtol) for k, v in reference.items()}
-
-
-@dataclass
-class BenchSet:
-    """Device buffers at the benchmark size, and which of the task's benchmark contents they hold."""
-
-    buffers: Buffers
-    content: int
-
-
-@dataclass
-class TaskState:
-    task: Task
-    pool: InputPool
-    contents: list[Content] = field(default_factory=list)
-    sets: list[BenchSet] = field(default_factory=list)
-    pinned: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def landing(self, name: str, like: cp.ndarray) -> np.ndarray:
-        """A pinned host array for output `name` at the benchmark size (copies back at full
-        bus speed; pageable memory is staged through a bounce buffer)."""
-        if name not in self.pinned:
-            self.pinned[name] = cupyx.empty_pinned(like.shape, like.dtype)
-        return self.pinned[name]
-
-
-class InputPool:
-    """Fresh inputs and references for every test size, made ahead by a thread so the host's
-    reference work overlaps the GPU's. Each item is used once."""
-
-    def __init__(self, task: Task, seed: int, depth: int = 2):
-        self.task = task
-        self.sizes = task.test_sizes
-        self.depths = [depth] * len(task.test_sizes)
-        self.module = tasks.functions(task)
-        self.items: list[list[Content]] = [[] for _ in self.sizes]
-        self.cond = threading.Condition()
-        self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
-        threading.Thread(target=self._fill, daemon=True, name=f"inputs-{task.name}").start()
-
-    def make(self, size: dict[str, int], rng: np.random.Generator) -> Content:
-        return make_content(self.task, self.module, {a.name: a.dtype for a in self.task.outputs}, size, rng)
-
-    def take(self, index: int) -> Content:
-        with self.cond:
-            while not self.items[index]:
-                self.cond.wait()
-            item = self.items[index].pop(0)
-            self.cond.notify_all()
-            return item
-
-    def _fill(self) -> None:
-        while True:
-            with self.cond:
-                while all(len(q) >= d for q, d in zip(self.items, self.depths, strict=True)):
-                    self.cond.wait()
-                index = min(range(len(self.items)), key=lambda i: len(self.items[i]) / self.depths[i])
-            item = self.make(dict(self.sizes[index]), self.rng)
-            with self.cond:
-                self.items[index].append(item)
-                self.cond.notify_all()
-
-
 class Child:
     """Everything the child holds: device, stream, flusher, per-task inputs."""
 
-    def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
-                 known: DeviceInfo | None, warm: Sequence[str] = ()):
-        """`warm`: tasks whose benchmark contents are built on host threads from the start, all
-        at once, so a campaign's later tasks are ready when their first candidate arrives. A
+    def __init__(self, spec: WorkerSpec, known: DeviceInfo | None = None):
+        """`spec.warm`: tasks whose benchmark contents are built on host threads from the start,
+        all at once, so a campaign's later tasks are ready when their first candidate arrives. A
         child replacing a crashed one (`known` set) builds them one at a time instead: the task
         a request needs is then built at once by `prepare` if its turn has not come, rather than
         sharing the host with every other task's rebuild."""
-        self.tasks_root, self.cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
-        use_disk_cache(eval_cfg.compile_cache_dir, eval_cfg.compile_cache_max_bytes)  # trials compile here too
+        self.spec, self.cfg = spec, spec.eval
+        use_disk_cache(self.cfg.compile_cache_dir, self.cfg.compile_cache_max_bytes)  # trials compile here too
+        self.compiles = TrialCompiles()  # tuning trials the parent did not ship
         self.building: dict[str, Future[list[Content]]] = {}
+        warm = [task for task in map(spec.task, dict.fromkeys(spec.warm)) if task is not None]
         if warm:
             builder = ThreadPoolExecutor(len(warm) if known is None else 1, thread_name_prefix="warm")
-            for name in dict.fromkeys(warm):
-                try:
-                    self.building[name] = builder.submit(self._contents, tasks.load(name, tasks_root))
-                except tasks.TaskError:
-                    pass  # reported when a candidate of it arrives
+            for task in warm:
+                self.building[task.name] = builder.submit(self._contents, task)
             builder.shutdown(wait=False)
         if known is None:  # the first child times the PyTorch comparators: import it meanwhile
             _import_torch_soon()
         self.stream = cp.cuda.Stream(non_blocking=True)
-        info = bench.device_info(eval_cfg.arch)
+        info = bench.device_info(self.cfg.arch)
         self.hold = bench.Hold()
         if known is None or known.name != info.name:
             ceilings = {field: measure(self.stream, self.hold) for field, measure in bench.CEILINGS.items()}
@@ -209,7 +104,7 @@ class Child:
         ahead if the task was named in `warm`), uploaded; then, with `comparators`, the library
         and PyTorch eager timed (a child that replaces a crashed one need not time them again)."""
         started = time.perf_counter()
-        task = tasks.load(name, self.tasks_root)
+        task = self.task(name)
         state = TaskState(task, InputPool(task, self.cfg.seed))
         ahead = self.building.pop(name, None)
         if ahead is not None and ahead.cancel():  # not started yet: build it now, first
@@ -217,7 +112,7 @@ class Child:
         state.contents = ahead.result() if ahead is not None else self._contents(task)
         host_s = time.perf_counter() - started
         size = dict(task.bench_size)
-        state.sets = [BenchSet(make_buffers(task, _no_scratch(task), size, inputs), i)
+        state.sets = [BenchSet(make_buffers(task, no_scratch(task), size, inputs), i)
                       for i, (inputs, _) in enumerate(state.contents)]
         self.tasks[name] = state
         library_us = self._library_us(state) if comparators and task.has_library else None
@@ -225,9 +120,11 @@ class Child:
         return Prepared(library_us, host_s, time.perf_counter() - started - host_s, torch_us)
 
     def task(self, name: str) -> Task:
-        """A task this child has prepared, else loaded from disk."""
-        state = self.tasks.get(name)
-        return state.task if state is not None else tasks.load(name, self.tasks_root)
+        """A task of the campaign, as the driver loaded it; raises TaskError for another."""
+        task = self.spec.task(name)
+        if task is None:
+            raise tasks.TaskError(f"task {name!r} is not one of this worker's tasks")
+        return task
 
     def _contents(self, task: Task) -> list[Content]:
         """The task's benchmark input sets and their references, one thread per set (NumPy
@@ -252,7 +149,8 @@ class Child:
         per_run_s: float | None = None  # the timed configuration's time per run, from its tuning trial
         clock = _Stages()
         if req.tune_trials > 0 and _space(cand) > 1:
-            tuned = tuning.run(self, state, cand, req)
+            tuned = tuning.run(DeviceTrials(self, state), state.task, cand, req, self.spec.tune)
+            self.compiles.forget()  # points the budget left unmeasured
             trials = tuned.trials
             if tuned.best_us:  # set only when a configuration won
                 per_run_s = tuned.best_us * 1e-6
@@ -268,18 +166,18 @@ class Child:
             checks = self._verify(state, cand, program, range(len(state.task.test_sizes)))
             clock.lap("verify")
             if not checks[-1].passed:
-                return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages_s=clock.stages())
+                return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages=clock.stages())
             samples = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples, per_run_s)
             recheck = self._recheck(state, cand, program)
             clock.lap("bench")
         except LaunchRefused as e:
             clock.lap("verify")
-            return done(Verdict.LAUNCH_ERROR, str(e), stages_s=clock.stages())
+            return done(Verdict.LAUNCH_ERROR, str(e), stages=clock.stages())
         if not recheck.passed:
             return done(Verdict.WRONG, "after timing, new inputs under the same buffers gave a wrong result "
                         f"(results cached in device memory?): {_wrong(recheck)}", checks + (recheck,),
-                        tuple(samples), stages_s=clock.stages())
-        return done(Verdict.OK, "", checks + (recheck,), tuple(samples), stages_s=clock.stages())
+                        tuple(samples), stages=clock.stages())
+        return done(Verdict.OK, "", checks + (recheck,), tuple(samples), stages=clock.stages())
 
     # -- stages -----------------------------------------------------------------------------
     def _verify(self, state: TaskState, cand: Candidate, program: Program, indices: Any) -> tuple[SizeCheck, ...]:
@@ -318,7 +216,7 @@ class Child:
                 else:
                     g.array.set(inputs[name])
             first.content = content
-            first.buffers.reset(_no_scratch(state.task))
+            first.buffers.reset(no_scratch(state.task))
             scratch = scratch_buffers(cand, size)
             for s in cand.scratch:
                 scratch[s.name].fill(0 if s.zero else 0xFF)
@@ -380,6 +278,48 @@ class Child:
         return float(np.median(samples))
 
 
+class DeviceTrials:
+    """The child's side of one candidate's tuning (tuning.TrialBench): trial compiles on the
+    child's compile threads, checks on one input set per small size for all of the candidate's
+    trials (a filter only: the winner is checked on fresh inputs at every size) on device
+    buffers kept while intact, and the short timing protocol at the benchmark size."""
+
+    def __init__(self, child: Child, state: TaskState):
+        self.child, self.state = child, state
+        self.contents: dict[int, Content] = {}
+        self.kept: dict[int, Buffers] = {}
+
+    def compile(self, trial: Candidate) -> Future[Compiled]:
+        return self.child.compiles.submit(trial, self.state.task, self.child.device.arch)
+
+    def note(self, text: str) -> None:
+        self.child.note(text)
+
+    def check(self, trial: Candidate, program: Program, index: int) -> SizeCheck:
+        task, stream = self.state.task, self.child.stream
+        if index not in self.contents:
+            self.contents[index] = self.state.pool.take(index)
+        inputs, expected = self.contents[index]
+        sizes = dict(task.test_sizes[index])
+        with stream:
+            kept = self.kept.pop(index, None) or make_buffers(task, no_scratch(task), sizes, inputs)
+            buffers = Buffers(kept.inputs, kept.outputs, scratch_buffers(trial, sizes))
+        check = check_size(program, trial, task, task.test_sizes[index], inputs, expected, stream, buffers=buffers)
+        if check.passed:
+            self.kept[index] = buffers
+        return check
+
+    def time(self, trial: Candidate, program: Program, best_us: float | None) -> list[float]:
+        child, cfg = self.child, self.child.spec.tune
+        run, before = bench_launches(self.state, trial, program, child.stream)
+        samples = bench.sample_trial(run, child.stream, child.flusher, budget_s=cfg.trial_bench_budget_s,
+                                     max_samples=cfg.trial_max_samples, best_us=best_us,
+                                     stop_ratio=cfg.trial_stop_ratio, cut_ratio=cfg.trial_cut_ratio, before=before,
+                                     hold=child.hold)
+        synchronize(child.stream)
+        return samples
+
+
 class _Stages:
     """Wall time of the child's stages."""
 
@@ -392,38 +332,12 @@ class _Stages:
         self.spent[stage] += now - self.last
         self.last = now
 
-    def stages(self) -> tuple[float, float, float]:
-        return self.spent["verify"], self.spent["tune"], self.spent["bench"]
-
-
-def bench_launches(state: TaskState, cand: Candidate, program: Program, stream: cp.cuda.Stream
-                   ) -> tuple[Callable[[int], None], Callable[[int], None]]:
-    """For timing at the benchmark size: `run(i)` queues the candidate's launches on benchmark
-    set i (rotating through the sets), `before(i)` clears its zeroed scratch buffers (outside the
-    timed region). Raises LaunchRefused."""
-    size = dict(state.task.bench_size)
-    scratch = scratch_buffers(cand, size)
-    plans = [plan(program, cand, state.task, size,
-                  {k: g.array for k, g in (s.buffers.inputs | s.buffers.outputs | scratch).items()})
-             for s in state.sets]
-    zeroed = [scratch[s.name] for s in cand.scratch if s.zero]
-
-    def run(i: int) -> None:
-        enqueue(plans[i % len(plans)], stream)
-
-    def before(_: int) -> None:
-        for g in zeroed:
-            cp.cuda.runtime.memsetAsync(g.array.data.ptr, 0, g.nbytes, stream.ptr)
-
-    return run, before
+    def stages(self) -> Stages:
+        return Stages(self.spent["verify"], self.spent["tune"], self.spent["bench"])
 
 
 def _space(cand: Candidate) -> int:
     return int(np.prod([len(t.values) for t in cand.tunables], dtype=np.int64)) if cand.tunables else 1
-
-
-def _no_scratch(task: Task) -> Candidate:
-    return Candidate(task=task.name, source="", launches=())
 
 
 def _wrong(check: SizeCheck) -> str:
@@ -452,14 +366,13 @@ def _import_torch_soon() -> threading.Thread | None:
     return thread
 
 
-def main(conn: Any, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
-         known: DeviceInfo | None, warm: Sequence[str] = ()) -> None:
+def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
     """The child's loop: answer requests until the pipe closes. A lost context ends the process
     after the reply, so the parent starts a fresh one."""
     try:
         if cp.cuda.runtime.getDeviceCount() < 1:  # before any stream exists, so failure is quiet
             raise RuntimeError("no CUDA device visible")
-        child = Child(tasks_root, eval_cfg, tune_cfg, known, warm)
+        child = Child(spec, known)
     except Exception as e:  # no device, no driver: the parent reports it in one line
         conn.send(("fatal", f"{type(e).__name__}: {e}"))
         return

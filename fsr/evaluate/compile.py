@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsr.evaluate import compile_cache
-from fsr.evaluate.compile_cache import use_disk_cache as use_disk_cache  # callers configure the cache here
 from fsr.types import Candidate, Resources
 
 # Options a candidate may ask for; anything else is refused (include paths or output files
@@ -95,9 +94,48 @@ def include_dirs() -> list[str]:
     return out
 
 
-_CACHE: OrderedDict[str, Compiled] = OrderedDict()
-_CACHE_SIZE = 512
-_CACHE_LOCK = threading.Lock()  # tuning trials compile on several threads at once
+class Programs:
+    """A process's compiled programs: the last `size` in memory, and the node's disk cache once
+    `use_disk_cache` names one. A process has one (`PROGRAMS`); tests `reset` it."""
+
+    def __init__(self, size: int = 512):
+        self.size = size
+        self.memory: OrderedDict[str, Compiled] = OrderedDict()
+        self.lock = threading.Lock()  # tuning trials compile on several threads at once
+        self.disk: compile_cache.DiskCache | None = None
+
+    def get(self, key: str) -> Compiled | None:
+        with self.lock:
+            if key not in self.memory:
+                return None
+            self.memory.move_to_end(key)
+            return self.memory[key]
+
+    def put(self, key: str, compiled: Compiled) -> None:
+        with self.lock:
+            self.memory[key] = compiled
+            if len(self.memory) > self.size:
+                self.memory.popitem(last=False)
+
+    def reset(self) -> None:
+        """Nothing in memory, no disk cache, problems with a folder logged again."""
+        with self.lock:
+            self.memory.clear()
+        self.disk = None
+        compile_cache.forget_warnings()
+
+
+PROGRAMS = Programs()
+
+
+def use_disk_cache(setting: str | os.PathLike[str] | None,
+                   max_bytes: int = compile_cache.DEFAULT_CACHE_MAX_BYTES) -> Path | None:
+    """Share compiled programs with every process of this node through a directory, for this
+    process: `setting` is `eval.compile_cache_dir` ("" = the default folder, "off" or None = no
+    disk cache) or a path. Returns the directory in use, or None. Until this is called a process
+    compiles without the disk cache."""
+    PROGRAMS.disk = compile_cache.open_cache(setting, max_bytes)
+    return PROGRAMS.disk.root if PROGRAMS.disk is not None else None
 
 
 def compile_candidate(cand: Candidate, arch: str) -> Compiled:
@@ -110,21 +148,17 @@ def compile_candidate(cand: Candidate, arch: str) -> Compiled:
     kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
     options = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
     key = hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    disk = compile_cache.active()
+    result = PROGRAMS.get(key)
+    if result is not None:
+        return result
+    disk = PROGRAMS.disk
     result = _from_disk(disk, key, kernels, options) if disk else None
     if result is None:
         result = _nvrtc(source, kernels, options)  # outside the lock: compiles run concurrently
         if disk:
             compile_cache.store(disk, key, compile_cache.Entry(
                 result.cubin, result.lowered, result.kernel_resources, result.log))
-    with _CACHE_LOCK:
-        _CACHE[key] = result
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    PROGRAMS.put(key, result)
     return result
 
 

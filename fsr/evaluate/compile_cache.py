@@ -1,8 +1,8 @@
 """The disk cache of compiled programs, shared by every process of a node (GPU workers, their GPU
 children, `fsr eval`, a resumed run): one JSON file per program, named by the key
 `fsr.evaluate.compile` computes (everything that decides the cubin, with `CACHE_FORMAT`), least
-recently used entries pruned past a byte limit. Off in a process until `use_disk_cache` names a
-folder.
+recently used entries pruned past a byte limit. Off in a process until
+`fsr.evaluate.compile.use_disk_cache` names a folder (`open_cache` here).
 
 One file per program (never pickle: a cache folder is only data), written to a temp file beside
 it and renamed into place, so readers see a whole entry or none and two processes storing one
@@ -55,8 +55,7 @@ class DiskCache:
     pruning: threading.Lock = dataclasses.field(default_factory=threading.Lock)  # one prune at a time
 
 
-_DISK: DiskCache | None = None
-_WARNED: set[str] = set()
+_WARNED: set[str] = set()  # the kinds of problem logged so far by this process (forget_warnings)
 
 
 def default_cache_dir() -> Path:
@@ -66,13 +65,10 @@ def default_cache_dir() -> Path:
     return base / "fsr" / "compile"
 
 
-def use_disk_cache(setting: str | os.PathLike[str] | None, max_bytes: int = DEFAULT_CACHE_MAX_BYTES) -> Path | None:
-    """Share compiled programs with every process of this node through a directory, for this
-    process: `setting` is `eval.compile_cache_dir` ("" = `default_cache_dir()`, "off" or None = no
-    disk cache) or a path. Returns the directory in use, or None. Until this is called a process
-    compiles without the disk cache."""
-    global _DISK
-    _DISK = None
+def open_cache(setting: str | os.PathLike[str] | None, max_bytes: int = DEFAULT_CACHE_MAX_BYTES) -> DiskCache | None:
+    """The disk cache `setting` names: `eval.compile_cache_dir` ("" = `default_cache_dir()`, "off"
+    or None = no disk cache) or a path; None when there is none or the folder cannot be used
+    (logged once)."""
     if setting is None or setting == "off":
         return None
     root = None
@@ -86,13 +82,12 @@ def use_disk_cache(setting: str | os.PathLike[str] | None, max_bytes: int = DEFA
         _warn_once("folder", f"compile cache {root or setting or '~/.cache/fsr/compile'} cannot be used "
                              f"({e}); compiling without it")
         return None
-    _DISK = DiskCache(root, max_bytes)
-    return root
+    return DiskCache(root, max_bytes)
 
 
-def active() -> DiskCache | None:
-    """The cache this process uses, or None."""
-    return _DISK
+def forget_warnings() -> None:
+    """Log each kind of problem again the next time it happens (for tests)."""
+    _WARNED.clear()
 
 
 def _entry_path(root: Path, key: str) -> Path:

@@ -13,30 +13,37 @@ already covered, so per-worker sums stay the worker's busy time.
 from __future__ import annotations
 
 import importlib.metadata
-import itertools
 import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.config import Config
-from fsr.evaluate import guards
+from fsr.evaluate import PREPARE_TIMEOUT_S, guards
 from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version, use_disk_cache
 from fsr.evaluate.judge import implausible, summarise
-from fsr.evaluate.sandbox import Died, Sandbox, TimedOut
-from fsr.types import Candidate, Defines, DeviceInfo, Evaluation, Resources, Task, Verdict
+from fsr.evaluate.sandbox import Sandbox
+from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
+from fsr.types import (
+    Candidate,
+    ChildResult,
+    DeviceInfo,
+    Died,
+    EvalRequest,
+    Evaluation,
+    Task,
+    TimedOut,
+    Verdict,
+    WorkerSpec,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ARCH = "sm_90"
-TrialPrograms = tuple[tuple[Defines, bytes, tuple[tuple[str, str], ...], Resources], ...]  # defines, cubin, lowered names, report
-PREPARE_TIMEOUT_S = 600.0  # a task's benchmark inputs and float64 references, built once per child
 
 
 @dataclass(frozen=True)
@@ -69,56 +76,6 @@ def toolchain() -> str:
     except importlib.metadata.PackageNotFoundError:
         cupy_version = "?"
     return f"{nvrtc_version()}; cupy {cupy_version}"
-
-
-SMALL_SPACE_TRIALS = 2  # a space of at most this many times the trial budget is compiled whole, ahead
-
-
-def trial_compiles(cand: Candidate, task: Task, arch: str, trials: int, seed: int,
-                   pool: ThreadPoolExecutor) -> dict[Defines, tuple[Future[Compiled], bool]]:
-    """The compiles of the configurations `cand`'s tuning measures first (fsr.tune.first_points,
-    deterministic: the child's tuner asks the same), started on `pool`, each with whether the
-    tuning needs it first; in a small space (at most SMALL_SPACE_TRIALS times the budget) every
-    other configuration too, as the tuner's later asks land there. The candidate's own
-    configuration is left out (the static stage compiles it)."""
-    from fsr import tune
-
-    names = {t.name for t in cand.tunables}
-    start = {k: v for k, v in cand.resolved_defines() if k in names}
-    first = tune.first_points(cand.tunables, max_trials=trials, seed=seed, start=start)
-    rest: list[dict[str, int]] = []
-    if tune.space_size(cand.tunables) <= SMALL_SPACE_TRIALS * trials:
-        order = [t.name for t in cand.tunables]
-        rest = [dict(zip(order, values, strict=True)) for values in itertools.product(*(t.values for t in cand.tunables))]
-    ahead: dict[Defines, tuple[Future[Compiled], bool]] = {}
-    for values, needed in [(p, True) for p in first] + [(p, False) for p in rest]:
-        trial = cfmt.with_defines(cand, values)
-        key = trial.resolved_defines()
-        if key != cand.resolved_defines() and key not in ahead:
-            ahead[key] = (pool.submit(_compile_trial, trial, task, arch), needed)
-    return ahead
-
-
-def _compile_trial(trial: Candidate, task: Task, arch: str) -> Compiled:
-    cfmt.check(trial, task)
-    return compile_candidate(trial, arch)
-
-
-def compiled_trials(ahead: dict[Defines, tuple[Future[Compiled], bool]]) -> TrialPrograms:
-    """The trial programs that compiled: every one the tuning needs first (waited for), and the
-    others already done (the rest are cancelled; the child compiles any it asks for, and reports
-    why one does not compile)."""
-    out = []
-    for key, (future, needed) in ahead.items():
-        if not needed and not future.done():
-            future.cancel()
-            continue
-        try:
-            compiled = future.result()
-        except (CompileFailed, cfmt.HeaderError, CancelledError):
-            continue
-        out.append((key, compiled.cubin, compiled.lowered, compiled.resources))
-    return tuple(out)
 
 
 class WorkerTime:
@@ -160,22 +117,19 @@ class _TaskTimes:
 class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
-    def __init__(self, config: Config | None = None, tasks_root: str | None = None, journal_dir: str | None = None,
-                 host_threads: int | None = None, warm: Sequence[str] = ()):
-        """`host_threads`: this worker's share of the host's cores, for the GPU child's host work
-        (`config.eval.host_threads` wins when set; default: every core, one worker per host).
-        `warm`: the tasks this evaluator will see (a campaign's); the GPU child builds their
-        benchmark inputs and references as soon as it starts, all at once."""
-        self.cfg = config or Config()
-        self.tasks_root = tasks_root
-        self.journal_dir = journal_dir
-        use_disk_cache(self.cfg.eval.compile_cache_dir, self.cfg.eval.compile_cache_max_bytes)
-        threads = self.cfg.eval.host_threads or host_threads or os.cpu_count() or 1
-        self.sandbox = Sandbox(tasks_root, self.cfg.eval, self.cfg.tune, host_threads=threads, warm=warm)
+    def __init__(self, spec: WorkerSpec):
+        """`spec`: the campaign's tasks (the only ones this evaluator takes), the configuration,
+        the journal place, and `host_threads`, this worker's share of the host's cores for the
+        GPU child's host work (0: every core, one worker per host); the GPU child builds the
+        benchmark inputs and references of `spec.warm` as soon as it starts, all at once."""
+        threads = spec.host_threads or os.cpu_count() or 1
+        self.spec = replace(spec, host_threads=threads)
+        self.cfg = spec.eval
+        use_disk_cache(self.cfg.compile_cache_dir, self.cfg.compile_cache_max_bytes)
+        self.sandbox = Sandbox(self.spec)
         self._gpu = threading.RLock()  # the child: one request at a time (a baseline inside a prepare)
         self._compiles = ThreadPoolExecutor(max(1, min(threads, 16)), thread_name_prefix="fsr-trials")
         self._worker_time = WorkerTime()
-        self._tasks: dict[str, Task] = {}
         self._times: dict[str, _TaskTimes] = {}
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in
         self._toolchain = ""
@@ -205,8 +159,8 @@ class GpuEvaluator:
         known = self.sandbox.device
         device = known if known is not None else self.device()  # the first call starts the GPU child
         setup_s = time.perf_counter() - clock
-        trials = self.cfg.tune.trials if tune else 0
-        ahead = trial_compiles(cand, task, device.arch, trials, self.cfg.tune.seed, self._compiles) if trials and cand.tunables else {}
+        trials = self.spec.tune.trials if tune else 0
+        ahead = trial_compiles(cand, task, device.arch, trials, self.spec.tune.seed, self._compiles) if trials and cand.tunables else {}
         static = static_stage(cand, task, device.arch)
         if static.verdict is not None:
             for future, _ in ahead.values():
@@ -220,12 +174,11 @@ class GpuEvaluator:
             device = self.sandbox.ensure_started()  # after a CRASH, a new child
             times = self._prepare(task)
             setup_s += time.perf_counter() - clock
-            journal = str(Path(self.journal_dir) / "optuna.journal") if self.journal_dir and trials else None
-            from fsr.evaluate.child import ChildResult, EvalRequest
-
+            journal_dir = self.spec.journal_dir
+            journal = str(Path(journal_dir) / "optuna.journal") if journal_dir and trials else None
             request = EvalRequest(cand, compiled.cubin, compiled.lowered, trials, journal_path=journal,
                                   programs=programs)
-            timeout = self.cfg.eval.timeout_s + (self.cfg.tune.time_budget_s if trials else 0.0)
+            timeout = self.cfg.timeout_s + (self.spec.tune.time_budget_s if trials else 0.0)
             reply = self.sandbox.call("evaluate", request, timeout)
         base = Evaluation(cand.id, task.name, Verdict.OK, resources=compiled.resources, device=device.name,
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
@@ -240,30 +193,30 @@ class GpuEvaluator:
         assert isinstance(reply, ChildResult)
         return self._judge(base, reply, task, device)
 
-    def _judge(self, base: Evaluation, reply: object, task: Task, device: DeviceInfo) -> Evaluation:
-        from fsr.evaluate.child import ChildResult
-
-        assert isinstance(reply, ChildResult)
+    def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources
         if reply.resources is not None:  # the driver's figures for the program that ran
             resources = replace(reply.resources, spill_bytes=max(reply.resources.spill_bytes,
                                                                   base.resources.spill_bytes))
         out = replace(base, verdict=reply.verdict, message=reply.message, checks=reply.checks,
                       resources=resources, tuned_defines=reply.defines,
-                      tune_trials=len(reply.trials), trials=reply.trials, verify_s=reply.stages_s[0],
-                      tune_s=reply.stages_s[1], bench_s=reply.stages_s[2])
+                      tune_trials=len(reply.trials), trials=reply.trials, verify_s=reply.stages.verify_s,
+                      tune_s=reply.stages.tune_s, bench_s=reply.stages.bench_s)
         if reply.verdict != Verdict.OK:
             return out
         sizes = dict(task.bench_size)
         timing = summarise(list(reply.samples_us), tasks.bytes_moved(task, sizes), tasks.flops(task, sizes), device)
         out = replace(out, timing=timing)
-        reason = implausible(timing, device, self.cfg.eval)
+        reason = implausible(timing, device, self.cfg)
         return replace(out, verdict=Verdict.SUSPECT, message=reason) if reason else out
 
     def _task(self, name: str) -> Task:
-        if name not in self._tasks:
-            self._tasks[name] = tasks.load(name, self.tasks_root)
-        return self._tasks[name]
+        """The campaign's task of this name; TaskError for another (the candidate is REJECTED)."""
+        task = self.spec.task(name)
+        if task is None:
+            known = ", ".join(t.name for t in self.spec.tasks) or "none"
+            raise tasks.TaskError(f"task {name!r} is not one of this evaluator's tasks ({known})")
+        return task
 
     def _prepare(self, task: Task) -> _TaskTimes:
         """Load the task in the current child; time its baseline once per evaluator."""

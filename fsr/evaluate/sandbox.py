@@ -9,14 +9,12 @@ import contextlib
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
-from fsr.config import EvalConfig, TuneConfig
-from fsr.types import DeviceInfo
+from fsr.evaluate import START_TIMEOUT_S
+from fsr.types import DeviceInfo, Died, TimedOut, WorkerSpec
 
-START_TIMEOUT_S = 180.0  # import cupy, create a context, measure the ceilings
 # The thread-count variables of the BLAS and OpenMP runtimes NumPy may be built on. Ray sets
 # OMP_NUM_THREADS=1 in actors without CPUs, which would leave the child's float64 references
 # (a 4096^3 matrix product for sgemm) on one core.
@@ -27,30 +25,13 @@ class NoDevice(RuntimeError):
     """The child could not start a CUDA device (no GPU, no driver)."""
 
 
-@dataclass(frozen=True)
-class Died:
-    """The child died or broke its context while handling the request."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class TimedOut:
-    """The request outlived its deadline; the child was killed."""
-
-    seconds: float
-    doing: str = ""  # the child's last note of what it was running ("" if none)
-
-
 class Sandbox:
     """One long-lived child process holding a CUDA context."""
 
-    def __init__(self, tasks_root: str | None, eval_cfg: EvalConfig, tune_cfg: TuneConfig,
-                 host_threads: int | None = None, warm: Sequence[str] = ()):
-        """`host_threads`: threads the child's numerical libraries may use (None: as inherited);
-        `warm`: tasks every child starts preparing at once (fsr.evaluate.child.Child)."""
-        self.tasks_root, self.eval_cfg, self.tune_cfg = tasks_root, eval_cfg, tune_cfg
-        self.host_threads, self.warm = host_threads, tuple(warm)
+    def __init__(self, spec: WorkerSpec):
+        """`spec` goes to every child whole; `spec.host_threads`: threads the child's numerical
+        libraries may use (0: as inherited)."""
+        self.spec = spec
         self.device: DeviceInfo | None = None
         self.process: Any = None
         self.conn: Any = None
@@ -66,9 +47,8 @@ class Sandbox:
         from fsr.evaluate import child as child_module
 
         self.process = ctx.Process(target=child_module.main, name="fsr-gpu-child", daemon=True,
-                                   args=(child, self.tasks_root, self.eval_cfg, self.tune_cfg, self.device,
-                                         self.warm))
-        with _thread_env(self.host_threads):  # read by the child's BLAS when NumPy loads
+                                   args=(child, self.spec, self.device))
+        with _thread_env(self.spec.host_threads or None):  # read by the child's BLAS when NumPy loads
             self.process.start()
         child.close()
         self.conn = parent

@@ -1,10 +1,10 @@
 """Tuning trials in the GPU child: the objective that `fsr.tune` searches with.
 
 The GPU should set the pace, so a trial's host work is done ahead: the parent compiles the points
-the tuner measures first (fsr.tune.first_points) while the GPU is still busy with the previous
-candidate, and ships them with the request; points asked later are compiled here, all of a
-batch at once on the worker's host cores (NVRTC releases the GIL), while the GPU checks and times
-the points before them. Each trial is checked at the largest of the small test sizes (which
+the tuner measures first (fsr.evaluate.trial_plan) while the GPU is still busy with the previous
+candidate, and ships them with the request; points asked later are compiled by the `TrialBench`,
+all of a batch at once on the worker's host cores (NVRTC releases the GIL), while the GPU checks
+and times the points before them. Each trial is checked at the largest of the small test sizes (which
 also warms its program, and catches most faults of scale before the trial runs at the bench
 size), timed with the short protocol (`bench.sample_trial`: a few samples, stopped after one or
 two when clearly slower than the best so far) and, only when it beats the best so far, checked
@@ -12,96 +12,74 @@ at the other small sizes: a trial slower than the best cannot win, so its checks
 nothing. Only the winner is timed with the full protocol, by the caller, without a
 second warm-up (its trial has just run it), and checked again at every size.
 
-Runs in the evaluator's child process only (imports cupy).
+What a trial needs from the device (compile, check at a size, time) is the small `TrialBench`
+protocol, which the GPU child implements; this module owns the tuning's own state. Runs in the
+evaluator's child process only (imports cupy).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import cupy as cp
 import numpy as np
 
 from fsr import candidate as cfmt
-from fsr.evaluate import bench
-from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate
-from fsr.evaluate.verify import (
-    Buffers,
-    LaunchRefused,
-    Program,
-    check_size,
-    make_buffers,
-    scratch_buffers,
-    synchronize,
-)
-from fsr.types import Candidate, Defines, Resources, SizeCheck
+from fsr.config import TuneConfig
+from fsr.evaluate.compile import Compiled, CompileFailed
+from fsr.evaluate.trial_plan import start_values
+from fsr.evaluate.verify import LaunchRefused, Program
+from fsr.types import Candidate, Defines, EvalRequest, Resources, SizeCheck, Task, TrialRecord, size_label
 
 if TYPE_CHECKING:
     from fsr import tune as tune_module
-    from fsr.evaluate.child import Child, EvalRequest, TaskState
 
 SMALL_SIZE_ELEMENTS = 1 << 20  # tuning trials verify only sizes this small
 UNCHECKED = "slower than the best so far: checked at the largest small test size only"
 
 
-@cache
-def compile_pool() -> ThreadPoolExecutor:
-    """Threads for trial compiles: the worker's share of the host's cores (the sandbox sets the
-    BLAS thread variables to it), at most 16."""
-    share = int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or 1
-    return ThreadPoolExecutor(max(1, min(share, 16)), thread_name_prefix="fsr-compile")
+class TrialBench(Protocol):
+    """What a tuning trial needs from the device that runs it (the GPU child implements it:
+    fsr.evaluate.child.DeviceTrials; tests fake it). One per candidate's tuning."""
 
+    def compile(self, trial: Candidate) -> Future[Compiled]:
+        """The trial's compile (header check included), started now unless already started; its
+        result raises CompileFailed or HeaderError."""
+        ...
 
-# Compiles started here, by trial candidate id: the points the tuner asks beyond those the parent
-# compiled ahead (EvalRequest.programs).
-_AHEAD: dict[str, Future[Compiled]] = {}
+    def check(self, trial: Candidate, program: Program, index: int) -> SizeCheck:
+        """`trial` checked at test size `index` (raises LaunchRefused); every trial of the
+        candidate is checked on the same inputs at a size."""
+        ...
 
+    def time(self, trial: Candidate, program: Program, best_us: float | None) -> list[float]:
+        """Samples of `trial` at the benchmark size with the short protocol (bench.sample_trial),
+        stopped early when clearly slower than `best_us`; raises LaunchRefused."""
+        ...
 
-def compile_ahead(trial: Candidate, task: Any, arch: str) -> Future[Compiled]:
-    """The trial's compile, started now on the compile threads unless already started."""
-    future = _AHEAD.get(trial.id)
-    if future is None:
-        future = _AHEAD[trial.id] = compile_pool().submit(_compile, trial, task, arch)
-    return future
-
-
-def _compile(trial: Candidate, task: Any, arch: str) -> Compiled:
-    cfmt.check(trial, task)
-    return compile_candidate(trial, arch)
-
-
-def forget_ahead() -> None:
-    """Drop compiles started ahead: those not yet running are cancelled."""
-    for future in _AHEAD.values():
-        future.cancel()
-    _AHEAD.clear()
+    def note(self, text: str) -> None:
+        """Tell the parent what runs now (named if the child dies or hangs during it)."""
+        ...
 
 
 class Trials:
     """One candidate's tuning: compiles queued ahead, each trial checked and timed on demand."""
 
-    def __init__(self, child: Child, state: TaskState, cand: Candidate, req: EvalRequest):
-        self.child, self.state, self.cand = child, state, cand
+    def __init__(self, bench: TrialBench, task: Task, cand: Candidate, req: EvalRequest):
+        self.bench, self.task, self.cand = bench, task, cand
         self.own = (cand.resolved_defines(), Program(req.cubin, req.lowered))  # compiled by the parent
         # so were these; each loaded when first measured, kept with the compiler's report
         self.shipped = {key: (cubin, lowered, resources) for key, cubin, lowered, resources in req.programs}
         self.loaded: dict[Defines, tuple[Program, Resources]] = {}
         self.pending: dict[Defines, Future[Compiled]] = {}
         self.best_us: float | None = None
-        sizes = state.task.test_sizes
-        elements = [int(np.prod([v for _, v in s], dtype=np.int64)) for s in sizes]
+        elements = [int(np.prod([v for _, v in s], dtype=np.int64)) for s in task.test_sizes]
         # the small sizes, largest first: the one every trial is checked at before it is timed
         self.small = sorted((i for i, e in enumerate(elements) if e <= SMALL_SIZE_ELEMENTS),
                             key=lambda i: -elements[i])
-        # One input set per small size for all of this candidate's trials (a filter only: the
-        # winner is checked on fresh inputs at every size), on device buffers kept while intact.
-        self.contents: dict[int, Any] = {}
-        self.kept: dict[int, Buffers] = {}
 
     def prefetch(self, points: Iterable[dict[str, int]]) -> None:
         """Start compiling these points on the compile threads (each once)."""
@@ -109,7 +87,7 @@ class Trials:
             trial = cfmt.with_defines(self.cand, values)
             key = trial.resolved_defines()
             if key != self.own[0] and key not in self.shipped and key not in self.loaded and key not in self.pending:
-                self.pending[key] = compile_ahead(trial, self.state.task, self.child.device.arch)
+                self.pending[key] = self.bench.compile(trial)
 
     def program(self, trial: Candidate) -> Program:
         """The trial's loaded program; raises CompileFailed or HeaderError."""
@@ -120,8 +98,7 @@ class Trials:
             if key in self.shipped:
                 cubin, lowered, resources = self.shipped.pop(key)
             else:
-                future = self.pending.pop(key, None) or compile_ahead(trial, self.state.task, self.child.device.arch)
-                compiled = future.result()
+                compiled = (self.pending.pop(key, None) or self.bench.compile(trial)).result()
                 cubin, lowered, resources = compiled.cubin, compiled.lowered, compiled.resources
             self.loaded[key] = (Program(cubin, lowered), resources)
         return self.loaded[key][0]
@@ -140,13 +117,13 @@ class Trials:
         from fsr import tune
 
         trial = cfmt.with_defines(self.cand, values)
-        self.child.note("tuning trial " + " ".join(f"{k}={v}" for k, v in values.items()))
+        self.bench.note("tuning trial " + " ".join(f"{k}={v}" for k, v in values.items()))
         try:
             program = self.program(trial)
             failed = self._check(trial, program, self.small[:1])
             if failed is not None:
                 return tune.TrialOutcome(None, "wrong " + describe(failed))
-            latency = float(np.median(self._time(trial, program)))
+            latency = float(np.median(self.bench.time(trial, program, self.best_us)))
             if self.best_us is not None and latency >= self.best_us:
                 return tune.TrialOutcome(latency, UNCHECKED if len(self.small) > 1 else "")
             failed = self._check(trial, program, self.small[1:])
@@ -161,32 +138,11 @@ class Trials:
 
     def _check(self, trial: Candidate, program: Program, indices: list[int]) -> SizeCheck | None:
         """The first failed check at these (small) sizes, or None."""
-        task, stream = self.state.task, self.child.stream
         for i in indices:
-            if i not in self.contents:
-                self.contents[i] = self.state.pool.take(i)
-            inputs, expected = self.contents[i]
-            sizes = dict(task.test_sizes[i])
-            with stream:
-                kept = self.kept.pop(i, None) or make_buffers(task, Candidate(task=task.name, source="", launches=()), sizes, inputs)
-                buf = Buffers(kept.inputs, kept.outputs, scratch_buffers(trial, sizes))
-            check = check_size(program, trial, task, task.test_sizes[i], inputs, expected, stream, buffers=buf)
+            check = self.bench.check(trial, program, i)
             if not check.passed:
                 return check
-            self.kept[i] = buf
         return None
-
-    def _time(self, trial: Candidate, program: Program) -> list[float]:
-        from fsr.evaluate.child import bench_launches
-
-        child, cfg = self.child, self.child.tune_cfg
-        run, before = bench_launches(self.state, trial, program, child.stream)
-        samples = bench.sample_trial(run, child.stream, child.flusher, budget_s=cfg.trial_bench_budget_s,
-                                     max_samples=cfg.trial_max_samples, best_us=self.best_us,
-                                     stop_ratio=cfg.trial_stop_ratio, cut_ratio=cfg.trial_cut_ratio, before=before,
-                                     hold=child.hold)
-        synchronize(child.stream)
-        return samples
 
 
 @dataclass(frozen=True)
@@ -198,22 +154,20 @@ class Tuned:
     candidate: Candidate | None
     program: Program | None
     resources: Resources | None
-    trials: tuple[Any, ...]
+    trials: tuple[TrialRecord, ...]
     best_us: float | None = None
 
 
-def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> Tuned:
-    """Tune `cand`'s tunables."""
+def run(bench: TrialBench, task: Task, cand: Candidate, req: EvalRequest, cfg: TuneConfig) -> Tuned:
+    """Tune `cand`'s tunables on `bench`, from the request's start (trial_plan.start_values, as
+    the parent assumed when it compiled the first points ahead)."""
     from fsr import tune
 
-    trials = Trials(child, state, cand, req)
-    names = {t.name for t in cand.tunables}
-    start = {k: v for k, v in (req.start_defines or cand.resolved_defines()) if k in names}
+    trials = Trials(bench, task, cand, req)
     result = tune.tune(cand.tunables, trials.measure, max_trials=req.tune_trials,
-                       time_budget_s=child.tune_cfg.time_budget_s, seed=child.tune_cfg.seed, start=start,
+                       time_budget_s=cfg.time_budget_s, seed=cfg.seed, start=start_values(cand, req.start_defines),
                        journal_path=req.journal_path, study_name=f"{cand.task}-{cand.id}",
                        prefetch=trials.prefetch)
-    forget_ahead()  # points the budget left unmeasured
     if not result.best_values:
         return Tuned(None, None, None, result.trials)
     best = cfmt.with_defines(cand, dict(result.best_values))
@@ -221,7 +175,5 @@ def run(child: Child, state: TaskState, cand: Candidate, req: EvalRequest) -> Tu
     return Tuned(best, program, resources, result.trials, result.best_us)
 
 
-def describe(check: Any) -> str:
-    from fsr.types import size_label
-
+def describe(check: SizeCheck) -> str:
     return f"at {size_label(check.size)}: {check.detail}"

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from fsr.execute.base import Evaluator
+from fsr.execute.base import Evaluator, WorkerStats
 from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ class LocalExecutor:
         self._outbox: queue.Queue[Evaluation] = queue.Queue()
         self._in_flight = 0  # submitted and not yet handed out by poll; caller's thread only
         self._worker_of: dict[str, str] = {}
+        self._pins: dict[str, str] = {}  # task -> GPU model it must be evaluated on
         self._thread: threading.Thread | None = None
         self._closed = False
         self._built = threading.Event()  # set once the factory returned or raised
@@ -58,6 +59,8 @@ class LocalExecutor:
         self._stopped_at: float | None = None
         self._busy_s = 0.0
         self._busy_since: float | None = None
+        self._evaluations = 0
+        self._crashes = 0  # evaluations that raised (an evaluator bug), given CRASH here
 
     # --- Executor ---------------------------------------------------------------------------
 
@@ -73,6 +76,7 @@ class LocalExecutor:
             raise RuntimeError("submit on a closed LocalExecutor")
         self._raise_if_unavailable()
         self._start()
+        self._check_pin(candidate.task)
         self._in_flight += 1
         self._worker_of[candidate.id] = WORKER_NAME
         self._inbox.put(candidate)
@@ -114,17 +118,29 @@ class LocalExecutor:
         self._inbox.put(None)
         self._thread.join()
 
-    # --- extras -----------------------------------------------------------------------------
+    # --- the worker -------------------------------------------------------------------------
 
     def busy_fraction(self) -> float:
         """Seconds spent evaluating over seconds since the evaluator was ready (0 before)."""
-        with self._lock:
-            if self._ready_at is None:
-                return 0.0
-            now = self._stopped_at or time.monotonic()
-            busy = self._busy_s + (now - self._busy_since if self._busy_since is not None else 0.0)
-            alive = now - self._ready_at
+        busy, alive = self._busy_alive_s()
         return min(1.0, busy / alive) if alive > 0 else 0.0
+
+    def worker_stats(self) -> list[WorkerStats]:
+        """The one worker's counters (no restarts: a local evaluator that fails stops the run)."""
+        busy, alive = self._busy_alive_s()
+        with self._lock:
+            evaluations, crashes = self._evaluations, self._crashes
+        state = "stopped" if self._closed else "ready" if self._ready_at is not None else "starting"
+        device = self._device.name if self._device else ""
+        return [WorkerStats(WORKER_NAME, state, device, self._in_flight, evaluations, crashes, 0, 0, busy, alive)]
+
+    def pin(self, task: str, device_name: str) -> None:
+        """Refuse `task`'s candidates unless this GPU is a `device_name` (checked on submit)."""
+        self._pins[task] = device_name
+
+    def notices(self) -> list[str]:
+        """Nothing to report: a failed build or a lost GPU raises EvaluatorUnavailable instead."""
+        return []
 
     def worker_of(self, candidate_id: str) -> str | None:
         """Which worker evaluated a candidate (for the lineage's `worker` column)."""
@@ -137,6 +153,27 @@ class LocalExecutor:
         self._raise_if_unavailable()
         assert self._device is not None
         return {WORKER_NAME: self._device}
+
+    def _check_pin(self, task: str) -> None:
+        """A pinned task's model must be this GPU's; finding that out waits for the evaluator."""
+        model = self._pins.get(task)
+        if model is None:
+            return
+        device = self.devices()[WORKER_NAME].name
+        if device != model:
+            raise EvaluatorUnavailable(
+                f"task {task!r} is pinned to GPU model {model!r} (its timings so far were measured there), "
+                f"but this GPU is {device!r}. Timings are never compared across GPU models: run this task "
+                f"on a {model!r} or start a new run.")
+
+    def _busy_alive_s(self) -> tuple[float, float]:
+        """Seconds spent evaluating and seconds since the evaluator was ready (0, 0 before)."""
+        with self._lock:
+            if self._ready_at is None:
+                return 0.0, 0.0
+            now = self._stopped_at or time.monotonic()
+            busy = self._busy_s + (now - self._busy_since if self._busy_since is not None else 0.0)
+            return busy, now - self._ready_at
 
     # --- the worker thread ------------------------------------------------------------------
 
@@ -180,9 +217,12 @@ class LocalExecutor:
             # the search must stay total: the candidate gets CRASH with the reason, loudly logged.
             log.exception("evaluator raised on candidate %s", candidate.id)
             device = self._device.name if self._device else ""
+            with self._lock:
+                self._crashes += 1
             return crash_evaluation(candidate, f"evaluator raised {type(e).__name__}: {e}", device)
         finally:
             with self._lock:
+                self._evaluations += 1
                 assert self._busy_since is not None
                 self._busy_s += time.monotonic() - self._busy_since
                 self._busy_since = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fsr.types import Candidate, Evaluation, Task, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,8 @@ class Proposals:
 
 class Proposer(Protocol):
     """Writes candidates. Implementations must be safe to call from one worker thread at a time
-    per request (the loop may run several requests concurrently for slow proposers)."""
+    per request (the loop may run several requests concurrently for slow proposers). Everything
+    the search loops and `fsr run` ask of a proposer is here, so every proposer answers it."""
 
     name: str
 
@@ -114,4 +115,20 @@ class Proposer(Protocol):
         """The features this proposer can act on for `task`: the feature policy chooses among
         these (a model: the whole catalogue; the offline mutator: the template's switches and
         the features its source transforms add)."""
+        ...
+
+    @property
+    def exhausted(self) -> bool:
+        """True once no further proposal will be made (a model's token or money budget is
+        spent); a search stops asking then. Always False for a proposer without a budget."""
+        ...
+
+    def exhausted_hint(self, task: Task) -> str:
+        """What would let the search of `task` go further when this proposer keeps answering
+        with nothing new (a clause for the user: "a feature template", "another model" ...)."""
+        ...
+
+    def set_device(self, device: DeviceInfo) -> None:
+        """The GPU the candidates will be timed on (a model's prompt describes it); proposers
+        that write the same kernels for every GPU ignore it."""
         ...

@@ -95,6 +95,10 @@ class LLMProposer:
         """The GPU the candidates will be timed on (the search learns it from the executor)."""
         self.device = device
 
+    def exhausted_hint(self, task: Task) -> str:
+        """The spent budget, if that is why nothing new came; else a bolder or another model."""
+        return _hint(self.meter, self.config.temperature, self.config.model)
+
     def supported_features(self, task: Task) -> tuple[str, ...]:
         """A model can act on every feature of the catalogue."""
         return NAMES
@@ -181,6 +185,11 @@ class LLMEnsemble:
         for m in self.members:
             m.set_device(device)
 
+    def exhausted_hint(self, task: Task) -> str:
+        """As a member's, naming every model (the members share one budget)."""
+        first = self.members[0]
+        return _hint(first.meter, first.config.temperature, ", ".join(m.config.model for m in self.members))
+
     def supported_features(self, task: Task) -> tuple[str, ...]:
         return NAMES
 
@@ -194,6 +203,13 @@ class LLMEnsemble:
 
     def start(self, request: ProposalRequest) -> Future[Proposals]:
         return self.pick(request).start(request)
+
+
+def _hint(meter: Meter, temperature: float, models: str) -> str:
+    refusal = meter.refusal()
+    if refusal is not None:
+        return f"a larger model budget ({refusal})"
+    return f"a higher temperature (llm.temperature, now {temperature:g}) or another model than {models}"
 
 
 def parse_models(spec: str) -> list[tuple[str, float]]:

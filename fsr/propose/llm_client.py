@@ -95,6 +95,28 @@ def safe_url(base_url: str) -> str:
     return re.sub(r"(://)[^/@\s]+@", r"\1", base_url)
 
 
+class EndpointError(Exception):
+    """The endpoint cannot serve a run: it cannot be reached, or it refused the API key. One line."""
+
+
+def check_endpoint(config: LLMConfig) -> None:
+    """Reach the endpoint before a run starts (raises EndpointError). A server without a model
+    list (404, 501) passes: whether it serves the model is left to the first request."""
+    import openai
+
+    url = safe_url(config.base_url) or "the OpenAI API"
+    client = openai.OpenAI(base_url=config.base_url or None, api_key=os.environ.get(config.api_key_env) or "none",
+                           timeout=min(config.timeout_s, 10.0), max_retries=0)
+    try:
+        client.models.list()
+    except openai.APIConnectionError as e:
+        raise EndpointError(f"cannot reach {url}: {e.__cause__ or e}") from None
+    except openai.AuthenticationError:
+        raise EndpointError(f"{url} refused the API key in {config.api_key_env}") from None
+    except openai.APIStatusError:
+        pass
+
+
 @dataclass(frozen=True)
 class Sample:
     """One choice of a completion. `index` is its ordinal for (model, prompt)."""

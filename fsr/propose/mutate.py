@@ -45,7 +45,7 @@ from fsr.candidate import HeaderError, check, parse, with_defines
 from fsr.propose import launch_space, transforms
 from fsr.propose.base import ProposalRequest, Proposals, Scored
 from fsr.propose.features import feature_name
-from fsr.types import Candidate, Origin, Task
+from fsr.types import Candidate, DeviceInfo, Origin, Task
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,14 @@ class MutateProposer:
         # Results of the rewrites that do not depend on the rng, by (parent, rewrite): an
         # exhausted neighbourhood is asked again and again before the task stops.
         self._rewritten: dict[tuple, object] = {}
+
+    @property
+    def exhausted(self) -> bool:
+        """Never: the mutator has no budget (a task ends when its neighbourhood is mined)."""
+        return False
+
+    def set_device(self, device: DeviceInfo) -> None:
+        """Ignored: the moves do not depend on the GPU."""
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
         """The template's switches plus the features the source transforms add."""

@@ -31,6 +31,14 @@ def stage_times(frame: pd.DataFrame) -> pd.DataFrame:
     return long[["task", "stage", "total_s", "per_evaluation_s"]]
 
 
+def stage_table(stages: pd.DataFrame, value: str = "per_evaluation_s") -> pd.DataFrame:
+    """`stage_times` as one row per task and one column per stage, in pipeline order (setup,
+    compile, verify, tune, time, other)."""
+    order = [STAGE_NAMES[s] for s in (*STAGES, "other_s")]
+    wide = stages.pivot(index="task", columns="stage", values=value)
+    return wide.reindex(columns=[s for s in order if s in wide.columns]).reset_index().rename_axis(columns=None)
+
+
 def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
     """Per worker: its evaluations, the seconds it spent evaluating (`busy_s`, the evaluator's
     wall time) and setting up (`setup_s`), its occupancy (busy over the run's span, from the

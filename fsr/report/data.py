@@ -3,7 +3,11 @@ killed runs alike, no GPU) and every table of the report computed from it, once.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +17,11 @@ import pyarrow as pa
 
 from fsr import lineage
 from fsr.report import costs, kernels, tables
+
+# What the report calls the latency at the measured ceiling. Not "device ceiling": it is the rate
+# of a copy (and of the library's SGEMM), which a kernel that mostly reads, or one on the tensor
+# cores, can pass; a yardstick measured on the device, not a physical limit.
+ROOFLINE = "copy/SGEMM roofline"
 
 
 class ReportError(ValueError):
@@ -50,21 +59,79 @@ class Run:
 
 
 def load_run(path: str | Path) -> Run:
-    """Read a run directory; ReportError (one line) if it is not one or holds no evaluations."""
+    """Read a run directory; ReportError (one line) if it is not fsr's or holds no evaluations.
+    A damaged run.json costs only what it holds (run id, command, config): a warning, then the
+    lineage is reported without it, as it is for a run directory that has none."""
     run_dir = Path(path)
-    if not run_dir.is_dir() or not ((run_dir / "run.json").is_file() or (run_dir / "evaluations").is_dir()):
-        raise ReportError(f"{path}: not a run directory (no run.json or evaluations/)")
-    try:
-        info = lineage.read_run_json(run_dir) if (run_dir / "run.json").is_file() else {}
-        evaluations = lineage.read_pandas(run_dir) if (run_dir / "evaluations").is_dir() else None
-        trials = lineage.read_pandas(run_dir, "trials") if (run_dir / "trials").is_dir() else None
-    except (OSError, ValueError, pa.ArrowException) as e:  # json and Arrow errors are ValueErrors
-        raise ReportError(f"{path}: unreadable lineage: {str(e).splitlines()[0]}") from None
+    if not run_dir.is_dir():
+        raise ReportError(f"{path}: not a directory")
+    has_json, has_rows = (run_dir / "run.json").is_file(), (run_dir / "evaluations").is_dir()
+    if not (has_json or has_rows):
+        raise ReportError(f"{path}: not an fsr run directory (no run.json or evaluations/)")
+    info = _run_info(run_dir) if has_json else {}
+    with _held_warnings() as held:
+        try:
+            evaluations = lineage.read_pandas(run_dir) if has_rows else None
+            trials = lineage.read_pandas(run_dir, "trials") if (run_dir / "trials").is_dir() else None
+        except (OSError, ValueError, pa.ArrowException) as e:  # Arrow errors are ValueErrors
+            raise ReportError(f"{path}: unreadable lineage: {str(e).splitlines()[0]}") from None
     if evaluations is None or evaluations.empty:
-        raise ReportError(f"{path}: the lineage has no evaluations yet")
+        raise ReportError(_why_empty(run_dir, info))
+    for record in held:  # parts skipped beside readable rows: worth a warning each
+        logging.getLogger(record.name).handle(record)
     if trials is None:
         trials = lineage.TRIALS.empty_table().to_pandas()
-    return Run(run_dir, info if isinstance(info, dict) else {}, evaluations, trials)
+    return Run(run_dir, info or {}, evaluations, trials)
+
+
+@contextlib.contextmanager
+def _held_warnings() -> Iterator[list[logging.LogRecord]]:
+    """The lineage reader's warnings, held back: for another tool's directory every part is
+    "damaged", and the one line that says it is not fsr's is all a user needs."""
+    logger, held = logging.getLogger(lineage.__name__), _Held()
+    logger.addHandler(held)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield held.records
+    finally:
+        logger.removeHandler(held)
+        logger.propagate = propagate
+
+
+class _Held(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _run_info(run_dir: Path) -> dict[str, Any] | None:
+    """run.json as a dict; None (and a one-line warning) where it is damaged."""
+    try:
+        return lineage.read_run_json(run_dir)
+    except lineage.LineageError as e:
+        print(f"fsr: warning: {' '.join(str(e).split())}; reporting the lineage without it", file=sys.stderr)
+        return None
+
+
+def is_fsr_run_json(info: dict[str, Any] | None) -> bool:
+    """Whether a run.json is one fsr wrote: `fsr.lineage.write_run_json` always writes a run id
+    and a config table; another tool's run.json (or a damaged one) has not both."""
+    return isinstance(info, dict) and isinstance(info.get("run_id"), str) and isinstance(info.get("config"), dict)
+
+
+def _why_empty(run_dir: Path, info: dict[str, Any] | None) -> str:
+    """The one line for a run directory with no readable evaluation: fsr's run that has none
+    yet, or a directory another tool wrote (a run.json not fsr's, parts none of which is fsr's)."""
+    parts = sorted((run_dir / "evaluations").glob("part-*.parquet"))
+    if parts:
+        return (f"{run_dir}: not an fsr run directory: none of the {len(parts)} part file(s) in evaluations/ "
+                "is an fsr lineage part")
+    if info is not None and not is_fsr_run_json(info):
+        return f"{run_dir}: not an fsr run directory (its run.json has no fsr run_id and config)"
+    return f"{run_dir}: the lineage has no evaluations yet"
 
 
 @dataclass
@@ -84,10 +151,11 @@ class RunTables:
     driver: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def references(self, task: str) -> dict[str, float | None]:
-        """The task's reference latencies: baseline, library, PyTorch eager, device ceiling."""
+        """The task's reference latencies: baseline, library, PyTorch eager, and ROOFLINE (the
+        latency the device's measured copy rate or library SGEMM rate allows)."""
         row = self.summary.set_index("task").loc[task]
         return {"baseline": row["baseline_us"], "library": row["library_us"], "PyTorch eager": row["torch_us"],
-                "device ceiling": row["ceiling_us"]}
+                ROOFLINE: row["ceiling_us"]}
 
     @property
     def journal(self) -> Path | None:
@@ -109,14 +177,31 @@ def run_tables(run: Run) -> RunTables:
         driver=costs.driver_time(run.info))
 
 
+COMPARED = ("task", "run", "evaluations", "best_us", "vs_first_run", "ceiling_fraction", "speedup_baseline",
+            "speedup_library", "speedup_torch", "evals_per_gpu_minute")
+
+
 def comparison(runs: list[RunTables]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Several runs side by side: their task summaries and their all-islands best-so-far curves,
-    each row with a `run` column holding the run's label (its device included, so curves from
-    different GPU models are never read as one)."""
-    summary = pd.concat([r.summary.assign(run=r.run.label) for r in runs], ignore_index=True)
+    """Several runs side by side: their task summaries, by task and then in the order the runs
+    were given, with `vs_first_run` (this run's best latency over the first run's that has the
+    task: 0.5 is twice as fast), and their all-islands best-so-far curves. Each row has a `run`
+    column holding the run's label (its device included, so curves from different GPU models
+    are never read as one)."""
+    summary = pd.concat([r.summary.assign(run=r.run.label, _order=i) for i, r in enumerate(runs)],
+                        ignore_index=True).sort_values(["task", "_order"], kind="stable", ignore_index=True)
+    timed = summary.dropna(subset=["best_us"]).groupby("task")["best_us"]
+    first = timed.first().where(timed.size() > 1)  # a task one run alone timed has no ratio
+    summary["vs_first_run"] = pd.to_numeric(summary["best_us"], errors="coerce") / summary["task"].map(first)
     curves = pd.concat([r.curves[r.curves["series"] == "all islands"].assign(run=r.run.label) for r in runs],
                        ignore_index=True)
-    return summary[["run", *summary.columns.drop("run")]], curves
+    return summary[list(COMPARED)], curves
+
+
+def tasks_in_one_run(curves: pd.DataFrame) -> list[str]:
+    """Tasks of a comparison's curves that only one run has a correct kernel for: nothing to
+    compare, so they get no comparison plot."""
+    runs = curves.groupby("task")["run"].nunique()
+    return sorted(str(t) for t in runs[runs < 2].index)
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:

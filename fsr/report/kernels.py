@@ -83,6 +83,20 @@ def tuning_spread(trials: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     return out[columns].sort_values(["task", "tunable", "value"], ignore_index=True)
 
 
+def tuning_bars(spread: pd.DataFrame, task: str) -> pd.DataFrame:
+    """One task's `tuning_spread` as the tuning figure draws it: per tunable and value, a label
+    ("BLOCK=128"), how much slower than each candidate's best trial its trials ran in median
+    (`slower_pct`: 0 for the best, 10 for 1.1x; a ratio axis from zero hides that difference),
+    and whether every trial of it was infeasible (`slower_pct` is then None)."""
+    mine = spread[spread["task"] == task]
+    infeasible = (mine["infeasible"] >= mine["trials"]) | mine["median_ratio"].isna()
+    return pd.DataFrame({
+        "tunable": mine["tunable"].astype(str), "label": mine["tunable"].astype(str) + "=" + mine["value"].astype(str),
+        "slower_pct": ((mine["median_ratio"] - 1.0) * 100.0).where(~infeasible),
+        "infeasible": infeasible.astype(bool), "trials": mine["trials"], "chosen": mine["chosen"],
+    }).reset_index(drop=True)
+
+
 def _compiled(defines: Iterable[Mapping[str, Any]] | None, source: str) -> list[str]:
     """What the compiler saw, as lines: the candidate's defines, then its source (a template's
     feature toggles change only the defines)."""

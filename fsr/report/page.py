@@ -4,6 +4,7 @@ data inline, no network needed to open it."""
 from __future__ import annotations
 
 import html
+import re
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -11,30 +12,76 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from fsr.report import plots
-from fsr.report.data import RunTables, comparison
-from fsr.report.text import SUMMARY_MD, cell
+from fsr.report.data import RunTables, comparison, tasks_in_one_run
+from fsr.report.text import COMPARED_MD, ROOFLINE_NOTE, column_cells, summary_columns, with_geomean
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1360px; color: #222; }
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 2px solid #ccc; margin-top: 2em; } h3 { margin-top: 1.6em; }
-.meta { color: #555; font-size: 0.9em; }
+.meta, .note { color: #555; font-size: 0.9em; } .note { margin: 0.2em 0; }
+nav.toc { font-size: 0.9em; background: #f7f7f7; border: 1px solid #e2e2e2; padding: 0.4em 1em; }
+nav.toc ul { margin: 0.2em 0; padding-left: 1.2em; } nav.toc li { margin: 0.15em 0; }
+a.top { font-size: 0.65em; font-weight: normal; margin-left: 0.8em; color: #777; }
+a#to-top { position: fixed; right: 1em; bottom: 1em; background: #fff; border: 1px solid #bbb;
+  border-radius: 4px; padding: 0.3em 0.6em; font-size: 0.85em; text-decoration: none; color: #333; }
 table.fsr { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
 table.fsr th, table.fsr td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 table.fsr th { background: #f3f3f3; } table.fsr td:first-child { text-align: left; }
+table.fsr tr.geomean td { font-weight: 600; border-top: 2px solid #999; }
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
+details.run > summary { font-size: 1.1em; cursor: pointer; margin: 0.6em 0; }
 pre.diff { font-size: 0.8em; background: #f8f8f8; padding: 6px; overflow-x: auto; max-height: 30em; }
 """
-def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
-    """A table, `columns` choosing and renaming (all columns when None); numbers formatted as
-    in the Markdown report (fractions as percentages, ratios as speedups)."""
+# Opens the folded sections holding a link's target (a run's details on a comparison page), and
+# redraws plots in a section when it opens: plotly sizes a plot drawn while hidden by default.
+SCRIPT = """
+function fsrOpenTarget() {
+  const id = decodeURIComponent(location.hash.slice(1));
+  const el = id && document.getElementById(id);
+  if (!el) return;
+  for (let d = el.closest('details'); d; d = d.parentElement.closest('details')) d.open = true;
+  el.scrollIntoView();
+}
+window.addEventListener('hashchange', fsrOpenTarget);
+window.addEventListener('load', fsrOpenTarget);
+document.addEventListener('toggle', e => {
+  if (e.target.open) e.target.querySelectorAll('.plotly-graph-div').forEach(p => Plotly.Plots.resize(p));
+}, true);
+"""
+
+
+def anchor(*parts: object) -> str:
+    """An element id from parts (a run's number, a task's name): letters, digits, - and _ only."""
+    return "-".join(re.sub(r"[^A-Za-z0-9_]+", "_", str(p)) for p in parts)
+
+
+def _top(label: str, ident: str, level: int = 3) -> str:
+    return f"<h{level} id='{ident}'>{html.escape(label)}<a class='top' href='#top'>&uarr; top</a></h{level}>"
+
+
+def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None, links: dict[str, str] | None = None,
+               last_row_class: str = "") -> str:
+    """A table, `columns` choosing and renaming (all columns when None), each column in one
+    number format (fractions as percentages, ratios as speedups, see `text.column_cells`);
+    `links` maps first-column values to the ids they link to."""
     columns = columns or {c: c for c in frame.columns}
-    shown = pd.DataFrame({name: frame[c].map(lambda v, c=c: cell(c, v)) for c, name in columns.items()})
-    return shown.to_html(index=False, classes="fsr", border=0, escape=True)
+    cells = [[html.escape(v) for v in column_cells(c, frame[c], markdown=False)] for c in columns]
+    first = list(columns)[0]
+    if links:
+        cells[0] = [f"<a href='#{links[v]}'>{text}</a>" if v in links else text
+                    for v, text in zip(frame[first], cells[0], strict=True)]
+    rows = list(zip(*cells, strict=True))
+    body = ["<tr" + (f" class='{last_row_class}'" if last_row_class and i == len(rows) - 1 else "") + ">"
+            + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for i, row in enumerate(rows)]
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in columns.values())
+    return f"<table class='fsr'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def summary_html(summary: pd.DataFrame) -> str:
-    """The task summary (with a run column when several runs are compared)."""
-    return table_html(summary, {"run": "run", **SUMMARY_MD} if "run" in summary else SUMMARY_MD)
+def summary_html(summary: pd.DataFrame, links: dict[str, str]) -> str:
+    """One run's task summary, a geometric-mean row last, each task linking to its section."""
+    shown, means = with_geomean(summary)
+    return "\n".join([table_html(shown, summary_columns(summary), links, "geomean"),
+                       f"<p class='note'>{html.escape(means)}</p>", f"<p class='note'>{html.escape(ROOFLINE_NOTE)}</p>"])
 
 
 def figure_html(fig: go.Figure) -> str:
@@ -62,10 +109,10 @@ def chain_html(chain: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
-def task_html(t: RunTables, task: str) -> str:
+def task_html(t: RunTables, task: str, ident: str) -> str:
     refs = t.references(task)
     return "\n".join([
-        f"<h3>{html.escape(task)}</h3>", "<div class='grid'>",
+        _top(task, ident), "<div class='grid'>",
         figure_html(plots.best_so_far_figure(t.curves, task, "evaluation", refs)),
         figure_html(plots.best_so_far_figure(t.curves, task, "elapsed_s", refs)),
         figure_html(plots.verdict_figure(t.verdicts, task)),
@@ -75,48 +122,91 @@ def task_html(t: RunTables, task: str) -> str:
     ])
 
 
-def costs_html(t: RunTables) -> str:
+def costs_html(t: RunTables, ident: str) -> str:
     journal = (f"<p>Tuning journal: <code>{html.escape(str(t.journal))}</code> "
                f"(open it with <code>optuna-dashboard {html.escape(str(t.journal))}</code>).</p>" if t.journal else "")
     tokens = table_html(t.tokens) if not t.tokens.empty else "<p>No model was used: no tokens, no cost.</p>"
     driver = (table_html(t.driver) if not t.driver.empty
               else "<p>No campaign of this run has ended yet: the driver's time is written when one does.</p>")
     return "\n".join([
-        "<h3>Where the time went</h3>", "<div class='grid'>", figure_html(plots.stage_figure(t.stages)),
+        _top("Where the time went", ident), "<div class='grid'>", figure_html(plots.stage_figure(t.stages)),
         figure_html(plots.occupancy_figure(t.workers)), "</div>", table_html(t.workers),
         "<h4>The search driver, per campaign</h4>", driver,
         "<h4>Model tokens and cost</h4>", tokens, journal,
     ])
 
 
-def run_html(t: RunTables) -> str:
-    info, run = t.run.info, t.run
+def run_anchors(number: int, t: RunTables) -> dict[str, str]:
+    """Ids of a run's sections: "run" itself, each task, and "costs"."""
+    return {"run": anchor("run", number), **{task: anchor("run", number, task) for task in t.summary["task"]},
+            "costs": anchor("run", number, "costs")}
+
+
+def run_html(t: RunTables, number: int, folded: bool = False) -> str:
+    """One run: its summary, then per task its figures and winner, then its costs; `folded`
+    (on a comparison page) puts all but the summary in a closed section."""
+    info, run, ids = t.run.info, t.run, run_anchors(number, t)
     command = info.get("command", "")
     command = " ".join(command) if isinstance(command, list) else str(command)
-    return "\n".join([
-        f"<h2>Run {html.escape(run.run_id)}</h2>",
-        f"<p class='meta'>{html.escape(run.device)}; {len(run.evaluations)} evaluations; started "
-        f"{html.escape(str(info.get('created_at', '?')))}; <code>{html.escape(command)}</code></p>",
-        summary_html(t.summary), *(task_html(t, task) for task in t.summary["task"]), costs_html(t),
-    ])
+    head = [_top(f"Run {run.run_id}", ids["run"], 2),
+            f"<p class='meta'>{html.escape(run.device)}; {len(run.evaluations)} evaluations; started "
+            f"{html.escape(str(info.get('created_at', '?')))}; <code>{html.escape(command)}</code></p>",
+            summary_html(t.summary, ids)]
+    body = [*(task_html(t, task, ids[task]) for task in t.summary["task"]), costs_html(t, ids["costs"])]
+    if folded:
+        body = [f"<details class='run'><summary>Run {html.escape(run.run_id)}: each task's plots and lineage, "
+                "where the time went</summary>", *body, "</details>"]
+    return "\n".join(head + body)
 
 
 def comparison_html(runs: list[RunTables]) -> str:
+    """The runs side by side: one table by task (with each run's best against the first's),
+    then per task that more than one run timed, the runs' best-so-far curves."""
     summary, curves = comparison(runs)
-    figures = [figure_html(plots.comparison_figure(curves, task, x))
-               for task in sorted(curves["task"].unique()) for x in ("evaluation", "elapsed_s")]
-    return "\n".join(["<h2>Runs compared</h2>", summary_html(summary), "<div class='grid'>", *figures, "</div>"])
+    alone = tasks_in_one_run(curves)
+    shared = [task for task in sorted(curves["task"].unique()) if task not in alone]
+    parts = [_top("Runs compared", "compare", 2), table_html(summary, COMPARED_MD, {t: anchor("compare", t) for t in shared}),
+             f"<p class='note'>best / first run's: the run's best latency over that of the first run listed "
+             f"({html.escape(runs[0].run.label)}); below 1.00x is faster.</p>"]
+    if alone:
+        parts.append(f"<p class='note'>Timed by one run only, so not plotted here: {html.escape(', '.join(alone))}.</p>")
+    for task in shared:
+        parts += [_top(task, anchor("compare", task)), "<div class='grid'>",
+                  *(figure_html(plots.comparison_figure(curves, task, x)) for x in ("evaluation", "elapsed_s")),
+                  "</div>"]
+    return "\n".join(parts)
+
+
+def contents_html(runs: list[RunTables]) -> str:
+    """The table of contents: the comparison's tasks, then each run's tasks and costs."""
+    def links(ids: dict[str, str], names: list[str]) -> str:
+        return ", ".join(f"<a href='#{ids[n]}'>{html.escape(n)}</a>" for n in names)
+
+    items = []
+    if len(runs) > 1:
+        _, curves = comparison(runs)
+        alone = set(tasks_in_one_run(curves))
+        shared = [t for t in sorted(curves["task"].unique()) if t not in alone]
+        items.append(f"<li><a href='#compare'>Runs compared</a>: {links({t: anchor('compare', t) for t in shared}, shared)}</li>")
+    for number, t in enumerate(runs, 1):
+        ids = run_anchors(number, t)
+        tasks = [str(task) for task in t.summary["task"]]
+        items.append(f"<li><a href='#{ids['run']}'>Run {html.escape(t.run.run_id)}</a> ({html.escape(t.run.device)}): "
+                     f"{links(ids, tasks)}; <a href='#{ids['costs']}'>where the time went</a></li>")
+    return f"<nav class='toc'><strong>Contents</strong><ul>{''.join(items)}</ul></nav>"
 
 
 def html_page(runs: list[RunTables]) -> str:
-    """The whole page: a comparison when there are several runs, then each run."""
+    """The whole page: contents, a comparison when there are several runs (each run's details
+    then folded), then each run."""
     title = "fsr report: " + ", ".join(r.run.run_id for r in runs)
-    body = [f"<h1>{html.escape(title)}</h1>",
+    body = [f"<h1 id='top'>{html.escape(title)}</h1>",
             f"<p class='meta'>Written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the lineage of "
-            f"{', '.join(html.escape(str(r.run.path)) for r in runs)}.</p>"]
+            f"{', '.join(html.escape(str(r.run.path)) for r in runs)}.</p>", contents_html(runs)]
     if len(runs) > 1:
         body.append(comparison_html(runs))
-    body += [run_html(r) for r in runs]
+    body += [run_html(r, number, folded=len(runs) > 1) for number, r in enumerate(runs, 1)]
+    body.append("<a id='to-top' href='#top'>&uarr; top</a>")
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head>\n"
-            f"<body>\n{chr(10).join(body)}\n</body></html>\n")
+            f"<style>{STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script>"
+            f"<script>{SCRIPT}</script></head>\n<body>\n{chr(10).join(body)}\n</body></html>\n")

@@ -4,6 +4,7 @@ DataFrames. No I/O, no plotting; every figure on the page and in `fsr bench` com
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from fsr.types import Verdict
@@ -95,6 +96,22 @@ def task_summary(frame: pd.DataFrame) -> pd.DataFrame:
     minutes = task_gpu_minutes(frame) if not frame.empty else pd.Series(dtype=float)
     rows = [_task_row(str(task), group, float(minutes[task])) for task, group in frame.groupby("task", sort=True)]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+SPEEDUPS = ("speedup_baseline", "speedup_library", "speedup_torch")
+
+
+def speedup_geomeans(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per speedup column of `task_summary`: the geometric mean over the tasks where that
+    comparator was measured (as `fsr bench`'s table), and how many tasks that is. Columns:
+    column, geomean (missing where no task has one), tasks."""
+    rows = []
+    for column in SPEEDUPS:
+        values = pd.to_numeric(summary[column], errors="coerce").dropna()
+        values = values[values > 0]
+        rows.append({"column": column, "geomean": float(np.exp(np.log(values).mean())) if len(values) else None,
+                     "tasks": len(values)})
+    return pd.DataFrame(rows, columns=["column", "geomean", "tasks"])
 
 
 def ceiling_us(frame: pd.DataFrame) -> pd.Series:

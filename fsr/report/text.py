@@ -6,45 +6,94 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from fsr.report import costs, tables
 from fsr.report.data import RunTables, comparison, records
 
 SUMMARY_MD = {"task": "task", "device": "device", "evaluations": "evaluations", "best_us": "best us",
-              "ceiling_fraction": "of ceiling", "speedup_baseline": "vs baseline", "speedup_library": "vs library",
+              "ceiling_fraction": "of roofline", "speedup_baseline": "vs baseline", "speedup_library": "vs library",
               "speedup_torch": "vs PyTorch eager", "evals_per_gpu_minute": "evals per GPU-minute",
               "verdicts": "verdicts"}
+COMPARED_MD = {"task": "task", "run": "run", "evaluations": "evaluations", "best_us": "best us",
+               "vs_first_run": "best / first run's", "ceiling_fraction": "of roofline",
+               "speedup_baseline": "vs baseline", "speedup_library": "vs library",
+               "speedup_torch": "vs PyTorch eager", "evals_per_gpu_minute": "evals per GPU-minute"}
 PERCENT = {"ceiling_fraction", "occupancy", "ok_share_with", "ok_share_without"}
 TIMES = {"speedup_baseline", "speedup_library", "speedup_torch", "speedup_with", "speedup_without", "effect",
-         "speedup", "median_ratio"}
+         "speedup", "median_ratio", "vs_first_run"}
+ROOFLINE_NOTE = ("of roofline: the best kernel's bytes or FLOPs per second against the device's measured copy "
+                 "rate or library SGEMM rate, whichever binds; a kernel that mostly reads, or one on the "
+                 "tensor cores, can pass 100%.")
 
 
-def cell(column: str, value: Any) -> str:
-    """One table cell as text: fractions as percentages, ratios as speedups, numbers rounded."""
-    if value is None or (isinstance(value, float) and value != value):
-        return ""
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def decimals(values: pd.Series) -> int:
+    """Decimals for a column of numbers, one for the whole column, from its largest magnitude:
+    1 from 10 up, 2 from 1, 3 from 0.1, else 4 (8.1e-05, 0.0354 and 0 read 0.0001, 0.0354, 0.0000)."""
+    largest = pd.to_numeric(values, errors="coerce").abs().max()
+    if largest != largest or largest >= 10:  # NaN: nothing to show
+        return 1
+    return 2 if largest >= 1 else 3 if largest >= 0.1 else 4
+
+
+def _numeric(values: pd.Series) -> bool:
+    """Whether a column holds real numbers with fractions (None allowed; not bools, not ints)."""
+    present = [v for v in values if not _missing(v)]
+    return bool(present) and all(isinstance(v, float | np.floating) for v in present)
+
+
+def column_cells(column: str, values: pd.Series, markdown: bool = True) -> list[str]:
+    """A column as text, one format for the whole column: fractions as percentages, ratios as
+    speedups, other real numbers with the column's `decimals`, anything else as it is."""
     if column in PERCENT:
-        return f"{value:.1%}"
+        return ["" if _missing(v) else f"{v:.1%}" for v in values]
     if column in TIMES:
-        return f"{value:.2f}x"
-    if isinstance(value, float):
-        return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
+        return ["" if _missing(v) else f"{v:.2f}x" for v in values]
+    if _numeric(values):
+        places = decimals(values)
+        return ["" if _missing(v) else f"{v:,.{places}f}" for v in values]
+    text = ["" if _missing(v) else str(v) for v in values]
+    return [t.replace("|", "\\|").replace("\n", " ") for t in text] if markdown else text
+
+
+def summary_columns(summary: pd.DataFrame, base: dict[str, str] = SUMMARY_MD) -> dict[str, str]:
+    """The summary's columns to show: the device only where the tasks ran on more than one
+    model (otherwise the run's heading names it once)."""
+    devices = set(summary["device"].dropna()) - {""} if "device" in summary else set()
+    return {c: name for c, name in base.items() if c != "device" or len(devices) > 1}
+
+
+def with_geomean(summary: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The summary with a last row of geometric-mean speedups (as `fsr bench`'s table), and a
+    line saying over how many tasks each mean is taken."""
+    means = tables.speedup_geomeans(summary)
+    row = {"task": "geometric mean", **dict(zip(means["column"], means["geomean"], strict=True))}
+    # as objects, so integer columns stay integers beside the row's empty cells
+    out = pd.concat([summary.astype(object), pd.DataFrame([row], dtype=object)], ignore_index=True)
+    names = {"speedup_baseline": "baseline", "speedup_library": "library", "speedup_torch": "PyTorch eager"}
+    counts = ", ".join(f"{names[c]} {n}" for c, n in zip(means["column"], means["tasks"], strict=True))
+    return out, f"Geometric means over the tasks where each was measured ({counts} of {len(summary)})."
 
 
 def markdown_table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
     """A Markdown table of `frame`, `columns` choosing and renaming (all when None)."""
     columns = columns or {c: c for c in frame.columns}
+    cells = [column_cells(c, frame[c]) for c in columns]
     lines = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
-    for row in frame[list(columns)].itertuples(index=False):
-        lines.append("| " + " | ".join(cell(c, v) for c, v in zip(columns, row, strict=True)) + " |")
+    lines += ["| " + " | ".join(row) + " |" for row in zip(*cells, strict=True)]
     return "\n".join(lines)
 
 
 def run_markdown(t: RunTables) -> str:
     run = t.run
+    summary, means = with_geomean(t.summary)
     parts = [f"## Run {run.run_id} ({run.device}, {len(run.evaluations)} evaluations)",
-             markdown_table(t.summary, SUMMARY_MD)]
+             markdown_table(summary, summary_columns(t.summary)), means, ROOFLINE_NOTE]
     for task, chain in t.chains.items():
         if not chain.empty:
             parts += [f"### {task}: the winner's lineage", markdown_table(chain.drop(columns="diff"))]
@@ -54,7 +103,7 @@ def run_markdown(t: RunTables) -> str:
     if not t.tuning.empty:
         parts += ["### Tuning (trial latency relative to the candidate's best trial)", markdown_table(t.tuning)]
     parts += ["### Seconds per evaluation, by stage",
-              markdown_table(t.stages.pivot(index="task", columns="stage", values="per_evaluation_s").reset_index()),
+              markdown_table(costs.stage_table(t.stages)),
               "### Workers", markdown_table(t.workers)]
     if not t.driver.empty:
         parts += ["### The search driver, per campaign", markdown_table(t.driver)]
@@ -70,7 +119,7 @@ def markdown(runs: list[RunTables]) -> str:
     parts = []
     if len(runs) > 1:
         summary, _ = comparison(runs)
-        parts += ["## Runs compared", markdown_table(summary, {"run": "run", **SUMMARY_MD})]
+        parts += ["## Runs compared", markdown_table(summary, COMPARED_MD)]
     return "\n\n".join(parts + [run_markdown(t) for t in runs]) + "\n"
 
 

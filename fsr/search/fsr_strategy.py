@@ -133,7 +133,6 @@ class _Run:
         self.evaluations = 0
         self.verdicts: Counter[str] = Counter()
         self.prompt_tokens = self.completion_tokens = 0
-        self.worker_of = getattr(executor, "worker_of", None)
 
     @property
     def best(self) -> Scored | None:
@@ -156,7 +155,7 @@ class _Run:
         speedup = self.best.evaluation.speedup if self.best and self.best.evaluation else None
         if cfg.target_speedup and (speedup or 0.0) >= cfg.target_speedup:
             return "target speedup"
-        if getattr(proposer, "exhausted", False):
+        if proposer.exhausted:
             return "proposer budget"
         return ""
 
@@ -194,7 +193,7 @@ class _Run:
             self.ok.append(member)
             self.ok.sort(key=lambda s: s.latency_us)
         if self.writer is not None:
-            worker = self.worker_of(ev.candidate_id) if callable(self.worker_of) else ""
+            worker = self.executor.worker_of(ev.candidate_id) or ""
             self.writer.append(cand, ev, features_detected=sorted(member.features),
                                worker=worker, started_at=started_at, finished_at=datetime.now(UTC),
                                prompt_tokens=tokens[0], completion_tokens=tokens[1])

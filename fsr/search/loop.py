@@ -42,7 +42,9 @@ class View(Protocol):
 
     def close(self, progress: Progress) -> None: ...
 
-    # Optional: `note(text)`, one line of news (a task stopped early and why).
+    def note(self, text: str) -> None:
+        """One line of news: a task stopped early and why, a worker lost."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
     """Search every task until its budget is spent; the executor is shared, work is balanced.
 
     `resume` names a run directory whose lineage is replayed first (islands, policy, seen ids,
-    budgets). `proposal_workers` > 0 runs proposals on that many threads (a model proposer);
+    budgets), and each resumed task is pinned to the GPU model its rows were measured on, so its
+    timings stay comparable. `proposal_workers` > 0 runs proposals on that many threads (a model proposer);
     0 runs them inline (the offline mutator). Lineage rows are appended on a background thread
     (fsr.search.sink); the caller owns and closes executor and writer.
     """
@@ -73,6 +76,9 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
         from fsr.lineage import read
 
         resumed = state.load(read(resume))
+        for ts in state.tasks.values():
+            if ts.device:
+                executor.pin(ts.task.name, ts.device)
     pool = ProposalPool(proposer, proposal_workers)
     sink = BackgroundSink(writer) if writer is not None else None
     try:
@@ -101,7 +107,6 @@ class Driver:
         # result, which may be a parent with new moves); its candidates submitted, not yet told.
         self.fruitless: Counter[str] = Counter()
         self.running: Counter[str] = Counter()
-        self.worker_of = getattr(executor, "worker_of", None)  # optional executor hook
         self.started = time.perf_counter()
         self.poll_s = 0.0
         self.shown = 0.0
@@ -211,11 +216,9 @@ class Driver:
 
     def _pass_on_notices(self) -> None:
         """The executor's one-line reports (a worker lost, evaluations re-queued) go to the view."""
-        notices = getattr(self.executor, "notices", None)
-        note = getattr(self.view, "note", None)
-        for line in notices() if callable(notices) else ():
-            if callable(note):
-                note(line)
+        for line in self.executor.notices():
+            if self.view is not None:
+                self.view.note(line)
 
     def _tell(self, ev: Evaluation) -> None:
         item = self.in_flight.pop(ev.candidate_id, None)
@@ -227,7 +230,7 @@ class Driver:
             self.fruitless[item.candidate.task] = 0
         self.counts["evaluations"] += 1
         if self.writer is not None:
-            worker = self.worker_of(ev.candidate_id) if callable(self.worker_of) else ""
+            worker = self.executor.worker_of(ev.candidate_id) or ""
             self.writer.append(item.candidate, ev, features_detected=sorted(item.features), worker=worker,
                                started_at=item.started_at, finished_at=datetime.now(UTC),
                                prompt_tokens=item.prompt_tokens, completion_tokens=item.completion_tokens)
@@ -263,13 +266,12 @@ class Driver:
         for name, ts in self.state.tasks.items():
             if ts.note or not self._exhausted(name):
                 continue
-            hint = getattr(self.pool.proposer, "exhausted_hint", None)
+            hint = self.pool.proposer.exhausted_hint(ts.task)
             best = f"best {ts.best_speedup:.2f}x the baseline" if ts.best_speedup else "no correct kernel"
             ts.note = (f"{name}: nothing new to try after {ts.finished} evaluations ({best}); "
-                       + (f"to go further: {hint(ts.task)}" if callable(hint) else "the proposer has no more"))
-            note = getattr(self.view, "note", None)
-            if callable(note):
-                note(ts.note)
+                       + (f"to go further: {hint}" if hint else "the proposer has no more"))
+            if self.view is not None:
+                self.view.note(ts.note)
 
     def _done(self, ts: TaskState, committed: bool = False) -> bool:
         return bool(self._stop_reasons(ts, committed))
@@ -281,9 +283,8 @@ class Driver:
         return time.perf_counter() - self.started
 
     def _progress(self) -> Progress:
-        busy = getattr(self.executor, "busy_fraction", None)
         return snapshot(self.state, self._elapsed(), self.counts["evaluations"], len(self.in_flight),
-                        busy() if callable(busy) else None, self.counts)
+                        self.executor.busy_fraction(), self.counts)
 
     def _show(self, told: int) -> None:
         """Update the view after results came in, or every VIEW_EVERY_S (elapsed time moves)."""

@@ -48,6 +48,7 @@ class TaskState:
     since_migration: int = 0
     migrations: list[Migration] = field(default_factory=list)
     note: str = ""  # why the task stopped before its budgets, when it did (one line)
+    device: str = ""  # the GPU model of its first lineage row that names one (resume pins it there)
 
     @property
     def best_speedup(self) -> float | None:
@@ -125,6 +126,7 @@ class CampaignState:
             cand, ev = candidate_from_row(row), evaluation_from_row(row)
             ts = self.tasks[cand.task]
             ts.submitted += 1
+            ts.device = ts.device or ev.device
             self.tell(cand, ev, frozenset(row["features_detected"]))
         for ts in self.tasks.values():  # new request seeds, not the killed run's again
             for island in ts.islands:

@@ -82,7 +82,7 @@ def collect(ex: Any, count: int, timeout_s: float = RAY_WAIT_S) -> list[Any]:
 def make() -> Iterator[Callable[..., Any]]:
     """Builds RayExecutors (test evaluators by default) and closes them after the test."""
     from cluster.executor import RayExecutor
-    from tests.cluster.evaluators import MarkedEvaluatorFactory
+    from cluster.testing import MarkedEvaluatorFactory
 
     made: list[RayExecutor] = []
 

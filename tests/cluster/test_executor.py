@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 from cluster.executor import NoWorkerError, RayExecutor
+from cluster.testing import MarkedEvaluatorFactory, candidates
 from fsr.types import Evaluation, Verdict
 from tests.cluster.conftest import RAY_WAIT_S, collect
-from tests.cluster.evaluators import MarkedEvaluatorFactory, candidates
 from tests.contract.executor_contract import ExecutorContract
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
@@ -85,3 +85,38 @@ def test_workers_stay_busy_under_saturating_load(make):
     busy = ex.busy_fraction()
     assert done >= 100
     assert busy > 0.9, busy
+
+
+class PinRecorder(RayExecutor):
+    """A RayExecutor that records the pins it is given."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.pinned: list[tuple[str, str]] = []
+
+    def pin(self, task: str, device_name: str) -> None:
+        self.pinned.append((task, device_name))
+        super().pin(task, device_name)
+
+
+def test_a_resumed_campaign_keeps_each_task_on_the_gpu_model_it_started_on(make, tmp_path):
+    from fsr.config import SearchConfig
+    from fsr.lineage import LineageWriter, read
+    from fsr.propose.mutate import MutateProposer
+    from fsr.search.loop import run_campaign
+    from fsr.testing.fakes import softmax_task
+
+    factory = MarkedEvaluatorFactory(latency_s=0.02, models=("ModelA", "ModelB"))
+    task = softmax_task()
+    first = make(evaluator_factory=factory)
+    first.pin(task.name, "ModelB")  # the first run happened to start the task on a ModelB
+    with LineageWriter(tmp_path) as writer:
+        run_campaign([task], first, MutateProposer(), SearchConfig(max_evaluations=6, seed=1), writer)
+    first.close()
+    resumed = make(PinRecorder, evaluator_factory=factory)
+    with LineageWriter(tmp_path) as writer:
+        summary = run_campaign([task], resumed, MutateProposer(), SearchConfig(max_evaluations=14, seed=1), writer,
+                               resume=tmp_path)
+    assert summary.resumed == 6 and summary.evaluations == 8
+    assert resumed.pinned == [(task.name, "ModelB")]
+    assert set(read(tmp_path).column("device").to_pylist()) == {"ModelB"}

@@ -24,9 +24,7 @@ from ray.exceptions import (
 from cluster.executor import NoWorkerError, RayExecutor
 from cluster.faults import describe_loss
 from cluster.slot import Call
-from fsr.types import Evaluation, Verdict
-from tests.cluster.conftest import RAY_WAIT_S, collect
-from tests.cluster.evaluators import (
+from cluster.testing import (
     EXIT_MARK,
     HANG_MARK,
     RAISE_MARK,
@@ -34,6 +32,8 @@ from tests.cluster.evaluators import (
     MarkedEvaluatorFactory,
     candidates,
 )
+from fsr.types import Evaluation, Verdict
+from tests.cluster.conftest import RAY_WAIT_S, collect
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
 
@@ -224,6 +224,9 @@ class NodeRemover:
     def close(self, progress) -> None:
         pass
 
+    def note(self, text: str) -> None:
+        pass
+
 
 def test_a_campaign_that_loses_every_worker_stops_in_one_line_and_resumes_to_its_budget(
         ray_cluster, make, tmp_path):
@@ -231,7 +234,7 @@ def test_a_campaign_that_loses_every_worker_stops_in_one_line_and_resumes_to_its
     from fsr.lineage import LineageWriter, read
     from fsr.propose.mutate import MutateProposer
     from fsr.search.loop import run_campaign
-    from tests.fakes import softmax_task
+    from fsr.testing.fakes import softmax_task
 
     holders = [GpuHolder.remote() for _ in range(4)]  # type: ignore[attr-defined]
     ray.get([h.ready.remote() for h in holders], timeout=RAY_WAIT_S)  # every GPU of the session is taken

@@ -7,34 +7,19 @@ provides `make_executor`; every test here then runs against it:
             return LocalExecutor(config)
 
 The candidates are variants of the softmax baseline (and one that cannot compile), so a real
-executor needs a GPU; the in-process fake in tests/fakes.py runs the suite without one.
+executor needs a GPU; the in-process fake in fsr/testing/fakes.py runs the suite without one.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 
-from fsr.candidate import parse, with_defines
 from fsr.execute.base import Executor
-from fsr.tasks import load
-from fsr.types import Candidate, Evaluation, Verdict
-
-
-def softmax_variants(count: int) -> list[Candidate]:
-    """`count` distinct, correct candidates (the baseline at different block sizes)."""
-    task = load("softmax")
-    base = parse(task.baseline_source, task)
-    return [with_defines(base, {"BLOCK": 32 * (i + 1)}) for i in range(count)]
-
-
-def broken() -> Candidate:
-    """A candidate whose header is fine but whose code cannot compile."""
-    base = softmax_variants(1)[0]
-    return replace(base, source=base.source + "\n#error fsr executor contract: this must not compile\n")
+from fsr.testing.fakes import broken, softmax_variants
+from fsr.types import Evaluation, Verdict
 
 
 class ExecutorContract:

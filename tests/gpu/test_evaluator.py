@@ -11,7 +11,7 @@ import pytest
 from fsr import candidate, tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Verdict
+from fsr.types import Verdict, WorkerSpec
 
 from ..adversarial.corpus import corpus
 
@@ -20,9 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 HANG_TIMEOUT_S = 8.0
 
 
+def spec(config: Config, names: tuple[str, ...] | None = None, **fields) -> WorkerSpec:
+    """A spec of these tasks (default: every task), as a campaign's driver builds one."""
+    loaded = [tasks.load(n) for n in (tasks.list_tasks() if names is None else names)]
+    return WorkerSpec(tuple(loaded), config.eval, config.tune, **fields)
+
+
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = GpuEvaluator(Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S), tune=TuneConfig(trials=0)))
+    ev = GpuEvaluator(spec(Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S), tune=TuneConfig(trials=0))))
     yield ev
     ev.close()
 
@@ -79,12 +85,12 @@ def test_task_setup_is_paid_by_its_first_evaluation_only(evaluator):
 
 
 def test_warm_tasks_are_prepared_before_their_first_candidate():
-    """A campaign's tasks named up front are built while the child waits for work (an unknown
-    name among them is ignored until a candidate of it arrives)."""
+    """A campaign's tasks named up front are built while the child waits for work (a name of no
+    task of the campaign among them is ignored)."""
     task = tasks.load("layernorm")
     setup = {}
     for warm in ((), ("layernorm", "no-such-task")):
-        ev = GpuEvaluator(Config(tune=TuneConfig(trials=0)), warm=warm)
+        ev = GpuEvaluator(spec(Config(tune=TuneConfig(trials=0)), ("layernorm",), warm=warm))
         try:
             ev.device()
             time.sleep(8.0)  # the child is idle: the warm build (about 2-3 s) runs meanwhile
@@ -154,9 +160,9 @@ def test_a_torch_comparator_that_fails_leaves_no_figure_and_no_verdict(tmp_path)
     reference = tmp_path / "softmax" / "reference.py"
     reference.write_text(reference.read_text().replace(
         "    torch.softmax(", "    raise RuntimeError('broken comparator')\n    torch.softmax("))
-    ev = GpuEvaluator(Config(tune=TuneConfig(trials=0)), tasks_root=str(tmp_path))
+    task = tasks.load("softmax", str(tmp_path))
+    ev = GpuEvaluator(WorkerSpec((task,), tune=TuneConfig(trials=0)))
     try:
-        task = tasks.load("softmax", str(tmp_path))
         result = ev.evaluate(candidate.parse(task.baseline_source, task))
     finally:
         ev.close()
@@ -196,7 +202,7 @@ def test_a_trial_wrong_at_the_tiniest_sizes_never_wins():
     from fsr.evaluate.tuning import UNCHECKED
 
     task = tasks.load("gelu")
-    ev = GpuEvaluator(Config(tune=TuneConfig(trials=8)))
+    ev = GpuEvaluator(spec(Config(tune=TuneConfig(trials=8)), ("gelu",)))
     try:
         result = ev.evaluate(candidate.parse(TUNED_GELU, task))
     finally:

@@ -9,7 +9,7 @@ import pytest
 from fsr import candidate, tasks
 from fsr.config import Config, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Verdict
+from fsr.types import Verdict, WorkerSpec
 
 STRONG: dict[str, list[dict[str, int]]] = {
     "gelu": [dict(VEC4=1, REG_BLOCK=1, FAST_MATH=1, READONLY=1, LAUNCH_BOUNDS=1),
@@ -32,7 +32,7 @@ CASES = [(name, combo) for name, combos in STRONG.items() for combo in combos]
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = GpuEvaluator(Config(tune=TuneConfig(trials=0)), warm=tuple(STRONG))
+    ev = GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), [tasks.load(n) for n in STRONG], warm=True))
     yield ev
     ev.close()
 

@@ -13,7 +13,7 @@ import pytest
 from fsr import candidate, tasks
 from fsr.config import Config, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Candidate, Verdict
+from fsr.types import Candidate, Verdict, WorkerSpec
 
 pytestmark = pytest.mark.gpu
 RANDOM_PER_TASK = 4
@@ -43,7 +43,8 @@ CASES = [(name, values) for name in tasks.list_tasks()
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = GpuEvaluator(Config(tune=TuneConfig(trials=0)), warm=tuple(tasks.list_tasks()))
+    every = [tasks.load(n) for n in tasks.list_tasks()]
+    ev = GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), every, warm=True))
     yield ev
     ev.close()
 

@@ -190,7 +190,7 @@ def test_an_endpoint_that_cannot_be_reached_is_one_line_and_no_run_directory(cap
 def test_the_endpoint_check_passes_a_server_without_a_model_list():
     from fsr.commands.run import _check_endpoint
     from fsr.config import LLMConfig
-    from tests.llm_server import ScriptedServer
+    from fsr.testing.llm_server import ScriptedServer
 
     with ScriptedServer() as server:
         _check_endpoint(LLMConfig(model="scripted-model", base_url=server.base_url))  # GET /models: 501

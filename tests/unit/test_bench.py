@@ -14,8 +14,8 @@ import pytest
 
 from fsr import cli, lineage
 from fsr.commands import bench
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, timing
 from fsr.types import Candidate, Evaluation, LaunchSpec, Verdict
-from tests.fakes import FakeEvaluator, FakeExecutor, timing
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fsr.evaluate import bench
+from fsr.types import SizeCheck
 
 
 class Fake:
@@ -85,30 +86,46 @@ def sgemm_us(trial) -> float:
     return 1000.0 * values["TX"] / values["TM"] + 10.0 * values["BK"] + values["TN"]
 
 
-def tune_faked(monkeypatch, check, time, trials: int):
-    """tuning.run over the sgemm template with no GPU: programs, compiles and the winner's lookup
-    faked, `check(self, trial, program, indices)` and `time(self, trial, program)` standing in for
-    the checks and the trial timing. Returns (the Tuned result, the candidate, the Trials' small
-    sizes in checking order)."""
-    from types import SimpleNamespace
+class FakeBench:
+    """A tuning.TrialBench with no GPU: compiles never asked for (programs are faked), `check(bench,
+    trial, index)` and `time(bench, trial, best_us)` standing in for the device's checks and trial
+    timing; `small` is the tuning's small sizes, in checking order, once it has started."""
 
+    def __init__(self, check, time):
+        self._check, self._time, self.small = check, time, []
+
+    def compile(self, trial):
+        raise AssertionError("programs are faked: nothing compiles")
+
+    def check(self, trial, program, index):
+        return self._check(self, trial, index)
+
+    def time(self, trial, program, best_us):
+        return self._time(self, trial, best_us)
+
+    def note(self, text):
+        pass
+
+
+def tune_faked(monkeypatch, check, time, trials: int):
+    """tuning.run over the sgemm template on a FakeBench, programs and the winner's lookup faked.
+    Returns (the Tuned result, the candidate, the Trials' small sizes in checking order)."""
     from fsr import candidate as cfmt
     from fsr import tasks
     from fsr.config import TuneConfig
     from fsr.evaluate import tuning
-    from fsr.evaluate.child import EvalRequest
+    from fsr.types import EvalRequest
 
     task = tasks.load("sgemm")
     cand = cfmt.parse(task.template_source, task)
     monkeypatch.setattr(tuning, "Program", lambda cubin, lowered: None)  # no module to load here
     monkeypatch.setattr(tuning.Trials, "program", lambda self, trial: None)
     monkeypatch.setattr(tuning.Trials, "prefetch", lambda self, points: None)
-    monkeypatch.setattr(tuning.Trials, "_check", check)
-    monkeypatch.setattr(tuning.Trials, "_time", time)
     monkeypatch.setattr(tuning.Trials, "winner", lambda self, key: (None, None))
-    child, state = SimpleNamespace(tune_cfg=TuneConfig(), note=lambda _: None), SimpleNamespace(task=task)
-    tuned = tuning.run(child, state, cand, EvalRequest(cand, b"", (), tune_trials=trials))
-    return tuned, cand, tuning.Trials(child, state, cand, EvalRequest(cand, b"", ())).small
+    bench = FakeBench(check, time)
+    bench.small = tuning.Trials(bench, task, cand, EvalRequest(cand, b"", ())).small
+    tuned = tuning.run(bench, task, cand, EvalRequest(cand, b"", (), tune_trials=trials), TuneConfig())
+    return tuned, cand, bench.small
 
 
 def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
@@ -116,12 +133,12 @@ def test_tuning_hands_the_winners_trial_median_to_the_full_timing(monkeypatch):
     median of the winning configuration's own trial samples, not another configuration's."""
     samples: dict[tuple, list[float]] = {}
 
-    def fake_time(self, trial, program):
+    def fake_time(bench, trial, best_us):
         base = sgemm_us(trial)
         samples[trial.resolved_defines()] = [base, base * 1.5, base * 1.01]  # median: base * 1.01
         return samples[trial.resolved_defines()]
 
-    tuned, _, _ = tune_faked(monkeypatch, lambda self, trial, program, indices: None, fake_time, 8)
+    tuned, _, _ = tune_faked(monkeypatch, lambda bench, trial, index: SizeCheck((), True), fake_time, 8)
     assert tuned.candidate is not None and len(samples) >= 2
     winner = samples[tuned.candidate.resolved_defines()]
     assert tuned.best_us == sorted(winner)[1] == min(sorted(s)[1] for s in samples.values())
@@ -133,21 +150,20 @@ def test_a_trial_is_checked_past_one_size_only_when_it_beats_the_best(monkeypatc
     slower one is told to the tuner with a reason saying it was checked at one size only."""
     from fsr import tasks
     from fsr.evaluate import tuning
-    from fsr.types import SizeCheck
 
     sizes = tasks.load("sgemm").test_sizes
     checked: dict[tuple, list[int]] = {}
     wrong_at: set[tuple] = set()
 
-    def fake_check(self, trial, program, indices):
+    def fake_check(bench, trial, index):
         key = trial.resolved_defines()
-        checked.setdefault(key, []).extend(indices)
-        if key in wrong_at and indices and indices[0] != self.small[0]:
-            return SizeCheck(sizes[indices[0]], False, 1.0, "wrong")
-        return None
+        checked.setdefault(key, []).append(index)
+        if key in wrong_at and index != bench.small[0]:
+            return SizeCheck(sizes[index], False, 1.0, "wrong")
+        return SizeCheck(sizes[index], True)
 
-    def fake_time(self, trial, program):
-        if self.best_us is not None and sgemm_us(trial) < self.best_us and len(wrong_at) < 2:
+    def fake_time(bench, trial, best_us):
+        if best_us is not None and sgemm_us(trial) < best_us and len(wrong_at) < 2:
             wrong_at.add(trial.resolved_defines())  # the first two to beat the best: wrong past the first size checked
         return [sgemm_us(trial)]
 

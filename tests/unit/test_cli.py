@@ -43,17 +43,30 @@ def test_eval_json_on_this_machine():
 
 
 def test_run_summary_has_a_line_per_worker_and_names_faults_only_when_there_were_some():
-    from types import SimpleNamespace
-
     from fsr.commands.run import _worker_lines
+    from fsr.execute.base import WorkerStats
 
-    def stats(name, evaluations, busy_s, alive_s, crashes=0, timeouts=0, restarts=0):
-        return SimpleNamespace(name=name, device="NVIDIA H200", evaluations=evaluations, busy_s=busy_s,
-                               alive_s=alive_s, crashes=crashes, timeouts=timeouts, restarts=restarts)
+    def stats(name, evaluations, busy_s, alive_s, crashes=0, timeouts=0, restarts=0, lost=0, requeued=0):
+        return WorkerStats(name, "ready", "NVIDIA H200", 0, evaluations, crashes, timeouts, restarts, busy_s,
+                           alive_s, lost, requeued)
 
-    executor = SimpleNamespace(worker_stats=lambda: [stats("w00@10.0.0.1/gpu0", 49, 99.0, 100.0),
-                                                     stats("w01@10.0.0.1/gpu1", 3, 0.0, 0.0, crashes=1, restarts=1)])
-    first, second = _worker_lines(executor)
+    first, second, third = _worker_lines([stats("w00@10.0.0.1/gpu0", 49, 99.0, 100.0),
+                                          stats("w01@10.0.0.1/gpu1", 3, 0.0, 0.0, crashes=1, restarts=1),
+                                          stats("w02@10.0.0.2/gpu0", 7, 5.0, 10.0, lost=1, requeued=2)])
     assert first == "  worker w00@10.0.0.1/gpu0 (NVIDIA H200): 49 evaluations, busy 99% of 100 s"
     assert second.endswith("3 evaluations, never ready, 1 crashed, 0 timed out, 1 restarts")
-    assert _worker_lines(SimpleNamespace()) == []  # an executor without workers (--local) adds nothing
+    assert third.endswith("7 evaluations, busy 50% of 10 s, lost 1 time (2 evaluations re-queued)")
+    assert _worker_lines([]) == []  # an executor without workers to report adds nothing
+
+
+def test_resuming_a_directory_that_is_not_an_fsr_run_says_so_in_one_line(tmp_path):
+    foreign = tmp_path / "other_tool"
+    foreign.mkdir()
+    (foreign / "run.json").write_text('{"name": "another tool", "config": {}}')
+    for target, why in ((foreign, "not an fsr run directory (its run.json names no tasks)"),
+                        (tmp_path, "not an fsr run directory (no run.json)"),
+                        (tmp_path / "missing", "no such directory")):
+        out = fsr("run", "--resume", str(target))
+        assert out.returncode == 2, out
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("fsr: error:"), out.stderr
+        assert f"--resume {target}: {why}" in out.stderr, out.stderr

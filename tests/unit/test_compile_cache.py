@@ -12,15 +12,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 
 from fsr import candidate, config, tasks
-from fsr.config import Config, EvalConfig
+from fsr.config import EvalConfig
 from fsr.evaluate import compile as nvcompile
 from fsr.evaluate import compile_cache as cache
+from fsr.types import WorkerSpec
 
 SOFTMAX = tasks.load("softmax")
 BASE = candidate.parse(SOFTMAX.baseline_source, SOFTMAX)
@@ -39,10 +39,13 @@ class Stored:
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
     root = tmp_path_factory.mktemp("stored")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(nvcompile, "_CACHE", OrderedDict())
-        nvcompile.use_disk_cache(str(root))
-        compiled = nvcompile.compile_candidate(BASE, ARCH)
+    programs = nvcompile.PROGRAMS
+    disk, programs.disk = programs.disk, None
+    programs.memory.clear()
+    nvcompile.use_disk_cache(str(root))
+    compiled = nvcompile.compile_candidate(BASE, ARCH)
+    programs.memory.clear()
+    programs.disk = disk
     [path] = entries(root)
     return Stored(compiled, path.relative_to(root), path.read_bytes())
 
@@ -50,8 +53,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh disk cache in use, an empty in-memory cache, no problem logged yet."""
-    monkeypatch.setattr(nvcompile, "_CACHE", OrderedDict())
-    monkeypatch.setattr(cache, "_WARNED", set())
+    nvcompile.PROGRAMS.reset()
     folder = tmp_path / "cache"
     assert nvcompile.use_disk_cache(str(folder)) == folder
     return folder
@@ -70,7 +72,7 @@ def seed(root: Path, stored: Stored, data: bytes | None = None) -> Path:
 
 def forget() -> None:
     """What a second process starts with: nothing in memory."""
-    nvcompile._CACHE.clear()
+    nvcompile.PROGRAMS.memory.clear()
 
 
 def forbid_nvrtc(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,7 +200,7 @@ def test_a_damaged_entry_is_compiled_again_and_repaired(root, stored, monkeypatc
 
 
 def test_off_writes_nothing_and_the_default_folder_follows_xdg_cache_home(tmp_path, monkeypatch):
-    monkeypatch.setattr(nvcompile, "_CACHE", OrderedDict())
+    nvcompile.PROGRAMS.reset()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert nvcompile.use_disk_cache("off") is None
     calls = count_nvrtc(monkeypatch)
@@ -291,7 +293,7 @@ def test_a_hit_refreshes_an_old_entry_age_and_leaves_a_recent_one(root, stored, 
 
 def test_concurrent_stores_of_one_entry_leave_one_whole_entry(root, stored):
     """Writers replace the entry atomically: a reader never sees a part of one."""
-    disk = cache.active()
+    disk = nvcompile.PROGRAMS.disk
     assert disk is not None
     key = stored.relative.stem
     kernels = tuple(k for k, _ in stored.compiled.lowered)
@@ -320,13 +322,13 @@ def test_concurrent_stores_of_one_entry_leave_one_whole_entry(root, stored):
 def test_the_evaluator_uses_the_configured_folder(tmp_path, stored, monkeypatch):
     from fsr.evaluate.evaluator import GpuEvaluator
 
-    monkeypatch.setattr(nvcompile, "_CACHE", OrderedDict())
+    nvcompile.PROGRAMS.reset()
     folder = tmp_path / "configured"
     seed(folder, stored)
-    GpuEvaluator(Config(eval=EvalConfig(compile_cache_dir=str(folder)))).close()
+    GpuEvaluator(WorkerSpec((), EvalConfig(compile_cache_dir=str(folder)))).close()
     forbid_nvrtc(monkeypatch)
     assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
-    GpuEvaluator(Config(eval=EvalConfig(compile_cache_dir="off"))).close()
+    GpuEvaluator(WorkerSpec((), EvalConfig(compile_cache_dir="off"))).close()
     calls = []
     monkeypatch.setattr(nvcompile, "_nvrtc", lambda *args: calls.append(args) or stored.compiled)
     forget()

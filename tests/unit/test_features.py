@@ -19,8 +19,8 @@ from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import run_campaign
 from fsr.search.state import CampaignState
 from fsr.tasks import list_tasks, load
+from fsr.testing.fakes import TEMPLATE, FakeEvaluator, FakeExecutor, softmax_task
 from fsr.types import Verdict
-from tests.fakes import TEMPLATE, FakeEvaluator, FakeExecutor, softmax_task
 
 ROOT = Path(__file__).resolve().parents[2]
 

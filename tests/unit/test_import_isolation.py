@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ("ray", "cupy", "cupy_backends", "optuna", "openai")
 # The code of the evaluator's sandbox child: it runs only in that process, where CUDA belongs,
 # so it imports CuPy at module level. Nothing on the driver side may import these eagerly.
-CHILD_SIDE = ("fsr.evaluate.bench", "fsr.evaluate.child", "fsr.evaluate.tuning", "fsr.evaluate.verify")
+CHILD_SIDE = ("fsr.evaluate.bench", "fsr.evaluate.child", "fsr.evaluate.inputs", "fsr.evaluate.tuning",
+              "fsr.evaluate.verify")
 # Importing fsr.__main__ runs the command line; it is fsr.cli.main, which is checked.
 ENTRY_POINTS = ("fsr.__main__",)
 

@@ -24,9 +24,8 @@ from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.llm import LLMEnsemble, LLMProposer, make_llm_proposer
 from fsr.propose.llm_client import LLMOptions, retry_after_s
 from fsr.propose.prompt import build
-from fsr.types import Evaluation, Verdict
-from tests.fakes import softmax_task, timing
-from tests.llm_server import (
+from fsr.testing.fakes import softmax_task, timing
+from fsr.testing.llm_server import (
     EMPTY,
     FAST_KERNEL,
     GOOD_KERNEL,
@@ -40,6 +39,7 @@ from tests.llm_server import (
     prose_with_blocks,
     reply,
 )
+from fsr.types import Evaluation, Verdict
 
 KEY_ENV = "FSR_TEST_LLM_KEY"
 KEY = "sk-fsr-test-DISTINCTIVE-4f9c2e71"
@@ -400,3 +400,17 @@ def test_options_are_read_from_llm_config_fields_of_the_same_name() -> None:
     options = LLMOptions.from_config(Extended(model="m"))
     assert (options.max_cost, options.prompt_budget_tokens, options.models) == (2.5, 8000, "a=1,b=2")
     assert options.max_total_tokens == 0  # not in the config: the default
+
+
+def test_the_endpoint_check_refuses_an_unreachable_server_and_passes_one_without_a_model_list():
+    import socket
+
+    from fsr.propose.llm_client import EndpointError, check_endpoint
+
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(EndpointError, match=f"cannot reach http://127.0.0.1:{port}"):
+        check_endpoint(LLMConfig(model="m", base_url=f"http://127.0.0.1:{port}/v1"))
+    with ScriptedServer() as server:  # GET /models: 501, left to the first request
+        check_endpoint(LLMConfig(model="m", base_url=server.base_url))

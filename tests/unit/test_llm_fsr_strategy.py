@@ -18,9 +18,8 @@ from fsr.propose.base import ProposalRequest, Proposals
 from fsr.propose.llm import LLMProposer
 from fsr.propose.llm_client import LLMOptions
 from fsr.search.fsr_strategy import run_fsr
-from fsr.types import Candidate, Evaluation, Task, Verdict
-from tests.fakes import FakeEvaluator, FakeExecutor, softmax_task
-from tests.llm_server import (
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
+from fsr.testing.llm_server import (
     COMPILE_ERROR_KERNEL,
     COMPILE_ERROR_LINE,
     FAST_KERNEL,
@@ -31,6 +30,7 @@ from tests.llm_server import (
     fenced,
     reply,
 )
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
 
 TASK = softmax_task(None)
 BASE = parse(TASK.baseline_source, TASK)
@@ -69,6 +69,12 @@ class ScriptedProposer:
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
         return ()
+
+    def exhausted_hint(self, task: Task) -> str:
+        return ""
+
+    def set_device(self, device: DeviceInfo) -> None:
+        pass
 
 
 @dataclass

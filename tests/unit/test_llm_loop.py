@@ -13,9 +13,8 @@ from fsr.lineage import LineageWriter, read
 from fsr.propose.llm import LLMProposer
 from fsr.propose.llm_client import LLMOptions
 from fsr.search.loop import run_campaign
-from fsr.types import Verdict
-from tests.fakes import FakeExecutor, softmax_task
-from tests.llm_server import (
+from fsr.testing.fakes import FakeExecutor, softmax_task
+from fsr.testing.llm_server import (
     COMPILE_ERROR_KERNEL,
     COMPILE_ERROR_LINE,
     FAST_KERNEL,
@@ -25,6 +24,7 @@ from tests.llm_server import (
     fenced,
     reply,
 )
+from fsr.types import Verdict
 
 
 @pytest.fixture

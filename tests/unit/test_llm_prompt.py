@@ -8,9 +8,8 @@ from fsr.candidate import parse
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.features import BY_NAME, detect
 from fsr.propose.prompt import build, clip, system_prompt
-from fsr.types import Evaluation, Resources, SizeCheck, Verdict
-from tests.fakes import softmax_task, timing
-from tests.llm_server import (
+from fsr.testing.fakes import softmax_task, timing
+from fsr.testing.llm_server import (
     COMPILE_ERROR_LINE,
     FAST_KERNEL,
     GOOD_KERNEL,
@@ -18,6 +17,7 @@ from tests.llm_server import (
     WRONG_MESSAGE,
     StandInEvaluator,
 )
+from fsr.types import Evaluation, Resources, SizeCheck, Verdict
 
 TASK = softmax_task(None)
 DEVICE = StandInEvaluator().device()

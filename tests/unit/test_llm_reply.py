@@ -5,7 +5,7 @@ from __future__ import annotations
 from fsr.candidate import parse
 from fsr.propose.reply import excerpt, extract
 from fsr.tasks import load
-from tests.llm_server import FAST_KERNEL, GOOD_KERNEL, fenced, prose_with_blocks
+from fsr.testing.llm_server import FAST_KERNEL, GOOD_KERNEL, fenced, prose_with_blocks
 
 
 def test_a_single_cuda_block_with_prose_around_it_is_taken_whole() -> None:

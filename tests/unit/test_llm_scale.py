@@ -18,9 +18,9 @@ from fsr.config import LLMConfig
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.llm import LLMEnsemble, LLMProposer
 from fsr.propose.llm_client import LLMOptions, gate_for
+from fsr.testing.fakes import softmax_task, timing
+from fsr.testing.llm_server import GOOD_KERNEL, ScriptedServer, Slow, StandInEvaluator, Status, fenced, reply
 from fsr.types import Evaluation, Verdict
-from tests.fakes import softmax_task, timing
-from tests.llm_server import GOOD_KERNEL, ScriptedServer, Slow, StandInEvaluator, Status, fenced, reply
 
 TASK = softmax_task(None)
 FAST_RETRY = LLMOptions(backoff_s=0.02)

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from fsr.execute.local import EvaluatorUnavailable, LocalExecutor
+from fsr.testing.fakes import FakeEvaluator, softmax_variants
 from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
-from tests.contract.executor_contract import ExecutorContract, softmax_variants
-from tests.fakes import FakeEvaluator
+from tests.contract.executor_contract import ExecutorContract
 
 
 class TestLocalExecutorContract(ExecutorContract):
@@ -154,3 +154,20 @@ def test_close_drops_queued_candidates_and_closes_the_evaluator_once():
     assert rec.closed == 1 and ex.free_slots() == 0
     with pytest.raises(RuntimeError):
         ex.submit(softmax_variants(1)[0])
+
+
+def test_a_task_pinned_to_another_gpu_model_is_refused_and_one_pinned_to_this_gpu_runs():
+    ex = LocalExecutor(Recorder)
+    try:
+        good, other = softmax_variants(1)[0], replace(softmax_variants(2)[1], task="other")
+        ex.pin(good.task, "rec")
+        ex.pin("other", "H100 80GB HBM3")
+        ex.submit(good)
+        with pytest.raises(EvaluatorUnavailable, match="pinned to GPU model 'H100 80GB HBM3'.*this GPU is 'rec'"):
+            ex.submit(other)
+        assert [e.candidate_id for e in drain(ex, 1)] == [good.id] and ex.free_slots() == 1
+        (stats,) = ex.worker_stats()
+        assert (stats.name, stats.device, stats.evaluations, stats.state) == ("local", "rec", 1, "ready")
+        assert ex.notices() == [] and ex.worker_of(good.id) == "local"
+    finally:
+        ex.close()

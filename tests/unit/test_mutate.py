@@ -13,8 +13,8 @@ from fsr.propose.base import ProposalRequest, Proposals, Scored
 from fsr.propose.features import detect
 from fsr.propose.mutate import MutateProposer
 from fsr.tasks import list_tasks, load
+from fsr.testing.fakes import softmax_task
 from fsr.types import Candidate, Task
-from tests.fakes import softmax_task
 
 
 def scored(cand: Candidate) -> Scored:

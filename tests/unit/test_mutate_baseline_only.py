@@ -14,8 +14,8 @@ from fsr.propose import launch_space, transforms
 from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import run_campaign
 from fsr.tasks import load
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, ListWriter, softmax_task
 from fsr.types import Task
-from tests.fakes import FakeEvaluator, FakeExecutor, ListWriter, softmax_task
 
 TASK_TOML = """name = "axpy"
 description = "y = 2 x + 1 over a float32 vector of n elements."

@@ -17,8 +17,8 @@ from fsr.propose.features import detect
 from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import run_campaign
 from fsr.tasks import load
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, ListWriter, timing
 from fsr.types import Candidate, Evaluation, Verdict
-from tests.fakes import FakeEvaluator, FakeExecutor, ListWriter, timing
 
 # sgemm's template with its first seven switches: the hit rates measured below are for those (each
 # switch added since doubles the space; none of these tests compiles anything, and an undeclared

@@ -10,7 +10,8 @@ import pytest
 
 from fsr import candidate as cfmt
 from fsr import tasks, tune
-from fsr.evaluate.evaluator import WorkerTime, compiled_trials, trial_compiles
+from fsr.evaluate.evaluator import WorkerTime
+from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
 
 
 def test_overlapping_evaluations_are_charged_the_time_they_add_and_no_more() -> None:

@@ -13,23 +13,25 @@ from pathlib import Path
 import pytest
 
 from fsr.config import SearchConfig
+from fsr.execute.local import EvaluatorUnavailable
 from fsr.lineage import LineageWriter, read
 from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import Driver, run_campaign
 from fsr.search.pool import ProposalPool
 from fsr.search.state import CampaignState
-from tests.fakes import FakeEvaluator, FakeExecutor, softmax_task
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 200
 CHILD = """
 import sys
 from fsr.config import SearchConfig
+from fsr.execute.local import EvaluatorUnavailable
 from fsr.lineage import LineageWriter
 from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import Driver, run_campaign
 from fsr.search.pool import ProposalPool
-from tests.fakes import FakeEvaluator, FakeExecutor, softmax_task
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
 
 writer = LineageWriter(sys.argv[1], batch_rows=4, batch_age_s=0.05)
 executor = FakeExecutor(FakeEvaluator(effects={"VEC4": 2.0}), slots=4, eval_s=0.04, real_time=True)  # ~2 s: time to kill it midway
@@ -108,3 +110,28 @@ def test_resume_with_a_larger_budget_only_adds_new_candidates(tmp_path):
     executor = FakeExecutor(FakeEvaluator(), slots=4)
     run_campaign([task], executor, MutateProposer(), SearchConfig(max_evaluations=70, seed=2), resume=tmp_path)
     assert len(executor.submitted) == 30 and not old & set(executor.submitted)
+
+
+def test_a_resumed_task_stays_on_the_gpu_model_it_started_on(tmp_path):
+    task = softmax_task()
+    with LineageWriter(tmp_path) as writer:  # the first run had only an "A" GPU
+        run_campaign([task], FakeExecutor(FakeEvaluator(), slots=4, models=("A",)), MutateProposer(),
+                     SearchConfig(max_evaluations=20, seed=3), writer)
+    # The resumed run has more "B" GPUs than "A" ones: left to itself, the task would go to B.
+    executor = FakeExecutor(FakeEvaluator(), slots=4, models=("B", "B", "A"))
+    with LineageWriter(tmp_path) as writer:
+        run_campaign([task], executor, MutateProposer(), SearchConfig(max_evaluations=40, seed=3), writer,
+                     resume=tmp_path)
+    assert executor.pins == {task.name: "A"} and len(executor.submitted) == 20
+    assert set(read(tmp_path).column("device").to_pylist()) == {"A"}
+
+
+def test_a_resumed_task_whose_gpu_model_is_gone_is_refused_not_mixed(tmp_path):
+    task = softmax_task()
+    with LineageWriter(tmp_path) as writer:
+        run_campaign([task], FakeExecutor(FakeEvaluator(), slots=4, models=("A",)), MutateProposer(),
+                     SearchConfig(max_evaluations=10, seed=3), writer)
+    executor = FakeExecutor(FakeEvaluator(), slots=4, models=("B",))
+    with pytest.raises(EvaluatorUnavailable, match="pinned to GPU model 'A'"):
+        run_campaign([task], executor, MutateProposer(), SearchConfig(max_evaluations=20, seed=3), resume=tmp_path)
+    assert executor.submitted == []

@@ -69,10 +69,10 @@ def _attached(sandbox):
 
 
 def test_a_death_or_timeout_names_what_the_child_was_running_and_a_reply_skips_the_notes() -> None:
-    from fsr.config import EvalConfig, TuneConfig
-    from fsr.evaluate.sandbox import Died, Sandbox, TimedOut
+    from fsr.evaluate.sandbox import Sandbox
+    from fsr.types import Died, TimedOut, WorkerSpec
 
-    sandbox = Sandbox(None, EvalConfig(), TuneConfig())
+    sandbox = Sandbox(WorkerSpec(()))
     _attached(sandbox)
     try:
         assert sandbox.call("evaluate", "reply", 60) == "done reply"

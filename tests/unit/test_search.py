@@ -22,9 +22,9 @@ from fsr.search.island import Island, settings_for
 from fsr.search.loop import run_campaign
 from fsr.search.migrate import migrate
 from fsr.search.state import CampaignState
-from fsr.types import Evaluation, Task, Verdict
+from fsr.testing.fakes import FakeEvaluator, FakeExecutor, ListWriter, ReplayEvaluator, softmax_task, timing
+from fsr.types import DeviceInfo, Evaluation, Task, Verdict
 from fsr.view import LineView, LiveView, make_view
-from tests.fakes import FakeEvaluator, FakeExecutor, ListWriter, ReplayEvaluator, softmax_task, timing
 
 TASK = softmax_task()
 BASE = parse(TASK.baseline_source, TASK)
@@ -156,9 +156,16 @@ class Stubborn:
     """A proposer that always writes the same kernel."""
 
     name = "stubborn"
+    exhausted = False
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
         return ()
+
+    def exhausted_hint(self, task: Task) -> str:
+        return ""
+
+    def set_device(self, device: DeviceInfo) -> None:
+        pass
 
     def propose(self, request: ProposalRequest) -> Proposals:
         return Proposals((replace(BASE, defines=(("BLOCK", 64),), parents=(request.parents[0].id,)),))
@@ -251,8 +258,16 @@ class SlowProposer:
         self.threads: set[str] = set()
         self.lock = threading.Lock()
 
+    exhausted = False
+
     def supported_features(self, task: Task) -> tuple[str, ...]:
         return self.inner.supported_features(task)
+
+    def exhausted_hint(self, task: Task) -> str:
+        return self.inner.exhausted_hint(task)
+
+    def set_device(self, device: DeviceInfo) -> None:
+        pass
 
     def propose(self, request: ProposalRequest) -> Proposals:
         with self.lock:

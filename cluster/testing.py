@@ -1,0 +1,83 @@
+"""Test evaluators for the Ray layer, for tests/cluster and bench/: fixed latency, a GPU model
+chosen per fake GPU, and candidates marked to kill their worker process, to hang it, to make the
+evaluator raise, or to take a while (so a test can kill the worker under it). Every evaluation's
+message names the worker's process id.
+
+They run inside Ray actors, so everything here must be importable by the workers and picklable.
+The factory asks Ray which GPU its worker holds: that is why this lives in cluster/, not in
+fsr.testing (fsr never imports ray).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+
+from fsr.testing.fakes import FakeEvaluator, softmax_variants
+from fsr.types import Candidate, DeviceInfo, Evaluation
+
+EXIT_MARK = "// fsr-test: exit the worker process"
+HANG_MARK = "// fsr-test: hang"
+RAISE_MARK = "// fsr-test: raise"
+SLOW_MARK = "// fsr-test: slow"
+SLOW_S = 2.0
+
+
+def candidates(count: int, task: str | None = None, mark: str = "") -> list[Candidate]:
+    """`count` distinct candidates (the softmax baseline with a numbered comment), optionally
+    renamed to another task (tasks are only labels to these evaluators) and marked."""
+    base = softmax_variants(1)[0]
+    out = [replace(base, source=f"{base.source}\n// variant {i} {task or ''}\n{mark}\n") for i in range(count)]
+    return [replace(c, task=task) for c in out] if task else out
+
+
+@dataclass
+class MarkedEvaluator:
+    """FakeEvaluator with a fixed latency, a device name, and the fault markers. Like the GPU
+    evaluator, it takes calls from two actor threads and does their "GPU work" (the markers and
+    the latency) one at a time."""
+
+    latency_s: float
+    device_name: str
+    effects: tuple[tuple[str, float], ...] = ()  # feature -> speed factor of the reported timing
+
+    def __post_init__(self) -> None:
+        self.inner = FakeEvaluator(effects=dict(self.effects)) if self.effects else FakeEvaluator(fixed_us=100.0)
+        self.gpu = threading.Lock()
+
+    def evaluate(self, candidate: Candidate) -> Evaluation:
+        with self.gpu:
+            if EXIT_MARK in candidate.source:
+                os._exit(3)  # what a segfaulting CUDA driver looks like from Ray
+            if HANG_MARK in candidate.source:
+                time.sleep(3600)
+            if RAISE_MARK in candidate.source:
+                raise RuntimeError("evaluator bug")
+            time.sleep(SLOW_S if SLOW_MARK in candidate.source else self.latency_s)
+        return replace(self.inner.evaluate(candidate), device=self.device_name,
+                       message=f"evaluated in process {os.getpid()}")
+
+    def device(self) -> DeviceInfo:
+        return DeviceInfo(name=self.device_name, arch="sm_90")
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class MarkedEvaluatorFactory:
+    """Builds a MarkedEvaluator in the worker; with several models, the model is picked by the
+    worker's (fake) GPU index, so each node of the test cluster has one GPU of each."""
+
+    latency_s: float = 0.05
+    models: tuple[str, ...] = ("FakeGPU",)
+    effects: tuple[tuple[str, float], ...] = ()
+
+    def __call__(self) -> MarkedEvaluator:
+        import ray
+
+        gpu_ids = ray.get_runtime_context().get_accelerator_ids().get("GPU", []) if ray.is_initialized() else []
+        index = int(gpu_ids[0]) if gpu_ids else 0
+        return MarkedEvaluator(self.latency_s, self.models[index % len(self.models)], self.effects)

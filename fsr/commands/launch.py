@@ -1,0 +1,239 @@
+"""`fsr launch`: one configuration of a kernel, launched alone on the task's inputs, nothing
+checked or timed unless asked: a target for Nsight Compute or compute-sanitizer.
+
+    ncu --kernel-name KERNEL --launch-skip 1 --launch-count 1 --set full fsr launch TASK FILE.cu ...
+    compute-sanitizer --tool memcheck fsr launch TASK FILE.cu --size 0
+
+The candidate is compiled as fsr compiles it and launched as fsr declares its launches (grid,
+block, dynamic shared memory, poisoned outputs, zeroed or poisoned scratch), `--launches` times
+(the first loads the module and warms the caches), in this process: no GPU child, no sandbox, so
+a profiler or sanitizer sees the launches without following child processes.
+
+`--error` then compares the outputs with the task's float64 reference: the worst
+|out - ref| / (atol + rtol * |ref|) over the elements (above 1 fails fsr's check), per output and
+size, worst over `--seeds` input sets, and the same for the task's library on the same inputs.
+It belongs here rather than in `fsr explore`: it is a property of one fixed configuration on
+given inputs, needs the outputs themselves (an evaluation keeps only pass/fail and the largest
+absolute error), and is worth knowing before a kernel fails, e.g. for a faster but less exact
+summation order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fsr import candidate as cfmt
+from fsr import tasks
+from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError, at_least
+from fsr.types import Candidate, Size, Task, size_label
+
+DEFAULT_ARCH = "sm_90"  # compile target without a device, as `fsr eval` uses
+
+
+def parse_define(text: str) -> tuple[str, int]:
+    """An argparse `type=` for `--define NAME=VALUE` (VALUE an integer)."""
+    name, sep, value = text.partition("=")
+    try:
+        if sep and cfmt.NAME_RE.match(name.strip()):
+            return name.strip(), int(value)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected NAME=INTEGER, not {text!r}")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    la = sub.add_parser("launch", help="launch one configuration of a kernel alone on the task's inputs "
+                                       "(for ncu or compute-sanitizer); --error: how close to the tolerance")
+    la.add_argument("task")
+    la.add_argument("file", help="a .cu file in the candidate format (a template, a baseline, an export)")
+    la.add_argument("--define", "-D", type=parse_define, action="append", default=[], metavar="NAME=VALUE",
+                    help="a tunable or switch value (repeatable; the others keep their defaults)")
+    la.add_argument("--size", action="append", default=[], metavar="SIZE",
+                    help="'bench' (default), a test size's index (0 = the first in task.toml) or 'all' "
+                         "(every test size and the bench size); repeatable")
+    la.add_argument("--launches", type=at_least(1), default=2,
+                    help="times each size's launch sequence runs (default 2: the first loads the module)")
+    la.add_argument("--error", action="store_true",
+                    help="compare the outputs with the reference: worst error over tolerance (and the library's)")
+    la.add_argument("--seeds", type=at_least(1), default=1, help="input sets for --error (default 1)")
+    la.add_argument("--json", action="store_true", help="print the launches (and errors) as JSON")
+
+
+def choose_sizes(task: Task, specs: list[str]) -> list[Size]:
+    """The sizes `--size` names, in order, without repeats; UsageError for one the task lacks."""
+    out: list[Size] = []
+    for spec in specs or ["bench"]:
+        if spec == "bench":
+            chosen = [task.bench_size]
+        elif spec == "all":
+            chosen = [*task.test_sizes, task.bench_size]
+        elif spec.isdigit() and int(spec) < len(task.test_sizes):
+            chosen = [task.test_sizes[int(spec)]]
+        else:
+            raise UsageError(f"--size {spec}: expected 'bench', 'all' or a test size's index "
+                             f"0..{len(task.test_sizes) - 1} ({task.name} has {len(task.test_sizes)} test sizes)")
+        out += [s for s in chosen if s not in out]
+    return out
+
+
+def error_ratio(got: np.ndarray, reference: np.ndarray, atol: float, rtol: float) -> float:
+    """The worst |got - ref| / (atol + rtol * |ref|): 1 is the tolerance; NaN or a miss where
+    the tolerance is zero reads as infinity."""
+    ref = np.asarray(reference, dtype=np.float64)
+    diff = np.abs(np.asarray(got, dtype=np.float64) - ref)
+    if diff.size == 0:
+        return 0.0
+    if np.isnan(diff).any():
+        return math.inf
+    bound = atol + rtol * np.abs(ref)
+    ratio = np.divide(diff, bound, out=np.where(diff > 0, np.inf, 0.0), where=bound > 0)
+    return float(ratio.max())
+
+
+@dataclass(frozen=True)
+class SizeRun:
+    """What ran at one size: each launch's (kernel, grid, block, dynamic smem bytes), and with
+    --error the worst error ratio per output (and the library's), worst over the seeds."""
+
+    size: Size
+    launches: tuple[tuple[str, tuple[int, ...], tuple[int, ...], int], ...]
+    error: dict[str, float] | None = None
+    library_error: dict[str, float] | None = None
+
+
+def planned(cand: Candidate, sizes: list[Size]) -> list[SizeRun]:
+    """The launches at each size, from the header alone (no device)."""
+    return [SizeRun(size, tuple((launch.kernel, grid, block, smem) for launch, (grid, block, smem)
+                                in zip(cand.launches, cfmt.launch_dims(cand, dict(size)), strict=True)))
+            for size in sizes]
+
+
+def device_problem() -> str | None:
+    """Why no CUDA device can be used here, or None."""
+    import cupy as cp
+
+    try:
+        return None if cp.cuda.runtime.getDeviceCount() > 0 else "none is visible"
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        if not Path("/dev/nvidiactl").exists():  # the runtime then blames the driver's version
+            return "no NVIDIA driver is loaded on this machine"
+        return f"none is usable here ({' '.join(str(e).split())})"
+
+
+def launch_command(args: argparse.Namespace) -> int:
+    from fsr.commands.eval import load_candidate
+    from fsr.evaluate.compile import CompileFailed, compile_candidate
+
+    task = tasks.load(args.task, args.tasks_dir)
+    cand = cfmt.with_defines(load_candidate(task, args.file), dict(args.define))
+    cfmt.check(cand, task)  # the defines may break a launch expression: HeaderError, one line
+    runs = planned(cand, choose_sizes(task, args.size))
+    problem = device_problem()
+    arch = DEFAULT_ARCH
+    if problem is None:
+        from fsr.evaluate.bench import device_info
+
+        arch = device_info().arch
+    try:
+        compiled = compile_candidate(cand, arch)
+    except CompileFailed as e:
+        print(f"COMPILE_ERROR {args.file}:\n{e.log}", file=sys.stderr)
+        return EXIT_VERDICT
+    resources = compiled.resources
+    if problem is None:
+        try:
+            runs, resources = run_sizes(task, cand, compiled, runs, args.launches, args.seeds if args.error else 0)
+        except LaunchFailed as e:
+            print(f"fsr: {e}", file=sys.stderr)
+            return EXIT_VERDICT
+    show(task, cand, runs, resources, args.json, ran=problem is None, launches=args.launches)
+    if problem is not None:
+        print(f"fsr: launching needs a CUDA device; {problem}", file=sys.stderr)
+        return EXIT_NO_DEVICE
+    return EXIT_OK
+
+
+def show(task: Task, cand: Candidate, runs: list[SizeRun], resources: Any, as_json: bool, ran: bool,
+         launches: int) -> None:
+    defines = dict(cand.resolved_defines())
+    if as_json:
+        print(json.dumps({"task": task.name, "candidate_id": cand.id, "defines": defines, "launched": ran,
+                          "launches_each": launches, "resources": dataclasses.asdict(resources),
+                          "sizes": [{"size": dict(r.size), "launches": [
+                              {"kernel": k, "grid": g, "block": b, "smem_bytes": s} for k, g, b, s in r.launches],
+                              "error": r.error, "library_error": r.library_error} for r in runs]}))
+        return
+    verb = f"launched {launches} times at each size" if ran else "compiled (not launched)"
+    print(f"{task.name} candidate {cand.id}: {verb}; {resources.registers} registers, {resources.spill_bytes} B "
+          f"spills, {resources.smem_static_bytes} B static smem, {resources.stack_bytes} B stack")
+    print("defines: " + (" ".join(f"{k}={v}" for k, v in defines.items()) or "none"))
+    for r in runs:
+        parts = [f"{k} grid {g} block {b} smem {s} B" for k, g, b, s in r.launches]
+        print(f"{size_label(r.size)}: {'; '.join(parts)}")
+        if r.error is not None:
+            print("  worst error / tolerance: " + ", ".join(f"{k} {v:.3g}" for k, v in r.error.items())
+                  + ("; library " + ", ".join(f"{k} {v:.3g}" for k, v in r.library_error.items())
+                     if r.library_error else ""))
+
+
+class LaunchFailed(Exception):
+    """The driver refused a launch, or a kernel broke the CUDA context."""
+
+
+def run_sizes(task: Task, cand: Candidate, compiled: Any, runs: list[SizeRun], launches: int,
+              seeds: int) -> tuple[list[SizeRun], Any]:
+    """Launch at each size (`seeds` > 0: on that many input sets, with the error ratios); the
+    runs with their errors, and the resources as the driver loaded the program."""
+    import cupy as cp
+
+    from fsr.evaluate.verify import LaunchRefused, Program
+
+    try:
+        program = Program(compiled.cubin, compiled.lowered)
+        stream = cp.cuda.Stream(non_blocking=True)
+        out = [_run_size(task, cand, program, run, launches, seeds, stream) for run in runs]
+        return out, program.resources(compiled.resources)
+    except LaunchRefused as e:
+        raise LaunchFailed(f"launch refused: {e}") from None
+    except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as e:
+        raise LaunchFailed(f"the kernel failed on the device: {' '.join(str(e).split())}") from None
+
+
+def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches: int, seeds: int,
+              stream: Any) -> SizeRun:
+    import cupy as cp
+
+    from fsr.evaluate.verify import enqueue, make_buffers, plan
+
+    sizes, fn = dict(run.size), tasks.functions(task)
+    worst: dict[str, float] = {}
+    library: dict[str, float] = {}
+    for seed in range(max(seeds, 1)):
+        inputs = fn.make_inputs(dict(sizes), np.random.default_rng(seed))
+        with stream:
+            buffers = make_buffers(task, cand, sizes, inputs)
+            planned_launches = plan(program, cand, task, sizes, {k: g.array for k, g in buffers.all().items()})
+            for _ in range(launches):
+                buffers.reset(cand)
+                enqueue(planned_launches, stream)
+            stream.synchronize()
+        if not seeds:
+            continue
+        reference = fn.reference({k: v.copy() for k, v in inputs.items()}, dict(sizes))
+        for name, g in buffers.outputs.items():
+            worst[name] = max(worst.get(name, 0.0), error_ratio(g.array.get(), reference[name], task.atol, task.rtol))
+        if task.has_library:
+            got = fn.library({k: cp.asarray(v) for k, v in inputs.items()}, dict(sizes))
+            for name in [n for n in buffers.outputs if isinstance(got, dict) and n in got]:
+                library[name] = max(library.get(name, 0.0),
+                                    error_ratio(cp.asnumpy(got[name]), reference[name], task.atol, task.rtol))
+    return dataclasses.replace(run, error=worst or None, library_error=library or None)

@@ -1,0 +1,83 @@
+"""The Proposer contract. An implementation's test module subclasses `ProposerContract` and
+provides `make_proposer` (and, for a proposer whose bad output does not come from its parents,
+`make_unusable`); every test here then runs against it:
+
+    class TestMutateProposer(ProposerContract):
+        def make_proposer(self):
+            return MutateProposer()
+
+Requests are for the softmax task with the test feature template, asking to improve its
+baseline kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fsr.candidate import check, parse
+from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored
+from fsr.propose.features import detect
+from fsr.testing.fakes import softmax_task
+from fsr.types import DeviceInfo, Task
+
+
+def request(n: int = 2, task: Task | None = None, parent_source: str | None = None) -> ProposalRequest:
+    """A request to improve the task's baseline (or `parent_source`), asking for VEC4."""
+    task = task or softmax_task()
+    parent = parse(parent_source or task.baseline_source, task)
+    return ProposalRequest(task=task, parents=(Scored(parent, None, detect(parent)),), n=n, seed=7,
+                           features_wanted=("VEC4",))
+
+
+def unmakeable_request(n: int = 2) -> ProposalRequest:
+    """A request whose parent names a kernel its source lacks, in a task without a template: any
+    kernel derived from it fails the candidate checks."""
+    req = request(n, task=softmax_task(None))
+    parent = req.parents[0].candidate
+    bad = replace(parent, launches=tuple(replace(launch, kernel="no_such_kernel") for launch in parent.launches))
+    return replace(req, parents=(Scored(bad, None, detect(bad)),))
+
+
+class ProposerContract:
+    """Behaviour every Proposer must have."""
+
+    def make_proposer(self) -> Proposer:
+        raise NotImplementedError
+
+    def make_unusable(self) -> tuple[Proposer, ProposalRequest]:
+        """A proposer and a request from which no valid candidate can come. By default the
+        parent is broken (what an offline proposer derives from it is broken too); a model
+        proposer overrides this with replies that hold no usable kernel."""
+        return self.make_proposer(), unmakeable_request()
+
+    def test_proposals_are_checked_candidates_of_the_task_that_name_their_parent(self):
+        proposer, req = self.make_proposer(), request(n=2)
+        out = proposer.propose(req)
+        assert isinstance(out, Proposals) and 1 <= len(out.candidates) <= 2, out
+        for cand in out.candidates:
+            check(cand, req.task)  # raises HeaderError for a candidate that did not pass `parse`
+            assert cand.task == req.task.name and cand.id != req.parents[0].id
+            assert req.parents[0].id in cand.parents
+            assert cand.origin.proposer == proposer.name
+            assert cand.origin.features_requested == req.features_requested
+
+    def test_no_more_candidates_than_asked_for(self):
+        assert len(self.make_proposer().propose(request(n=1)).candidates) <= 1
+
+    def test_supported_features_are_distinct_names(self):
+        features = self.make_proposer().supported_features(softmax_task())
+        assert features and len(set(features)) == len(features)
+        assert all(isinstance(f, str) and f and f.strip() == f for f in features)
+
+    def test_the_device_and_budget_hooks_answer(self):
+        proposer = self.make_proposer()
+        proposer.set_device(DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", sm_count=132))
+        assert proposer.exhausted is False  # nothing spent yet
+        hint = proposer.exhausted_hint(softmax_task())
+        assert isinstance(hint, str) and "\n" not in hint
+        assert proposer.propose(request(n=1)).candidates  # a device given does not stop it
+
+    def test_unusable_output_is_dropped_never_raised(self):
+        proposer, req = self.make_unusable()
+        out = proposer.propose(req)
+        assert out.candidates == () and out.dropped >= 1 and out.errors, out

@@ -1,0 +1,29 @@
+"""The Evaluator contract, run against the fake evaluator, the scripted server's stand-in (a real
+NVRTC compile, no GPU) and, on a machine with a CUDA device, the GPU evaluator."""
+
+from __future__ import annotations
+
+import pytest
+
+from fsr.config import Config, TuneConfig
+from fsr.testing.fakes import FakeEvaluator
+from fsr.testing.llm_server import StandInEvaluator
+from tests.contract.evaluator_contract import EvaluatorContract
+
+
+class TestFakeEvaluator(EvaluatorContract):
+    def make_evaluator(self) -> FakeEvaluator:
+        return FakeEvaluator()
+
+
+class TestStandInEvaluator(EvaluatorContract):
+    def make_evaluator(self) -> StandInEvaluator:
+        return StandInEvaluator()
+
+
+@pytest.mark.gpu
+class TestGpuEvaluator(EvaluatorContract):
+    def make_evaluator(self):
+        from fsr.evaluate.evaluator import GpuEvaluator
+
+        return GpuEvaluator(Config(tune=TuneConfig(trials=0)))
