@@ -141,7 +141,8 @@ class LLMProposer:
         self.memory.add(task.name, request.island, unusable)
         return Proposals(tuple(candidates), dropped=len(completion.samples) - len(candidates), errors=tuple(errors),
                          prompt_tokens=completion.prompt_tokens if completion.samples else None,
-                         completion_tokens=completion.completion_tokens if completion.samples else None)
+                         completion_tokens=completion.completion_tokens if completion.samples else None,
+                         throttles=completion.throttles)
 
     def _candidate(self, sample: Sample, request: ProposalRequest) -> Candidate | str:
         """A candidate from one sample, or the reason there is none."""

@@ -136,6 +136,7 @@ class Completion:
 
     samples: tuple[Sample, ...]
     errors: tuple[str, ...]
+    throttles: tuple[float | None, ...] = ()  # the Retry-After of each 429 met (None: unsaid)
 
     @property
     def prompt_tokens(self) -> int:
@@ -287,6 +288,8 @@ class ChatClient:
         (one call with `n` choices where the server honours it, else several calls). Never raises
         for an endpoint's failure: each missing sample has a reason in `errors`."""
         sha = prompt_sha(messages)
+        throttles: list[float | None] = []
+        THROTTLES.set(throttles)  # this task's calls (and the per-sample ones it gathers) add to it
         with self._lock:
             start = self._ordinals[sha]
             self._ordinals[sha] += n
@@ -317,7 +320,8 @@ class ChatClient:
             if self.replay_from is not None:
                 self.cache.log({"model": self.model, "prompt_sha256": sha, "samples": sorted(got),
                                 "cached": True, "error": "; ".join(errors) or None})
-        return Completion(tuple(got[i] for i in indices if i in got), tuple(self._redact(e) for e in errors))
+        return Completion(tuple(got[i] for i in indices if i in got), tuple(self._redact(e) for e in errors),
+                          tuple(throttles))
 
     # ---- calls ----------------------------------------------------------------------------------
 
@@ -438,6 +442,8 @@ class ChatClient:
                 if status == 429:
                     used = 0  # refused, not counted
                     self.gate.throttled(wait if asked is not None else None)
+                    if (met := THROTTLES.get()) is not None:
+                        met.append(asked)
             except openai.APITimeoutError:
                 last = f"no reply within {self.config.timeout_s:g} s"
             except openai.APIConnectionError as e:
@@ -500,6 +506,7 @@ class ChatClient:
 
 # The gate entries of the call this task is making: its request hook dates them to when the
 # request leaves, not to when the call entered the gate (the SDK's own work lies between).
+THROTTLES: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar("fsr_throttles", default=None)
 SENT: contextvars.ContextVar[tuple[CallGate, list[list[float]]] | None] = contextvars.ContextVar("fsr_sent", default=None)
 
 
