@@ -95,6 +95,36 @@ class WindowLimit:
         entry[1] = amount
 
 
+class RateLimit:
+    """`limit` a window, and spread: no tenth of the window takes more than a tenth of the limit
+    (rounded up). Endpoints enforce per-minute limits over shorter periods too (OpenAI says its
+    limits may be quantized), and a burst of a whole minute's calls at once is what gets 429s."""
+
+    SLICES = 10
+
+    def __init__(self, limit: float, window_s: float = 60.0) -> None:
+        self.limit = limit
+        self.whole = WindowLimit(limit, window_s)
+        self.slice = WindowLimit(math.ceil(limit / self.SLICES), window_s / self.SLICES)
+
+    def fits(self, now: float, amount: float = 1.0) -> bool:
+        return self.whole.fits(now, amount) and self.slice.fits(now, amount)
+
+    def room(self, now: float) -> float:
+        return min(self.whole.room(now), self.slice.room(now))
+
+    def wait_s(self, now: float, amount: float = 1.0) -> float:
+        return max(self.whole.wait_s(now, amount), self.slice.wait_s(now, amount))
+
+    def take(self, now: float, amount: float = 1.0) -> list[list[float]]:
+        return [self.whole.take(now, amount), self.slice.take(now, amount)]
+
+    @staticmethod
+    def settle(entries: list[list[float]], amount: float) -> None:
+        for e in entries:
+            WindowLimit.settle(e, amount)
+
+
 @dataclass
 class Reservation:
     tokens: int
@@ -178,8 +208,8 @@ class CallGate:
         # A call is counted from when its request leaves; the server counts from when it
         # arrives, a little later and with jitter: a slightly longer window absorbs that.
         self.max_in_flight, self.clock = max_in_flight, clock
-        self.requests = WindowLimit(requests_per_min, window_s * 1.02 + 0.05)
-        self.tokens = WindowLimit(tokens_per_min, window_s * 1.02 + 0.05)
+        self.requests = RateLimit(requests_per_min, window_s * 1.02 + 0.05)
+        self.tokens = RateLimit(tokens_per_min, window_s * 1.02 + 0.05)
         self.in_flight = 0
         self.hold_until = 0.0
         self.throttles: deque[tuple[float, float | None]] = deque()  # appended and taken atomically
@@ -207,7 +237,7 @@ class CallGate:
                     pass
             now = self.clock()
             self.in_flight += 1
-            return [self.requests.take(now), self.tokens.take(now, tokens)]
+            return self.requests.take(now) + self.tokens.take(now, tokens)
 
     def sending(self, entries: list[list[float]]) -> None:
         """The call's request leaves now: it counts in the windows from now (later than when
@@ -219,7 +249,7 @@ class CallGate:
     def leave(self, entries: list[list[float]], tokens: int) -> None:
         """A call ended having used `tokens` (0 if it failed before the server counted any)."""
         self.in_flight -= 1
-        WindowLimit.settle(entries[1], tokens)
+        RateLimit.settle(entries[2:], tokens)
         if self._left is not None:
             self._left.set()
 

@@ -120,8 +120,8 @@ class Driver:
             while True:
                 self._fill()
                 self._note_exhausted()
-                if not self.in_flight and not self.pool.outstanding and not self.ready and self._all_done():
-                    break
+                if not self.in_flight and self._all_done():
+                    break  # requests still in flight could not be used: they are abandoned
                 self._show(self._poll())
         except BaseException:
             if self.view is not None:  # e.g. every worker lost: the view ends before the error line

@@ -9,15 +9,16 @@ no worker to wait, and holding more only lets proposals go stale. So a request m
     waiting + in_flight * yield < rate * L_p90 * HEADROOM + workers
 
 with L_p90 the 90th percentile of recent latencies (a jittery model is covered, not just its
-median). Before the first answer L is unknown, but it is at least the age of the oldest request
+median). Before the first answers L is unknown, but it is at least the age of the oldest request
 in flight: the target then grows with time at the workers' rate, which sends requests at the
 pace the workers will use their answers (a quick cold start without a guess).
 
 On top, the ceilings: requests in flight, requests and tokens per window (a sliding log, so no
-window of that length ever holds more than the limit, whatever the endpoint's own accounting),
-and a congestion window that halves on HTTP 429 (after which nothing is sent until Retry-After
-has passed) and shrinks when latency climbs to twice its floor, then grows back by one request
-per answer below its last threshold and one per window of answers above it (AIMD).
+window of that length ever holds more than the limit, whatever the endpoint's own accounting,
+and spread: no tenth of a window takes more than a tenth of the limit), and a congestion
+window that halves on HTTP 429 (after which nothing is sent until Retry-After has passed) and
+shrinks when latency climbs to twice its floor, then grows back by one request per answer
+below its last threshold and one per window of answers above it (AIMD).
 
 Pure: every method takes `now` (seconds on any monotonic clock); nothing here sleeps or reads
 a clock, so the pacing is unit-tested on a virtual one.
@@ -29,11 +30,12 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from fsr.propose.llm_gate import WindowLimit
+from fsr.propose.llm_gate import RateLimit, WindowLimit
 
 HEADROOM = 1.15  # on the p90 latency: answers bunch up, workers must not run dry in a gap
 PRIOR_EVAL_S = 0.4  # a worker's seconds per candidate before one was measured (2-3 a second)
 LATENCY_WINDOW = 64  # answers in the latency percentiles
+COLD_ANSWERS = 16  # until this many answers, the oldest request's age bounds the latency from below
 CLIMB = 2.0  # recent median latency over its floor that counts as congestion
 CLIMB_DECREASE = 0.7  # the congestion window's factor when latency climbs (a 429 halves it)
 EWMA = 0.1  # weight of a new evaluation time / yield / token count
@@ -71,8 +73,8 @@ class Pacer:
 
     def __init__(self, ceilings: Ceilings = Ceilings()) -> None:
         self.ceilings = ceilings
-        self.requests = WindowLimit(ceilings.requests_per_min, ceilings.window_s)
-        self.tokens = WindowLimit(ceilings.tokens_per_min, ceilings.window_s)
+        self.requests = RateLimit(ceilings.requests_per_min, ceilings.window_s)
+        self.tokens = RateLimit(ceilings.tokens_per_min, ceilings.window_s)
         self.eval_s: float | None = None  # a worker's seconds per candidate (EWMA)
         self.yield_per_request = 1.0  # new candidates an answer brings (EWMA; 1 until measured)
         self.tokens_per_request = 0.0  # prompt + completion tokens of an answer (EWMA)
@@ -133,7 +135,9 @@ class Pacer:
         """Candidates the pipeline should hold: the workers' rate times the model's latency
         (before the first answer, the age of the oldest request in flight), plus one per worker."""
         rate = workers / (self.eval_s or PRIOR_EVAL_S)
-        latency = self.percentile(0.9) if self.latencies else oldest_s
+        latency = self.percentile(0.9) or 0.0
+        if len(self.latencies) < COLD_ANSWERS:  # the first answers are the fastest of a jittery model
+            latency = max(latency, oldest_s)
         return rate * (latency or 0.0) * HEADROOM + workers
 
     def allowance(self, now: float, *, workers: int, in_flight: int, waiting: int, oldest_s: float = 0.0) -> int:

@@ -80,13 +80,17 @@ def test_a_reserved_worst_case_is_settled_to_what_was_used() -> None:
     assert WindowLimit(100).fits(0.0, 500)  # larger than the limit: through an empty window only
 
 
-def test_requests_per_minute_bound_the_allowance() -> None:
+def test_requests_per_minute_bound_the_allowance_and_are_spread_over_the_window() -> None:
     pacer = measured(Pacer(Ceilings(requests_per_min=60, window_s=6.0)), latency_s=10.0, eval_s=0.01)
-    first = pacer.allowance(100.0, workers=8, in_flight=0, waiting=0)
-    assert first == 60
-    pacer.sent(100.0, first)
-    assert pacer.allowance(103.0, workers=8, in_flight=0, waiting=0) == 0
-    assert pacer.allowance(106.5, workers=8, in_flight=0, waiting=0) == 60
+    sent, now = [], 100.0
+    while now < 118.0:
+        allowed = pacer.allowance(now, workers=8, in_flight=0, waiting=0)
+        assert allowed <= 6  # a tenth of the window, a tenth of the limit
+        pacer.sent(now, allowed)
+        sent += [now] * allowed
+        now += 0.05
+    assert max(sum(1 for t in sent if s <= t < s + 6.0) for s in sent) <= 60
+    assert len(sent) >= 0.9 * 3 * 60  # three windows' worth, near enough: the limit is used, not just kept
 
 
 def test_a_429_halves_the_window_and_holds_until_retry_after() -> None:
