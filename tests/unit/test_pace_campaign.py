@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -43,6 +42,10 @@ class ModelServer(ScriptedServer):
         self._gen = threading.Lock()
         self._recent: list[float] = []
         self._httpd.handle_error = lambda *_: None  # type: ignore[method-assign]  # requests abandoned at the end
+
+    def __enter__(self) -> ModelServer:
+        super().__enter__()
+        return self
 
     def _next(self, body: dict[str, Any], headers: dict[str, str]) -> Any:
         with self._gen:
@@ -88,12 +91,6 @@ def wide_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
     # retries (seconds) before it saw them.
     monkeypatch.setattr(ThreadingHTTPServer, "request_queue_size", 1024)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-
-
-@pytest.fixture
-def slow_model(request: pytest.FixtureRequest) -> Iterator[ModelServer]:
-    with ModelServer(*request.param) as server:
-        yield server
 
 
 def campaign(server: ModelServer, slots: int, eval_s: float, measure_s: float,
