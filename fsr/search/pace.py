@@ -17,8 +17,8 @@ On top, the ceilings: requests in flight, requests and tokens per window (a slid
 window of that length ever holds more than the limit, whatever the endpoint's own accounting,
 and spread: no tenth of a window takes more than a tenth of the limit), and a congestion
 window that halves on HTTP 429 (after which nothing is sent until Retry-After has passed) and
-shrinks when latency climbs to twice its floor, then grows back by one request per answer
-below its last threshold and one per window of answers above it (AIMD).
+shrinks by 30% when latency climbs to twice its floor, and grows by one request per window
+of answers (AIMD).
 
 Pure: every method takes `now` (seconds on any monotonic clock); nothing here sleeps or reads
 a clock, so the pacing is unit-tested on a virtual one.
