@@ -1,6 +1,8 @@
 """Chat completions against any OpenAI-compatible endpoint, with what a long search needs around
-them: a concurrency limit, retries that honour Retry-After, token and money budgets, and a
-response cache under the run directory that lets a run be replayed without the endpoint.
+them: hundreds of calls in flight as coroutines on one thread (fsr.propose.llm_gate), the
+endpoint's ceilings, retries that honour Retry-After, token and money budgets that calls in
+flight cannot overrun, and a response cache under the run directory that lets a run be replayed
+without the endpoint.
 
 The API key is read from the environment variable the config names, handed to the `openai`
 client, and nowhere else: it is never stored in a cache entry, a log line or a repr, and it is
@@ -312,16 +314,20 @@ class ChatClient:
                 fetched, call_errors = await self._fetch(messages, sha, missing, temperature, seed)
                 got.update(fetched)
                 errors += call_errors
-        if self.cache is not None:
-            self.cache.put_prompt(sha, messages)
-            for s in got.values():
-                if not s.cached or self.replay_from is not None:
-                    self.cache.put(self.model, sha, s)
-            if self.replay_from is not None:
-                self.cache.log({"model": self.model, "prompt_sha256": sha, "samples": sorted(got),
-                                "cached": True, "error": "; ".join(errors) or None})
+        if self.cache is not None:  # fsynced files: written off the request loop's thread
+            await asyncio.to_thread(self._store, self.cache, sha, messages, got, errors)
         return Completion(tuple(got[i] for i in indices if i in got), tuple(self._redact(e) for e in errors),
                           tuple(throttles))
+
+    def _store(self, cache: ResponseCache, sha: str, messages: Sequence[Mapping[str, str]], got: dict[int, Sample],
+               errors: list[str]) -> None:
+        cache.put_prompt(sha, messages)
+        for s in got.values():
+            if not s.cached or self.replay_from is not None:
+                cache.put(self.model, sha, s)
+        if self.replay_from is not None:
+            cache.log({"model": self.model, "prompt_sha256": sha, "samples": sorted(got),
+                       "cached": True, "error": "; ".join(errors) or None})
 
     # ---- calls ----------------------------------------------------------------------------------
 
