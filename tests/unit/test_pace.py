@@ -150,3 +150,26 @@ def simulate(workers: int, latency_s: float, eval_s: float, seconds: float, seed
 @pytest.mark.parametrize("latency_s", [10.0, 30.0])
 def test_simulated_workers_stay_busy_at_model_latencies(workers: int, latency_s: float) -> None:
     assert simulate(workers, latency_s, eval_s=0.4, seconds=6 * latency_s) >= 0.9
+
+
+def test_the_views_show_which_side_sets_the_pace() -> None:
+    import io
+
+    from fsr.search.pace import PaceStats
+    from fsr.search.progress import Progress
+    from fsr.view import LineView, LiveView, pace_line
+
+    pace = PaceStats(10.2, 12.6, 212, 230, 3, 0, 2)
+    progress = Progress(60.0, 100, 100.0, 8, 0.97, (), 0, 0, 0, pace)
+    line = pace_line(progress)
+    assert line == ("model latency 10.2 s (p90 12.6 s)  requests in flight 212/230  proposals waiting 3  "
+                    "workers waiting 0  429s 2")
+    stream = io.StringIO()
+    LineView(stream).close(progress)
+    assert line in stream.getvalue()
+    assert pace_line(Progress(60.0, 100, 100.0, 8, 0.97, (), 0, 0, 0)) is None  # the offline mutator: no line
+    rendered = io.StringIO()
+    from rich.console import Console
+
+    Console(file=rendered, width=200).print(LiveView.render(progress))
+    assert "requests in flight 212/230" in rendered.getvalue()
