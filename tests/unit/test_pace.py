@@ -4,11 +4,15 @@ backing off on 429 and on climbing latency, and a simulated campaign that keeps 
 from __future__ import annotations
 
 import heapq
+import io
 import random
 
 import pytest
+from rich.console import Console
 
-from fsr.search.pace import Ceilings, Pacer, WindowLimit
+from fsr.search.pace import Ceilings, Pacer, PaceStats, WindowLimit
+from fsr.search.progress import Progress
+from fsr.view import LineView, LiveView, pace_line
 
 
 def measured(pacer: Pacer, latency_s: float, eval_s: float, answers: int = 32, candidates: int = 1) -> Pacer:
@@ -153,12 +157,6 @@ def test_simulated_workers_stay_busy_at_model_latencies(workers: int, latency_s:
 
 
 def test_the_views_show_which_side_sets_the_pace() -> None:
-    import io
-
-    from fsr.search.pace import PaceStats
-    from fsr.search.progress import Progress
-    from fsr.view import LineView, LiveView, pace_line
-
     pace = PaceStats(10.2, 12.6, 212, 230, 3, 0, 2)
     progress = Progress(60.0, 100, 100.0, 8, 0.97, (), 0, 0, 0, pace)
     line = pace_line(progress)
@@ -169,7 +167,5 @@ def test_the_views_show_which_side_sets_the_pace() -> None:
     assert line in stream.getvalue()
     assert pace_line(Progress(60.0, 100, 100.0, 8, 0.97, (), 0, 0, 0)) is None  # the offline mutator: no line
     rendered = io.StringIO()
-    from rich.console import Console
-
     Console(file=rendered, width=200).print(LiveView.render(progress))
     assert "requests in flight 212/230" in rendered.getvalue()
