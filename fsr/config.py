@@ -82,7 +82,9 @@ class LLMConfig:
     temperature: float = 0.8
     max_tokens: int = 4096
     candidates_per_request: int = 1
-    concurrency: int = 4
+    concurrency: int = 1024  # ceiling of requests in flight; the pace itself is measured (fsr.search.pace)
+    max_requests_per_minute: int = 0  # 0 = no limit
+    max_tokens_per_minute: int = 0  # prompt + completion, worst case reserved until settled; 0 = no limit
     timeout_s: float = 120.0
     retries: int = 4
     backoff_s: float = 1.0
@@ -142,7 +144,7 @@ RANGES: dict[str, Range] = {
     "search.islands": AT_LEAST_ONE, "search.population": AT_LEAST_ONE, "search.tournament": AT_LEAST_ONE,
     "search.migrate_every": AT_LEAST_ONE, "search.max_evaluations": AT_LEAST_ONE,
     "llm.temperature": Range(0, 2), "llm.max_tokens": AT_LEAST_ONE, "llm.candidates_per_request": AT_LEAST_ONE,
-    "llm.concurrency": AT_LEAST_ONE, "llm.timeout_s": POSITIVE, "llm.prompt_budget_tokens": AT_LEAST_ONE,
+    "llm.concurrency": AT_LEAST_ONE, "llm.max_requests_per_minute": Range(0), "llm.max_tokens_per_minute": Range(0), "llm.timeout_s": POSITIVE, "llm.prompt_budget_tokens": AT_LEAST_ONE,
     "llm.input_price_per_mtok": Range(None), "llm.output_price_per_mtok": Range(None),  # negative: price table
 }
 ARCH_RE = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")

@@ -46,6 +46,19 @@ def headline(p: Progress) -> str:
             f"in flight {p.in_flight}{busy}{extra}")
 
 
+def pace_line(p: Progress) -> str | None:
+    """The model's side of the pace, when a model proposes: its latency, the requests in flight
+    (and how many the pace aims at), proposals waiting for a worker, workers waiting for a
+    proposal (the side that waits is the side that is faster), 429s met."""
+    pace = p.pace
+    if pace is None:
+        return None
+    latency = "-" if pace.latency_p50_s is None else f"{pace.latency_p50_s:.1f} s (p90 {pace.latency_p90_s or 0:.1f} s)"
+    throttled = f"  429s {pace.throttled}" if pace.throttled else ""
+    return (f"model latency {latency}  requests in flight {pace.requests_in_flight}/{pace.target_in_flight}  "
+            f"proposals waiting {pace.proposals_waiting}  workers waiting {pace.workers_waiting}{throttled}")
+
+
 class LineView:
     """Plain progress for logs and pipes: one line every `every` evaluations, plus the end."""
 
@@ -69,7 +82,8 @@ class LineView:
     def _write(self, p: Progress) -> None:
         tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {latency_text(t.best_us)} ({speedup_text(t.best_speedup)})"
                           for t in p.tasks)
-        print(f"{headline(p)}  |  {tasks}", file=self.stream, flush=True)
+        pace = pace_line(p)
+        print(f"{headline(p)}  |  {tasks}" + (f"  |  {pace}" if pace else ""), file=self.stream, flush=True)
 
 
 class LiveView:
@@ -115,7 +129,8 @@ class LiveView:
             for i in t.islands:
                 table.add_row("", str(i.index), str(i.evaluations), str(i.population), latency_text(i.best_us),
                               speedup_text(i.best_speedup), "")
-        return Group(Text(headline(p), style="bold"), table)
+        pace = pace_line(p)
+        return Group(Text(headline(p), style="bold"), *([Text(pace)] if pace else []), table)
 
 
 def make_view(stream: TextIO | None = None, every: int = 10, live: bool | None = None) -> LiveView | LineView:

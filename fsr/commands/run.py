@@ -271,12 +271,15 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
             lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
         return "\n".join(lines)
     from fsr.search.loop import run_campaign
+    from fsr.search.pace import Ceilings
     from fsr.view import make_view
 
     view = make_view(live=False if args.plain else None)
-    workers = config.llm.concurrency if _uses_model(args, config) else 0
+    llm = config.llm
+    pace = Ceilings(llm.concurrency, llm.max_requests_per_minute, llm.max_tokens_per_minute) \
+        if _uses_model(args, config) else None
     summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
-                           resume=run_dir if args.resume else None, proposal_workers=workers,
+                           resume=run_dir if args.resume else None, pace=pace,
                            candidates_per_request=config.llm.candidates_per_request)
     lineage.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),

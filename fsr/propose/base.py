@@ -3,12 +3,14 @@
 A proposer turns a `ProposalRequest` (the task, the parents with their evaluations, the features
 the policy wants, context for feedback) into new candidates. The search loop owns everything
 else: which island asks, which parents, which features, deduplication, budgets. Two proposers
-exist: `mutate` (offline, fast, runs inline in the loop) and a language-model proposer (slow,
-run on a small thread pool by the loop so that GPUs do not wait for it).
+exist: `mutate` (offline, fast, runs inline in the loop) and a language-model proposer (slow:
+the loop starts as many of its requests at once as the workers need, fsr.search.pace).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -92,11 +94,12 @@ class Proposals:
     errors: tuple[str, ...] = field(default=(), repr=False)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    throttles: tuple[float | None, ...] = ()  # HTTP 429s met on the way: the Retry-After each asked
 
 
 class Proposer(Protocol):
-    """Writes candidates. Implementations must be safe to call from one worker thread at a time
-    per request (the loop may run several requests concurrently for slow proposers). Everything
+    """Writes candidates. Implementations must allow several requests in flight at once (the
+    loop starts many for a slow proposer) and calls from any thread. Everything
     the search loops and `fsr run` ask of a proposer is here, so every proposer answers it."""
 
     name: str
@@ -109,6 +112,13 @@ class Proposer(Protocol):
         `generation`. Invalid output is counted in `Proposals.dropped`, never raised; a proposer
         raises only for its own faults (the loop counts those too and carries on).
         """
+        ...
+
+    def start(self, request: ProposalRequest) -> Future[Proposals]:
+        """`propose`, returning at once with the answer's future: a model proposer returns
+        while its request is in flight (the search keeps hundreds in flight, with no thread
+        each); a proposer that answers in well under a millisecond answers before returning
+        (`answered_now`). The request is read now: what it says is what the proposal uses."""
         ...
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
@@ -132,3 +142,14 @@ class Proposer(Protocol):
         """The GPU the candidates will be timed on (a model's prompt describes it); proposers
         that write the same kernels for every GPU ignore it."""
         ...
+
+
+def answered_now(propose: Callable[[ProposalRequest], Proposals], request: ProposalRequest) -> Future[Proposals]:
+    """`propose(request)` as a done future (holding its exception if it raised): `start` for a
+    proposer that answers at once."""
+    future: Future[Proposals] = Future()
+    try:
+        future.set_result(propose(request))
+    except Exception as e:
+        future.set_exception(e)
+    return future

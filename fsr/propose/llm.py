@@ -19,6 +19,7 @@ import random
 import threading
 from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from fsr.config import LLMConfig
 from fsr.propose import reply
 from fsr.propose.base import ProposalRequest, Proposals
 from fsr.propose.features import NAMES
-from fsr.propose.llm_client import ChatClient, LLMOptions, Meter, ResponseCache, Sample, safe_url
+from fsr.propose.llm_client import ChatClient, LLMOptions, ResponseCache, Sample, gate_for, safe_url
+from fsr.propose.llm_gate import CallGate, Meter, submit
 from fsr.propose.prompt import build
 from fsr.types import Candidate, DeviceInfo, Origin, Task
 
@@ -63,7 +65,8 @@ class LLMProposer:
 
     def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, device: DeviceInfo | None = None,
                  cache_dir: str | Path | None = None, replay_from: str | Path | None = None,
-                 meter: Meter | None = None, memory: ReplyMemory | None = None) -> None:
+                 meter: Meter | None = None, memory: ReplyMemory | None = None,
+                 gate: CallGate | None = None) -> None:
         """`cache_dir` receives every sample (and serves a resumed run); `replay_from` is a cache
         directory to serve from instead of the endpoint (no network at all)."""
         if not config.model:
@@ -72,7 +75,8 @@ class LLMProposer:
         self.options = options or LLMOptions.from_config(config)
         self.device = device
         self.client = ChatClient(config, self.options, cache=ResponseCache(cache_dir) if cache_dir else None,
-                                 replay_from=ResponseCache(replay_from) if replay_from else None, meter=meter)
+                                 replay_from=ResponseCache(replay_from) if replay_from else None, meter=meter,
+                                 gate=gate)
         self.memory = memory or ReplyMemory()
 
     def __repr__(self) -> str:
@@ -102,11 +106,21 @@ class LLMProposer:
     def propose(self, request: ProposalRequest) -> Proposals:
         """Up to `request.n` candidates, one per sample that holds a valid kernel. Endpoint
         failures and unusable replies are returned in `errors`, never raised."""
-        task = request.task
-        shown = self.memory.take(task.name, request.island)
+        return self.start(request).result()
+
+    def start(self, request: ProposalRequest) -> Future[Proposals]:
+        """`propose`, returning at once: the prompt is built now, from the request as it stands
+        (late binding: a request is built when it is sent, never queued), and the call and the
+        reading of its replies run on the model-request loop, not on a thread of their own."""
+        shown = self.memory.take(request.task.name, request.island)
         prompt = build(request, self.device, shown, self.options.prompt_budget_tokens)
         temperature = self.config.temperature * request.temperature_scale
-        completion = self.client.complete(prompt.as_dicts(), request.n, temperature, request.seed)
+        return submit(self._answer(request, prompt.as_dicts(), shown, temperature))
+
+    async def _answer(self, request: ProposalRequest, messages: list[dict[str, str]], shown: tuple[str, ...],
+                      temperature: float) -> Proposals:
+        task = request.task
+        completion = await self.client.complete_async(messages, request.n, temperature, request.seed)
         if not completion.samples:
             self.memory.add(task.name, request.island, shown)  # never reached a model: keep them
         candidates: list[Candidate] = []
@@ -127,7 +141,8 @@ class LLMProposer:
         self.memory.add(task.name, request.island, unusable)
         return Proposals(tuple(candidates), dropped=len(completion.samples) - len(candidates), errors=tuple(errors),
                          prompt_tokens=completion.prompt_tokens if completion.samples else None,
-                         completion_tokens=completion.completion_tokens if completion.samples else None)
+                         completion_tokens=completion.completion_tokens if completion.samples else None,
+                         throttles=completion.throttles)
 
     def _candidate(self, sample: Sample, request: ProposalRequest) -> Candidate | str:
         """A candidate from one sample, or the reason there is none."""
@@ -187,6 +202,9 @@ class LLMEnsemble:
     def propose(self, request: ProposalRequest) -> Proposals:
         return self.pick(request).propose(request)
 
+    def start(self, request: ProposalRequest) -> Future[Proposals]:
+        return self.pick(request).start(request)
+
 
 def _hint(meter: Meter, temperature: float, models: str) -> str:
     refusal = meter.refusal()
@@ -213,7 +231,7 @@ def make_llm_proposer(config: LLMConfig, run_dir: str | Path | None = None, *, d
                       replay: str | Path | None = None,
                       options: LLMOptions | None = None) -> LLMProposer | LLMEnsemble:
     """The model proposer for a run: one model, or an ensemble when `models` lists several (all
-    on `config.base_url`, sharing one budget and one reply memory). Samples are cached under
+    on `config.base_url`, sharing one budget, one reply memory and the endpoint's ceilings). Samples are cached under
     `<run_dir>/llm_cache/`; `replay` names an earlier run directory to serve them from instead
     of the endpoint. Raises ValueError for a config that cannot work (no model, no key for a
     remote endpoint, a money budget for a model of unknown price)."""
@@ -223,9 +241,9 @@ def make_llm_proposer(config: LLMConfig, run_dir: str | Path | None = None, *, d
     if replay_from is not None and not replay_from.is_dir():
         raise ValueError(f"replay: {replay_from} does not exist (was the run made with a model?)")
     models = parse_models(options.models) or [(config.model, 1.0)]
-    meter, memory = Meter(options.max_cost, options.max_total_tokens), ReplyMemory()
+    meter, memory, gate = Meter(options.max_cost, options.max_total_tokens), ReplyMemory(), gate_for(config)
     members = [LLMProposer(replace(config, model=name), options, device=device, cache_dir=cache_dir,
-                           replay_from=replay_from, meter=meter, memory=memory) for name, _ in models]
+                           replay_from=replay_from, meter=meter, memory=memory, gate=gate) for name, _ in models]
     if len(members) == 1:
         return members[0]
     return LLMEnsemble(members, [w for _, w in models], options.ensemble_by_island)

@@ -1,6 +1,8 @@
 """Chat completions against any OpenAI-compatible endpoint, with what a long search needs around
-them: a concurrency limit, retries that honour Retry-After, token and money budgets, and a
-response cache under the run directory that lets a run be replayed without the endpoint.
+them: hundreds of calls in flight as coroutines on one thread (fsr.propose.llm_gate), the
+endpoint's ceilings, retries that honour Retry-After, token and money budgets that calls in
+flight cannot overrun, and a response cache under the run directory that lets a run be replayed
+without the endpoint.
 
 The API key is read from the environment variable the config names, handed to the `openai`
 client, and nowhere else: it is never stored in a cache entry, a log line or a repr, and it is
@@ -16,17 +18,20 @@ same ones again on replay.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import email.utils
 import hashlib
 import json
 import os
 import random
 import re
+import ssl
 import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fsr.config import LLMConfig
+from fsr.propose.llm_gate import CallGate, Meter, Reservation, submit
 from fsr.propose.prompt import estimate_tokens
 
 # USD per million tokens (input, output), as published by OpenAI in 2025. The longest matching
@@ -47,6 +53,8 @@ PRICES: dict[str, tuple[float, float]] = {
 REASONING = re.compile(r"^(o\d|gpt-5)")
 RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+SHARD_CONNECTIONS = 32  # keep-alive connections of one HTTP client (see ChatClient._connect)
+BUDGET_POLL_S = 0.05  # how often a call whose worst case does not fit yet looks again
 
 
 @dataclass(frozen=True)
@@ -111,31 +119,6 @@ def check_endpoint(config: LLMConfig) -> None:
         pass
 
 
-class Meter:
-    """Tokens and money spent by every client sharing it (an ensemble shares one)."""
-
-    def __init__(self, max_cost: float = 0.0, max_total_tokens: int = 0) -> None:
-        self.max_cost, self.max_total_tokens = max_cost, max_total_tokens
-        self.cost_usd = 0.0
-        self.tokens = 0
-        self._lock = threading.Lock()
-
-    def charge(self, tokens: int, cost_usd: float) -> None:
-        with self._lock:
-            self.tokens += tokens
-            self.cost_usd += cost_usd
-
-    def refusal(self) -> str | None:
-        """Why no further call may be made, or None. Calls already in flight may overshoot."""
-        with self._lock:
-            if self.max_cost and self.cost_usd >= self.max_cost:
-                return f"LLM budget spent: ${self.cost_usd:.4f} of max_cost ${self.max_cost:.4f}; no further calls"
-            if self.max_total_tokens and self.tokens >= self.max_total_tokens:
-                return (f"LLM budget spent: {self.tokens} tokens of max_total_tokens "
-                        f"{self.max_total_tokens}; no further calls")
-        return None
-
-
 @dataclass(frozen=True)
 class Sample:
     """One choice of a completion. `index` is its ordinal for (model, prompt)."""
@@ -155,6 +138,7 @@ class Completion:
 
     samples: tuple[Sample, ...]
     errors: tuple[str, ...]
+    throttles: tuple[float | None, ...] = ()  # the Retry-After of each 429 met (None: unsaid)
 
     @property
     def prompt_tokens(self) -> int:
@@ -226,54 +210,88 @@ def prompt_sha(messages: Sequence[Mapping[str, str]]) -> str:
 
 
 class ChatClient:
-    """One model at one endpoint. Thread-safe; at most `config.concurrency` calls in flight.
+    """One model at one endpoint. Thread-safe; its calls run on the process's model-request loop
+    (fsr.propose.llm_gate.submit), at most `config.concurrency` in flight per endpoint gate.
 
     `cache`: where samples are written (and, live, read first: a resumed run gets the answers it
     already paid for). `replay_from`: a cache to serve from instead of the endpoint; a sample it
-    lacks is an error, and no network call is ever made.
+    lacks is an error, and no network call is ever made. `gate`: the endpoint's ceilings, shared
+    by the clients of one endpoint (an ensemble's models).
     """
 
     def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, cache: ResponseCache | None = None,
-                 replay_from: ResponseCache | None = None, meter: Meter | None = None) -> None:
+                 replay_from: ResponseCache | None = None, meter: Meter | None = None,
+                 gate: CallGate | None = None) -> None:
         self.config, self.options = config, options or LLMOptions.from_config(config)
         self.model = config.model
         self.cache, self.replay_from = cache, replay_from
         self.meter = meter or Meter(self.options.max_cost, self.options.max_total_tokens)
+        self.gate = gate or gate_for(config)
         self.price = price_of(config.model, self.options, config.base_url)
         if self.meter.max_cost and self.price is None and replay_from is None:
             raise ValueError(f"max_cost is set but the price of model {config.model!r} is unknown: set "
                              "llm.input_price_per_mtok and llm.output_price_per_mtok")
-        self._sem = threading.BoundedSemaphore(max(1, config.concurrency))
         self._lock = threading.Lock()
         self._ordinals: Counter[str] = Counter()
-        self._n_honoured: bool | None = None  # learnt: does the server return n choices?
-        self._client: Any = None if replay_from is not None else self._connect()
+        self.n_honoured: bool | None = None  # learnt from answers: does the server return n choices?
+        self._key = "" if replay_from is not None else self._api_key()
+        self._clients: list[Any] = []  # AsyncOpenAI clients, made on the request loop's thread
+        self._busy: list[int] = []  # calls in flight on each
+        self._tls: ssl.SSLContext | None = None
 
     def __repr__(self) -> str:
         mode = "replay" if self.replay_from is not None else "live"
         return f"ChatClient(model={self.model!r}, base_url={safe_url(self.config.base_url)!r}, {mode})"
 
-    def _connect(self) -> Any:
-        import openai
-
+    def _api_key(self) -> str:
         key = os.environ.get(self.config.api_key_env, "")
         if not key:
             if self.config.base_url and is_local(self.config.base_url):
-                key = "none"  # local servers (vLLM, SGLang, Ollama) take any key
-            else:
-                raise ValueError(f"no API key: set the environment variable {self.config.api_key_env} "
-                                 f"(llm.api_key_env) for {self.config.base_url or 'the OpenAI API'}")
-        return openai.OpenAI(base_url=self.config.base_url or None, api_key=key,
-                             timeout=self.config.timeout_s, max_retries=0)
+                return "none"  # local servers (vLLM, SGLang, Ollama) take any key
+            raise ValueError(f"no API key: set the environment variable {self.config.api_key_env} "
+                             f"(llm.api_key_env) for {self.config.base_url or 'the OpenAI API'}")
+        return key
 
-    # ---- the public call ------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        """An AsyncOpenAI client for one call: the least busy of a few, each with a keep-alive
+        pool of at most SHARD_CONNECTIONS. (httpcore looks at every pooled connection for every
+        request it sends, so one pool of hundreds costs milliseconds of CPU a request.)"""
+        import openai
+
+        shards = max(1, -(-max(1, self.config.concurrency) // SHARD_CONNECTIONS))
+        if len(self._clients) < shards and (not self._clients or min(self._busy) > 0):
+            size = min(SHARD_CONNECTIONS, max(1, self.config.concurrency))
+            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
+            if self._tls is None:
+                self._tls = ssl.create_default_context()  # loading the CA store takes 0.2 s: once
+            http = openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.config.timeout_s, verify=self._tls,
+                                                  event_hooks={"request": [_sending]})
+            self._clients.append(openai.AsyncOpenAI(base_url=self.config.base_url or None, api_key=self._key,
+                                                    timeout=self.config.timeout_s, max_retries=0,
+                                                    http_client=http))
+            self._busy.append(0)
+        return min(range(len(self._clients)), key=self._busy.__getitem__)
+
+    # ---- the public calls -----------------------------------------------------------------------
 
     def complete(self, messages: Sequence[Mapping[str, str]], n: int, temperature: float,
                  seed: int = 0) -> Completion:
+        """`n` samples for these messages, waiting for them (see `complete_async`)."""
+        return self.start(messages, n, temperature, seed).result()
+
+    def start(self, messages: Sequence[Mapping[str, str]], n: int, temperature: float,
+              seed: int = 0) -> Future[Completion]:
+        """`complete_async` started on the request loop; returns at once."""
+        return submit(self.complete_async(messages, n, temperature, seed))
+
+    async def complete_async(self, messages: Sequence[Mapping[str, str]], n: int, temperature: float,
+                             seed: int = 0) -> Completion:
         """`n` samples for these messages: from the cache where present, else from the endpoint
         (one call with `n` choices where the server honours it, else several calls). Never raises
         for an endpoint's failure: each missing sample has a reason in `errors`."""
         sha = prompt_sha(messages)
+        throttles: list[float | None] = []
+        THROTTLES.set(throttles)  # this task's calls (and the per-sample ones it gathers) add to it
         with self._lock:
             start = self._ordinals[sha]
             self._ordinals[sha] += n
@@ -293,70 +311,93 @@ class ChatClient:
             if refusal := self.meter.refusal():
                 errors.append(refusal)
             else:
-                fetched, call_errors = self._fetch(messages, sha, missing, temperature, seed)
+                fetched, call_errors = await self._fetch(messages, sha, missing, temperature, seed)
                 got.update(fetched)
                 errors += call_errors
-        if self.cache is not None:
-            self.cache.put_prompt(sha, messages)
-            for s in got.values():
-                if not s.cached or self.replay_from is not None:
-                    self.cache.put(self.model, sha, s)
-            if self.replay_from is not None:
-                self.cache.log({"model": self.model, "prompt_sha256": sha, "samples": sorted(got),
-                                "cached": True, "error": "; ".join(errors) or None})
-        return Completion(tuple(got[i] for i in indices if i in got), tuple(self._redact(e) for e in errors))
+        if self.cache is not None:  # fsynced files: written off the request loop's thread
+            await asyncio.to_thread(self._store, self.cache, sha, messages, got, errors)
+        return Completion(tuple(got[i] for i in indices if i in got), tuple(self._redact(e) for e in errors),
+                          tuple(throttles))
+
+    def _store(self, cache: ResponseCache, sha: str, messages: Sequence[Mapping[str, str]], got: dict[int, Sample],
+               errors: list[str]) -> None:
+        cache.put_prompt(sha, messages)
+        for s in got.values():
+            if not s.cached or self.replay_from is not None:
+                cache.put(self.model, sha, s)
+        if self.replay_from is not None:
+            cache.log({"model": self.model, "prompt_sha256": sha, "samples": sorted(got),
+                       "cached": True, "error": "; ".join(errors) or None})
 
     # ---- calls ----------------------------------------------------------------------------------
 
-    def _fetch(self, messages: Sequence[Mapping[str, str]], sha: str, indices: list[int], temperature: float,
-               seed: int) -> tuple[dict[int, Sample], list[str]]:
+    async def _fetch(self, messages: Sequence[Mapping[str, str]], sha: str, indices: list[int], temperature: float,
+                     seed: int) -> tuple[dict[int, Sample], list[str]]:
+        """Several choices in one call until the server shows it ignores or refuses `n` (fewer
+        choices than asked, or HTTP 400 for a call asking several); then one call per choice,
+        all in flight at once."""
         got: dict[int, Sample] = {}
         errors: list[str] = []
         rest = indices
-        if len(indices) > 1 and self._n_honoured is not False:
+        if len(indices) > 1 and self.n_honoured is not False:
             try:
-                samples = self._call(messages, sha, indices, temperature, seed)
+                samples = await self._call(messages, sha, indices, temperature, seed)
             except CallFailed as e:
                 if not str(e).startswith("HTTP 400"):
                     return {}, [f"samples {indices}: {e}"]
                 samples = []  # a server that refuses n > 1: one sample per call from now on
-                self._n_honoured = False
+                self.n_honoured = False
             got.update({s.index: s for s in samples})
             if 0 < len(samples) < len(indices):
-                self._n_honoured = False  # the server ignores n: one sample per call from now on
+                self.n_honoured = False  # the server ignores n: one sample per call from now on
             elif len(samples) == len(indices):
-                self._n_honoured = True
-            rest = [i for i in indices if i not in got] if samples or self._n_honoured is False else []
+                self.n_honoured = True
+            rest = [i for i in indices if i not in got] if samples or self.n_honoured is False else []
             if not rest and not samples:
                 errors.append(f"samples {indices}: the server returned no choices")
         if rest:
-            workers = min(len(rest), max(1, self.config.concurrency))
-            with ThreadPoolExecutor(workers, "fsr-llm-call") as pool:
-                futures = {i: pool.submit(self._call, messages, sha, [i], temperature, seed) for i in rest}
-            for i, fut in futures.items():
-                try:
-                    samples = fut.result()
-                except CallFailed as e:
-                    errors.append(f"sample {i}: {e}")
-                    continue
-                if samples:
-                    got[i] = samples[0]
+            results = await asyncio.gather(*(self._call(messages, sha, [i], temperature, seed) for i in rest),
+                                           return_exceptions=True)
+            for i, result in zip(rest, results, strict=True):
+                if isinstance(result, CallFailed):
+                    errors.append(f"sample {i}: {result}")
+                elif isinstance(result, BaseException):
+                    raise result
+                elif result:
+                    got[i] = result[0]
                 else:
                     errors.append(f"sample {i}: the server returned no choices")
         return got, errors
 
-    def _call(self, messages: Sequence[Mapping[str, str]], sha: str, indices: list[int], temperature: float,
-              seed: int) -> list[Sample]:
-        """One request for len(indices) choices, retried; raises CallFailed."""
+    async def _call(self, messages: Sequence[Mapping[str, str]], sha: str, indices: list[int], temperature: float,
+                    seed: int) -> list[Sample]:
+        """One request for len(indices) choices, retried, within the budget (its worst case
+        reserved first) and the endpoint's ceilings; raises CallFailed."""
         kwargs = self._arguments(messages, len(indices), temperature, seed + indices[0])
+        prompt_bytes = sum(len(m["content"].encode()) for m in messages)
+        prompt_bound = self.meter.prompt_bound(prompt_bytes, len(messages))
+        worst_tokens = prompt_bound + len(indices) * self.config.max_tokens
+        price = self.price or (0.0, 0.0)
+        worst = Reservation(worst_tokens, (prompt_bound * price[0] + len(indices) * self.config.max_tokens
+                                           * price[1]) / 1e6)
+        while (reserved := self.meter.reserve(worst)) is None:
+            await asyncio.sleep(BUDGET_POLL_S)  # calls in flight may settle for less than their worst
+        if isinstance(reserved, str):
+            raise CallFailed(reserved)
         started = time.perf_counter()
+        samples: list[Sample] = []
         try:
-            response, attempts = self._with_retries(kwargs)
+            response, attempts = await self._with_retries(kwargs, worst_tokens, prompt_bound)
+            choices = sorted(response.choices or [], key=lambda c: c.index or 0)[: len(indices)]
+            samples = self._samples(messages, response, choices, indices)
         except CallFailed as e:
             self._log(sha, indices, None, started, e.attempts, str(e))
             raise
-        choices = sorted(response.choices or [], key=lambda c: c.index or 0)[: len(indices)]
-        samples = self._samples(messages, response, choices, indices)
+        finally:
+            used = sum(s.prompt_tokens + s.completion_tokens for s in samples)
+            self.meter.settle(reserved, used, self._cost(samples))
+        if samples and not samples[0].estimated:
+            self.meter.learn(prompt_bytes, samples[0].prompt_tokens)
         self._log(sha, indices, samples, started, attempts, None)
         return samples
 
@@ -374,15 +415,24 @@ class ChatClient:
             kwargs["seed"] = seed % 2**31
         return kwargs
 
-    def _with_retries(self, kwargs: dict[str, Any]) -> tuple[Any, int]:
+    async def _with_retries(self, kwargs: dict[str, Any], worst_tokens: int, prompt_tokens: int) -> tuple[Any, int]:
+        """The call, retried as the module docstring says; each attempt passes the gate (so
+        retries count against the endpoint's ceilings) and a 429 holds every caller of it."""
         import openai
 
         last = ""
         for attempt in range(1, self.config.retries + 2):
             wait = self._backoff(attempt)
+            entry = await self.gate.enter(worst_tokens)
+            used = prompt_tokens  # what the endpoint may count for a failed attempt
+            shard = self._connect()
+            self._busy[shard] += 1
+            SENT.set((self.gate, entry))
             try:
-                with self._sem:
-                    return self._client.chat.completions.create(**kwargs), attempt
+                response = await self._clients[shard].chat.completions.create(**kwargs)
+                usage = getattr(response, "usage", None)
+                used = int(getattr(usage, "total_tokens", 0) or 0) or worst_tokens
+                return response, attempt
             except openai.APIStatusError as e:
                 status = e.status_code
                 last = f"HTTP {status}: {_status_text(e)}"
@@ -395,14 +445,22 @@ class ChatClient:
                                                       f"than max_wait_s {self.options.max_wait_s:.0f} s"),
                                          attempt) from None
                     wait = asked
+                if status == 429:
+                    used = 0  # refused, not counted
+                    self.gate.throttled(wait if asked is not None else None)
+                    if (met := THROTTLES.get()) is not None:
+                        met.append(asked)
             except openai.APITimeoutError:
                 last = f"no reply within {self.config.timeout_s:g} s"
             except openai.APIConnectionError as e:
                 last = f"connection failed: {e.__cause__ or e}"
             except (openai.OpenAIError, ValueError, TypeError) as e:  # an unreadable response
                 raise CallFailed(self._redact(f"bad response: {type(e).__name__}: {e}"), attempt) from None
+            finally:
+                self._busy[shard] -= 1
+                self.gate.leave(entry, used)
             if attempt <= self.config.retries:
-                time.sleep(wait)  # outside the semaphore: waiting does not hold a call slot
+                await asyncio.sleep(wait)  # outside the gate: waiting does not hold a call slot
         raise CallFailed(self._redact(f"gave up after {self.config.retries + 1} attempts: {last}"),
                          self.config.retries + 1)
 
@@ -423,13 +481,13 @@ class ChatClient:
             total = int(usage.completion_tokens or 0)
             share = total // max(1, len(texts))
             completion = [total - share * (len(texts) - 1)] + [share] * (len(texts) - 1) if texts else []
-        if self.price is not None:
-            cost = (prompt * self.price[0] + sum(completion) * self.price[1]) / 1e6
-        else:
-            cost = 0.0
-        self.meter.charge(prompt + sum(completion), cost)
         return [Sample(i, t, c.finish_reason, prompt if k == 0 else 0, completion[k], estimated)
                 for k, (i, t, c) in enumerate(zip(indices, texts, choices, strict=False))]
+
+    def _cost(self, samples: Sequence[Sample]) -> float:
+        if self.price is None:
+            return 0.0
+        return sum(s.prompt_tokens * self.price[0] + s.completion_tokens * self.price[1] for s in samples) / 1e6
 
     def _log(self, sha: str, indices: list[int], samples: list[Sample] | None, started: float,
              attempts: int, error: str | None) -> None:
@@ -446,10 +504,26 @@ class ChatClient:
                         "cached": False, "error": self._redact(error) if error else None})
 
     def _redact(self, text: str) -> str:
-        key = getattr(self._client, "api_key", None)
-        if isinstance(key, str) and len(key) >= 4 and key != "none":
+        key = self._key
+        if len(key) >= 4 and key != "none":
             text = text.replace(key, "***")
         return text
+
+
+# The gate entries of the call this task is making: its request hook dates them to when the
+# request leaves, not to when the call entered the gate (the SDK's own work lies between).
+THROTTLES: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar("fsr_throttles", default=None)
+SENT: contextvars.ContextVar[tuple[CallGate, list[list[float]]] | None] = contextvars.ContextVar("fsr_sent", default=None)
+
+
+async def _sending(request: Any) -> None:
+    if (sent := SENT.get()) is not None:
+        sent[0].sending(sent[1])
+
+
+def gate_for(config: LLMConfig, window_s: float = 60.0) -> CallGate:
+    """The ceilings of `config`'s endpoint as a gate (share it among the clients of one endpoint)."""
+    return CallGate(config.concurrency, config.max_requests_per_minute, config.max_tokens_per_minute, window_s)
 
 
 def retry_after_s(headers: Mapping[str, str] | None) -> float | None:

@@ -37,13 +37,14 @@ import math
 import random
 import re
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fsr import expr
 from fsr.candidate import HeaderError, check, parse, with_defines
 from fsr.propose import launch_space, transforms
-from fsr.propose.base import ProposalRequest, Proposals, Scored
+from fsr.propose.base import ProposalRequest, Proposals, Scored, answered_now
 from fsr.propose.features import feature_name
 from fsr.types import Candidate, DeviceInfo, Origin, Task
 
@@ -98,6 +99,10 @@ class MutateProposer:
         template = self._template(task)
         names = [feature_name(t.name) for t in template.features] if template else []
         return tuple(dict.fromkeys(names + list(transforms.BY_FEATURE)))
+
+    def start(self, request: ProposalRequest) -> Future[Proposals]:
+        """Answered before it returns (the mutator takes well under a millisecond)."""
+        return answered_now(self.propose, request)
 
     def propose(self, request: ProposalRequest) -> Proposals:
         """Up to `request.n` valid candidates; each move tried is recorded in Origin.move."""

@@ -22,6 +22,7 @@ from fsr.config import SearchConfig
 from fsr.execute.base import Executor
 from fsr.propose.base import Proposer
 from fsr.propose.features import detect
+from fsr.search.pace import Ceilings
 from fsr.search.pool import ProposalPool
 from fsr.search.progress import CampaignSummary, Progress, snapshot
 from fsr.search.sink import BackgroundSink, LineageSink
@@ -60,14 +61,14 @@ class Pending:
 
 def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, config: SearchConfig,
                  writer: LineageSink | None = None, view: View | None = None, *,
-                 resume: str | Path | None = None, proposal_workers: int = 0,
+                 resume: str | Path | None = None, pace: Ceilings | None = None,
                  candidates_per_request: int = 1) -> CampaignSummary:
     """Search every task until its budget is spent; the executor is shared, work is balanced.
 
     `resume` names a run directory whose lineage is replayed first (islands, policy, seen ids,
     budgets), and each resumed task is pinned to the GPU model its rows were measured on, so its
-    timings stay comparable. `proposal_workers` > 0 runs proposals on that many threads (a model proposer);
-    0 runs them inline (the offline mutator). Lineage rows are appended on a background thread
+    timings stay comparable. `pace` paces a slow proposer's requests within those ceilings (a
+    model: fsr.search.pace); None runs them inline (the offline mutator). Lineage rows are appended on a background thread
     (fsr.search.sink); the caller owns and closes executor and writer.
     """
     state = CampaignState(tasks, config, proposer.supported_features)
@@ -79,7 +80,7 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
         for ts in state.tasks.values():
             if ts.device:
                 executor.pin(ts.task.name, ts.device)
-    pool = ProposalPool(proposer, proposal_workers)
+    pool = ProposalPool(proposer, pace)
     sink = BackgroundSink(writer) if writer is not None else None
     try:
         return Driver(state, executor, pool, sink, view, candidates_per_request, resumed).run()
@@ -90,8 +91,8 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
 
 
 class Driver:
-    """One campaign's loop; see the module docstring. Single-threaded: only proposals run on
-    other threads, and their results are collected here."""
+    """One campaign's loop; see the module docstring. Single-threaded: a model's requests run on
+    the request loop's thread (fsr.propose.llm_gate), and their answers are collected here."""
 
     def __init__(self, state: CampaignState, executor: Executor, pool: ProposalPool, writer: LineageSink | None,
                  view: View | None, n: int = 1, resumed: int = 0) -> None:
@@ -119,8 +120,8 @@ class Driver:
             while True:
                 self._fill()
                 self._note_exhausted()
-                if not self.in_flight and not self.pool.outstanding and not self.ready and self._all_done():
-                    break
+                if not self.in_flight and self._all_done():
+                    break  # requests still in flight could not be used: they are abandoned
                 self._show(self._poll())
         except BaseException:
             if self.view is not None:  # e.g. every worker lost: the view ends before the error line
@@ -133,21 +134,24 @@ class Driver:
     # ---- the loop's steps ----------------------------------------------------------------------
 
     def _fill(self) -> None:
-        """Submit while slots are free; ask for proposals while more are wanted."""
+        """Submit while slots are free; ask for as many proposals as the pool allows (each
+        request built from its island as it is now)."""
         while True:
             self._collect()
             free = self.executor.free_slots()
-            if free > 0 and self.ready:
+            while free > 0 and self.ready:
                 self._submit(*self.ready.popleft())
-                continue
-            wanted = free + self.pool.workers  # threaded proposals run ahead of free slots
-            if not self.pool.has_room() or len(self.ready) + self.pool.outstanding * self.n >= wanted:
+                free = self.executor.free_slots()
+            asks = self.pool.allowance(workers=free + len(self.in_flight), waiting=len(self.ready), free=free,
+                                       n=self.n)
+            for _ in range(asks):
+                target = self._pick()
+                if target is None:
+                    return
+                self.asked[target[0]] += 1
+                self.pool.submit(self.state.request(target[0], target[1], self.n))
+            if not asks:
                 return
-            target = self._pick()
-            if target is None:
-                return
-            self.asked[target[0]] += 1
-            self.pool.submit(self.state.request(target[0], target[1], self.n))
 
     def _pick(self) -> tuple[str, int] | None:
         """The task with the fewest evaluations committed, then its least-served island."""
@@ -174,6 +178,7 @@ class Driver:
                     queued += self._queue(c, None, *(tokens if not queued else (None, None)))
             name = request.task.name
             self.fruitless[name] = 0 if queued else self.fruitless[name] + 1
+            self.pool.answered(answer, queued)
 
     def _queue(self, cand: Candidate, features: frozenset[str] | None, prompt_tokens: int | None = None,
                completion_tokens: int | None = None) -> bool:
@@ -224,6 +229,8 @@ class Driver:
         item = self.in_flight.pop(ev.candidate_id, None)
         if item is None:
             return  # not ours (an executor bug): nothing to credit it to
+        if item.started_at is not None:
+            self.pool.evaluated((datetime.now(UTC) - item.started_at).total_seconds())
         member = self.state.tell(item.candidate, ev, item.features)
         self.running[item.candidate.task] -= 1
         if member.ok:
@@ -283,8 +290,11 @@ class Driver:
         return time.perf_counter() - self.started
 
     def _progress(self) -> Progress:
+        free = self.executor.free_slots()
+        pace = self.pool.stats(workers=free + len(self.in_flight), waiting=len(self.ready),
+                               idle_workers=free if not self.ready else 0)
         return snapshot(self.state, self._elapsed(), self.counts["evaluations"], len(self.in_flight),
-                        self.executor.busy_fraction(), self.counts)
+                        self.executor.busy_fraction(), self.counts, pace)
 
     def _show(self, told: int) -> None:
         """Update the view after results came in, or every VIEW_EVERY_S (elapsed time moves)."""

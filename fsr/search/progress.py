@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fsr.search.pace import PaceStats
 from fsr.search.state import CampaignState, TaskState
 
 
@@ -44,6 +45,7 @@ class Progress:
     proposals_dropped: int
     duplicates_dropped: int
     proposer_errors: int
+    pace: PaceStats | None = None  # a paced (model) proposer's: latency, requests, who waits for whom
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,9 @@ def task_progress(ts: TaskState, budget: int) -> TaskProgress:
 
 
 def snapshot(state: CampaignState, elapsed_s: float, evaluations: int, in_flight: int,
-             busy_fraction: float | None, counts: dict[str, int]) -> Progress:
+             busy_fraction: float | None, counts: dict[str, int], pace: PaceStats | None = None) -> Progress:
     """A Progress record of the state now."""
     rate = 60.0 * evaluations / elapsed_s if elapsed_s > 0 else 0.0
     tasks = tuple(task_progress(ts, state.config.max_evaluations) for ts in state.tasks.values())
     return Progress(elapsed_s, evaluations, rate, in_flight, busy_fraction, tasks,
-                    counts.get("dropped", 0), counts.get("duplicates", 0), counts.get("errors", 0))
+                    counts.get("dropped", 0), counts.get("duplicates", 0), counts.get("errors", 0), pace)

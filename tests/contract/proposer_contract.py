@@ -61,6 +61,15 @@ class ProposerContract:
             assert cand.origin.proposer == proposer.name
             assert cand.origin.features_requested == req.features_requested
 
+    def test_start_answers_through_a_future_as_propose_does(self):
+        proposer, req = self.make_proposer(), request(n=2)
+        future = proposer.start(req)
+        out = future.result(timeout=60)
+        assert isinstance(out, Proposals) and 1 <= len(out.candidates) <= 2, out
+        for cand in out.candidates:
+            check(cand, req.task)
+            assert req.parents[0].id in cand.parents
+
     def test_no_more_candidates_than_asked_for(self):
         assert len(self.make_proposer().propose(request(n=1)).candidates) <= 1
 

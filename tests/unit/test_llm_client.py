@@ -23,6 +23,7 @@ from fsr.lineage import LineageWriter, write_run_json
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.llm import LLMEnsemble, LLMProposer, make_llm_proposer
 from fsr.propose.llm_client import LLMOptions, retry_after_s
+from fsr.propose.prompt import build
 from fsr.testing.fakes import softmax_task, timing
 from fsr.testing.llm_server import (
     EMPTY,
@@ -280,22 +281,46 @@ def test_a_remote_endpoint_without_a_key_is_refused_and_a_local_one_gets_a_dummy
     assert server.headers[0]["authorization"] == "Bearer none"
 
 
-def test_a_token_budget_refuses_further_calls(server: ScriptedServer) -> None:
-    server.push(reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)))
+def worst_tokens(p: LLMProposer, req: ProposalRequest) -> int:
+    """What the client reserves for one call of `req` before the server has reported usage."""
+    messages = build(req, p.device, (), p.options.prompt_budget_tokens).as_dicts()
+    return p.meter.prompt_bound(sum(len(m["content"].encode()) for m in messages), len(messages)) \
+        + req.n * p.config.max_tokens
+
+
+def test_a_token_budget_smaller_than_a_calls_worst_case_makes_no_call(server: ScriptedServer) -> None:
+    server.push(reply(fenced(GOOD_KERNEL)))
     p = proposer(server, options=LLMOptions(backoff_s=0.02, max_total_tokens=100))
-    assert len(p.propose(request()).candidates) == 1 and p.exhausted
-    out = p.propose(request(seed=12))
-    assert out.candidates == () and "budget spent" in out.errors[0] and len(server.bodies) == 1
+    out = p.propose(request())
+    assert out.candidates == () and "budget spent" in out.errors[0] and p.exhausted
+    assert server.bodies == [] and p.meter.tokens == 0
 
 
-def test_a_money_budget_uses_the_price_table_and_refuses_once_spent(server: ScriptedServer) -> None:
+def test_a_token_budget_is_never_overrun_by_calls_in_flight(server: ScriptedServer) -> None:
+    server.push(*(Slow(0.2, reply(fenced(GOOD_KERNEL + f"// {i}\n"))) for i in range(8)))
+    p = proposer(server, options=LLMOptions(backoff_s=0.02))
+    budget = worst_tokens(p, request()) + 3_000  # one worst case, then room for what calls really use
+    p = proposer(server, options=LLMOptions(backoff_s=0.02, max_total_tokens=budget))
+    with ThreadPoolExecutor(8) as pool:  # without reservations, all 8 would be sent at once
+        outs = list(pool.map(p.propose, [request(seed=s) for s in range(8)]))
+    made = sum(len(o.candidates) for o in outs)
+    assert 2 <= made < 8 and len(server.bodies) == made and server.max_in_flight < made
+    assert p.meter.tokens <= budget and p.exhausted
+    assert any("budget spent" in e for o in outs for e in o.errors)
+
+
+def test_a_money_budget_uses_the_price_table_and_reserves_the_worst_case(server: ScriptedServer) -> None:
     server.push(reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)))
-    options = LLMOptions(backoff_s=0.02, max_cost=0.001, input_price_per_mtok=2.0, output_price_per_mtok=8.0)
-    p = proposer(server, options=options)
+    prices = {"input_price_per_mtok": 2.0, "output_price_per_mtok": 8.0}
+    p = proposer(server, options=LLMOptions(backoff_s=0.02, **prices))  # type: ignore[arg-type]
+    worst = worst_tokens(p, request()) * 8.0 / 1e6  # every token priced as output: above the worst cost
+    p = proposer(server, options=LLMOptions(backoff_s=0.02, max_cost=worst, **prices))  # type: ignore[arg-type]
     p.propose(request())
-    assert p.meter.cost_usd > 0.001  # ~2000 prompt tokens at $2/M and ~900 completion at $8/M
+    assert 0 < p.meter.cost_usd < worst  # ~2000 prompt tokens at $2/M and ~900 completion at $8/M
     out = p.propose(request(seed=13))
-    assert "max_cost" in out.errors[0] and len(server.bodies) == 1
+    assert p.meter.cost_usd <= worst and len(server.bodies) <= 2
+    if len(server.bodies) == 1:
+        assert "budget spent" in out.errors[0]
 
 
 def test_a_money_budget_for_a_model_of_unknown_price_is_a_config_error() -> None:

@@ -5,6 +5,7 @@ with compile errors from the real NVRTC stage."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from fsr.candidate import parse, with_defines
 from fsr.config import LLMConfig, SearchConfig
 from fsr.lineage import LineageWriter, read
-from fsr.propose.base import ProposalRequest, Proposals
+from fsr.propose.base import ProposalRequest, Proposals, answered_now
 from fsr.propose.llm import LLMProposer
 from fsr.propose.llm_client import LLMOptions
 from fsr.search.fsr_strategy import run_fsr
@@ -66,6 +67,9 @@ class ScriptedProposer:
             raise RuntimeError("proposer fault")
         cands = self.rounds.pop(0) if self.rounds else []
         return Proposals(tuple(cands[: request.n]), prompt_tokens=100, completion_tokens=40)
+
+    def start(self, request: ProposalRequest) -> Future[Proposals]:
+        return answered_now(self.propose, request)
 
     def supported_features(self, task: Task) -> tuple[str, ...]:
         return ()

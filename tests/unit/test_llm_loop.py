@@ -13,6 +13,7 @@ from fsr.lineage import LineageWriter, read
 from fsr.propose.llm import LLMProposer
 from fsr.propose.llm_client import LLMOptions
 from fsr.search.loop import run_campaign
+from fsr.search.pace import Ceilings
 from fsr.testing.fakes import FakeExecutor, softmax_task
 from fsr.testing.llm_server import (
     COMPILE_ERROR_KERNEL,
@@ -42,7 +43,7 @@ def test_the_island_loop_runs_on_model_proposals(server: ScriptedServer, tmp_pat
                            LLMOptions(backoff_s=0.01), device=evaluator.device())
     with LineageWriter(tmp_path / "run") as writer:
         summary = run_campaign([softmax_task(None)], FakeExecutor(evaluator, slots=1),  # type: ignore[arg-type]
-                               proposer, SearchConfig(islands=1, max_evaluations=6), writer, proposal_workers=1)
+                               proposer, SearchConfig(islands=1, max_evaluations=6), writer, pace=Ceilings(max_in_flight=1))
     rows = read(tmp_path / "run").to_pylist()
     assert summary.evaluations == 6 and len(rows) == 6
     verdicts = {r["verdict"] for r in rows}

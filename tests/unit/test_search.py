@@ -9,18 +9,20 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
 
 from fsr.candidate import parse
 from fsr.config import SearchConfig
-from fsr.propose.base import ProposalRequest, Proposals, Scored
+from fsr.propose.base import ProposalRequest, Proposals, Scored, answered_now
 from fsr.propose.mutate import MutateProposer
 from fsr.search import select
 from fsr.search.island import Island, settings_for
 from fsr.search.loop import run_campaign
 from fsr.search.migrate import migrate
+from fsr.search.pace import Ceilings
 from fsr.search.state import CampaignState
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, ListWriter, ReplayEvaluator, softmax_task, timing
 from fsr.types import DeviceInfo, Evaluation, Task, Verdict
@@ -170,6 +172,9 @@ class Stubborn:
     def propose(self, request: ProposalRequest) -> Proposals:
         return Proposals((replace(BASE, defines=(("BLOCK", 64),), parents=(request.parents[0].id,)),))
 
+    def start(self, request: ProposalRequest) -> Future[Proposals]:
+        return answered_now(self.propose, request)
+
 
 def test_duplicates_are_dropped_before_any_gpu_time():
     summary, ex = search(proposer=Stubborn())
@@ -177,8 +182,8 @@ def test_duplicates_are_dropped_before_any_gpu_time():
     assert summary.progress.duplicates_dropped > 0 and summary.stopped_by == "exhausted"
 
 
-def test_a_threaded_proposer_that_repeats_itself_ends_the_search_too():
-    summary, ex = search(proposer=Stubborn(), proposal_workers=3)
+def test_a_paced_proposer_that_repeats_itself_ends_the_search_too():
+    summary, ex = search(proposer=Stubborn(), pace=Ceilings(max_in_flight=3))
     assert len(ex.submitted) == 3 and summary.stopped_by == "exhausted"
 
 
@@ -257,6 +262,10 @@ class SlowProposer:
         self.active = self.max_active = 0
         self.threads: set[str] = set()
         self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(4, "slow-model")  # the model's own workers, not the loop's
+
+    def start(self, request: ProposalRequest) -> Future[Proposals]:
+        return self.pool.submit(self.propose, request)
 
     exhausted = False
 
@@ -285,13 +294,13 @@ class SlowProposer:
         return replace(out, prompt_tokens=100, completion_tokens=50)
 
 
-def test_slow_proposals_run_on_threads_alongside_evaluations():
+def test_slow_proposals_run_alongside_evaluations():
     proposer, writer = SlowProposer(), ListWriter()
     ex = FakeExecutor(FakeEvaluator(), slots=4, eval_s=0.02, real_time=True)
     summary, _ = search(ex, SearchConfig(max_evaluations=40, seed=0), proposer=proposer,
-                        writer=writer, proposal_workers=4)
+                        writer=writer, pace=Ceilings(max_in_flight=4))
     assert summary.evaluations == 40 and summary.progress.proposer_errors > 0
-    assert len(proposer.threads) > 1 and all(t.startswith("fsr-propose") for t in proposer.threads)
+    assert len(proposer.threads) > 1 and all(t.startswith("slow-model") for t in proposer.threads)
     assert any(extra["prompt_tokens"] == 100 for _, _, extra in writer.rows)
     assert proposer.max_active > 1 and summary.wall_s < proposer.calls * 0.02  # they overlapped
 
