@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import report as report_command
 
     report_command.add_parser(sub)
+    from fsr.commands import importer as import_command
+
+    import_command.add_parser(sub)
     return parser
 
 
@@ -71,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             from fsr.commands.report import report_command
 
             return report_command(args)
+        if args.command == "import":
+            from fsr.commands.importer import import_command
+
+            return import_command(args)
         if args.command == "bench":
             from fsr.commands.bench import bench_command
 

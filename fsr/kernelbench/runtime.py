@@ -1,0 +1,140 @@
+"""Run a KernelBench problem file at chosen sizes: its inputs and weights, and its forward in float64.
+
+This file is copied verbatim into every imported task's reference.py (so that a task folder needs
+nothing from fsr), and the importer uses it for its own probing, so both run the module alike.
+It needs only the standard library, NumPy and torch.
+
+A problem file defines `Model`, `get_inputs()`, `get_init_inputs()` and module-level integer
+sizes. `load(path, sizes)` executes the file with those sizes' assignments replaced by the given
+values, so that everything computed from them (tuples of shapes, the model's constructor
+arguments) follows.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_TREES: dict[str, ast.Module] = {}
+
+
+def load(path: str | Path, sizes: dict[str, int]) -> dict[str, Any]:
+    """The problem file's namespace, with each top-level `name = ...` of a size set to its value."""
+    key = str(path)
+    if key not in _TREES:
+        _TREES[key] = ast.parse(Path(path).read_text(), filename=key)
+    body: list[ast.stmt] = []
+    for stmt in _TREES[key].body:
+        names = [t.id for t in stmt.targets if isinstance(t, ast.Name)] if isinstance(stmt, ast.Assign) else []
+        if names and any(n in sizes for n in names):
+            body += [ast.Assign(targets=[ast.Name(n, ast.Store())],
+                                value=ast.Constant(sizes[n]) if n in sizes else stmt.value) for n in names]
+        else:
+            body.append(stmt)
+    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+    namespace: dict[str, Any] = {"__name__": "kernelbench_problem", "__file__": key}
+    exec(compile(module, key, "exec"), namespace)  # the problem file is trusted user input
+    return namespace
+
+
+def build(namespace: dict[str, Any], seed: int) -> tuple[Any, list[Any]]:
+    """The model (constructed as the file does, seeded) and the inputs from get_inputs()."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = namespace["Model"](*namespace["get_init_inputs"]())
+        torch.manual_seed(seed + 1)
+        inputs = list(namespace["get_inputs"]())
+    return model, inputs
+
+
+def state(model: Any) -> dict[str, Any]:
+    """Parameters, buffers and plain tensor attributes of every submodule, by module path."""
+    import torch
+
+    found: dict[str, Any] = {}
+    for prefix, module in model.named_modules():
+        dot = prefix + "." if prefix else ""
+        tensors = list(module._parameters.items()) + list(module._buffers.items())
+        tensors += [(k, v) for k, v in vars(module).items() if isinstance(v, torch.Tensor)]
+        for name, tensor in tensors:
+            if tensor is not None and all(tensor is not t for t in found.values()):
+                found[dot + name] = tensor
+    return found
+
+
+def assign(model: Any, path: str, tensor: Any) -> None:
+    """Put `tensor` where `path` (a module path from `state`) points, keeping its kind."""
+    import torch
+
+    *parents, leaf = path.split(".")
+    module = model.get_submodule(".".join(parents))
+    if leaf in module._parameters:
+        module._parameters[leaf] = torch.nn.Parameter(tensor, requires_grad=False)
+    elif leaf in module._buffers:
+        module._buffers[leaf] = tensor
+    else:
+        object.__setattr__(module, leaf, tensor)
+
+
+def outputs(result: Any) -> list[Any]:
+    """forward's result as a list of tensors; raises TypeError for anything else."""
+    import torch
+
+    items = list(result) if isinstance(result, tuple | list) else [result]
+    for item in items:
+        if not isinstance(item, torch.Tensor):
+            raise TypeError(f"forward returns a {type(item).__name__}, not tensors")
+    return items
+
+
+def forward64(namespace: dict[str, Any], layout: dict[str, Any], arrays: dict[str, np.ndarray],
+              device: str = "cpu") -> list[Any]:
+    """The module's forward in float64 on `device`, its inputs and weights taken from `arrays`."""
+    import torch
+
+    def tensor(name: str) -> Any:
+        t = torch.from_numpy(np.ascontiguousarray(arrays[name])).to(device)
+        return t.double() if t.is_floating_point() else t
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            try:
+                with torch.device("meta"):  # no weight initialisation: every weight is assigned below
+                    model = namespace["Model"](*namespace["get_init_inputs"]())
+            except Exception:
+                model = namespace["Model"](*namespace["get_init_inputs"]())
+        model = model.to(device) if not any(t.is_meta for t in state(model).values()) else model
+        for name, path in layout["state"]:
+            assign(model, path, tensor(name))
+        with torch.no_grad(), torch.device(device):
+            return outputs(model(*[tensor(name) for name in layout["inputs"]]))
+    finally:
+        torch.set_default_dtype(before)
+
+
+def draw(path: str | Path, layout: dict[str, Any], sizes: dict[str, int], rng: Any) -> dict[str, np.ndarray]:
+    """Inputs and weights as the file makes them, seeded from `rng`, by task argument name."""
+    model, inputs = build(load(path, sizes), int(rng.integers(2**31 - 2)))
+    weights = state(model)
+    arrays = {name: t for name, t in zip(layout["inputs"], inputs, strict=True)}
+    arrays.update({name: weights[p] for name, p in layout["state"]})
+    return {name: np.ascontiguousarray(t.detach().cpu().numpy()) for name, t in arrays.items()}
+
+
+def reference64(path: str | Path, layout: dict[str, Any], arrays: dict[str, np.ndarray],
+                sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """The outputs in float64, by task argument name; on the GPU when the inputs are large."""
+    import torch
+
+    large = sum(a.size for a in arrays.values()) > 2**24
+    device = "cuda" if large and torch.cuda.is_available() else "cpu"
+    results = forward64(load(path, sizes), layout, arrays, device)
+    return {name: np.ascontiguousarray(t.cpu().numpy()) for name, t in zip(layout["outputs"], results, strict=True)}
