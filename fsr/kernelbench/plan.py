@@ -88,14 +88,18 @@ def _layout(namespace: dict[str, Any], shapes: Shapes, size_names: list[str]) ->
         taken.add(name)
         return name
 
-    inputs = [unique(params[i] if i < len(params) else f"input{i}") for i in range(len(shapes.inputs))]
+    count = len(shapes.inputs) + len(shapes.numbers)
+    inputs = [unique(params[i] if i < len(params) else f"input{i}") for i in range(count)]
+    constants = {inputs[i]: value for i, value in shapes.numbers}
     state = [[unique(p), p] for p, _ in shapes.state]
     outputs = [unique("out" if len(shapes.outputs) == 1 else f"out{i}") for i in range(len(shapes.outputs))]
-    return {"inputs": inputs, "state": state, "outputs": outputs}
+    bools = [n for n, t in zip([n for n in inputs if n not in constants], shapes.inputs, strict=True) if t.is_bool]
+    bools += [n for (n, _), (_, t) in zip(state, shapes.state, strict=True) if t.is_bool]
+    return {"inputs": inputs, "constants": constants, "state": state, "outputs": outputs, "bools": bools}
 
 
 def _same_signature(a: Shapes, b: Shapes) -> bool:
-    return (len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs)
+    return (len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs) and a.numbers == b.numbers
             and [(p, t.shape.__len__(), t.dtype) for p, t in a.state] == [(p, len(t.shape), t.dtype) for p, t in b.state]
             and [(len(t.shape), t.dtype) for t in a.inputs + a.outputs] == [(len(t.shape), t.dtype) for t in b.inputs + b.outputs])
 
@@ -139,7 +143,7 @@ def _test_sizes(path: Path, bench: dict[str, int], at_bench: Shapes,
         if len(kept) == WANTED:
             break
     if len(kept) < LEAST:
-        why = f": {reasons[0]}" if reasons else ""
+        why = f": {reasons[0]}" if reasons else ": the others fail on the meta device or change the signature"
         raise ProblemError(f"only {len(kept)} test sizes run (at least {LEAST} needed){why}")
     kept.sort(key=lambda sv: _cost(probe.shapes(path, sv[0])))
     return tuple(s for s, _ in kept), [v for _, v in kept]
@@ -175,8 +179,9 @@ def _dims(points: list[tuple[dict[str, int], Shapes]], pick: Any, bench: dict[st
 
 def _args(layout: dict[str, Any], at_bench: Shapes, points: list[tuple[dict[str, int], Shapes]],
           bench: dict[str, int]) -> tuple[Arg, ...]:
+    tensors = [n for n in layout["inputs"] if n not in layout["constants"]]
     args = [Arg(n, t.dtype, _dims(points, lambda s, i=i: s.inputs[i], bench, n), "in")
-            for i, (n, t) in enumerate(zip(layout["inputs"], at_bench.inputs, strict=True))]
+            for i, (n, t) in enumerate(zip(tensors, at_bench.inputs, strict=True))]
     args += [Arg(n, t.dtype, _dims(points, lambda s, i=i: s.state[i][1], bench, n), "in", p)
              for i, ((n, p), (_, t)) in enumerate(zip(layout["state"], at_bench.state, strict=True))]
     args += [Arg(n, t.dtype, _dims(points, lambda s, i=i: s.outputs[i], bench, n), "out")

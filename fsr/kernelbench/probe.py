@@ -25,6 +25,7 @@ class ProblemError(Exception):
 class Tensor:
     shape: tuple[int, ...]
     dtype: str  # numpy dtype name
+    is_bool: bool = False  # torch.bool, held by the task as uint8
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Shapes:
     state: tuple[tuple[str, Tensor], ...]  # module path, tensor
     outputs: tuple[Tensor, ...]
     flops: int
+    numbers: tuple[tuple[int, float], ...] = ()  # numbers get_inputs gives: (position, value)
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,10 @@ def _tensor(t: Any) -> Tensor:
     import torch
 
     name = str(t.dtype).removeprefix("torch.")
-    if t.dtype not in (torch.float32, torch.float64, torch.float16, torch.int32, torch.int64, torch.uint8, torch.int8):
+    if t.dtype not in (torch.bool, torch.float32, torch.float64, torch.float16, torch.int32, torch.int64, torch.uint8, torch.int8):
         raise ProblemError(f"a tensor of dtype {name} (fsr's kernels take float, int and uint8 buffers)")
-    return Tensor(tuple(int(d) for d in t.shape), name)
+    shape = tuple(int(d) for d in t.shape) or (1,)
+    return Tensor(shape, "uint8", True) if name == "bool" else Tensor(shape, name)
 
 
 def shapes(path: Path, sizes: dict[str, int]) -> Shapes:
@@ -66,8 +69,8 @@ def shapes(path: Path, sizes: dict[str, int]) -> Shapes:
         with torch.device("meta"):
             model, inputs = runtime.build(namespace, 0)
             for i, x in enumerate(inputs):
-                if not isinstance(x, torch.Tensor):
-                    raise ProblemError(f"get_inputs()[{i}] is a {type(x).__name__}, not a tensor")
+                if not isinstance(x, torch.Tensor | int | float) or isinstance(x, bool):
+                    raise ProblemError(f"get_inputs()[{i}] is a {type(x).__name__}, not a tensor or a number")
             counter = FlopCounterMode(display=False)
             with torch.no_grad(), counter:
                 results = runtime.outputs(model(*inputs))
@@ -75,14 +78,16 @@ def shapes(path: Path, sizes: dict[str, int]) -> Shapes:
         raise
     except Exception as e:
         raise ProblemError(_why(e)) from None
-    return Shapes(tuple(_tensor(x) for x in inputs),
+    return Shapes(tuple(_tensor(x) for x in inputs if isinstance(x, torch.Tensor)),
                   tuple((p, _tensor(t)) for p, t in runtime.state(model).items()),
-                  tuple(_tensor(y) for y in results), int(counter.get_total_flops()))
+                  tuple(_tensor(y) for y in results), int(counter.get_total_flops()),
+                  tuple((i, float(x)) for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)))
 
 
 def _why(e: BaseException) -> str:
     text = " ".join(str(e).split())[:200]
-    if "data-dependent" in text or "meta" in text.lower() and "item" in text.lower():
+    lower = text.lower()
+    if "data-dependent" in lower or "data-independent" in lower or "meta" in lower and "item" in lower:
         return f"data-dependent shapes or values ({type(e).__name__}: {text})"
     return f"{type(e).__name__}: {text}"
 
@@ -119,8 +124,15 @@ def _forward32(path: Path, layout: dict[str, Any], arrays: dict[str, np.ndarray]
         runtime.assign(model, p, torch.from_numpy(arrays[name].copy()))
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(seed)
-        results = runtime.outputs(model(*[torch.from_numpy(arrays[n].copy()) for n in layout["inputs"]]))
+        results = runtime.outputs(model(*runtime.call_args(layout, lambda n: _tensor_of(layout, arrays, n))))
     return [t.detach().numpy().copy() for t in results]
+
+
+def _tensor_of(layout: dict[str, Any], arrays: dict[str, np.ndarray], name: str) -> Any:
+    import torch
+
+    t = torch.from_numpy(arrays[name].copy())
+    return t.bool() if name in layout["bools"] else t
 
 
 def _round_all(arrays: dict[str, np.ndarray], dtype: Any) -> dict[str, np.ndarray]:

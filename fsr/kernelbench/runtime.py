@@ -68,11 +68,13 @@ def state(model: Any) -> dict[str, Any]:
 
 
 def assign(model: Any, path: str, tensor: Any) -> None:
-    """Put `tensor` where `path` (a module path from `state`) points, keeping its kind."""
+    """Put `tensor` where `path` (a module path from `state`) points, keeping its kind and shape
+    (a task holds a 0-d tensor as shape (1,))."""
     import torch
 
     *parents, leaf = path.split(".")
     module = model.get_submodule(".".join(parents))
+    tensor = tensor.reshape(getattr(module, leaf).shape)
     if leaf in module._parameters:
         module._parameters[leaf] = torch.nn.Parameter(tensor, requires_grad=False)
     elif leaf in module._buffers:
@@ -89,7 +91,12 @@ def outputs(result: Any) -> list[Any]:
     for item in items:
         if not isinstance(item, torch.Tensor):
             raise TypeError(f"forward returns a {type(item).__name__}, not tensors")
-    return items
+    return [t.reshape(1) if t.dim() == 0 else t for t in items]
+
+
+def call_args(layout: dict[str, Any], tensor: Any) -> list[Any]:
+    """forward's arguments: `tensor(name)` for tensors, the value for a number get_inputs gives."""
+    return [layout["constants"][n] if n in layout["constants"] else tensor(n) for n in layout["inputs"]]
 
 
 def forward64(namespace: dict[str, Any], layout: dict[str, Any], arrays: dict[str, np.ndarray],
@@ -99,7 +106,7 @@ def forward64(namespace: dict[str, Any], layout: dict[str, Any], arrays: dict[st
 
     def tensor(name: str) -> Any:
         t = torch.from_numpy(np.ascontiguousarray(arrays[name])).to(device)
-        return t.double() if t.is_floating_point() else t
+        return t.double() if t.is_floating_point() else t.bool() if name in layout.get("bools", ()) else t
 
     before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -115,7 +122,7 @@ def forward64(namespace: dict[str, Any], layout: dict[str, Any], arrays: dict[st
         for name, path in layout["state"]:
             assign(model, path, tensor(name))
         with torch.no_grad(), torch.device(device):
-            return outputs(model(*[tensor(name) for name in layout["inputs"]]))
+            return outputs(model(*call_args(layout, tensor)))
     finally:
         torch.set_default_dtype(before)
 
@@ -124,9 +131,15 @@ def draw(path: str | Path, layout: dict[str, Any], sizes: dict[str, int], rng: A
     """Inputs and weights as the file makes them, seeded from `rng`, by task argument name."""
     model, inputs = build(load(path, sizes), int(rng.integers(2**31 - 2)))
     weights = state(model)
-    arrays = {name: t for name, t in zip(layout["inputs"], inputs, strict=True)}
+    arrays = {name: t for name, t in zip(layout["inputs"], inputs, strict=True) if name not in layout["constants"]}
     arrays.update({name: weights[p] for name, p in layout["state"]})
-    return {name: np.ascontiguousarray(t.detach().cpu().numpy()) for name, t in arrays.items()}
+    return {name: _array(t) for name, t in arrays.items()}
+
+
+def _array(t: Any) -> np.ndarray:
+    """A tensor as a contiguous array: 0-d as shape (1,), bool as uint8."""
+    a = np.ascontiguousarray(t.detach().cpu().numpy()).reshape(t.shape or (1,))
+    return a.astype(np.uint8) if a.dtype == np.bool_ else a
 
 
 def reference64(path: str | Path, layout: dict[str, Any], arrays: dict[str, np.ndarray],
@@ -137,4 +150,4 @@ def reference64(path: str | Path, layout: dict[str, Any], arrays: dict[str, np.n
     large = sum(a.size for a in arrays.values()) > 2**24
     device = "cuda" if large and torch.cuda.is_available() else "cpu"
     results = forward64(load(path, sizes), layout, arrays, device)
-    return {name: np.ascontiguousarray(t.cpu().numpy()) for name, t in zip(layout["outputs"], results, strict=True)}
+    return {name: _array(t) for name, t in zip(layout["outputs"], results, strict=True)}

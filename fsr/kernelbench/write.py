@@ -70,6 +70,8 @@ def description(path: Path, plan: Plan) -> str:
     for arg in plan.args:
         origin = f"  (module {arg.path})" if arg.path else ""
         lines.append(f"  {arg.intent:<3} {arg.name}: {arg.dtype}[{', '.join(arg.shape)}]{origin}")
+    for name, value in plan.layout["constants"].items():
+        lines.append(f"  constant {name} = {value!r} (the number get_inputs gives; a float32 to a kernel)")
     lines.append(f"Benchmark size: {', '.join(f'{k} = {v}' for k, v in plan.bench.items())}.")
     lines += ["", "The module's source:", "", path.read_text().rstrip(), ""]
     return "\n".join(lines)
@@ -88,6 +90,8 @@ def toml(path: Path, name: str, plan: Plan) -> str:
            f"rtol = {plan.rtol!r}",
            "test_sizes = [", *[f"    {_size(s)}," for s in plan.test_sizes], "]",
            f"bench_size = {_size(plan.bench)}"]
+    if plan.layout["constants"]:
+        out += ["", "[constants]", *[f"{k} = {float(v)!r}" for k, v in plan.layout["constants"].items()]]
     for arg in plan.args:
         out += ["", "[[args]]", f"name = {json.dumps(arg.name)}", f"dtype = {json.dumps(arg.dtype)}",
                 f"shape = {json.dumps(list(arg.shape))}", f"intent = {json.dumps(arg.intent)}"]
