@@ -29,7 +29,7 @@ def load(path: str | Path, sizes: dict[str, int]) -> dict[str, Any]:
     body: list[ast.stmt] = []
     for stmt in _TREES[key].body:
         names = [t.id for t in stmt.targets if isinstance(t, ast.Name)] if isinstance(stmt, ast.Assign) else []
-        if names and any(n in sizes for n in names):
+        if isinstance(stmt, ast.Assign) and names and any(n in sizes for n in names):
             body += [ast.Assign(targets=[ast.Name(n, ast.Store())],
                                 value=ast.Constant(sizes[n]) if n in sizes else stmt.value) for n in names]
         else:
