@@ -5,7 +5,8 @@ nothing from fsr), and the importer uses it for its own probing, so both run the
 It needs only the standard library, NumPy and torch.
 
 A problem file defines `Model`, `get_inputs()`, `get_init_inputs()` and module-level integer
-sizes. `load(path, sizes)` executes the file with those sizes' assignments replaced by the given
+sizes. `load(path, sizes)` executes the file with those sizes' assignments (`n = ...`, `a = b = ...`,
+`a, b = 1, 2`) replaced by the given
 values, so that everything computed from them (tuples of shapes, the model's constructor
 arguments) follows.
 """
@@ -28,16 +29,29 @@ def load(path: str | Path, sizes: dict[str, int]) -> dict[str, Any]:
         _TREES[key] = ast.parse(Path(path).read_text(), filename=key)
     body: list[ast.stmt] = []
     for stmt in _TREES[key].body:
-        names = [t.id for t in stmt.targets if isinstance(t, ast.Name)] if isinstance(stmt, ast.Assign) else []
-        if isinstance(stmt, ast.Assign) and names and any(n in sizes for n in names):
-            body += [ast.Assign(targets=[ast.Name(n, ast.Store())],
-                                value=ast.Constant(sizes[n]) if n in sizes else stmt.value) for n in names]
+        pairs = _bindings(stmt)
+        if any(n in sizes for n, _ in pairs):
+            body += [ast.Assign(targets=[ast.Name(n, ast.Store())], value=ast.Constant(sizes[n]) if n in sizes else v)
+                     for n, v in pairs]
         else:
             body.append(stmt)
     module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     namespace: dict[str, Any] = {"__name__": "kernelbench_problem", "__file__": key}
     exec(compile(module, key, "exec"), namespace)  # the problem file is trusted user input
     return namespace
+
+
+def _bindings(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, value) for each name that `a = b = value` or `a, b = 1, 2` binds; [] otherwise."""
+    if not isinstance(stmt, ast.Assign):
+        return []
+    if all(isinstance(t, ast.Name) for t in stmt.targets):
+        return [(t.id, stmt.value) for t in stmt.targets if isinstance(t, ast.Name)]
+    target = stmt.targets[0]
+    if (len(stmt.targets) == 1 and isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple)
+            and len(target.elts) == len(stmt.value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
+        return [(t.id, v) for t, v in zip(target.elts, stmt.value.elts, strict=True) if isinstance(t, ast.Name)]
+    return []
 
 
 def build(namespace: dict[str, Any], seed: int) -> tuple[Any, list[Any]]:

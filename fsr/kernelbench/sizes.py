@@ -1,7 +1,7 @@
 """A problem file's sizes, and the test sizes the importer tries.
 
 Sizes are the file's top-level names bound to an integer computed from literals alone
-(`N = 2048 * 2`, `height = width = 128`); names computed from other names (`bias_shape =
+(`N = 2048 * 2`, `height = width = 128`, `depth, height = 16, 32`); names computed from other names (`bias_shape =
 (out_channels, 1, 1)`) follow the sizes when the file runs. The test sizes vary the sizes that
 scale the problem (8 or more: smaller ones are axes and counts; and not a kernel, stride, padding, dilation or group count: those
 change what the problem computes rather than its extent) and keep the others at the file's values.
@@ -24,14 +24,27 @@ def constants(source: str) -> Sizes:
     """The file's integer sizes and their values, in the order the file binds them."""
     found: Sizes = {}
     for stmt in ast.parse(source).body:
-        if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+        for names, value_node in _bindings(stmt):
             try:
-                value = expr.evaluate(ast.unparse(stmt.value), {})
+                value = expr.evaluate(ast.unparse(value_node), {})
             except (expr.ExprError, ArithmeticError, TypeError):
                 continue
             if isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**31:
-                found.update({t.id: value for t in stmt.targets if isinstance(t, ast.Name)})
+                found.update({n: value for n in names})
     return found
+
+
+def _bindings(stmt: ast.stmt) -> list[tuple[list[str], ast.expr]]:
+    """(names, value) of `a = b = value` and of `a, b = 1, 2` (one pair per element)."""
+    if not isinstance(stmt, ast.Assign):
+        return []
+    if all(isinstance(t, ast.Name) for t in stmt.targets):
+        return [([t.id for t in stmt.targets if isinstance(t, ast.Name)], stmt.value)]
+    target = stmt.targets[0]
+    if (len(stmt.targets) == 1 and isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple)
+            and len(target.elts) == len(stmt.value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
+        return [([t.id], v) for t, v in zip(target.elts, stmt.value.elts, strict=True) if isinstance(t, ast.Name)]
+    return []
 
 
 def scaling(bench: Sizes) -> list[str]:

@@ -12,8 +12,8 @@ POINTS = [{"H": 224, "B": 256}, {"H": 33, "B": 3}, {"H": 17, "B": 5}, {"H": 64, 
 
 def test_sizes_are_integers_from_literals_and_derived_names_are_not():
     source = ("import torch\nN = 2048 * 2\nheight = width = 128\nshape = (N, 1)\nM = N + 1\n"
-              "scale = 0.5\nflag = True\nneg = -3\nbig = 2**40\n")
-    assert sizes.constants(source) == {"N": 4096, "height": 128, "width": 128}
+              "scale = 0.5\nflag = True\nneg = -3\nbig = 2**40\ndepth, rows = 16, 2 * 8\na, b = N, 3\n")
+    assert sizes.constants(source) == {"N": 4096, "height": 128, "width": 128, "depth": 16, "rows": 16, "b": 3}
 
 
 def test_scaling_sizes_leave_out_axes_and_kernel_geometry():
