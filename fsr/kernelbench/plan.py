@@ -128,7 +128,7 @@ def _test_sizes(path: Path, bench: dict[str, int], at_bench: Shapes,
     step = {}
     for n in names:
         if large[n] % 2 == 0 and too_big({**large, n: large[n] + 1}) is None:
-            step[n] = 2 ** min((bench[n] & -bench[n]).bit_length() - 1, 6)
+            step[n] = _step(bench[n], lambda v, n=n: too_big({**large, n: v}) is not None)
     kept: list[tuple[dict[str, int], Values]] = []
     reasons: list[str] = []
     for s in sizes.candidates(bench, names, large, step):
@@ -147,6 +147,14 @@ def _test_sizes(path: Path, bench: dict[str, int], at_bench: Shapes,
         raise ProblemError(f"only {len(kept)} test sizes run (at least {LEAST} needed){why}")
     kept.sort(key=lambda sv: _cost(probe.shapes(path, sv[0])))
     return tuple(s for s, _ in kept), [v for _, v in kept]
+
+
+def _step(bench: int, runs: Any) -> int:
+    """The smallest power of two whose odd multiples run (GroupNorm's channels: the group count)."""
+    for k in range(1, (bench & -bench).bit_length()):
+        if runs(3 * 2**k if 3 * 2**k <= bench else 2**k):
+            return 2**k
+    return bench & -bench
 
 
 def _probes(path: Path, bench: dict[str, int], large: dict[str, int], at_bench: Shapes) -> list[tuple[dict[str, int], Shapes]]:
