@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     explore_command.add_parser(sub)
     launch_command.add_parser(sub)
+    from fsr.commands import importer as import_command
+
+    import_command.add_parser(sub)
     return parser
 
 
@@ -86,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             from fsr.commands.launch import launch_command
 
             return launch_command(args)
+        if args.command == "import":
+            from fsr.commands.importer import import_command
+
+            return import_command(args)
         if args.command == "bench":
             from fsr.commands.bench import bench_command
 

@@ -3,8 +3,10 @@
 A task directory holds:
   task.toml     signature, sizes, tolerances, roofline expressions (declarative)
   reference.py  make_inputs(sizes, rng), reference(inputs, sizes) in float64, optional library(...)
-  baseline.cu   the plain human-written kernel, in the candidate format
+  baseline.cu   optional: the plain human-written kernel, in the candidate format
   template.cu   optional feature template for the offline proposer
+
+A task without baseline.cu (one that `fsr import` wrote) has `baseline_source == ""`.
 
 A malformed task is a TaskError naming the file (and line, for reference.py) when it is loaded:
 TOML errors, missing or ill-typed keys, unknown sizes in shapes, reference.py that does not
@@ -122,7 +124,7 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         for size in test_sizes + (bench_size,):
             if expr.evaluate(_text(data[key], key), dict(size)) < 0:
                 raise ValueError(f"{key} is negative at {dict(size)}")
-    baseline = _read(path / "baseline.cu")
+    baseline = _read(path / "baseline.cu") if (path / "baseline.cu").is_file() else ""
     template_path = path / "template.cu"
     reference = _read(path / "reference.py")
     hashed = b"".join(p.read_bytes() for p in sorted(path.glob("*")) if p.is_file() and p.suffix in (".toml", ".py", ".cu"))
@@ -212,7 +214,7 @@ def _read(path: Path) -> str:
 def _check_sources(task: Task, path: Path) -> None:
     """The baseline (and template) must be candidates of this task."""
     for name, source in (("baseline.cu", task.baseline_source), ("template.cu", task.template_source)):
-        if source is not None:
+        if source:
             try:
                 cfmt.parse(source, task)
             except cfmt.HeaderError as e:

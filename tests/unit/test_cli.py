@@ -70,3 +70,26 @@ def test_resuming_a_directory_that_is_not_an_fsr_run_says_so_in_one_line(tmp_pat
         assert out.returncode == 2, out
         assert out.stderr.count("\n") == 1 and out.stderr.startswith("fsr: error:"), out.stderr
         assert f"--resume {target}: {why}" in out.stderr, out.stderr
+
+
+def test_import_writes_tasks_skips_a_hanging_file_in_one_line_and_counts(tmp_path):
+    import pytest
+
+    pytest.importorskip("torch")
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    (problems / "1_relu.py").write_text((ROOT / "tests/data/kernelbench/level1/19_ReLU.py").read_text())
+    (problems / "2_hangs.py").write_text("import torch\nN = 64\nclass Model(torch.nn.Module):\n"
+                                         "    def forward(self, x):\n        while True:\n            pass\n"
+                                         "def get_inputs():\n    return [torch.rand(N)]\n"
+                                         "def get_init_inputs():\n    return []\n")
+    out = fsr("import", str(problems), "--out", str(tmp_path / "tasks"), "--timeout", "20")
+    assert out.returncode == 0, out
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("imported 1_relu: 6 test sizes")
+    assert lines[1] == f"skipped {problems / '2_hangs.py'}: took longer than 20 s"
+    assert lines[-1].startswith("imported 1, skipped 1")
+    listed = fsr("--tasks-dir", str(tmp_path / "tasks"), "tasks")
+    assert listed.returncode == 0 and "1_relu" in listed.stdout, listed
+    missing = fsr("import", str(tmp_path / "nothing.py"))
+    assert missing.returncode == 2 and missing.stderr.startswith("fsr: error:") and missing.stderr.count("\n") == 1

@@ -347,3 +347,17 @@ def test_layernorm_tolerance_fails_half_precision(size):
     }
     for what, got in cheats.items():
         assert ratio(np.asarray(got, F32), ref["y"], task) >= CHEAT_MIN, what
+
+
+def test_a_task_without_baseline_loads_with_an_empty_baseline(tmp_path):
+    import shutil
+
+    folder = tmp_path / "nobase"
+    shutil.copytree(tasks.tasks_dir() / "softmax", folder)
+    (folder / "baseline.cu").unlink()
+    (folder / "template.cu").unlink()
+    task = tasks.load(folder)
+    assert task.baseline_source == "" and task.template_source is None
+    (folder / "template.cu").write_text("not a candidate")
+    with pytest.raises(tasks.TaskError, match="template.cu"):
+        tasks.load(folder)

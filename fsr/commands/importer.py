@@ -1,0 +1,136 @@
+"""`fsr import FILE_OR_DIR... [--out TASKS_DIR]`: KernelBench-format problem files as task folders.
+
+Each file is imported in a child process (fsr.kernelbench.one) under a time bound: a file that
+hangs or exhausts memory is skipped with that reason and a fresh child takes the next file. One
+line per file (imported, or skipped and why), then the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from fsr.commands import EXIT_OK, UsageError, at_least
+
+START_S = 120  # a child's torch import on a loaded machine
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    imp = sub.add_parser("import", help="turn KernelBench-format problem files into task folders")
+    imp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR", help="problem files, or folders of them")
+    imp.add_argument("--out", metavar="TASKS_DIR", help="where the task folders go (default: --tasks-dir or tasks/)")
+    imp.add_argument("--timeout", type=at_least(1), default=300, help="seconds one file may take (default 300)")
+    imp.add_argument("--jobs", type=at_least(1), default=1, help="files imported at once (default 1)")
+
+
+def problem_files(paths: list[str]) -> list[Path]:
+    """The .py files named or inside the folders named, in natural order; raises UsageError."""
+    files: list[Path] = []
+    for text in paths:
+        path = Path(text)
+        if path.is_dir():
+            found = sorted(path.glob("*.py"), key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)])
+            if not found:
+                raise UsageError(f"{path} holds no .py files")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UsageError(f"{path} does not exist")
+    return files
+
+
+class Child:
+    """One importing process; `run` imports a file within a time bound, replacing a hung child."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-m", "fsr.kernelbench.one", str(self.out)], text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        if self._line(proc, START_S) != "ready":
+            self._stop(proc)
+            raise UsageError("the importing process did not start (is torch installed? pip install -e '.[import]')")
+        return proc
+
+    def run(self, path: Path, timeout_s: float) -> dict[str, object]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{path.resolve()}\n")
+        self.proc.stdin.flush()
+        line = self._line(self.proc, timeout_s)
+        if line is None:
+            code = self.proc.poll()
+            self._stop(self.proc)
+            self.proc = None
+            why = f"took longer than {timeout_s:g} s" if code is None else f"the importing process died (exit code {code})"
+            return {"ok": False, "reason": why}
+        return dict(json.loads(line))
+
+    @staticmethod
+    def _line(proc: subprocess.Popen[str], timeout_s: float) -> str | None:
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        return got[0].strip() or None if got else None
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen[str]) -> None:
+        proc.kill()
+        proc.wait()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self._stop(self.proc)
+
+
+def import_command(args: argparse.Namespace) -> int:
+    from fsr.kernelbench.write import task_name
+
+    files = problem_files(args.paths)
+    out = Path(args.out or args.tasks_dir or Path(__file__).resolve().parents[2] / "tasks")
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[int, dict[str, object]] = {}
+    queue = list(enumerate(files))
+    lock = threading.Lock()
+
+    def work() -> None:
+        child = Child(out)
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    i, path = queue.pop(0)
+                result = child.run(path, args.timeout)
+                with lock:
+                    results[i] = result
+                    _print(path, task_name(path), result)
+        finally:
+            child.close()
+
+    threads = [threading.Thread(target=work) for _ in range(min(args.jobs, len(files)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    imported = sum(1 for r in results.values() if r.get("ok"))
+    print(f"imported {imported}, skipped {len(files) - imported} (into {out})")
+    return EXIT_OK
+
+
+def _print(path: Path, name: str, result: dict[str, object]) -> None:
+    if result.get("ok"):
+        note = f"; {result['note']}" if result.get("note") else ""
+        print(f"imported {name}: {result['tests']} test sizes, atol {result['atol']}{note}", flush=True)
+    else:
+        print(f"skipped {path}: {result['reason']}", flush=True)

@@ -1,0 +1,46 @@
+"""The importing process: reads problem file paths on stdin, one a line, imports each and prints
+one JSON line for it. `fsr import` runs it as a child so that a file that hangs or exhausts memory
+costs that file only (the child is killed and a fresh one takes the next file), and torch is
+imported once per child rather than once per file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def import_one(path: Path, out: Path) -> dict[str, object]:
+    """{"name", "ok", "reason"} or {"name", "ok", "tests", "atol", "note"} for one file."""
+    from fsr import tasks
+    from fsr.kernelbench import write
+    from fsr.kernelbench.plan import plan
+    from fsr.kernelbench.probe import ProblemError
+
+    name = write.task_name(path)
+    try:
+        p = plan(path)
+        folder = write.write(path, p, out)
+    except ProblemError as e:
+        return {"name": name, "ok": False, "reason": str(e)}
+    except Exception as e:  # the file is user code: whatever it raises is a reason, not a crash
+        return {"name": name, "ok": False, "reason": f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"}
+    try:
+        tasks.load(folder)
+    except tasks.TaskError as e:
+        return {"name": name, "ok": False, "reason": f"the written task does not load: {e}"}
+    return {"name": name, "ok": True, "tests": len(p.test_sizes), "atol": p.atol, "note": p.note}
+
+
+def main() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    out = Path(sys.argv[1])
+    print("ready", flush=True)
+    for line in sys.stdin:
+        print(json.dumps(import_one(Path(line.rstrip("\n")), out)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

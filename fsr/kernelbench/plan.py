@@ -1,0 +1,245 @@
+"""From a problem file to a plan of its task: sizes, signature, test sizes, shapes, tolerance.
+
+Everything here is measured by running the module: shapes and FLOPs on the meta device at every
+size (the benchmark size included, which may not fit this machine), values on the CPU at the
+test sizes only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fsr.kernelbench import fit, probe, runtime, sizes
+from fsr.kernelbench.probe import ProblemError, Shapes, Values
+
+LARGE_ELEMENTS = 2**20  # the largest test size: inputs, weights and outputs together
+LARGE_FLOPS = 2 * 10**7  # float64 convolutions on a CPU: about 0.1 s
+MARGIN = 32  # tolerance over the float32 error PyTorch's own forward makes
+RTOL = 1e-5
+WANTED, LEAST = 6, 5  # test sizes kept; fewer than LEAST and the file is skipped
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    dtype: str
+    shape: tuple[str, ...]
+    intent: str
+    path: str = ""  # module path of a weight or buffer
+
+
+@dataclass(frozen=True)
+class Plan:
+    bench: dict[str, int]
+    test_sizes: tuple[dict[str, int], ...]
+    args: tuple[Arg, ...]
+    layout: dict[str, Any]
+    bytes_expr: str
+    flops_expr: str
+    atol: float
+    rtol: float
+    note: str  # "" or why the tolerance cannot tell reduced precision apart
+
+
+def plan(path: Path) -> Plan:
+    """The plan of `path`'s task; raises ProblemError with the one-line reason it has none."""
+    bench = sizes.constants(path.read_text())
+    if not bench:
+        raise ProblemError("no module-level integer sizes")
+    namespace = _namespace(path, bench)
+    at_bench = probe.shapes(path, bench)
+    layout = _layout(namespace, at_bench, list(bench))
+    tests, vals = _test_sizes(path, bench, at_bench, layout)
+    points = [(s, probe.shapes(path, s)) for s in tests] + [(bench, at_bench)] + _probes(path, bench, tests[-1], at_bench)
+    args = _args(layout, at_bench, points, bench)
+    atol, rtol, note = _tolerance(vals)
+    return Plan(bench, tests, args, layout, _bytes(args, points, bench), _flops(points, args, bench), atol, rtol, note)
+
+
+def _namespace(path: Path, bench: dict[str, int]) -> dict[str, Any]:
+    try:
+        namespace = runtime.load(path, bench)
+    except Exception as e:
+        raise ProblemError(f"running the file raised {type(e).__name__}: {' '.join(str(e).split())[:150]}") from None
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not callable(namespace.get(name)):
+            raise ProblemError(f"no {name} (a KernelBench file defines Model, get_inputs and get_init_inputs)")
+    return namespace
+
+
+def _layout(namespace: dict[str, Any], shapes: Shapes, size_names: list[str]) -> dict[str, Any]:
+    """Task argument names: forward's parameter names, module paths, out / out0, out1, ..."""
+    params = [p.name for p in inspect.signature(namespace["Model"].forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]
+    taken = set(size_names)
+
+    def unique(text: str) -> str:
+        name = re.sub(r"\W", "_", text)
+        name = name if name.isidentifier() else f"t_{name}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        return name
+
+    count = len(shapes.inputs) + len(shapes.numbers)
+    inputs = [unique(params[i] if i < len(params) else f"input{i}") for i in range(count)]
+    constants = {inputs[i]: value for i, value in shapes.numbers}
+    state = [[unique(p), p] for p, _ in shapes.state]
+    outputs = [unique("out" if len(shapes.outputs) == 1 else f"out{i}") for i in range(len(shapes.outputs))]
+    bools = [n for n, t in zip([n for n in inputs if n not in constants], shapes.inputs, strict=True) if t.is_bool]
+    bools += [n for (n, _), (_, t) in zip(state, shapes.state, strict=True) if t.is_bool]
+    return {"inputs": inputs, "constants": constants, "state": state, "outputs": outputs, "bools": bools}
+
+
+def _same_signature(a: Shapes, b: Shapes) -> bool:
+    return (len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs) and a.numbers == b.numbers
+            and [(p, t.shape.__len__(), t.dtype) for p, t in a.state] == [(p, len(t.shape), t.dtype) for p, t in b.state]
+            and [(len(t.shape), t.dtype) for t in a.inputs + a.outputs] == [(len(t.shape), t.dtype) for t in b.inputs + b.outputs])
+
+
+def _cost(s: Shapes) -> tuple[int, int]:
+    tensors = list(s.inputs) + [t for _, t in s.state] + list(s.outputs)
+    return sum(math.prod(t.shape) for t in tensors), s.flops
+
+
+def _test_sizes(path: Path, bench: dict[str, int], at_bench: Shapes,
+                layout: dict[str, Any]) -> tuple[tuple[dict[str, int], ...], list[Values]]:
+    """Test sizes that run on the CPU with the benchmark size's signature, smallest first."""
+    names = sizes.scaling(bench)
+
+    def too_big(s: dict[str, int], scale: int = 1) -> bool | None:
+        try:
+            shapes = probe.shapes(path, s)
+        except ProblemError:
+            return None
+        if not _same_signature(shapes, at_bench):
+            return None
+        elements, flops = _cost(shapes)
+        return elements > LARGE_ELEMENTS // scale or flops > LARGE_FLOPS // scale
+
+    large = sizes.shrink(bench, names, too_big)
+    step = {}
+    for n in names:
+        if large[n] % 2 == 0 and too_big({**large, n: large[n] + 1}) is None:
+            step[n] = _step(bench[n], lambda v, n=n: too_big({**large, n: v}) is not None)
+    kept: list[tuple[dict[str, int], Values]] = []
+    reasons: list[str] = []
+    for s in sizes.candidates(bench, names, large, step):
+        if too_big(s) is None:
+            continue
+        try:
+            kept.append((s, probe.values(path, layout, s)))
+        except ProblemError as e:
+            if str(e).startswith("random ops"):
+                raise
+            reasons.append(str(e))
+        if len(kept) == WANTED:
+            break
+    if len(kept) < LEAST:
+        why = f": {reasons[0]}" if reasons else ": the others fail on the meta device or change the signature"
+        raise ProblemError(f"only {len(kept)} test sizes run (at least {LEAST} needed){why}")
+    kept.sort(key=lambda sv: _cost(probe.shapes(path, sv[0])))
+    return tuple(s for s, _ in kept), [v for _, v in kept]
+
+
+def _step(bench: int, runs: Any) -> int:
+    """The smallest power of two whose odd multiples run (GroupNorm's channels: the group count)."""
+    for k in range(1, (bench & -bench).bit_length()):
+        if runs(3 * 2**k if 3 * 2**k <= bench else 2**k):
+            return 2**k
+    return bench & -bench
+
+
+def _probes(path: Path, bench: dict[str, int], large: dict[str, int], at_bench: Shapes) -> list[tuple[dict[str, int], Shapes]]:
+    """Shapes one, two and three past the largest test size in each size alone: they pin down
+    the offsets of floor divisions."""
+    out = []
+    for n in sizes.scaling(bench):
+        for d in (1, 2, 3):
+            s = {**large, n: large[n] + d}
+            try:
+                shapes = probe.shapes(path, s)
+            except ProblemError:
+                continue
+            if _same_signature(shapes, at_bench):
+                out.append((s, shapes))
+    return out
+
+
+def _dims(points: list[tuple[dict[str, int], Shapes]], pick: Any, bench: dict[str, int], what: str) -> tuple[str, ...]:
+    rank = len(pick(points[0][1]).shape)
+    fixed = {n: v for n, v in bench.items() if len({p[n] for p, _ in points}) == 1}
+    dims = []
+    for d in range(rank):
+        found = fit.fit([(p, pick(s).shape[d]) for p, s in points], list(bench), fixed)
+        if found is None:
+            raise ProblemError(f"{what}: dimension {d} is no expression of the sizes fsr can write")
+        dims.append(found)
+    return tuple(dims)
+
+
+def _args(layout: dict[str, Any], at_bench: Shapes, points: list[tuple[dict[str, int], Shapes]],
+          bench: dict[str, int]) -> tuple[Arg, ...]:
+    tensors = [n for n in layout["inputs"] if n not in layout["constants"]]
+    args = [Arg(n, t.dtype, _dims(points, lambda s, i=i: s.inputs[i], bench, n), "in")
+            for i, (n, t) in enumerate(zip(tensors, at_bench.inputs, strict=True))]
+    args += [Arg(n, t.dtype, _dims(points, lambda s, i=i: s.state[i][1], bench, n), "in", p)
+             for i, ((n, p), (_, t)) in enumerate(zip(layout["state"], at_bench.state, strict=True))]
+    args += [Arg(n, t.dtype, _dims(points, lambda s, i=i: s.outputs[i], bench, n), "out")
+             for i, (n, t) in enumerate(zip(layout["outputs"], at_bench.outputs, strict=True))]
+    return tuple(args)
+
+
+def _bytes(args: tuple[Arg, ...], points: list[tuple[dict[str, int], Shapes]], bench: dict[str, int]) -> str:
+    """Each argument read or written once: the fixed-size ones summed into one literal."""
+    fixed, terms = 0, []
+    for arg in args:
+        size = np.dtype(arg.dtype).itemsize
+        if all(d.isdigit() or d in bench and len({p[d] for p, _ in points}) == 1 for d in arg.shape):
+            fixed += size * math.prod(int(d) if d.isdigit() else bench[d] for d in arg.shape)
+        else:
+            terms.append(" * ".join([str(size), *(d if re.fullmatch(r"\w+", d) else f"({d})" for d in arg.shape)]))
+    return " + ".join(terms + ([str(fixed)] if fixed or not terms else []))
+
+
+def _flops(points: list[tuple[dict[str, int], Shapes]], args: tuple[Arg, ...], bench: dict[str, int]) -> str:
+    """FLOPs as PyTorch's counter counts them (matmuls, convolutions, attention): an expression
+    where one fits every size, else the count at the benchmark size, where fsr uses it."""
+    found = fit.fit([(p, s.flops) for p, s in points], list(bench))
+    return found if found is not None else str(_bench_flops(points, bench))
+
+
+def _bench_flops(points: list[tuple[dict[str, int], Shapes]], bench: dict[str, int]) -> int:
+    return next(s.flops for p, s in points if p == bench)
+
+
+def _tolerance(vals: list[Values]) -> tuple[float, float, str]:
+    """atol and rtol: MARGIN times the float32 error of PyTorch's forward, exact for integers."""
+    refs = [r for v in vals for r in v.reference]
+    if any(not np.all(np.isfinite(r)) for r in refs if r.dtype.kind == "f"):
+        raise ProblemError("the float64 reference has NaN or infinity at a test size")
+    if all(r.dtype.kind in "iu" for r in refs):
+        return 0.5, 1e-12, ""
+    scale = max(float(np.max(np.abs(r), initial=0.0)) for r in refs)
+    if scale == 0.0:
+        raise ProblemError("the outputs are zero at every test size (a degenerate problem)")
+    err = max(float(np.max(np.abs(f.astype(np.float64) - r), initial=0.0))
+              for v in vals for f, r in zip(v.float32, v.reference, strict=True))
+    atol = float(f"{max(MARGIN * err, 16 * 2.0**-24 * scale):.3g}")
+
+    def passes(pick: Any) -> bool:
+        return all(np.all(np.abs(np.asarray(o, np.float64) - r) <= atol + RTOL * np.abs(r))
+                   for v in vals for o, r in zip(pick(v), v.reference, strict=True))
+
+    if not passes(lambda v: v.float32):
+        raise ProblemError("PyTorch's own float32 output fails the tolerance derived from it")
+    lax = [name for name, pick in (("float16", lambda v: v.float16), ("bfloat16", lambda v: v.bfloat16)) if passes(pick)]
+    note = f"{' and '.join(lax)} emulation passes this tolerance" if lax else ""
+    return atol, RTOL, note

@@ -1,0 +1,104 @@
+"""A problem file's sizes, and the test sizes the importer tries.
+
+Sizes are the file's top-level names bound to an integer computed from literals alone
+(`N = 2048 * 2`, `height = width = 128`, `depth, height = 16, 32`); names computed from other names (`bias_shape =
+(out_channels, 1, 1)`) follow the sizes when the file runs. The test sizes vary the sizes that
+scale the problem (8 or more: smaller ones are axes and counts; and not a kernel, stride, padding, dilation or group count: those
+change what the problem computes rather than its extent) and keep the others at the file's values.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from fsr import expr
+
+STRUCTURAL = ("kernel", "stride", "padding", "dilation", "group", "layers", "heads")
+SMALL = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
+
+Sizes = dict[str, int]
+
+
+def constants(source: str) -> Sizes:
+    """The file's integer sizes and their values, in the order the file binds them."""
+    found: Sizes = {}
+    for stmt in ast.parse(source).body:
+        for names, value_node in _bindings(stmt):
+            try:
+                value = expr.evaluate(ast.unparse(value_node), {})
+            except (expr.ExprError, ArithmeticError, TypeError):
+                continue
+            if isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**31:
+                found.update({n: value for n in names})
+    return found
+
+
+def _bindings(stmt: ast.stmt) -> list[tuple[list[str], ast.expr]]:
+    """(names, value) of `a = b = value` and of `a, b = 1, 2` (one pair per element)."""
+    if not isinstance(stmt, ast.Assign):
+        return []
+    if all(isinstance(t, ast.Name) for t in stmt.targets):
+        return [([t.id for t in stmt.targets if isinstance(t, ast.Name)], stmt.value)]
+    target = stmt.targets[0]
+    if (len(stmt.targets) == 1 and isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple)
+            and len(target.elts) == len(stmt.value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
+        return [([t.id], v) for t, v in zip(target.elts, stmt.value.elts, strict=True) if isinstance(t, ast.Name)]
+    return []
+
+
+def scaling(bench: Sizes) -> list[str]:
+    """The sizes the test sizes vary."""
+    return [n for n, v in bench.items() if v >= 8 and not any(s in n.lower() for s in STRUCTURAL)]
+
+
+def shrink(start: Sizes, names: list[str], too_big: Callable[[Sizes], bool | None]) -> Sizes:
+    """Halve the largest of `names` until `too_big` says False; None from it means the size
+    does not run, and that name stays where it was."""
+    sizes, stuck = dict(start), set()
+    for _ in range(200):
+        verdict = too_big(sizes)
+        if verdict is False:
+            return sizes
+        free = [n for n in names if n not in stuck and sizes[n] > 1]
+        if not free:
+            return sizes
+        name = max(free, key=lambda n: sizes[n])
+        trial = {**sizes, name: sizes[name] // 2}
+        if too_big(trial) is None:
+            stuck.add(name)
+        else:
+            sizes = trial
+    return sizes
+
+
+def odd(value: int) -> int:
+    return value if value % 2 else value + 1
+
+
+def candidates(bench: Sizes, names: list[str], large: Sizes, step: dict[str, int]) -> list[Sizes]:
+    """Test sizes to try, largest first: odd, non-multiples, tiny and the powers of two of
+    `large`. A name in `step` keeps a multiple of its step (the file needs divisibility)."""
+    def make(pick: Callable[[int, str], int]) -> Sizes:
+        sizes = dict(bench)
+        for i, n in enumerate(names):
+            value = max(1, min(pick(i, n), bench[n]))
+            sizes[n] = max(step[n], value // step[n] * step[n]) if n in step else value
+        return sizes
+
+    out = [
+        make(lambda i, n: odd(large[n])),
+        make(lambda i, n: large[n]),
+        make(lambda i, n: odd(large[n] // 3 + 2 * i)),
+        make(lambda i, n: SMALL[(i + 4) % len(SMALL)] + 2 * large[n] // 7),
+        make(lambda i, n: SMALL[i % len(SMALL)]),
+        make(lambda i, n: 1),
+        make(lambda i, n: 2 if i % 2 else 1),
+        make(lambda i, n: large[n] // 4 + 1),
+        make(lambda i, n: SMALL[(i + 2) % len(SMALL)]),
+    ]
+    unique: list[Sizes] = []
+    for sizes in out:
+        if sizes not in unique and sizes != bench:
+            unique.append(sizes)
+    return unique

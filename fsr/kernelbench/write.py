@@ -1,0 +1,101 @@
+"""Write a plan as a task folder: task.toml, reference.py (the runtime and this task's layout) and
+problem.py (the KernelBench file itself), so the folder needs nothing but NumPy and torch."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from fsr.kernelbench import runtime
+from fsr.kernelbench.plan import Plan
+from fsr.kernelbench.probe import ProblemError
+
+TAIL = '''
+
+# This task: the problem file beside this one, and its arguments' names.
+_PROBLEM = Path(__file__).with_name("problem.py")
+_LAYOUT = {layout}
+
+
+def make_inputs(sizes, rng):
+    return draw(_PROBLEM, _LAYOUT, sizes, rng)
+
+
+def reference(inputs, sizes):
+    return reference64(_PROBLEM, _LAYOUT, inputs, sizes)
+'''
+
+
+def task_name(path: Path) -> str:
+    """`kb1_19_relu` for level1/19_ReLU.py; the file's stem, lower case, elsewhere."""
+    stem = re.sub(r"\W+", "_", path.stem).strip("_").lower()
+    level = re.fullmatch(r"level(\d+)", path.parent.name)
+    return f"kb{level.group(1)}_{stem}" if level else stem or "problem"
+
+
+def write(path: Path, plan: Plan, out: Path) -> Path:
+    """The task folder `out/<name>`, replacing one that an earlier import wrote."""
+    name = task_name(path)
+    folder = out / name
+    if folder.exists():
+        if not (folder / "problem.py").is_file():
+            raise ProblemError(f"{folder} exists and is not an imported task")
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    shutil.copyfile(path, folder / "problem.py")
+    header = f"# Written by `fsr import` from {path.name} (now problem.py beside this file).\n"
+    code = Path(runtime.__file__).read_text()
+    (folder / "reference.py").write_text(header + code + TAIL.format(layout=repr(plan.layout)))
+    (folder / "task.toml").write_text(toml(path, name, plan))
+    return folder
+
+
+def _string(text: str) -> str:
+    return f"'''\n{text}'''" if "'''" not in text and "\r" not in text else json.dumps(text)
+
+
+def _size(s: dict[str, int]) -> str:
+    return "{ " + ", ".join(f"{k} = {v}" for k, v in s.items()) + " }"
+
+
+def description(path: Path, plan: Plan) -> str:
+    where = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+    lines = [f"KernelBench problem {where}: compute Model.forward of the PyTorch module below, "
+             "in the dtypes given, as one or more kernels.",
+             "Arguments (shapes in the sizes; every weight and buffer of the module is an input "
+             "named after its module path, filled as the constructor fills it; the module is "
+             "in training mode, as constructed):"]
+    for arg in plan.args:
+        origin = f"  (module {arg.path})" if arg.path else ""
+        lines.append(f"  {arg.intent:<3} {arg.name}: {arg.dtype}[{', '.join(arg.shape)}]{origin}")
+    for name, value in plan.layout["constants"].items():
+        lines.append(f"  constant {name} = {value!r} (the number get_inputs gives; a float32 to a kernel)")
+    lines.append(f"Benchmark size: {', '.join(f'{k} = {v}' for k, v in plan.bench.items())}.")
+    lines += ["", "The module's source:", "", path.read_text().rstrip(), ""]
+    return "\n".join(lines)
+
+
+def toml(path: Path, name: str, plan: Plan) -> str:
+    out = [f"name = {json.dumps(name)}",
+           f"description = {_string(description(path, plan))}",
+           f"sizes = {json.dumps(list(plan.bench))}",
+           "# fewest bytes: each argument read or written once",
+           f"bytes = {json.dumps(plan.bytes_expr)}",
+           "# PyTorch's FLOP counter (matmuls, convolutions, attention); a literal is the benchmark size's count",
+           f"flops = {json.dumps(plan.flops_expr)}",
+           f"# {MARGIN_NOTE}" + (f"; {plan.note}" if plan.note else ""),
+           f"atol = {plan.atol!r}",
+           f"rtol = {plan.rtol!r}",
+           "test_sizes = [", *[f"    {_size(s)}," for s in plan.test_sizes], "]",
+           f"bench_size = {_size(plan.bench)}"]
+    if plan.layout["constants"]:
+        out += ["", "[constants]", *[f"{k} = {float(v)!r}" for k, v in plan.layout["constants"].items()]]
+    for arg in plan.args:
+        out += ["", "[[args]]", f"name = {json.dumps(arg.name)}", f"dtype = {json.dumps(arg.dtype)}",
+                f"shape = {json.dumps(list(arg.shape))}", f"intent = {json.dumps(arg.intent)}"]
+    return "\n".join(out) + "\n"
+
+
+MARGIN_NOTE = "tolerance: 32 times the largest error of PyTorch's float32 forward against float64 at the test sizes"

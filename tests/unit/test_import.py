@@ -1,0 +1,187 @@
+"""`fsr import` on KernelBench files kept in tests/data/kernelbench (MIT, with their licence):
+the task folders it writes load, their sizes, shapes, test sizes and tolerances are right, and a
+file that cannot be imported gets one line saying why. On the CPU; needs torch."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fsr import expr, tasks
+
+torch = pytest.importorskip("torch")
+
+from fsr.kernelbench import one, write  # noqa: E402  (after the torch check)
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "kernelbench"
+FILES = {
+    "matmul": "level1/1_Square_matrix_multiplication_.py",
+    "activation": "level1/19_ReLU.py",
+    "norm": "level1/40_LayerNorm.py",
+    "reduction": "level1/47_Sum_reduction_over_a_dimension.py",
+    "conv": "level1/63_conv_standard_2D__square_input__square_kernel.py",
+    "pooling": "level1/42_Max_Pooling_2D.py",
+    "loss": "level1/95_CrossEntropyLoss.py",
+    "fusion": "level2/1_Conv2D_ReLU_BiasAdd.py",
+    "block": "level3/8_ResNetBasicBlock.py",
+}
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tasks")
+    results = {kind: one.import_one(DATA / f, out) for kind, f in FILES.items()}
+    return out, results
+
+
+def task(imported, kind):
+    out, results = imported
+    assert results[kind]["ok"], results[kind]
+    return tasks.load(out / write.task_name(DATA / FILES[kind]))
+
+
+@pytest.mark.parametrize("kind", FILES)
+def test_every_kind_becomes_a_task_without_baseline(imported, kind):
+    t = task(imported, kind)
+    folder = Path(t.directory)
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["problem.py", "reference.py", "task.toml"]
+    assert (folder / "problem.py").read_text() == (DATA / FILES[kind]).read_text()
+    assert t.baseline_source == "" and t.template_source is None
+    assert "class Model" in t.description and "Arguments" in t.description
+
+
+@pytest.mark.parametrize("kind", FILES)
+def test_test_sizes_are_smaller_odd_and_edge_and_every_shape_holds(imported, kind):
+    t = task(imported, kind)
+    fn = tasks.functions(t)
+    bench = dict(t.bench_size)
+    assert len(t.test_sizes) >= 5 and t.bench_size not in t.test_sizes
+    assert len(set(t.test_sizes)) == len(t.test_sizes)
+    assert all(v <= bench[k] for s in t.test_sizes for k, v in s)
+    assert any(v % 2 for s in t.test_sizes for k, v in s if v != bench[k])  # an odd size
+    for size in map(dict, t.test_sizes):
+        inputs = fn.make_inputs(size, np.random.default_rng(1))
+        outputs = fn.reference({k: v.copy() for k, v in inputs.items()}, size)
+        for arg in t.args:
+            got = (inputs if arg.intent == "in" else outputs)[arg.name]
+            assert got.shape == tasks.shape_of(t, arg, size), (arg.name, size)
+            if arg.intent == "in":
+                assert got.dtype == np.dtype(arg.dtype)
+
+
+def test_sizes_shapes_and_roofline_of_the_matmul(imported):
+    t = task(imported, "matmul")
+    assert t.size_names == ("N",) and dict(t.bench_size) == {"N": 4096}
+    assert [(a.name, a.shape, a.intent) for a in t.args] == [("A", ("N", "N"), "in"), ("B", ("N", "N"), "in"),
+                                                             ("out", ("N", "N"), "out")]
+    assert expr.evaluate(t.bytes_expr, {"N": 10}) == 3 * 4 * 100
+    assert expr.evaluate(t.flops_expr, {"N": 10}) == 2 * 10**3
+
+
+def test_weights_are_inputs_named_after_their_module_path_and_shapes_are_expressions(imported):
+    conv = task(imported, "conv")
+    shapes = {a.name: a.shape for a in conv.args}
+    assert shapes["conv2d_weight"] == ("out_channels", "in_channels", "kernel_size", "kernel_size")
+    # a convolution's output extent is an expression of the sizes, right at the bench size too
+    bench = dict(conv.bench_size)
+    out = next(a for a in conv.args if a.intent == "out")
+    assert [expr.evaluate_int(d, bench) for d in out.shape] == [bench["batch_size"], bench["out_channels"],
+                                                                 bench["width"] - bench["kernel_size"] + 1,
+                                                                 bench["height"] - bench["kernel_size"] + 1]
+    norm = task(imported, "norm")
+    assert {a.name for a in norm.args} >= {"ln_weight", "ln_bias"}
+    loss = task(imported, "loss")
+    assert [(a.name, a.dtype) for a in loss.inputs] == [("predictions", "float32"), ("targets", "int64")]
+    assert next(a for a in loss.args if a.intent == "out").shape == ("1",)
+    block = task(imported, "block")
+    assert any(a.name.startswith("bn1_running") for a in block.args)
+
+
+def emulate(t, size, dtype):
+    """A kernel that computes honestly in float64 but reads its inputs and stores its outputs in
+    `dtype` (float16 / bfloat16), against the reference."""
+    fn = tasks.functions(t)
+    inputs = fn.make_inputs(size, np.random.default_rng(2))
+    ref = fn.reference({k: v.copy() for k, v in inputs.items()}, size)
+
+    def rounded(a):
+        return torch.from_numpy(a).to(dtype).double().numpy() if a.dtype.kind == "f" else a
+
+    got = fn.reference({k: rounded(v) for k, v in inputs.items()}, size)
+    return ref, {k: rounded(v) for k, v in got.items()}
+
+
+def worst(t, ref, got):
+    """The largest |got - ref| / (atol + rtol |ref|) over the outputs."""
+    return max(float(np.max(np.abs(got[k] - r) / (t.atol + t.rtol * np.abs(r)))) for k, r in ref.items())
+
+
+def pytorch_float32(t, size):
+    """PyTorch's own float32 forward on the task's inputs, against the reference."""
+    fn = tasks.functions(t)
+    inputs = fn.make_inputs(size, np.random.default_rng(3))
+    ref = fn.reference({k: v.copy() for k, v in inputs.items()}, size)
+    from fsr.kernelbench import probe
+
+    got = probe._forward32(Path(t.directory) / "problem.py", fn._LAYOUT, inputs, size, seed=0)
+    return ref, dict(zip(fn._LAYOUT["outputs"], got, strict=True))
+
+
+@pytest.mark.parametrize("kind", ["matmul", "norm", "conv", "fusion", "block"])
+def test_tolerance_passes_pytorch_float32_and_fails_half_precision(imported, kind):
+    t = task(imported, kind)
+    for size in map(dict, t.test_sizes):
+        assert worst(t, *pytorch_float32(t, size)) <= 0.1, size  # float32 stays well inside
+    for dtype in (torch.float16, torch.bfloat16):
+        assert max(worst(t, *emulate(t, dict(s), dtype)) for s in t.test_sizes) >= 2.0, dtype
+
+
+def test_integer_outputs_compare_exactly(tmp_path):
+    source = (DATA / FILES["reduction"]).read_text().replace("torch.sum(x, dim=self.dim, keepdim=True)",
+                                                              "torch.argmax(x, dim=self.dim)")
+    path = tmp_path / "argmax.py"
+    path.write_text(source)
+    result = one.import_one(path, tmp_path / "tasks")
+    assert result["ok"], result
+    t = tasks.load(tmp_path / "tasks" / "argmax")
+    assert (t.atol, t.rtol) == (0.5, 1e-12) and t.outputs[0].dtype == "int64"
+
+
+HEAD = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+TAIL = "\nbatch_size = 16\ndim = 64\n\ndef get_inputs():\n    return [torch.rand(batch_size, dim)]\n\ndef get_init_inputs():\n    return []\n"
+BAD = {
+    "random": ("    def forward(self, x):\n        return x + torch.randn_like(x)\n", "random ops in forward"),
+    "nonzero": ("    def forward(self, x):\n        return torch.nonzero(x > 0.5)\n", "data-dependent"),
+    "number": ("    def forward(self, x):\n        return x.sum().item()\n", "data-dependent"),
+    "string": ("    def forward(self, x):\n        return 'done'\n", "forward returns a str, not tensors"),
+    "raises": ("    def forward(self, x):\n        return x @ x\n", "RuntimeError"),
+    "zeros": ("    def forward(self, x):\n        return x * 0\n", "zero at every test size"),
+}
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_a_file_that_cannot_be_imported_gets_one_line_why(tmp_path, kind):
+    forward, why = BAD[kind]
+    path = tmp_path / f"{kind}.py"
+    path.write_text(HEAD + forward + TAIL)
+    result = one.import_one(path, tmp_path / "tasks")
+    assert not result["ok"] and why in str(result["reason"]) and "\n" not in str(result["reason"]), result
+    assert not (tmp_path / "tasks" / kind).exists()
+
+
+def test_files_without_sizes_or_functions_are_skipped(tmp_path):
+    for name, source, why in (("nosizes", HEAD + "    def forward(self, x):\n        return x\n", "no module-level integer sizes"),
+                              ("nofuncs", "import torch\nN = 16\nclass Model(torch.nn.Module):\n    pass\n", "no get_inputs")):
+        (tmp_path / f"{name}.py").write_text(source)
+        result = one.import_one(tmp_path / f"{name}.py", tmp_path / "tasks")
+        assert not result["ok"] and why in str(result["reason"]), result
+
+
+def test_reference_work_per_evaluation_stays_small(imported):
+    for kind in ("matmul", "conv", "fusion"):
+        t = task(imported, kind)
+        elements = sum(math.prod(tasks.shape_of(t, a, dict(s))) for s in t.test_sizes for a in t.args)
+        assert elements < 2**23, kind
