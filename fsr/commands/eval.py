@@ -66,7 +66,8 @@ def eval_command(args: argparse.Namespace) -> int:
     check_lineage_dir(args.lineage)
     tune = args.tune or (args.tune_trials or 0) > 0
 
-    from fsr.evaluate.compile import use_compile_pool, use_disk_cache
+    from fsr.evaluate.compile import use_disk_cache
+    from fsr.evaluate.compile_pool import use_compile_pool
     from fsr.evaluate.evaluator import GpuEvaluator, static_stage
     from fsr.evaluate.sandbox import NoDevice
 

@@ -22,7 +22,8 @@ import numpy as np
 
 from fsr import tasks
 from fsr.evaluate import bench, configurations, guards, tuning
-from fsr.evaluate.compile import Compiled, use_compile_pool, use_disk_cache
+from fsr.evaluate.compile import Compiled, use_disk_cache
+from fsr.evaluate.compile_pool import use_compile_pool
 from fsr.evaluate.inputs import (
     BenchSet,
     Content,

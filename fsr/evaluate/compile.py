@@ -20,13 +20,10 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fsr.evaluate import compile_cache
 from fsr.types import Candidate, Resources
-
-if TYPE_CHECKING:
-    from fsr.evaluate.compile_pool import CompilePool
 
 # Options a candidate may ask for; anything else is refused (include paths or output files
 # named by generated code have no business here).
@@ -98,6 +95,18 @@ def include_dirs() -> list[str]:
     return out
 
 
+class Compiler(Protocol):
+    """Where a process compiles what its caches miss (fsr.evaluate.compile_pool.CompilePool)."""
+
+    def compile(self, source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
+        """What `nvrtc` returns for these arguments; raises CompileFailed."""
+        ...
+
+    def close(self) -> None:
+        """Stop whatever it runs."""
+        ...
+
+
 class Programs:
     """A process's compiled programs: the last `size` in memory, and the node's disk cache once
     `use_disk_cache` names one. A process has one (`PROGRAMS`); tests `reset` it."""
@@ -108,8 +117,9 @@ class Programs:
         self.lock = threading.Lock()  # tuning trials compile on several threads at once
         self.disk: compile_cache.DiskCache | None = None
         # Where a miss is compiled: in this process (the default, for trusted code: task
-        # baselines in tests and tools), or in a bounded compile pool (`use_compile_pool`).
-        self.pool: CompilePool | None = None
+        # baselines in tests and tools), or in a bounded compile pool
+        # (fsr.evaluate.compile_pool.use_compile_pool).
+        self.pool: Compiler | None = None
 
     def get(self, key: str) -> Compiled | None:
         with self.lock:
@@ -142,30 +152,6 @@ class Programs:
 
 
 PROGRAMS = Programs()
-
-
-def use_compile_pool(processes: int, deadline_s: float, max_bytes: int) -> CompilePool:
-    """Compile this process's misses in `processes` bounded compile processes from now on
-    (`eval.compile_timeout_s`, `eval.compile_max_bytes`): the GPU worker and its GPU child do,
-    since they compile proposer code. A pool already in use with the same bounds is kept (grown
-    to `processes`); one with other bounds is closed and replaced."""
-    from fsr.evaluate.compile_pool import CompilePool, Limits
-
-    limits = Limits(deadline_s, max_bytes)
-    old = PROGRAMS.pool
-    if old is not None and old.limits == limits and old.size >= processes:
-        return old
-    PROGRAMS.pool = CompilePool(processes, limits)
-    if old is not None:
-        old.close()
-    return PROGRAMS.pool
-
-
-def close_compile_pool() -> None:
-    """Stop this process's compile processes; later misses compile in this process."""
-    pool, PROGRAMS.pool = PROGRAMS.pool, None
-    if pool is not None:
-        pool.close()
 
 
 def use_disk_cache(setting: str | os.PathLike[str] | None,

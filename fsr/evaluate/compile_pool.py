@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
+from fsr.evaluate import compile as compiler
 from fsr.evaluate.compile import Compiled, CompileFailed
 
 WATCH_S = 0.02  # how often a waiting compile checks its process's memory
@@ -251,6 +252,30 @@ def _expect(proc: _Process, word: str, timeout_s: float) -> None:
     got = _recv(proc.from_child)
     if got != word:
         raise EOFError(f"expected {word!r}, got {got!r}")
+
+
+# ---- a process's pool ------------------------------------------------------------------------
+
+def use_compile_pool(processes: int, deadline_s: float, max_bytes: int) -> CompilePool:
+    """Compile this process's misses in `processes` bounded compile processes from now on
+    (`eval.compile_timeout_s`, `eval.compile_max_bytes`): the GPU worker and its GPU child do,
+    since they compile proposer code. A pool already in use with the same bounds and at least
+    as many processes is kept; any other is closed and replaced."""
+    limits = Limits(deadline_s, max_bytes)
+    old = compiler.PROGRAMS.pool
+    if isinstance(old, CompilePool) and old.limits == limits and old.size >= processes:
+        return old
+    pool = compiler.PROGRAMS.pool = CompilePool(processes, limits)
+    if old is not None:
+        old.close()
+    return pool
+
+
+def close_compile_pool() -> None:
+    """Stop this process's compile processes; later misses compile in this process."""
+    pool, compiler.PROGRAMS.pool = compiler.PROGRAMS.pool, None
+    if pool is not None:
+        pool.close()
 
 
 # ---- the compile process ------------------------------------------------------------------------

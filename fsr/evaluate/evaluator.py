@@ -24,15 +24,8 @@ from pathlib import Path
 from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, guards
-from fsr.evaluate.compile import (
-    Compiled,
-    CompileFailed,
-    close_compile_pool,
-    compile_candidate,
-    nvrtc_version,
-    use_compile_pool,
-    use_disk_cache,
-)
+from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version, use_disk_cache
+from fsr.evaluate.compile_pool import close_compile_pool, use_compile_pool
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles

@@ -268,12 +268,12 @@ def test_the_run_summary_names_a_lost_worker_and_its_requeued_evaluations(make):
     (probe,) = candidates(1, task="probe")
     ex.submit(probe)
     pid = int(collect(ex, 1)[0].message.split()[-1])
-    assert "lost" not in _worker_lines(ex)[0]
+    assert "lost" not in _worker_lines(ex.worker_stats())[0]
     ex.submit(candidates(1, mark=SLOW_MARK)[0])
     time.sleep(0.5)
     os.kill(pid, signal.SIGKILL)
     collect(ex, 1)
-    (line,) = _worker_lines(ex)
+    (line,) = _worker_lines(ex.worker_stats())
     assert "2 evaluations, " in line and "lost 1 time (1 evaluations re-queued), 0 crashed" in line
 
 

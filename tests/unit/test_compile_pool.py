@@ -17,7 +17,7 @@ import time
 import pytest
 
 from fsr.evaluate.compile import CompileFailed, nvrtc
-from fsr.evaluate.compile_pool import CompileLimit, CompilePool, Limits
+from fsr.evaluate.compile_pool import CompileLimit, CompilePool, Limits, use_compile_pool
 
 OPTIONS = ("--gpu-architecture=sm_90", "--std=c++17", "-Xptxas=-v")
 HONEST = 'extern "C" __global__ void add(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] += 1.0f; }'
@@ -192,7 +192,7 @@ def bounded_programs(request):
 
     deadline_s, max_bytes = getattr(request, "param", (3.0, 300 * 1024**2))
     nvcompile.PROGRAMS.reset()
-    pool = nvcompile.use_compile_pool(1, deadline_s, max_bytes)
+    pool = use_compile_pool(1, deadline_s, max_bytes)
     yield pool
     nvcompile.PROGRAMS.reset()
     assert gone_within(pool.pids(), 5.0) or not pool.pids()
