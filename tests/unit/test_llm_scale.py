@@ -63,7 +63,9 @@ def test_hundreds_of_requests_in_flight_need_no_thread_each(server: ScriptedServ
     outs = [f.result(timeout=30) for f in futures]
     ours = [t for t in threading.enumerate() if t.ident not in before and "process_request" not in t.name]
     assert sum(len(o.candidates) for o in outs) == 300
-    assert server.max_in_flight >= 250 and time.monotonic() - started < 25  # 1 s each, 300 in 25 s
+    # 1 s each: at least half of them at once, all within 25 s (a loaded two-core machine
+    # reached 210; one thread a request would need 300 threads, asserted against below)
+    assert server.max_in_flight >= 150 and time.monotonic() - started < 25
     # The request loop and asyncio's resolver pool (at most cores + 4 threads), none per request.
     assert len(ours) <= 1 + 32 and sum(t.name == "fsr-llm-loop" for t in ours) == 1, [t.name for t in ours]
 
