@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -166,7 +167,7 @@ def _check_runs_dir(runs_dir: str) -> None:
 def _write_run_json(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], run_dir: Path) -> None:
     """Written once the run can start (config, tasks, proposer and GPU workers all ready)."""
     lineage.write_run_json(run_dir, cfg_mod.to_dict(config),
-                           {"command": " ".join(sys.argv), "tasks": [t.name for t in task_list],
+                           {"command": shlex.join(["fsr", *sys.argv[1:]]), "tasks": [t.name for t in task_list],
                             "strategy": args.strategy})
 
 
