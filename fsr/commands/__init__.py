@@ -20,9 +20,10 @@ class UsageError(Exception):
 def bad_input_errors() -> tuple[type[BaseException], ...]:
     """Every error that means bad input (exit 2, one line): imported only once one was raised."""
     from fsr import candidate, config, lineage, tasks
+    from fsr.evaluate.compile import CompilerUnavailable
 
     return (UsageError, tasks.TaskError, config.ConfigError, candidate.HeaderError, lineage.LineageError,
-            FileNotFoundError, IsADirectoryError, NotADirectoryError)
+            CompilerUnavailable, FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
 def config_option(section: str, name: str) -> Callable[[str], Any]:

@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from fsr.evaluate import compile_cache
 from fsr.types import Candidate, Resources
@@ -216,7 +216,7 @@ def _from_disk(disk: compile_cache.DiskCache, key: str, kernels: tuple[str, ...]
 
 def nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
     """Compile in this process (what a compile-pool process runs); raises CompileFailed."""
-    from cupy_backends.cuda.libs import nvrtc  # NVRTC alone: no CUDA device or context needed
+    nvrtc = _library()  # NVRTC alone: no CUDA device or context needed
 
     start = time.perf_counter()
     prog = nvrtc.createProgram(source, "candidate.cu", [], [])
@@ -294,8 +294,25 @@ def _truncate(log: str) -> str:
     return f"{log[:half]}\n... [{len(log) - MAX_LOG_CHARS} characters cut] ...\n{log[-half:]}"
 
 
-def nvrtc_version() -> str:
-    from cupy_backends.cuda.libs import nvrtc
+class CompilerUnavailable(RuntimeError):
+    """NVRTC cannot be loaded here: the machine's install is incomplete, never a candidate's
+    fault (a campaign's worker treats it as its own failure; a command says it in one line)."""
 
-    major, minor = nvrtc.getVersion()
+
+@functools.cache
+def _library() -> Any:
+    """CuPy's NVRTC binding, once the library has been found and answered."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as e:  # ImportError, OSError, cuda-pathfinder's DynamicLibNotFoundError
+        raise CompilerUnavailable(
+            f"NVRTC cannot be loaded ({type(e).__name__}: {' '.join(str(e).split())[:200]}); "
+            "fsr's install brings it as the nvidia-cuda-nvrtc package: pip install -e .") from None
+    return nvrtc
+
+
+def nvrtc_version() -> str:
+    major, minor = _library().getVersion()
     return f"nvrtc {major}.{minor}"

@@ -130,6 +130,8 @@ class CompilePool:
         kind, payload = result
         if kind == "ok":
             return payload
+        if kind == "unavailable":
+            raise compiler.CompilerUnavailable(payload)
         raise CompileFailed(payload)
 
     def close(self) -> None:
@@ -307,7 +309,7 @@ def _limit_memory(max_bytes: int) -> None:
 
 def serve(max_bytes: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The compile process's loop: one request at a time until its input closes."""
-    from fsr.evaluate.compile import nvrtc
+    from fsr.evaluate.compile import CompilerUnavailable, nvrtc
 
     _die_with_parent()
     _limit_memory(max_bytes)
@@ -319,6 +321,8 @@ def serve(max_bytes: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
             return
         try:
             reply: tuple[str, Any] = ("ok", nvrtc(source, kernels, options))
+        except CompilerUnavailable as e:  # the machine's fault: the parent raises it, no verdict
+            reply = ("unavailable", str(e))
         except CompileFailed as e:
             reply = ("failed", e.log)
         except MemoryError:
