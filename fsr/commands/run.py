@@ -121,7 +121,21 @@ def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
         names = args.tasks
     if not names:
         raise UsageError("name at least one task (fsr tasks lists them)")
-    return run_dir, config, [tasks.load(n, args.tasks_dir) for n in names]
+    return run_dir, config, startable([tasks.load(n, args.tasks_dir) for n in names])
+
+
+def startable(task_list: list[Task]) -> list[Task]:
+    """The tasks a search can start: every island starts from the task's baseline kernel, so a
+    task without baseline.cu (one made by `fsr import`) is left out with one line, and the
+    campaign goes on with the others; with none left, that is bad input."""
+    ready = [t for t in task_list if t.baseline_source.strip()]
+    why = "no baseline.cu to start a search from (a model writing the first kernel is not supported yet)"
+    if not ready:
+        raise UsageError(f"{', '.join(t.name for t in task_list)}: {why}; add one to the task's folder")
+    for t in task_list:
+        if t not in ready:
+            print(f"fsr: {t.name}: {why}; left out, the other tasks go on", file=sys.stderr)
+    return ready
 
 
 def _resumed(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[str]]:

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -93,3 +95,26 @@ def test_import_writes_tasks_skips_a_hanging_file_in_one_line_and_counts(tmp_pat
     assert listed.returncode == 0 and "1_relu" in listed.stdout, listed
     missing = fsr("import", str(tmp_path / "nothing.py"))
     assert missing.returncode == 2 and missing.stderr.startswith("fsr: error:") and missing.stderr.count("\n") == 1
+
+
+def test_a_task_without_a_baseline_is_left_out_in_one_line_and_alone_is_bad_input(tmp_path, capsys):
+    import shutil
+
+    from fsr import tasks
+    from fsr.commands import UsageError
+    from fsr.commands.run import startable
+
+    folder = tmp_path / "tasks"
+    shutil.copytree(ROOT / "tasks" / "gelu", folder / "gelu")
+    (folder / "gelu" / "baseline.cu").unlink()
+    (folder / "gelu" / "template.cu").unlink()
+    out = fsr("--tasks-dir", str(folder), "run", "gelu", "--local", "--runs-dir", str(tmp_path / "runs"))
+    assert out.returncode == 2, out
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("fsr: error: gelu: no baseline.cu"), out.stderr
+    assert not (tmp_path / "runs").exists()
+    imported, softmax = tasks.load("gelu", folder), tasks.load("softmax")
+    assert startable([imported, softmax]) == [softmax]
+    assert capsys.readouterr().err == ("fsr: gelu: no baseline.cu to start a search from (a model writing "
+                                       "the first kernel is not supported yet); left out, the other tasks go on\n")
+    with pytest.raises(UsageError):
+        startable([imported])
