@@ -112,6 +112,9 @@ def test_a_task_without_a_baseline_is_left_out_in_one_line_and_alone_is_bad_inpu
     assert out.returncode == 2, out
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("fsr: error: gelu: no baseline.cu"), out.stderr
     assert not (tmp_path / "runs").exists()
+    kernel = fsr("--tasks-dir", str(folder), "eval", "gelu", str(ROOT / "tasks" / "gelu" / "baseline.cu"))
+    assert kernel.returncode == 2 and kernel.stderr.startswith("fsr: error: gelu: no baseline.cu"), kernel
+    assert kernel.stderr.count("\n") == 1, kernel.stderr
     imported, softmax = tasks.load("gelu", folder), tasks.load("softmax")
     assert startable([imported, softmax]) == [softmax]
     assert capsys.readouterr().err == ("fsr: gelu: no baseline.cu to start a search from (a model writing "
