@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from cluster.executor import RayExecutor
 from cluster.start import connect
 from fsr import config as cfg_mod
-from fsr import lineage, tasks
+from fsr import lineage, run_json, tasks
 from fsr.types import WorkerSpec
 
 
@@ -62,7 +62,7 @@ def main() -> None:
     else:
         rows = sorted(lineage.read(args.run_dir).to_pylist(), key=lambda r: r["finished_at"])
         candidates = [lineage.candidate_from_row(r) for r in rows]
-        config = cfg_mod.from_dict(lineage.read_run_json(args.run_dir).get("config", {}))
+        config = cfg_mod.from_dict(run_json.read_run_json(args.run_dir).get("config", {}))
     if args.list:
         for c in candidates:
             print(c.task, c.id, " ".join(f"{k}={v}" for k, v in c.resolved_defines()))
@@ -73,7 +73,7 @@ def main() -> None:
         config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, compile_cache_dir=cache))
     names = sorted({c.task for c in candidates})
     if args.out:
-        lineage.write_run_json(args.out, cfg_mod.to_dict(config),
+        run_json.write_run_json(args.out, cfg_mod.to_dict(config),
                                {"tasks": names, "replay_of": args.run_dir or " ".join(args.generate)})
     writer = lineage.LineageWriter(args.out) if args.out else None
     connect()

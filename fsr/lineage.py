@@ -14,23 +14,17 @@ import dataclasses
 import json
 import logging
 import os
-import platform
-import re
-import socket
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fsr import __version__
 from fsr.types import (
     Candidate,
     Defines,
@@ -446,72 +440,3 @@ class LineageWriter:
         _write_parquet(self.run_dir / table / name, pa.Table.from_pylist(rows, schema=SCHEMAS[table]))
         self._rows[table] = []
         self._since.pop(table, None)
-
-
-# ---- run.json ----------------------------------------------------------------------------------
-
-SECRET_WORDS = ("api_key", "token", "secret")
-# Names that contain a secret word but hold no secret: an environment variable's *name*, and a
-# count of model tokens that the run needs for reproducibility.
-NOT_SECRET = frozenset({"api_key_env", "max_tokens", "max_total_tokens", "prompt_budget_tokens"})
-URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")  # user:password@ in an endpoint URL
-
-
-def _scrub(value: Any) -> Any:
-    """Drop secret-named keys at any depth; strip credentials embedded in URLs."""
-    if isinstance(value, Mapping):
-        return {k: _scrub(v) for k, v in value.items()
-                if str(k).lower() in NOT_SECRET or not any(w in str(k).lower() for w in SECRET_WORDS)}
-    if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
-    return URL_CREDENTIALS.sub(r"\1", value) if isinstance(value, str) else value
-
-
-def _versions() -> dict[str, str | None]:
-    """Package versions from installed metadata: nothing is imported, so CUDA is never touched."""
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-    cupy_dists = metadata.packages_distributions().get("cupy", [])
-    return {"fsr": __version__, "python": platform.python_version(), "numpy": version("numpy"),
-            "pyarrow": version("pyarrow"), "cupy": version(cupy_dists[0]) if cupy_dists else None}
-
-
-def write_run_json(run_dir: str | Path, config: Mapping[str, Any],
-                   extra: Mapping[str, Any] | None = None) -> Path:
-    """Write run.json atomically: config, versions, host, command line, devices, then `extra`
-    (e.g. {"devices": [...]}, which the caller measured). Secret-named keys never reach it."""
-    path = Path(run_dir) / "run.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"run_id": path.parent.name, "created_at": datetime.now(UTC).isoformat(),
-           "hostname": socket.gethostname(), "command": list(sys.argv), "versions": _versions(),
-           "devices": [], "config": dict(config), **(extra or {})}
-    text = json.dumps(_scrub(doc), indent=2, sort_keys=True, default=str) + "\n"
-    _atomic_write(path, lambda f: f.write(text.encode()))
-    return path
-
-
-def record_campaign(run_dir: str | Path, campaign: Mapping[str, Any]) -> None:
-    """Append one campaign's totals (evaluations, wall seconds, the driver's ms per evaluation,
-    what stopped it) to run.json's `campaigns`, one entry per start or resume of the run."""
-    path = Path(run_dir) / "run.json"
-    doc = read_run_json(run_dir)
-    doc["campaigns"] = [*(doc.get("campaigns") or []), dict(campaign)]
-    text = json.dumps(_scrub(doc), indent=2, sort_keys=True, default=str) + "\n"
-    _atomic_write(path, lambda f: f.write(text.encode()))
-
-
-def read_run_json(run_dir: str | Path) -> dict[str, Any]:
-    """The run's run.json as a dict; raises LineageError if it is missing or not a JSON object."""
-    path = Path(run_dir) / "run.json"
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise LineageError(f"{run_dir}: not a run directory (no run.json)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise LineageError(f"{path} is damaged: {e}") from None
-    if not isinstance(doc, dict):
-        raise LineageError(f"{path} is damaged: not a JSON object")
-    return doc

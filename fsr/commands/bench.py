@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fsr import lineage
+from fsr import lineage, run_json
 from fsr import tasks as tasks_mod
 from fsr.commands import EXIT_OK, UsageError, config_option
 from fsr.commands.run import add_search_arguments, add_where_arguments
@@ -54,7 +54,7 @@ def bench_command(args: argparse.Namespace) -> int:
     code, run_dir = run_campaign_args(_run_args(args, names))
     if code != EXIT_OK:
         return code
-    recorded = lineage.read_run_json(run_dir)
+    recorded = run_json.read_run_json(run_dir)
     rows = bench_rows(lineage.read_pandas(run_dir), recorded.get("tasks") or [])
     means = geomeans(rows)
     markdown = to_markdown(rows, means, run_dir, _provenance(recorded))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import config as cfg_mod
-from fsr import tasks
+from fsr import run_json, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError
 from fsr.types import Candidate, Evaluation, Task, Verdict, WorkerSpec, size_label
 
@@ -41,7 +41,6 @@ def load_candidate(task: Task, file: str) -> Candidate:
 
 def check_lineage_dir(run_dir: str | None) -> None:
     """`--lineage` must name a directory (or nothing yet), and a run.json there must be readable."""
-    from fsr import lineage
 
     if run_dir is None:
         return
@@ -49,7 +48,7 @@ def check_lineage_dir(run_dir: str | None) -> None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"--lineage {run_dir}: not a directory")
     if (path / "run.json").exists():
-        lineage.read_run_json(path)
+        run_json.read_run_json(path)
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -118,7 +117,7 @@ def append_lineage(run_dir: str, cand: Candidate, results: list[Evaluation], con
 
     path = Path(run_dir)
     if not (path / "run.json").exists():
-        lineage.write_run_json(path, cfg_mod.to_dict(config), {"command": "fsr eval"})
+        run_json.write_run_json(path, cfg_mod.to_dict(config), {"command": "fsr eval"})
     with lineage.LineageWriter(path) as writer:
         for result in results:
             writer.append(cand, result, worker="local")

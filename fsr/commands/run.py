@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fsr import config as cfg_mod
-from fsr import lineage, tasks
+from fsr import lineage, run_json, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_option
 from fsr.execute.base import Executor, WorkerStats
 from fsr.propose.base import Proposer
@@ -146,7 +146,7 @@ def _resumed(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[str]]
         raise UsageError(f"--resume {args.resume}: no such directory")
     if not (run_dir / "run.json").is_file():
         raise UsageError(f"--resume {args.resume}: not an fsr run directory (no run.json)")
-    recorded = lineage.read_run_json(run_dir)  # LineageError if damaged
+    recorded = run_json.read_run_json(run_dir)  # LineageError if damaged
     if not recorded.get("tasks"):  # fsr writes its tasks there before the first evaluation
         raise UsageError(f"--resume {args.resume}: not an fsr run directory (its run.json names no tasks)")
     try:
@@ -180,7 +180,7 @@ def _check_runs_dir(runs_dir: str) -> None:
 
 def _write_run_json(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], run_dir: Path) -> None:
     """Written once the run can start (config, tasks, proposer and GPU workers all ready)."""
-    lineage.write_run_json(run_dir, cfg_mod.to_dict(config),
+    run_json.write_run_json(run_dir, cfg_mod.to_dict(config),
                            {"command": shlex.join(["fsr", *sys.argv[1:]]), "tasks": [t.name for t in task_list],
                             "strategy": args.strategy})
 
@@ -296,7 +296,7 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
     summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
                            resume=run_dir if args.resume else None, pace=pace,
                            candidates_per_request=config.llm.candidates_per_request)
-    lineage.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
+    run_json.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
                                       "stopped_by": summary.stopped_by})
     lines = [f"{t.task}: best {t.best_us:.1f} us, {t.best_speedup or 0:.2f}x the baseline ({t.finished} evaluations)"

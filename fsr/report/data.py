@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from fsr import lineage
+from fsr import lineage, run_json
 from fsr.report import costs, kernels, tables
 
 # What the report calls the latency at the measured ceiling. Not "device ceiling": it is the rate
@@ -110,14 +110,14 @@ class _Held(logging.Handler):
 def _run_info(run_dir: Path) -> dict[str, Any] | None:
     """run.json as a dict; None (and a one-line warning) where it is damaged."""
     try:
-        return lineage.read_run_json(run_dir)
+        return run_json.read_run_json(run_dir)
     except lineage.LineageError as e:
         print(f"fsr: warning: {' '.join(str(e).split())}; reporting the lineage without it", file=sys.stderr)
         return None
 
 
 def is_fsr_run_json(info: dict[str, Any] | None) -> bool:
-    """Whether a run.json is one fsr wrote: `fsr.lineage.write_run_json` always writes a run id
+    """Whether a run.json is one fsr wrote: `fsr.run_json.write_run_json` always writes a run id
     and a config table; another tool's run.json (or a damaged one) has not both."""
     return isinstance(info, dict) and isinstance(info.get("run_id"), str) and isinstance(info.get("config"), dict)
 

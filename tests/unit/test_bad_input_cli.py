@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fsr import cli, commands
+from fsr import cli, commands, run_json
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFTMAX = ROOT / "tasks" / "softmax"
@@ -161,11 +161,11 @@ def test_runs_dir_where_no_run_directory_can_be_made_is_one_line(capsys, tmp_pat
 def test_resume_keeps_the_recorded_config_and_applies_options_but_refuses_a_config_file(capsys, tmp_path):
     from dataclasses import replace
 
-    from fsr import config, lineage
+    from fsr import config
     from fsr.commands import run
 
     recorded = config.Config(search=replace(config.SearchConfig(), islands=2, max_evaluations=10))
-    lineage.write_run_json(tmp_path, config.to_dict(recorded), {"tasks": ["softmax"]})
+    run_json.write_run_json(tmp_path, config.to_dict(recorded), {"tasks": ["softmax"]})
     args = cli.build_parser().parse_args(["run", "--resume", str(tmp_path), "--max-evaluations", "30"])
     run_dir, cfg, task_list = run._setup(args)
     assert (cfg.search.islands, cfg.search.max_evaluations) == (2, 30) and [t.name for t in task_list] == ["softmax"]

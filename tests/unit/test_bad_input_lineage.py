@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from fsr import lineage
+from fsr import lineage, run_json
 from tests.unit.test_lineage import make_candidate, ok_evaluation, parts, write_rows
 
 
@@ -13,12 +13,12 @@ from tests.unit.test_lineage import make_candidate, ok_evaluation, parts, write_
 def test_a_damaged_run_json_is_a_lineage_error_naming_it(tmp_path, text):
     (tmp_path / "run.json").write_bytes(text)
     with pytest.raises(lineage.LineageError, match="run.json is damaged"):
-        lineage.read_run_json(tmp_path)
+        run_json.read_run_json(tmp_path)
 
 
 def test_a_missing_run_json_says_it_is_not_a_run_directory(tmp_path):
     with pytest.raises(lineage.LineageError, match="not a run directory"):
-        lineage.read_run_json(tmp_path)
+        run_json.read_run_json(tmp_path)
 
 
 def damage(path: Path, how: str) -> None:

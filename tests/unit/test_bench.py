@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from fsr import cli, lineage
+from fsr import cli, lineage, run_json
 from fsr.commands import bench
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, timing
 from fsr.types import Candidate, Evaluation, LaunchSpec, Verdict
@@ -130,7 +130,7 @@ def test_bench_runs_every_task_of_the_tasks_dir_and_writes_the_table(suite, tmp_
     assert bench._provenance({"command": ["/usr/bin/fsr", "bench", "--plain"], "created_at": "2026-11-23T06:21:39"}) \
         == "Command: `fsr bench --plain`. Started: 2026-11-23 06:21 UTC."
     assert "| layernorm |" in table and "| geometric mean |" in table
-    (campaign,) = lineage.read_run_json(run_dir)["campaigns"]  # the driver's time, for fsr report
+    (campaign,) = run_json.read_run_json(run_dir)["campaigns"]  # the driver's time, for fsr report
     assert campaign["evaluations"] == sum(t["evaluations"] for t in doc["tasks"])
     assert campaign["driver_ms_per_evaluation"] > 0 and campaign["stopped_by"]
 

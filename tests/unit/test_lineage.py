@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from fsr import lineage
+from fsr import lineage, run_json
 from fsr.types import (
     Candidate,
     Evaluation,
@@ -239,11 +239,11 @@ def test_run_json_keeps_config_and_drops_secrets(tmp_path: Path) -> None:
     config = {"llm": {"model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY", "api_key": "sk-1",
                       "OPENAI_API_KEY": "sk-2", "max_tokens": 4096, "base_url": "https://u:pw@host/v1"},
               "search": {"islands": 4, "nested": [{"Auth_Token": "t", "keep": 1}]}}
-    lineage.write_run_json(tmp_path, config, {"devices": ["NVIDIA H100"], "client_secret": "s"})
+    run_json.write_run_json(tmp_path, config, {"devices": ["NVIDIA H100"], "client_secret": "s"})
     text = (tmp_path / "run.json").read_text()
     for secret in ("sk-1", "sk-2", "Auth_Token", "client_secret", "pw@"):
         assert secret not in text
-    doc = lineage.read_run_json(tmp_path)
+    doc = run_json.read_run_json(tmp_path)
     assert doc["config"]["llm"] == {"model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY",
                                     "max_tokens": 4096, "base_url": "https://host/v1"}
     assert doc["config"]["search"] == {"islands": 4, "nested": [{"keep": 1}]}
@@ -261,7 +261,7 @@ def test_run_ids_start_with_utc_time_and_differ() -> None:
 
 
 def test_lineage_loads_neither_ray_nor_cupy(tmp_path: Path) -> None:
-    code = ("import json, sys; from fsr import lineage; lineage.write_run_json(sys.argv[1], {}); "
+    code = ("import json, sys; from fsr import run_json; run_json.write_run_json(sys.argv[1], {}); "
             "print(json.dumps([m for m in ('ray', 'cupy') if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout

@@ -19,11 +19,12 @@ import pytest
 
 from fsr.candidate import parse
 from fsr.config import LLMConfig
-from fsr.lineage import LineageWriter, write_run_json
+from fsr.lineage import LineageWriter
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.llm import LLMEnsemble, LLMProposer, make_llm_proposer
 from fsr.propose.llm_client import LLMOptions, retry_after_s
 from fsr.propose.prompt import build
+from fsr.run_json import write_run_json
 from fsr.testing.fakes import softmax_task, timing
 from fsr.testing.llm_server import (
     EMPTY,

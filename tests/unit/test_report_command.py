@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from plotly.offline import get_plotlyjs
 
-from fsr import cli
+from fsr import cli, run_json
 from tests.lineage_rows import small_run, synthetic_rows, synthetic_trials, write_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,9 +114,8 @@ def test_another_tools_parquet_parts_are_not_an_fsr_lineage(tmp_path: Path) -> N
 
 
 def test_an_fsr_run_with_no_rows_yet_says_so(tmp_path: Path) -> None:
-    from fsr import lineage
 
-    lineage.write_run_json(tmp_path / "r", {"search": {}})
+    run_json.write_run_json(tmp_path / "r", {"search": {}})
     done = report("report", str(tmp_path / "r"))
     assert done.returncode == 2 and "the lineage has no evaluations yet" in done.stderr
 

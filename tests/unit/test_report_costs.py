@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from fsr import run_json
 from fsr.report import costs
 from tests.lineage_rows import T0, frame, row
 
@@ -47,15 +48,14 @@ def test_token_cost_needs_both_prices() -> None:
 
 
 def test_driver_time_has_a_row_per_campaign_of_the_run(tmp_path) -> None:
-    from fsr import lineage
 
-    lineage.write_run_json(tmp_path, {})
-    assert costs.driver_time(lineage.read_run_json(tmp_path)).empty  # a run whose campaign has not ended
-    lineage.record_campaign(tmp_path, {"evaluations": 40, "wall_s": 61.0, "driver_ms_per_evaluation": 3.4,
+    run_json.write_run_json(tmp_path, {})
+    assert costs.driver_time(run_json.read_run_json(tmp_path)).empty  # a run whose campaign has not ended
+    run_json.record_campaign(tmp_path, {"evaluations": 40, "wall_s": 61.0, "driver_ms_per_evaluation": 3.4,
                                        "stopped_by": "evaluations"})
-    lineage.record_campaign(tmp_path, {"evaluations": 8, "wall_s": 9.5, "driver_ms_per_evaluation": 5.0,
+    run_json.record_campaign(tmp_path, {"evaluations": 8, "wall_s": 9.5, "driver_ms_per_evaluation": 5.0,
                                        "stopped_by": "wall"})  # a resume
-    table = costs.driver_time(lineage.read_run_json(tmp_path))
+    table = costs.driver_time(run_json.read_run_json(tmp_path))
     assert table["campaign"].tolist() == [1, 2]
     assert table["driver_ms_per_evaluation"].tolist() == [3.4, 5.0]
     assert table["stopped_by"].tolist() == ["evaluations", "wall"]

@@ -1,0 +1,87 @@
+"""run.json: what a run directory says about itself (config with secrets scrubbed, versions,
+host, command, devices, and each campaign's totals), written atomically beside the lineage."""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import socket
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from fsr import __version__
+from fsr.lineage import LineageError, _atomic_write
+
+SECRET_WORDS = ("api_key", "token", "secret")
+# Names that contain a secret word but hold no secret: an environment variable's *name*, and a
+# count of model tokens that the run needs for reproducibility.
+NOT_SECRET = frozenset({"api_key_env", "max_tokens", "max_total_tokens", "prompt_budget_tokens"})
+URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")  # user:password@ in an endpoint URL
+
+
+def _scrub(value: Any) -> Any:
+    """Drop secret-named keys at any depth; strip credentials embedded in URLs."""
+    if isinstance(value, Mapping):
+        return {k: _scrub(v) for k, v in value.items()
+                if str(k).lower() in NOT_SECRET or not any(w in str(k).lower() for w in SECRET_WORDS)}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return URL_CREDENTIALS.sub(r"\1", value) if isinstance(value, str) else value
+
+
+def _versions() -> dict[str, str | None]:
+    """Package versions from installed metadata: nothing is imported, so CUDA is never touched."""
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+    cupy_dists = metadata.packages_distributions().get("cupy", [])
+    return {"fsr": __version__, "python": platform.python_version(), "numpy": version("numpy"),
+            "pyarrow": version("pyarrow"), "cupy": version(cupy_dists[0]) if cupy_dists else None}
+
+
+def write_run_json(run_dir: str | Path, config: Mapping[str, Any],
+                   extra: Mapping[str, Any] | None = None) -> Path:
+    """Write run.json atomically: config, versions, host, command line, devices, then `extra`
+    (e.g. {"devices": [...]}, which the caller measured). Secret-named keys never reach it."""
+    path = Path(run_dir) / "run.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"run_id": path.parent.name, "created_at": datetime.now(UTC).isoformat(),
+           "hostname": socket.gethostname(), "command": list(sys.argv), "versions": _versions(),
+           "devices": [], "config": dict(config), **(extra or {})}
+    _write(path, doc)
+    return path
+
+
+def record_campaign(run_dir: str | Path, campaign: Mapping[str, Any]) -> None:
+    """Append one campaign's totals (evaluations, wall seconds, the driver's ms per evaluation,
+    what stopped it) to run.json's `campaigns`, one entry per start or resume of the run."""
+    path = Path(run_dir) / "run.json"
+    doc = read_run_json(run_dir)
+    doc["campaigns"] = [*(doc.get("campaigns") or []), dict(campaign)]
+    _write(path, doc)
+
+
+def _write(path: Path, doc: Mapping[str, Any]) -> None:
+    text = json.dumps(_scrub(doc), indent=2, sort_keys=True, default=str) + "\n"
+    _atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def read_run_json(run_dir: str | Path) -> dict[str, Any]:
+    """The run's run.json as a dict; raises LineageError if it is missing or not a JSON object."""
+    path = Path(run_dir) / "run.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise LineageError(f"{run_dir}: not a run directory (no run.json)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise LineageError(f"{path} is damaged: {e}") from None
+    if not isinstance(doc, dict):
+        raise LineageError(f"{path} is damaged: not a JSON object")
+    return doc
