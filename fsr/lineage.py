@@ -212,7 +212,7 @@ def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, A
 
 # ---- files -------------------------------------------------------------------------------------
 
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write under a hidden temporary name, fsync, rename into place, fsync the directory."""
     tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex[:8]}")
     with open(tmp, "wb") as f:
@@ -228,7 +228,7 @@ def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
 
 
 def _write_parquet(path: Path, table: pa.Table) -> None:
-    _atomic_write(path, lambda f: pq.write_table(table, f, compression="zstd"))
+    atomic_write(path, lambda f: pq.write_table(table, f, compression="zstd"))
 
 
 class LineageError(ValueError):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fsr import __version__
-from fsr.lineage import LineageError, _atomic_write
+from fsr.lineage import LineageError, atomic_write
 
 SECRET_WORDS = ("api_key", "token", "secret")
 # Names that contain a secret word but hold no secret: an environment variable's *name*, and a
@@ -70,7 +70,7 @@ def record_campaign(run_dir: str | Path, campaign: Mapping[str, Any]) -> None:
 
 def _write(path: Path, doc: Mapping[str, Any]) -> None:
     text = json.dumps(_scrub(doc), indent=2, sort_keys=True, default=str) + "\n"
-    _atomic_write(path, lambda f: f.write(text.encode()))
+    atomic_write(path, lambda f: f.write(text.encode()))
 
 
 def read_run_json(run_dir: str | Path) -> dict[str, Any]:

@@ -28,7 +28,8 @@ from fsr.config import LLMConfig
 from fsr.propose import reply
 from fsr.propose.base import ProposalRequest, Proposals
 from fsr.propose.features import NAMES
-from fsr.propose.llm_client import ChatClient, LLMOptions, ResponseCache, Sample, gate_for, safe_url
+from fsr.propose.llm_cache import ResponseCache, Sample
+from fsr.propose.llm_client import ChatClient, LLMOptions, gate_for, safe_url
 from fsr.propose.llm_gate import CallGate, Meter, submit
 from fsr.propose.prompt import build
 from fsr.types import Candidate, DeviceInfo, Origin, Task
