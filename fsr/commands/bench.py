@@ -3,8 +3,8 @@
 The campaign is `fsr run`'s (fsr.commands.run: same executors, lineage and run directory) with
 a budget that keeps the whole suite short: a per-task evaluation cap and a wall cap. Afterwards
 each task's row comes from `fsr.report.tables.task_summary` (the figures `fsr report` shows);
-this module adds only what is bench's own: geometric means over the tasks where each comparator
-was measured, and bench.md / bench.json in the run directory.
+the geometric means and KernelBench's fast_p come from the same module, so bench and report
+agree; this module adds only bench.md / bench.json in the run directory.
 """
 
 from __future__ import annotations
@@ -105,15 +105,33 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _summary(rows: list[dict[str, Any]]) -> Any:
+    import pandas as pd
+
+    from fsr.report.tables import SUMMARY_COLUMNS
+
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
 def geomeans(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per comparator: the geometric mean of the best kernels' speedups over the tasks where
-    that comparator was measured (`value` None where none was), and how many tasks that is."""
-    out = {}
-    for column, name in COMPARATORS:
-        values = [r[column] for r in rows if r.get(column) is not None and r[column] > 0]
-        value = math.exp(sum(map(math.log, values)) / len(values)) if values else None
-        out[name] = {"value": value, "tasks": len(values)}
-    return out
+    that comparator was measured (`value` None where none was), and how many tasks that is
+    (fsr.report.tables.speedup_geomeans, so bench and report agree)."""
+    from fsr.report.tables import speedup_geomeans
+
+    means = speedup_geomeans(_summary(rows)).set_index("column")
+    return {name: {"value": _plain(means.at[column, "geomean"]), "tasks": int(means.at[column, "tasks"])}
+            for column, name in COMPARATORS}
+
+
+def fast_p(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """KernelBench's fast_0, fast_1 and fast_2 per comparator over every task of the bench
+    (fsr.report.tables.fast_p): {"torch": {"tasks": 16, "measured": 16, "fast_1": 0.75, "fast_1_tasks": 12, ...}}."""
+    from fsr.report.tables import fast_p as table
+
+    names = dict(COMPARATORS)
+    return {names[r.pop("column")]: {k: _plain(v) for k, v in r.items() if k != "comparator"}
+            for r in table(_summary(rows)).to_dict("records")}
 
 
 def _us(value: float | None) -> str:
@@ -141,7 +159,11 @@ def _provenance(recorded: dict[str, Any]) -> str:
 
 def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], run_dir: Path,
                 provenance: str = "") -> str:
-    """The table: a row per task, then the geometric means (with the tasks each covers)."""
+    """The table: a row per task, then the geometric means (with the tasks each covers), then
+    KernelBench's fast_p per comparator."""
+    from fsr.report.tables import fast_p as fast_p_table
+    from fsr.report.tables import fast_p_text
+
     devices = sorted({r["device"] for r in rows if r.get("device")})
     lines = [f"# fsr bench: {run_dir.name}", "",
              f"Device: {', '.join(devices) or 'none recorded'}. Lineage: {run_dir}/. {provenance}".rstrip(), "",
@@ -153,9 +175,13 @@ def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], ru
                      f"{r['verdicts'] or '-'} |")
     cells = [f"{_x(m['value'])} ({m['tasks']} tasks)" for m in means.values()]
     lines.append(f"| geometric mean | {sum(r['evaluations'] for r in rows)} | | | {' | '.join(cells)} | |")
+    lines += ["", "KernelBench's fast_p over all the tasks (correct, and more than p times faster; a task whose "
+              "comparator was not timed counts as not faster):", ""]
+    lines += [f"- {line}" for line in fast_p_text(fast_p_table(_summary(rows)))]
     return "\n".join(lines) + "\n"
 
 
 def to_json(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], run_dir: Path) -> dict[str, Any]:
     """bench.json: the run, a record per task (task_summary's columns) and the geometric means."""
-    return {"run_id": run_dir.name, "run_dir": str(run_dir), "tasks": rows, "geomean": means}
+    return {"run_id": run_dir.name, "run_dir": str(run_dir), "tasks": rows, "geomean": means,
+            "fast_p": fast_p(rows)}

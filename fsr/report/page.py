@@ -13,7 +13,14 @@ from plotly.offline import get_plotlyjs
 
 from fsr.report import plots
 from fsr.report.data import RunTables, comparison, tasks_in_one_run
-from fsr.report.text import COMPARED_MD, ROOFLINE_NOTE, column_cells, summary_columns, with_geomean
+from fsr.report.text import (
+    COMPARED_MD,
+    ROOFLINE_NOTE,
+    column_cells,
+    fast_p_note,
+    summary_columns,
+    with_geomean,
+)
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1360px; color: #222; }
@@ -81,7 +88,9 @@ def summary_html(summary: pd.DataFrame, links: dict[str, str]) -> str:
     """One run's task summary, a geometric-mean row last, each task linking to its section."""
     shown, means = with_geomean(summary)
     return "\n".join([table_html(shown, summary_columns(summary), links, "geomean"),
-                       f"<p class='note'>{html.escape(means)}</p>", f"<p class='note'>{html.escape(ROOFLINE_NOTE)}</p>"])
+                       f"<p class='note'>{html.escape(means)}</p>",
+                       f"<p class='note'>{html.escape(fast_p_note(summary))}</p>",
+                       f"<p class='note'>{html.escape(ROOFLINE_NOTE)}</p>"])
 
 
 def figure_html(fig: go.Figure) -> str:

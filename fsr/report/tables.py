@@ -114,6 +114,44 @@ def speedup_geomeans(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["column", "geomean", "tasks"])
 
 
+FAST_P = (0.0, 1.0, 2.0)
+COMPARATOR_NAMES = {"speedup_baseline": "baseline", "speedup_library": "library", "speedup_torch": "PyTorch eager"}
+
+
+def fast_p(summary: pd.DataFrame, thresholds: tuple[float, ...] = FAST_P) -> pd.DataFrame:
+    """KernelBench's fast_p, per comparator: the fraction of ALL the summary's tasks whose best
+    kernel is correct and more than p times faster than that comparator; fast_0 is the fraction
+    with a correct kernel at all. A task whose comparator was not timed, or that has no correct
+    kernel, counts as not fast (it stays in the denominator), so figures over different campaigns
+    compare. Columns: column, comparator, tasks, measured (tasks with that speedup), then
+    fast_<p> (a fraction, missing for an empty summary) and fast_<p>_tasks (a count) per threshold."""
+    tasks = len(summary)
+    correct = int(pd.to_numeric(summary["best_us"], errors="coerce").notna().sum()) if tasks else 0
+    rows = []
+    for column in SPEEDUPS:
+        speedup = pd.to_numeric(summary[column], errors="coerce") if tasks else pd.Series(dtype=float)
+        row: dict[str, object] = {"column": column, "comparator": COMPARATOR_NAMES[column], "tasks": tasks,
+                                  "measured": int(speedup.notna().sum())}
+        for p in thresholds:
+            count = correct if p == 0 else int((speedup > p).sum())
+            row[f"fast_{p:g}"] = count / tasks if tasks else None
+            row[f"fast_{p:g}_tasks"] = count
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def fast_p_text(table: pd.DataFrame, thresholds: tuple[float, ...] = FAST_P) -> list[str]:
+    """One line per comparator that was measured somewhere: "PyTorch eager: fast_0 3/4 (75%), ..."."""
+    lines = []
+    for r in table.to_dict("records"):
+        if not r["measured"] and r["column"] != "speedup_torch":
+            continue
+        cells = [f"fast_{p:g} {r[f'fast_{p:g}_tasks']}/{r['tasks']}"
+                 + (f" ({r[f'fast_{p:g}']:.0%})" if r[f"fast_{p:g}"] is not None else "") for p in thresholds]
+        lines.append(f"vs {r['comparator']} (measured for {r['measured']}): {', '.join(cells)}")
+    return lines
+
+
 def ceiling_us(frame: pd.DataFrame) -> pd.Series:
     """Per task, the latency the device's measured ceiling allows (copy bandwidth or SGEMM
     rate, whichever binds): a timed row's median times its fraction of the ceiling, the same

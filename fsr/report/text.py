@@ -75,9 +75,16 @@ def with_geomean(summary: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     row = {"task": "geometric mean", **dict(zip(means["column"], means["geomean"], strict=True))}
     # as objects, so integer columns stay integers beside the row's empty cells
     out = pd.concat([summary.astype(object), pd.DataFrame([row], dtype=object)], ignore_index=True)
-    names = {"speedup_baseline": "baseline", "speedup_library": "library", "speedup_torch": "PyTorch eager"}
+    names = tables.COMPARATOR_NAMES
     counts = ", ".join(f"{names[c]} {n}" for c, n in zip(means["column"], means["tasks"], strict=True))
     return out, f"Geometric means over the tasks where each was measured ({counts} of {len(summary)})."
+
+
+def fast_p_note(summary: pd.DataFrame) -> str:
+    """KernelBench's fast_p over the run's tasks, one sentence per comparator measured."""
+    lines = tables.fast_p_text(tables.fast_p(summary))
+    return ("KernelBench's fast_p over all the tasks (correct, and more than p times faster; a task whose "
+            "comparator was not timed counts as not faster): " + "; ".join(lines) + ".")
 
 
 def markdown_table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
@@ -93,7 +100,7 @@ def run_markdown(t: RunTables) -> str:
     run = t.run
     summary, means = with_geomean(t.summary)
     parts = [f"## Run {run.run_id} ({run.device}, {len(run.evaluations)} evaluations)",
-             markdown_table(summary, summary_columns(t.summary)), means, ROOFLINE_NOTE]
+             markdown_table(summary, summary_columns(t.summary)), means, fast_p_note(t.summary), ROOFLINE_NOTE]
     for task, chain in t.chains.items():
         if not chain.empty:
             parts += [f"### {task}: the winner's lineage", markdown_table(chain.drop(columns="diff"))]
@@ -127,7 +134,8 @@ def run_json(t: RunTables) -> dict[str, Any]:
     run = t.run
     return {
         "run_id": run.run_id, "path": str(run.path), "device": run.device, "label": run.label,
-        "evaluations": len(run.evaluations), "summary": records(t.summary), "best_so_far": records(t.curves),
+        "evaluations": len(run.evaluations), "summary": records(t.summary),
+        "fast_p": records(tables.fast_p(t.summary)), "best_so_far": records(t.curves),
         "verdicts": records(t.verdicts), "features": records(t.effects), "tuning": records(t.tuning),
         "winners": {task: records(chain) for task, chain in t.chains.items()}, "stages": records(t.stages),
         "workers": records(t.workers), "tokens": records(t.tokens), "driver": records(t.driver),

@@ -1,4 +1,5 @@
-"""One local two-node Ray cluster for the whole session: two fake GPUs and one CPU per node.
+"""One local two-node Ray cluster for the session (started afresh if a test leaves a fake GPU held):
+two fake GPUs and one CPU per node.
 
 Ray's fake GPUs are plain resources, so actors requesting `num_gpus=1` are scheduled exactly as
 on real GPUs (with CUDA_VISIBLE_DEVICES set), and nothing touches a device.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,10 +28,13 @@ GPUS_PER_NODE = 2
 # worker processes at once has taken over a minute. Waits end as soon as the thing happens, so a
 # generous bound costs nothing when all is well.
 RAY_WAIT_S = float(os.environ.get("FSR_TEST_RAY_WAIT_S", "300"))
+# How long a test waits for the previous test's actors to give their fake GPUs back before the
+# cluster is started afresh. Ray can keep an actor's resources when it is killed while its
+# constructor runs (ray-project/ray#27743); a restart costs seconds, a leaked GPU every later test.
+GPU_RETURN_WAIT_S = float(os.environ.get("FSR_TEST_GPU_RETURN_WAIT_S", "60"))
 
 
-@pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[Cluster]:
+def _start_cluster() -> Cluster:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local cluster
     cluster = Cluster(initialize_head=True,
                       head_node_args={"num_cpus": 1, "num_gpus": GPUS_PER_NODE, "include_dashboard": False})
@@ -37,35 +42,55 @@ def ray_cluster() -> Iterator[Cluster]:
         cluster.add_node(num_cpus=1, num_gpus=GPUS_PER_NODE)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, include_dashboard=False)
+    return cluster
+
+
+def _stop_cluster(cluster: Cluster) -> None:
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def _free_gpus(wait_s: float) -> float:
+    deadline = time.monotonic() + wait_s
+    while ray.available_resources().get("GPU", 0) < NODES * GPUS_PER_NODE and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return float(ray.available_resources().get("GPU", 0))
+
+
+class _Session:
+    cluster: Cluster | None = None
+
+
+@pytest.fixture(scope="session")
+def _ray_session() -> Iterator[type[_Session]]:
     try:
-        yield cluster
+        yield _Session
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        if _Session.cluster is not None:
+            _stop_cluster(_Session.cluster)
+            _Session.cluster = None
 
 
-_gpus_lost = False  # set once the GPUs did not come back: later tests then wait only briefly
-
-
-@pytest.fixture(autouse=True)
-def gpus_released() -> Iterator[None]:
-    """Start each test with every fake GPU free: actors killed by the previous test release their
-    GPUs asynchronously, and a worker that cannot get one would sit pending through the test. If
-    they do not come back, the test fails saying so (not later, in a misleading way); after that,
-    later tests wait seconds, not minutes, so a broken cluster cannot stretch CI by hours."""
-    global _gpus_lost
-    if ray.is_initialized():
-        deadline = time.monotonic() + (min(10.0, RAY_WAIT_S) if _gpus_lost else RAY_WAIT_S)
-        while (ray.available_resources().get("GPU", 0) < NODES * GPUS_PER_NODE
-               and time.monotonic() < deadline):
-            time.sleep(0.2)
-        free = ray.available_resources().get("GPU", 0)
-        if free < NODES * GPUS_PER_NODE:
-            _gpus_lost = True
-            alive = sum(n["Alive"] for n in ray.nodes())
-            pytest.fail(f"{free:g} of {NODES * GPUS_PER_NODE} fake GPUs free before the test "
-                        f"({alive} nodes alive; cluster {ray.cluster_resources()})")
-    yield
+@pytest.fixture
+def ray_cluster(_ray_session: type[_Session]) -> Cluster:
+    """The session's cluster with every fake GPU free. Actors killed by the previous test release
+    their GPUs asynchronously, and a worker that cannot get one would sit pending through the test;
+    when they do not come back (or a node is gone), the cluster is started afresh, with a warning."""
+    if _ray_session.cluster is None:
+        _ray_session.cluster = _start_cluster()
+        return _ray_session.cluster
+    free = _free_gpus(GPU_RETURN_WAIT_S)
+    if free < NODES * GPUS_PER_NODE:
+        alive = sum(n["Alive"] for n in ray.nodes())
+        warnings.warn(f"{free:g} of {NODES * GPUS_PER_NODE} fake GPUs free after {GPU_RETURN_WAIT_S:g} s "
+                      f"({alive} nodes alive): Ray cluster restarted", stacklevel=1)
+        _stop_cluster(_ray_session.cluster)
+        _ray_session.cluster = None
+        _ray_session.cluster = _start_cluster()
+        if _free_gpus(RAY_WAIT_S) < NODES * GPUS_PER_NODE:
+            pytest.fail(f"a fresh cluster has {ray.available_resources().get('GPU', 0):g} of "
+                        f"{NODES * GPUS_PER_NODE} fake GPUs free")
+    return _ray_session.cluster
 
 
 def collect(ex: Any, count: int, timeout_s: float = RAY_WAIT_S) -> list[Any]:

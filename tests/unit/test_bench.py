@@ -68,6 +68,25 @@ def test_geomeans_cover_only_the_tasks_where_each_comparator_was_measured():
     assert bench.geomeans([]) == {name: {"value": None, "tasks": 0} for _, name in bench.COMPARATORS}
 
 
+def test_fast_p_counts_every_task_and_only_correct_kernels_faster_than_p():
+    """softmax 4x eager (fast_1 and fast_2), sgemm correct but eager not timed (fast_0 only),
+    scan nothing correct, never_ran not evaluated: all four in the denominator."""
+    rows = bench.bench_rows(hand_built(), ["softmax", "sgemm", "scan", "never_ran"])
+    scores = bench.fast_p(rows)
+    assert scores["torch"] == {"tasks": 4, "measured": 1, "fast_0": 0.5, "fast_0_tasks": 2,
+                               "fast_1": 0.25, "fast_1_tasks": 1, "fast_2": 0.25, "fast_2_tasks": 1}
+    # the library: softmax 2x (not more than 2x), sgemm 0.5x (slower: not fast_1)
+    assert (scores["library"]["fast_1_tasks"], scores["library"]["fast_2_tasks"]) == (1, 0)
+    assert scores["baseline"]["fast_2_tasks"] == 1  # softmax 8x; sgemm's 2.0x is not more than 2x
+    table = bench.to_markdown(rows, bench.geomeans(rows), Path("runs/r1"))
+    assert "- vs PyTorch eager (measured for 1): fast_0 2/4 (50%), fast_1 1/4 (25%), fast_2 1/4 (25%)" in table
+
+
+def test_fast_p_of_no_tasks_is_missing_not_zero():
+    scores = bench.fast_p([])
+    assert scores["torch"]["tasks"] == 0 and scores["torch"]["fast_1"] is None
+
+
 def test_a_lineage_without_the_torch_column_reads_as_not_measured():
     old = hand_built().drop(columns=["torch_us"])
     rows = bench.bench_rows(old, [])
@@ -124,6 +143,7 @@ def test_bench_runs_every_task_of_the_tasks_dir_and_writes_the_table(suite, tmp_
         assert t["speedup_baseline"] == pytest.approx(1000.0 / t["best_us"])
         assert t["speedup_library"] == pytest.approx(500.0 / t["best_us"])
     assert doc["geomean"]["torch"]["tasks"] == 1 and doc["geomean"]["library"]["tasks"] == 2
+    assert doc["fast_p"]["torch"]["tasks"] == 2 and doc["fast_p"]["torch"]["measured"] == 1
     table = (run_dir / "bench.md").read_text()
     assert table in capsys.readouterr().out
     assert "Command: `" in table and " UTC." in table

@@ -38,6 +38,18 @@ def test_geometric_means_cover_the_tasks_where_each_comparator_was_measured() ->
     assert shown.iloc[-1]["task"] == "geometric mean" and "library 1" in note and "of 2" in note
 
 
+def test_fast_p_is_over_every_task_of_the_run() -> None:
+    summary = pd.DataFrame({"task": ["a", "b", "c"], "best_us": [10.0, 20.0, None],
+                            "speedup_baseline": [3.0, 0.9, None], "speedup_library": [None, None, None],
+                            "speedup_torch": [1.5, None, None]})
+    scores = tables.fast_p(summary).set_index("column")
+    assert scores.loc["speedup_torch", ["fast_0_tasks", "fast_1_tasks", "fast_2_tasks"]].tolist() == [2, 1, 0]
+    assert scores.loc["speedup_baseline", "fast_1"] == pytest.approx(1 / 3)  # b is correct but slower
+    note = text.fast_p_note(summary)
+    assert "vs PyTorch eager (measured for 1): fast_0 2/3 (67%), fast_1 1/3 (33%), fast_2 0/3 (0%)" in note
+    assert "vs library" not in note  # never measured: left out
+
+
 def test_the_device_column_shows_only_when_tasks_ran_on_several_models() -> None:
     one = tables.task_summary(frame([row(), row(candidate_id="b", task="sgemm")]))
     two = tables.task_summary(frame([row(), row(candidate_id="b", task="sgemm", device="NVIDIA H100")]))

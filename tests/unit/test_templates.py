@@ -34,8 +34,8 @@ SMEM_PER_BLOCK = 48 * 1024  # static shared memory: what every template must sta
 SMEM_PER_BLOCK_OPTIN = 227 * 1024  # static + dynamic, the launch opting in (sm_90's most)
 
 
-FEATURE_SAMPLE = 12  # random feature combinations, beyond the extremes and single switches
-MIXED_SAMPLE = 8  # random combinations of every tunable and feature
+FEATURE_SAMPLE = 6  # random feature combinations, beyond the extremes and single switches
+MIXED_SAMPLE = 4  # random combinations of every tunable and feature
 
 
 def combinations(cand: Candidate, seed: int = 0) -> list[dict[str, int]]:
