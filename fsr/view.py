@@ -26,6 +26,12 @@ def speedup_text(value: float | None, missing: str = "-") -> str:
     return missing if value is None else f"{value:.2f}x"
 
 
+def _speedup(task: TaskProgress) -> str:
+    """The best speedup, marked where it is over PyTorch eager (a task without baseline.cu)."""
+    vs = "" if task.speedup_basis == "the baseline" or task.best_speedup is None else " vs eager"
+    return speedup_text(task.best_speedup) + vs
+
+
 def _verdicts(task: TaskProgress) -> str:
     return " ".join(f"{v}={n}" for v, n in task.verdicts) or "-"
 
@@ -80,7 +86,7 @@ class LineView:
         print(f"fsr: {text}", file=self.stream, flush=True)
 
     def _write(self, p: Progress) -> None:
-        tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {latency_text(t.best_us)} ({speedup_text(t.best_speedup)})"
+        tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {latency_text(t.best_us)} ({_speedup(t)})"
                           for t in p.tasks)
         pace = pace_line(p)
         print(f"{headline(p)}  |  {tasks}" + (f"  |  {pace}" if pace else ""), file=self.stream, flush=True)
@@ -125,7 +131,7 @@ class LiveView:
             table.add_column(name, justify="left" if name in ("task", "verdicts") else "right")
         for t in p.tasks:
             table.add_row(f"[bold]{t.task}[/]", "all", f"{t.finished}/{t.budget}", "",
-                          latency_text(t.best_us), speedup_text(t.best_speedup), _verdicts(t))
+                          latency_text(t.best_us), _speedup(t), _verdicts(t))
             for i in t.islands:
                 table.add_row("", str(i.index), str(i.evaluations), str(i.population), latency_text(i.best_us),
                               speedup_text(i.best_speedup), "")

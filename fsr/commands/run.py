@@ -21,7 +21,7 @@ from fsr import config as cfg_mod
 from fsr import lineage, run_json, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_option
 from fsr.execute.base import Executor, WorkerStats
-from fsr.propose.base import Proposer
+from fsr.propose.base import Proposer, has_baseline, speedup_basis, speedup_words
 from fsr.types import Task
 
 
@@ -79,6 +79,7 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
     fresh = [] if args.resume else [d for d in (run_dir, *run_dir.parents) if not d.exists()]
     try:
         proposer = _proposer(args, config, run_dir)
+        task_list = startable(task_list, proposer)
         executor = _executor(args, config, run_dir, task_list)
     except BaseException:
         _discard_unstarted(run_dir, fresh)
@@ -121,17 +122,21 @@ def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
         names = args.tasks
     if not names:
         raise UsageError("name at least one task (fsr tasks lists them)")
-    return run_dir, config, startable([tasks.load(n, args.tasks_dir) for n in names])
+    return run_dir, config, [tasks.load(n, args.tasks_dir) for n in names]
 
 
-def startable(task_list: list[Task]) -> list[Task]:
-    """The tasks a search can start: every island starts from the task's baseline kernel, so a
-    task without baseline.cu (one made by `fsr import`) is left out with one line, and the
-    campaign goes on with the others; with none left, that is bad input."""
-    ready = [t for t in task_list if t.baseline_source.strip()]
-    why = "no baseline.cu to start a search from (a model writing the first kernel is not supported yet)"
+def startable(task_list: list[Task], proposer: Proposer) -> list[Task]:
+    """The tasks a search can start: islands start from the task's baseline kernel (or its
+    template), else from a first kernel the proposer writes. A task without baseline.cu (one made
+    by `fsr import`) under a proposer that cannot write one (the offline mutator) is left out
+    with one line, and the campaign goes on with the others; with none left, that is bad input."""
+    if proposer.writes_first_kernel:
+        return task_list
+    ready = [t for t in task_list if has_baseline(t) or t.template_source]
+    why = ("no baseline.cu and no model: the offline proposer needs a kernel to start from; "
+           "configure a model (docs/models.md) or add baseline.cu")
     if not ready:
-        raise UsageError(f"{', '.join(t.name for t in task_list)}: {why}; add one to the task's folder")
+        raise UsageError(f"{', '.join(t.name for t in task_list)}: {why}")
     for t in task_list:
         if t not in ready:
             print(f"fsr: {t.name}: {why}; left out, the other tasks go on", file=sys.stderr)
@@ -299,12 +304,21 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
     run_json.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
                                       "stopped_by": summary.stopped_by})
-    lines = [f"{t.task}: best {t.best_us:.1f} us, {t.best_speedup or 0:.2f}x the baseline ({t.finished} evaluations)"
+    bases = {t.name: speedup_basis(t) for t in task_list}
+    lines = [f"{t.task}: best {t.best_us:.1f} us, {_versus(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
     lines += _worker_lines(executor.worker_stats())
     return "\n".join(lines)
+
+
+def _versus(speedup: float | None, basis: str) -> str:
+    """"1.52x the baseline", or for a task without one "1.52x vs PyTorch eager" (KernelBench's
+    convention), which a worker without PyTorch does not time."""
+    if basis == "the baseline" or speedup:
+        return speedup_words(speedup or 0.0, basis)
+    return f"no baseline.cu, {basis} not timed"
 
 
 def _worker_lines(stats: list[WorkerStats]) -> list[str]:

@@ -16,6 +16,33 @@ from typing import Protocol
 
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
 
+EAGER = "PyTorch eager"  # what a task without a baseline kernel is compared with (KernelBench's convention)
+
+
+def has_baseline(task: Task) -> bool:
+    """Whether the task has a baseline kernel to start from and to time speedups against."""
+    return bool(task.baseline_source.strip())
+
+
+def speedup_basis(task: Task) -> str:
+    """What the task's speedups are over: its baseline kernel, else PyTorch eager."""
+    return "the baseline" if has_baseline(task) else EAGER
+
+
+def speedup_words(speedup: float, basis: str) -> str:
+    """"1.52x the baseline", or "1.52x vs PyTorch eager" for a task without one."""
+    return f"{speedup:.2f}x {basis}" if basis == "the baseline" else f"{speedup:.2f}x vs {basis}"
+
+
+def task_speedup(task: Task, evaluation: Evaluation | None) -> float | None:
+    """An OK, timed evaluation's speedup over `speedup_basis(task)`; None where that was not
+    timed (a task without a baseline, on a worker without PyTorch)."""
+    if evaluation is None or has_baseline(task):
+        return evaluation.speedup if evaluation is not None else None
+    if evaluation.verdict != Verdict.OK or evaluation.timing is None or not evaluation.torch_us:
+        return None
+    return evaluation.torch_us / evaluation.timing.median_us
+
 
 @dataclass(frozen=True)
 class Scored:
@@ -51,6 +78,8 @@ class Scored:
 class ProposalRequest:
     """Everything a proposer may use to write `n` new candidates.
 
+    `parents` empty asks for a first kernel, written from the task's description (`first`): an
+    island of a task without baseline.cu has nothing else until a correct kernel comes back.
     `features_wanted` are features the policy asks to add to the (first) parent, and
     `features_unwanted` features it asks to remove; proposers record them in
     `Origin.features_requested` ("NAME" to add, "-NAME" to remove). `best` is the fastest correct
@@ -79,6 +108,11 @@ class ProposalRequest:
     feature_scores: tuple[tuple[str, float], ...] = ()
 
     @property
+    def first(self) -> bool:
+        """A request for the task's first kernel: nothing to start from."""
+        return not self.parents
+
+    @property
     def features_requested(self) -> tuple[str, ...]:
         """The request as recorded in `Origin.features_requested`."""
         return self.features_wanted + tuple(f"-{f}" for f in self.features_unwanted)
@@ -104,8 +138,16 @@ class Proposer(Protocol):
 
     name: str
 
+    @property
+    def writes_first_kernel(self) -> bool:
+        """Whether it can write a task's first kernel from the description alone (a request with
+        no parents): a model can; the offline mutator needs a kernel to start from."""
+        ...
+
     def propose(self, request: ProposalRequest) -> Proposals:
-        """Up to `request.n` new candidates derived from `request.parents`.
+        """Up to `request.n` new candidates derived from `request.parents` (written from the
+        task's description alone when there are none, by a proposer that `writes_first_kernel`;
+        another answers such a request with no candidates and says why in `errors`).
 
         Every returned candidate has passed `fsr.candidate.parse`, names its parents and sets
         `origin` (proposer, model, move, features_requested); the loop sets `island` and

@@ -63,6 +63,7 @@ class LLMProposer:
     """Proposes candidates with one chat model (`proposer = "llm"`); see the module docstring."""
 
     name = "llm"
+    writes_first_kernel = True  # from the task's description, signature and reference
 
     def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, device: DeviceInfo | None = None,
                  cache_dir: str | Path | None = None, replay_from: str | Path | None = None,
@@ -151,7 +152,7 @@ class LLMProposer:
         if extracted.source is None:
             return extracted.reason
         origin = Origin(proposer=self.name, model=self.config.model,
-                        features_requested=request.features_requested, move="rewrite")
+                        features_requested=request.features_requested, move="write" if request.first else "rewrite")
         try:
             cand = parse(extracted.source, request.task, origin)
         except HeaderError as e:
@@ -165,6 +166,7 @@ class LLMEnsemble:
     or at random by weight, seeded by the request's seed (so a rerun picks the same)."""
 
     name = "llm"
+    writes_first_kernel = True
 
     def __init__(self, members: Sequence[LLMProposer], weights: Sequence[float] | None = None,
                  by_island: bool = False) -> None:

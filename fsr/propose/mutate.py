@@ -44,7 +44,7 @@ from typing import Any
 from fsr import expr
 from fsr.candidate import HeaderError, check, parse, with_defines
 from fsr.propose import launch_space, transforms
-from fsr.propose.base import ProposalRequest, Proposals, Scored, answered_now
+from fsr.propose.base import ProposalRequest, Proposals, Scored, answered_now, has_baseline
 from fsr.propose.features import feature_name
 from fsr.types import Candidate, DeviceInfo, Origin, Task
 
@@ -66,12 +66,14 @@ Move = Callable[[ProposalRequest, random.Random], "Made | None"]
 ATTEMPTS_PER_CANDIDATE = 12  # moves tried per candidate asked for (repeats are cheap to skip)
 MEMORY_MAX = 200_000  # moves (and checks) remembered before the memory is cleared
 BOLD_REQUESTS = 1  # an island's first requests that open with several template switches on
+NO_KERNEL = "the offline proposer needs a kernel to start from (a baseline.cu), or a model to write one"
 
 
 class MutateProposer:
     """The offline proposer (`proposer = "mutate"`)."""
 
     name = "mutate"
+    writes_first_kernel = False  # every move starts from a kernel
 
     def __init__(self) -> None:
         self._templates: dict[str, Candidate | None] = {}
@@ -105,7 +107,10 @@ class MutateProposer:
         return answered_now(self.propose, request)
 
     def propose(self, request: ProposalRequest) -> Proposals:
-        """Up to `request.n` valid candidates; each move tried is recorded in Origin.move."""
+        """Up to `request.n` valid candidates; each move tried is recorded in Origin.move. A
+        request with no parents gets none (every move starts from a kernel)."""
+        if request.first:
+            return Proposals((), errors=(f"{request.task.name}: {NO_KERNEL}",))
         rng = random.Random(request.seed)
         out: list[Candidate] = []
         errors: list[str] = []
@@ -128,6 +133,8 @@ class MutateProposer:
 
     def exhausted_hint(self, task: Task) -> str:
         """What would give the search of `task` more to try once this proposer has nothing new."""
+        if not has_baseline(task) and self._template(task) is None:
+            return "a baseline.cu or a language model (--model)"
         more = []
         template = self._template(task)
         if template is None and not any(len(t.values) > 1 for t in parse(task.baseline_source, task).tunables):

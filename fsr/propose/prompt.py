@@ -2,7 +2,8 @@
 
 The system message holds what never changes (the candidate format, its rules, the verdicts, the
 reply contract); the user message holds, in this order, the device, the task, the kernel to
-improve with its evaluation, the fastest kernels so far (performance reinforcement), another
+improve with its evaluation (none in a request for a task's first kernel: the ask says to write
+one from the task's description), the fastest kernels so far (performance reinforcement), another
 parent, failed attempts (correctness reinforcement), replies that could not be used, the
 features wanted, and the ask. Stable parts come first so that servers with prefix caching reuse
 them.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from fsr import tasks
 from fsr.evaluate import guards
-from fsr.propose.base import ProposalRequest, Scored
+from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.features import BY_NAME
 from fsr.types import DeviceInfo, Evaluation, Task, Verdict, size_label
 
@@ -95,11 +96,12 @@ def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tup
           budget_tokens: int = 16_000) -> Prompt:
     """The system and user messages for a request, within `budget_tokens` where possible (the
     device, the task and the kernel to improve are never dropped)."""
-    task, parent = request.task, request.parents[0]
+    task, parent = request.task, (request.parents[0] if request.parents else None)
     sections = [
         Section("device", 90, (device_section(device, task),)) if device else None,
         Section("task", 80, (task_section(task, REFERENCE_CHARS, device), task_section(task, 1200, device))),
-        Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS), parent_section(parent, task, 6000))),
+        Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS), parent_section(parent, task, 6000)))
+        if parent else None,
         performance_section(request),
         second_parent_section(request),
         failures_section(request.failures, task),
@@ -172,13 +174,15 @@ def parent_section(parent: Scored, task: Task, source_chars: int) -> str:
 
 def performance_section(request: ProposalRequest) -> Section | None:
     """The fastest kernel so far and a slower correct one, side by side (performance feedback)."""
-    parent, best, contrast = request.parents[0], request.best, request.contrast
+    if request.first:
+        return None
+    task, parent, best, contrast = request.task, request.parents[0], request.best, request.contrast
     rows = [(label, s) for label, s in (("fastest so far", best), ("a slower one", contrast),
                                         ("kernel to improve", parent)) if s is not None and s.ok]
     if not best or not best.ok or len(rows) < 2 and best.id == parent.id:
         return None
     seen: set[str] = set()
-    table = ["| kernel | median latency | speedup over the baseline | of the device's ceiling | features |",
+    table = [f"| kernel | median latency | speedup over {speedup_basis(task)} | of the device's ceiling | features |",
              "|---|---|---|---|---|"]
     for label, s in rows:
         if s.id in seen:
@@ -186,7 +190,7 @@ def performance_section(request: ProposalRequest) -> Section | None:
         seen.add(s.id)
         ev = s.evaluation
         assert ev is not None and ev.timing is not None
-        table.append(f"| {label} ({s.id[:8]}) | {_us(ev.timing.median_us)} | {_x(ev.speedup)} | "
+        table.append(f"| {label} ({s.id[:8]}) | {_us(ev.timing.median_us)} | {_x(task_speedup(task, ev))} | "
                      f"{ev.timing.ceiling_fraction:.0%} | {', '.join(sorted(s.features)) or '-'} |")
     text = "\n".join(table)
     if contrast is not None and contrast.ok and contrast.id != best.id:
@@ -253,6 +257,9 @@ def features_section(request: ProposalRequest) -> Section | None:
 
 
 def ask_section(request: ProposalRequest) -> str:
+    if request.first:  # nothing to improve: write one (a retry sees its failed attempts above)
+        return fill("first.md", focus="Earlier attempts failed (above): do not repeat their mistakes."
+                    if request.failures else "")
     parent = request.parents[0]
     if parent.evaluation is not None and not parent.ok:
         focus = "It failed: first make it correct, then fast."
@@ -275,7 +282,7 @@ def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS) -> str:
         t = ev.timing
         lines.append(f"Median {_us(t.median_us)} at {size_label(task.bench_size)} (10th-90th percentile "
                      f"{_us(t.p10_us)}-{_us(t.p90_us)}), {t.gbps:.0f} GB/s, {t.ceiling_fraction:.0%} of the "
-                     f"device's measured ceiling; {_x(ev.speedup)} over the baseline"
+                     f"device's measured ceiling; {_x(task_speedup(task, ev))} over {speedup_basis(task)}"
                      + (f", library {_us(ev.library_us)}" if ev.library_us else "") + ".")
     passed = [size_label(c.size) for c in ev.checks if c.passed]
     if ev.verdict == Verdict.WRONG and passed:

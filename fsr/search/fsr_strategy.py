@@ -10,6 +10,10 @@ timings, beside the next-fastest (performance reinforcement). It stops after D r
 round counts, passing or not), or when a budget is spent: evaluations (the baseline counts, as
 seeds do in the island search), wall time, a target speedup, or the proposer's token or money
 budget. The fastest correct kernel wins.
+
+A task without a baseline kernel (an imported one) starts with no parent: its first rounds ask
+the proposer (a model) to write a kernel from the task's description, failures carried as above,
+until one passes (its speedups are then over PyTorch eager, fsr.propose.base.task_speedup).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any, Protocol
 from fsr.candidate import parse
 from fsr.config import SearchConfig
 from fsr.execute.base import Executor
-from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored
+from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored, has_baseline, task_speedup
 from fsr.propose.features import detect
 from fsr.types import Candidate, Evaluation, Origin, Task
 
@@ -45,7 +49,7 @@ class Round:
     """One round: what was asked, what came back, and the fastest latency after it."""
 
     index: int
-    parent: str  # candidate id the prompt asked to improve
+    parent: str  # candidate id the prompt asked to improve ("" for a request to write a first kernel)
     proposed: int  # valid candidates returned by the proposer
     evaluated: int  # new ones evaluated (duplicates of earlier kernels are not)
     passed: int
@@ -81,9 +85,7 @@ def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchCo
     docstring). `config` supplies max_evaluations, max_wall_s, target_speedup and seed. The
     caller owns and closes executor and writer (flushed here at the end)."""
     run = _Run(task, executor, writer, config)
-    baseline = parse(task.baseline_source, task, Origin(proposer="seed", move="baseline"))
-    evaluated = run.evaluate([baseline], Proposals((baseline,)))
-    parent = evaluated[0] if evaluated else Scored(baseline, None, detect(baseline))
+    parent = _baseline(run) if has_baseline(task) else None  # None: the model writes the first kernel
     failures: deque[Scored] = deque(maxlen=FAILURES_SHOWN)
     rounds: list[Round] = []
     stopped = "depth"
@@ -93,7 +95,7 @@ def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchCo
             stopped = reason
             break
         n = min(max(1, n_per_round), config.max_evaluations - run.evaluations)
-        request = ProposalRequest(task=task, parents=(parent,), n=n, seed=_seed(config.seed, task.name, index),
+        request = ProposalRequest(task=task, parents=(parent,) if parent else (), n=n, seed=_seed(config.seed, task.name, index),
                                   island=0, generation=index, best=run.best, contrast=run.second(),
                                   failures=tuple(failures))
         proposals = _propose(proposer, request)
@@ -103,12 +105,19 @@ def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchCo
         passed = [s for s in scored if s.ok]
         if run.best is not None and run.best.ok:
             parent = run.best  # performance reinforcement: improve the fastest so far
-        rounds.append(Round(index, request.parents[0].id, len(proposals.candidates), len(scored), len(passed),
+        rounds.append(Round(index, request.parents[0].id if request.parents else "", len(proposals.candidates), len(scored), len(passed),
                             run.best.latency_us if run.best else None, proposals.errors))
     if writer is not None:
         writer.flush()
     return FsrSummary(run.best, tuple(rounds), run.evaluations, tuple(sorted(run.verdicts.items())), stopped,
                       run.prompt_tokens, run.completion_tokens, time.perf_counter() - run.started)
+
+
+def _baseline(run: _Run) -> Scored:
+    """The task's baseline, evaluated first: the first parent."""
+    baseline = parse(run.task.baseline_source, run.task, Origin(proposer="seed", move="baseline"))
+    evaluated = run.evaluate([baseline], Proposals((baseline,)))
+    return evaluated[0] if evaluated else Scored(baseline, None, detect(baseline))
 
 
 def _propose(proposer: Proposer, request: ProposalRequest) -> Proposals:
@@ -152,7 +161,7 @@ class _Run:
             return "evaluations"
         if cfg.max_wall_s and time.perf_counter() - self.started >= cfg.max_wall_s:
             return "wall time"
-        speedup = self.best.evaluation.speedup if self.best and self.best.evaluation else None
+        speedup = task_speedup(self.task, self.best.evaluation) if self.best else None
         if cfg.target_speedup and (speedup or 0.0) >= cfg.target_speedup:
             return "target speedup"
         if proposer.exhausted:

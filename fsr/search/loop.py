@@ -20,7 +20,7 @@ from typing import Protocol
 
 from fsr.config import SearchConfig
 from fsr.execute.base import Executor
-from fsr.propose.base import Proposer
+from fsr.propose.base import Proposer, speedup_words
 from fsr.propose.features import detect
 from fsr.search.pace import Ceilings
 from fsr.search.pool import ProposalPool
@@ -274,7 +274,7 @@ class Driver:
             if ts.note or not self._exhausted(name):
                 continue
             hint = self.pool.proposer.exhausted_hint(ts.task)
-            best = f"best {ts.best_speedup:.2f}x the baseline" if ts.best_speedup else "no correct kernel"
+            best = f"best {speedup_words(ts.best_speedup, ts.speedup_basis)}" if ts.best_speedup else "no correct kernel"
             ts.note = (f"{name}: nothing new to try after {ts.finished} evaluations ({best}); "
                        + (f"to go further: {hint}" if hint else "the proposer has no more"))
             if self.view is not None:

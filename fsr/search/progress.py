@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fsr.propose.base import task_speedup
 from fsr.search.pace import PaceStats
 from fsr.search.state import CampaignState, TaskState
 
@@ -25,11 +26,12 @@ class TaskProgress:
     budget: int
     best_id: str | None
     best_us: float | None
-    best_speedup: float | None  # over the task's baseline, as timed on the same worker
+    best_speedup: float | None  # over `speedup_basis`, as timed on the same worker
     verdicts: tuple[tuple[str, int], ...]
     islands: tuple[IslandProgress, ...]
     migrations: int
     note: str = ""  # why it stopped before its budgets, when it did
+    speedup_basis: str = "the baseline"  # or PyTorch eager, for a task without baseline.cu
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,11 @@ def task_progress(ts: TaskState, budget: int) -> TaskProgress:
     best = ts.best
     islands = tuple(IslandProgress(i.index, len(i.population), i.evaluations,
                                    b[0].latency_us if (b := i.best()) else None,
-                                   b[0].evaluation.speedup if b and b[0].evaluation else None)
+                                   task_speedup(ts.task, b[0].evaluation) if b else None)
                     for i in ts.islands)
     return TaskProgress(ts.task.name, ts.submitted, ts.finished, budget, best.id if best else None,
                         best.latency_us if best else None, ts.best_speedup,
-                        tuple(sorted(ts.verdicts.items())), islands, len(ts.migrations), ts.note)
+                        tuple(sorted(ts.verdicts.items())), islands, len(ts.migrations), ts.note, ts.speedup_basis)
 
 
 def snapshot(state: CampaignState, elapsed_s: float, evaluations: int, in_flight: int,

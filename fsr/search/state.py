@@ -2,6 +2,10 @@
 global seen-set; and how results change them. Resume replays the lineage through the same
 `tell` that live results go through, so a resumed state is the state the killed run had (less
 the evaluations it had not yet written).
+
+A task without seeds (no baseline.cu and no template: an imported task) starts empty: an
+island's requests have no parents, asking the proposer to write a first kernel, until a correct
+kernel joins it (its own, or a migrant); failed first kernels come back in the next request.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import pyarrow as pa
 
 from fsr.candidate import HeaderError, parse
 from fsr.config import SearchConfig
-from fsr.propose.base import ProposalRequest, Scored
+from fsr.propose.base import ProposalRequest, Scored, has_baseline, speedup_basis, task_speedup
 from fsr.propose.features import FeaturePolicy, detect
 from fsr.search.island import Island, derive_seed, settings_for
 from fsr.search.migrate import Migration, migrate
@@ -23,8 +27,9 @@ from fsr.types import Candidate, Evaluation, Origin, Task
 
 
 def seed_candidates(task: Task) -> list[Candidate]:
-    """Every island's starting point: the baseline and the template at its default features."""
-    out = [parse(task.baseline_source, task, Origin(proposer="seed", move="baseline"))]
+    """Every island's starting point: the baseline and the template at its default features
+    (neither, for a task without them: its first kernels are written by a model)."""
+    out = [parse(task.baseline_source, task, Origin(proposer="seed", move="baseline"))] if has_baseline(task) else []
     if task.template_source:
         try:
             out.append(parse(task.template_source, task, Origin(proposer="seed", move="template")))
@@ -52,7 +57,12 @@ class TaskState:
 
     @property
     def best_speedup(self) -> float | None:
-        return self.best.evaluation.speedup if self.best and self.best.evaluation else None
+        """The best kernel's speedup over `speedup_basis` (the baseline, else PyTorch eager)."""
+        return task_speedup(self.task, self.best.evaluation) if self.best else None
+
+    @property
+    def speedup_basis(self) -> str:
+        return speedup_basis(self.task)
 
 
 class CampaignState:
@@ -77,7 +87,11 @@ class CampaignState:
         rng = island.rng()
         asked = island.requests
         island.requests += 1
-        parents = island.ask(rng) or (rng.choice(list(ts.seeds.values())),)
+        parents = island.ask(rng) or ((rng.choice(list(ts.seeds.values())),) if ts.seeds else ())
+        if not parents:  # a first kernel, written from the description; the islands start apart
+            return ProposalRequest(task=ts.task, parents=(), n=n, seed=rng.getrandbits(63), island=index,
+                                   failures=island.recent_failures(set()),
+                                   temperature_scale=island.settings.temperature_scale, asked=asked)
         choice = ts.policy.choose(parents[0].features, rng, island.settings.explore)
         slow = max(island.population, key=lambda m: m.latency_us, default=None)
         contrast = slow if slow is not None and ts.best is not None and slow.id != ts.best.id else None

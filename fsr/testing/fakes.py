@@ -11,6 +11,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fsr.candidate import parse, with_defines
@@ -123,6 +124,16 @@ def softmax_task(template: str | None = TEMPLATE) -> Task:
     return replace(load("softmax"), template_source=template)
 
 
+def without_baseline(task: Task, folder: Path) -> Task:
+    """`task` as `fsr import` would leave it: its folder copied under `folder`, with no
+    baseline.cu and no template.cu (loaded from there)."""
+    import shutil
+
+    target = folder / task.name
+    shutil.copytree(task.directory, target, ignore=shutil.ignore_patterns("baseline.cu", "template.cu"))
+    return load(str(target))
+
+
 def softmax_variants(count: int) -> list[Candidate]:
     """`count` distinct, correct candidates (the softmax baseline at different block sizes)."""
     task = load("softmax")
@@ -154,6 +165,9 @@ class FakeEvaluator:
     Failure modes: `fail_features` maps a feature to the verdict a candidate having it gets;
     `fail_fraction` fails that share of candidates (chosen by id hash) as WRONG; a source
     containing `#error` is a COMPILE_ERROR. `calls` counts evaluations by candidate id.
+
+    Comparators: the baseline is timed at `base_us` (with `baseline=False`, 0.0: what the
+    evaluator reports for a task without baseline.cu) and PyTorch eager at `torch_us`.
     """
 
     base_us: float = 1000.0
@@ -165,6 +179,8 @@ class FakeEvaluator:
     fail_fraction: float = 0.0
     sleep_s: float = 0.0
     calls: dict[str, int] = field(default_factory=dict)
+    baseline: bool = True
+    torch_us: float | None = None
 
     def latency_us(self, cand: Candidate, features: frozenset[str] | None = None) -> float:
         if self.fixed_us is not None:
@@ -182,7 +198,7 @@ class FakeEvaluator:
         if verdict != Verdict.OK:
             return Evaluation(cand.id, cand.task, verdict, message=f"fake {verdict}", device="fake")
         return Evaluation(cand.id, cand.task, Verdict.OK, timing=timing(self.latency_us(cand, features)),
-                          baseline_us=self.base_us, device="fake")
+                          baseline_us=self.base_us if self.baseline else 0.0, torch_us=self.torch_us, device="fake")
 
     def _verdict(self, cand: Candidate, features: frozenset[str]) -> Verdict:
         if "#error" in cand.source:

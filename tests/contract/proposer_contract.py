@@ -86,6 +86,23 @@ class ProposerContract:
         assert isinstance(hint, str) and "\n" not in hint
         assert proposer.propose(request(n=1)).candidates  # a device given does not stop it
 
+    def test_a_request_for_a_first_kernel_is_answered_as_the_proposer_says_it_can(self):
+        """No parents: a proposer that `writes_first_kernel` writes kernels naming none; another
+        answers with nothing and says why (a task without baseline.cu under the offline mutator)."""
+        proposer = self.make_proposer()
+        writes = proposer.writes_first_kernel
+        assert isinstance(writes, bool)
+        first = replace(request(n=2, task=softmax_task(None)), parents=(), features_wanted=())
+        assert first.first
+        out = proposer.propose(first)
+        if not writes:
+            assert out.candidates == () and out.errors, out
+            return
+        assert 1 <= len(out.candidates) <= 2, out
+        for cand in out.candidates:
+            check(cand, first.task)
+            assert cand.parents == () and cand.origin.proposer == proposer.name
+
     def test_unusable_output_is_dropped_never_raised(self):
         proposer, req = self.make_unusable()
         out = proposer.propose(req)

@@ -103,6 +103,7 @@ def test_a_task_without_a_baseline_is_left_out_in_one_line_and_alone_is_bad_inpu
     from fsr import tasks
     from fsr.commands import UsageError
     from fsr.commands.run import startable
+    from fsr.propose.mutate import MutateProposer
 
     folder = tmp_path / "tasks"
     shutil.copytree(ROOT / "tasks" / "gelu", folder / "gelu")
@@ -116,8 +117,9 @@ def test_a_task_without_a_baseline_is_left_out_in_one_line_and_alone_is_bad_inpu
     assert kernel.returncode == 2 and kernel.stderr.startswith("fsr: error: gelu: no baseline.cu"), kernel
     assert kernel.stderr.count("\n") == 1, kernel.stderr
     imported, softmax = tasks.load("gelu", folder), tasks.load("softmax")
-    assert startable([imported, softmax]) == [softmax]
-    assert capsys.readouterr().err == ("fsr: gelu: no baseline.cu to start a search from (a model writing "
-                                       "the first kernel is not supported yet); left out, the other tasks go on\n")
+    assert startable([imported, softmax], MutateProposer()) == [softmax]
+    assert capsys.readouterr().err == ("fsr: gelu: no baseline.cu and no model: the offline proposer needs a kernel "
+                                       "to start from; configure a model (docs/models.md) or add baseline.cu; left "
+                                       "out, the other tasks go on\n")
     with pytest.raises(UsageError):
-        startable([imported])
+        startable([imported], MutateProposer())
