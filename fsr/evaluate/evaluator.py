@@ -120,7 +120,7 @@ def _covered(start: float, end: float, spans: list[tuple[float, float]]) -> floa
 
 @dataclass
 class _TaskTimes:
-    baseline_us: float
+    baseline_us: float | None  # None: the task has no baseline.cu (one made by `fsr import`)
     library_us: float | None
     torch_us: float | None = None
 
@@ -251,17 +251,21 @@ class GpuEvaluator:
             self._prepared_in[task.name] = self.sandbox.restarts
             library_us, torch_us = reply.library_us, reply.torch_us
             if first:
-                self._times[task.name] = _TaskTimes(0.0, library_us, torch_us)
-                baseline = self._evaluate(cfmt.parse(task.baseline_source, task), task, tune=False)
-                if baseline.verdict != Verdict.OK or baseline.timing is None:
-                    del self._times[task.name]
-                    raise RuntimeError(f"task {task.name}: its baseline kernel is {baseline.verdict}: "
-                                       f"{baseline.message[:500]}")
-                self._times[task.name] = _TaskTimes(baseline.timing.median_us, library_us, torch_us)
+                self._times[task.name] = _TaskTimes(None, library_us, torch_us)
+                if task.baseline_source.strip():  # else speedups read against PyTorch eager
+                    self._times[task.name] = _TaskTimes(self._baseline_us(task), library_us, torch_us)
             log.info("task %s prepared in %.2f s: inputs and references %.2f s, uploads and comparators "
                      "%.2f s, baseline %.2f s", task.name, time.perf_counter() - started, reply.host_s,
                      reply.device_s, time.perf_counter() - started - reply.host_s - reply.device_s)
         return self._times[task.name]
+
+    def _baseline_us(self, task: Task) -> float:
+        baseline = self._evaluate(cfmt.parse(task.baseline_source, task), task, tune=False)
+        if baseline.verdict != Verdict.OK or baseline.timing is None:
+            del self._times[task.name]
+            raise RuntimeError(f"task {task.name}: its baseline kernel is {baseline.verdict}: "
+                               f"{baseline.message[:500]}")
+        return baseline.timing.median_us
 
     def _toolchain_once(self) -> str:
         if not self._toolchain:

@@ -52,7 +52,9 @@ def task_gpu_minutes(frame: pd.DataFrame) -> pd.Series:
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
-    if numerator is None or denominator is None or pd.isna(numerator) or pd.isna(denominator) or not denominator:
+    if numerator is None or denominator is None or pd.isna(numerator) or pd.isna(denominator):
+        return None
+    if not numerator or not denominator:  # a 0 comparator: not timed (an early lineage's no-baseline task)
         return None
     return float(numerator) / float(denominator)
 

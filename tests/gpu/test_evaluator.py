@@ -214,3 +214,20 @@ def test_a_trial_wrong_at_the_tiniest_sizes_never_wins():
     assert by_cut[0].feasible and by_cut[0].reason == ""
     assert not by_cut[1].feasible and by_cut[1].reason.startswith("wrong at"), by_cut[1]
     assert by_cut[2].reason == UNCHECKED and by_cut[2].latency_us > by_cut[0].latency_us, by_cut[2]
+
+
+def test_a_task_without_baseline_is_timed_against_pytorch_eager_only(tmp_path):
+    """An imported task has no baseline.cu: preparing it times no baseline, and a correct kernel
+    is OK with no baseline time (so no speedup over one) and PyTorch eager's time beside it."""
+    from fsr.testing.fakes import without_baseline
+
+    softmax = tasks.load("softmax")
+    bare = without_baseline(softmax, tmp_path)
+    ev = GpuEvaluator(WorkerSpec((bare,), EvalConfig(), TuneConfig(trials=0)))
+    try:
+        result = ev.evaluate(candidate.parse(softmax.baseline_source, bare))
+    finally:
+        ev.close()
+    assert result.verdict == Verdict.OK, result.message
+    assert result.baseline_us is None and result.speedup is None
+    assert result.timing is not None and result.timing.median_us > 0
