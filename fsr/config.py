@@ -41,6 +41,10 @@ class EvalConfig:
     # candidate gets COMPILE_ERROR (honest kernels take well under 5 s and 0.5 GiB).
     compile_timeout_s: float = 60.0
     compile_max_bytes: int = 4 * 1024**3
+    # The torch.compile comparator: "default", "max-autotune" (slower to compile, closer to what a
+    # tuned PyTorch reaches) or "off". Compiled once per GPU child and task; its compile time is
+    # recorded apart (torch_compile_s), never in the comparator's latency.
+    torch_compile: str = "default"
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,7 @@ RANGES: dict[str, Range] = {
     "llm.concurrency": AT_LEAST_ONE, "llm.max_requests_per_minute": Range(0), "llm.max_tokens_per_minute": Range(0), "llm.timeout_s": POSITIVE, "llm.prompt_budget_tokens": AT_LEAST_ONE,
     "llm.input_price_per_mtok": Range(None), "llm.output_price_per_mtok": Range(None),  # negative: price table
 }
+TORCH_COMPILE_MODES = ("default", "max-autotune", "off")
 ARCH_RE = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")
 
 
@@ -173,6 +178,8 @@ def _cache_dir(text: str) -> str | None:
 FORMATS: dict[str, Callable[[str], str | None]] = {
     "llm.base_url": _url,
     "eval.arch": lambda s: None if ARCH_RE.match(s) else "expected an architecture such as sm_90 or sm_90a",
+    "eval.torch_compile": lambda s: None if s in TORCH_COMPILE_MODES else
+    'expected "default", "max-autotune" or "off"',
     "eval.compile_cache_dir": _cache_dir,
 }
 

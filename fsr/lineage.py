@@ -85,6 +85,8 @@ EVALUATIONS = _schema([
     ("prompt_tokens", I64, True), ("completion_tokens", I64, True), ("error", STR, True),
     ("setup_s", F64, True),  # null in lineages written before the column existed
     ("torch_us", F64, True),  # PyTorch eager; null without torch_eager, torch, or before the column
+    ("torch_compile_us", F64, True),  # torch.compile of torch_eager; null where not timed
+    ("torch_compile_s", F64, True),  # its compile time, once per GPU child and task
 ])
 TRIALS = _schema([
     ("run_id", STR, False), ("candidate_id", STR, False), ("trial", I32, False),
@@ -175,7 +177,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "bench_s": e.bench_s, "wall_s": e.wall_s, "worker": worker, "started_at": started_at,
         "finished_at": finished_at or datetime.now(UTC), "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens, "error": error, "setup_s": e.setup_s,
-        "torch_us": e.torch_us,
+        "torch_us": e.torch_us, "torch_compile_us": e.torch_compile_us, "torch_compile_s": e.torch_compile_s,
     }
 
 
@@ -200,7 +202,8 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       tuned_defines=_pairs(row["tuned_defines"]), tune_trials=row["tune_trials"],
                       device=row["device"], toolchain=row["toolchain"], compile_s=row["compile_s"],
                       verify_s=row["verify_s"], tune_s=row["tune_s"], bench_s=row["bench_s"],
-                      wall_s=row["wall_s"], setup_s=row.get("setup_s") or 0.0, torch_us=row.get("torch_us"))
+                      wall_s=row["wall_s"], setup_s=row.get("setup_s") or 0.0, torch_us=row.get("torch_us"),
+                      torch_compile_us=row.get("torch_compile_us"), torch_compile_s=row.get("torch_compile_s"))
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:

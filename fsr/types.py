@@ -248,6 +248,8 @@ class Evaluation:
     baseline_us: float | None = None
     library_us: float | None = None
     torch_us: float | None = None  # PyTorch eager at the benchmark size, timed like the library
+    torch_compile_us: float | None = None  # torch.compile of the same, timed alike (compile time apart)
+    torch_compile_s: float | None = None  # what compiling it took, once per GPU child and task
     resources: Resources = field(default_factory=Resources)
     tuned_defines: Defines = ()
     tune_trials: int = 0
@@ -366,6 +368,8 @@ class Prepared:
     host_s: float = 0.0
     device_s: float = 0.0
     torch_us: float | None = None
+    torch_compile_us: float | None = None
+    torch_compile_s: float | None = None  # compiling it, not in device_s's comparator timing
 
 
 @dataclass(frozen=True)

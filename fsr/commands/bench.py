@@ -25,7 +25,8 @@ from fsr.view import latency_text, speedup_text
 DEFAULT_MAX_EVALUATIONS = 24  # per task: 16 tasks in about 5 minutes on one H200
 DEFAULT_MAX_WALL_S = 420.0  # the whole campaign; the in-flight evaluations then finish
 # Speedup columns of fsr.report.tables.task_summary with their names in the table and the JSON.
-COMPARATORS = (("speedup_baseline", "baseline"), ("speedup_library", "library"), ("speedup_torch", "torch"))
+COMPARATORS = (("speedup_baseline", "baseline"), ("speedup_library", "library"), ("speedup_torch", "torch"),
+               ("speedup_torch_compile", "torch_compile"), ("speedup_pytorch", "pytorch"))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -167,12 +168,13 @@ def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], ru
     devices = sorted({r["device"] for r in rows if r.get("device")})
     lines = [f"# fsr bench: {run_dir.name}", "",
              f"Device: {', '.join(devices) or 'none recorded'}. Lineage: {run_dir}/. {provenance}".rstrip(), "",
-             "| task | evaluations | best | of ceiling | vs baseline | vs library | vs torch | verdicts |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| task | evaluations | best | of ceiling | vs baseline | vs library | vs torch | vs torch.compile "
+             "| vs best of torch | verdicts |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['task']} | {r['evaluations']} | {_us(r['best_us'])} | {_pct(r['ceiling_fraction'])} | "
                      f"{_x(r['speedup_baseline'])} | {_x(r['speedup_library'])} | {_x(r['speedup_torch'])} | "
-                     f"{r['verdicts'] or '-'} |")
+                     f"{_x(r['speedup_torch_compile'])} | {_x(r['speedup_pytorch'])} | {r['verdicts'] or '-'} |")
     cells = [f"{_x(m['value'])} ({m['tasks']} tasks)" for m in means.values()]
     lines.append(f"| geometric mean | {sum(r['evaluations'] for r in rows)} | | | {' | '.join(cells)} | |")
     lines += ["", "KernelBench's fast_p over all the tasks (correct, and more than p times faster; a task whose "

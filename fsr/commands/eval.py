@@ -138,6 +138,7 @@ def to_json(result: Evaluation, walls: list[float]) -> dict:
     median = result.timing.median_us if result.timing else None
     data["vs_library"] = result.library_us / median if result.library_us and median else None
     data["vs_torch"] = result.torch_us / median if result.torch_us and median else None
+    data["vs_torch_compile"] = result.torch_compile_us / median if result.torch_compile_us and median else None
     data["wall_s_each"] = walls
     if data.get("timing"):
         data["timing"]["samples_us"] = list(result.timing.samples_us) if result.timing else []
@@ -178,6 +179,10 @@ def print_table(result: Evaluation, task: Task, walls: list[float], device) -> N
     if result.torch_us and result.timing:
         summary.add_row("vs torch", f"{result.torch_us / result.timing.median_us:.2f}x  "
                         f"(PyTorch eager {result.torch_us:.1f} us)")
+    if result.torch_compile_us and result.timing:
+        compiled = f", compiled in {result.torch_compile_s:.1f} s" if result.torch_compile_s else ""
+        summary.add_row("vs torch.compile", f"{result.torch_compile_us / result.timing.median_us:.2f}x  "
+                        f"(torch.compile {result.torch_compile_us:.1f} us{compiled})")
     r = result.resources
     if r.registers:
             summary.add_row("resources", f"{r.registers} registers, {r.spill_bytes} B spills, "

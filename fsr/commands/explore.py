@@ -210,7 +210,8 @@ def explore_command(args: argparse.Namespace) -> int:
         evaluator.close()
     ranked = rank([row_of(c, ev) for c, ev in zip(configs, evaluations, strict=True)])
     first = next((ev for ev in evaluations if ev.baseline_us is not None), evaluations[0])
-    comparators = {"baseline": first.baseline_us, "library": first.library_us, "torch": first.torch_us}
+    comparators = {"baseline": first.baseline_us, "library": first.library_us, "torch": first.torch_us,
+                   "torch_compile": first.torch_compile_us}
     if args.json:
         print(json.dumps({"task": task.name, "device": asdict(device), **{f"{k}_us": v for k, v in comparators.items()},
                           "rows": [asdict(r) for r in ranked]}, indent=1))

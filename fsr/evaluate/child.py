@@ -130,7 +130,9 @@ class Child:
         self.tasks[name] = state
         library_us = self._library_us(state) if comparators and task.has_library else None
         torch_us = self._torch_us(state) if comparators else None
-        return Prepared(library_us, host_s, time.perf_counter() - started - host_s, torch_us)
+        compiled_us, compile_s = self._torch_compile_us(state) if comparators and torch_us else (None, None)
+        device_s = time.perf_counter() - started - host_s - (compile_s or 0.0)
+        return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s)
 
     def task(self, name: str) -> Task:
         """A task of the campaign, as the driver loaded it; raises TaskError for another."""
@@ -275,6 +277,34 @@ class Child:
             synchronize(self.stream)
             return None
 
+    def _torch_compile_us(self, state: TaskState) -> tuple[float | None, float | None]:
+        """torch.compile of the task's `torch_module` (the model and its arguments; else of
+        `torch_eager` itself) in eval.torch_compile's mode: compiled once here, by first calls
+        whose seconds are returned apart, then timed like PyTorch eager. (None, None) when the
+        mode is "off", and (None, seconds or None), logged, when compiling or running it fails."""
+        functions = tasks.functions(state.task)
+        if self.cfg.torch_compile == "off" or getattr(functions, "torch_eager", None) is None:
+            return None, None
+        size = dict(state.task.bench_size)
+        views = [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
+        started = time.perf_counter()
+        compile_s = None
+        try:
+            run = _compiled(functions, views, size, self.cfg.torch_compile, self.stream.ptr)
+            for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
+                run(v, size)
+            synchronize(self.stream)
+            compile_s = time.perf_counter() - started
+            return self._comparator_us(state, run), compile_s
+        except ContextLost:
+            raise
+        except Exception as e:  # the op does not compile, or this torch cannot
+            first = str(e).splitlines()[0][:300] if str(e) else ""
+            log.warning("task %s: torch.compile (%s) not timed (%s: %s)", state.task.name,
+                        self.cfg.torch_compile, type(e).__name__, first)
+            synchronize(self.stream)
+            return None, compile_s
+
     def _comparator_us(self, state: TaskState, call: Any) -> float:
         """Median of `call(inputs, size)` over the benchmark input sets, fsr's timing protocol."""
         size = dict(state.task.bench_size)
@@ -358,6 +388,39 @@ def _tunable_values(cand: Candidate) -> Defines:
 
 def _wrong(check: SizeCheck) -> str:
     return f"at {size_label(check.size)}: {check.detail}"
+
+
+def _compiled(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[str, int], mode: str,
+              stream_ptr: int) -> Callable[[dict[str, cp.ndarray], dict[str, int]], None]:
+    """A call of the compiled comparator on fsr's stream: the task's `torch_module` model compiled
+    once, each input set's activations made ahead (so a call is the model's forward only), else
+    `torch_eager` compiled whole. Nothing is compiled until the first call."""
+    import torch
+
+    torch_stream = torch.cuda.ExternalStream(stream_ptr)
+    module = getattr(functions, "torch_module", None)
+    if module is None:
+        eager = torch.compile(functions.torch_eager, mode=None if mode == "default" else mode)
+
+        def run_eager(inputs: dict[str, cp.ndarray], at: dict[str, int]) -> None:
+            with torch.cuda.stream(torch_stream):
+                eager(inputs, at)
+
+        return run_eager
+    with torch.cuda.stream(torch_stream):
+        model = torch.compile(module(views[0], size)[0], mode=None if mode == "default" else mode)
+        args = {_key(v): module(v, size)[1] for v in views}
+
+    def run_model(inputs: dict[str, cp.ndarray], at: dict[str, int]) -> None:
+        with torch.cuda.stream(torch_stream), torch.no_grad():
+            model(*args[_key(inputs)])
+
+    return run_model
+
+
+def _key(inputs: dict[str, cp.ndarray]) -> tuple[int, ...]:
+    """An input set by where its arrays live (the sets' dicts are rebuilt, the arrays are not)."""
+    return tuple(a.data.ptr for a in inputs.values())
 
 
 def _import_torch_soon() -> threading.Thread | None:

@@ -123,6 +123,8 @@ class _TaskTimes:
     baseline_us: float | None  # None: the task has no baseline.cu (one made by `fsr import`)
     library_us: float | None
     torch_us: float | None = None
+    torch_compile_us: float | None = None
+    torch_compile_s: float | None = None
 
 
 class GpuEvaluator:
@@ -205,6 +207,7 @@ class GpuEvaluator:
         base = Evaluation(cand.id, task.name, Verdict.OK, resources=compiled.resources, device=device.name,
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
                           baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,
+                          torch_compile_us=times.torch_compile_us, torch_compile_s=times.torch_compile_s,
                           setup_s=setup_s)
         if isinstance(reply, TimedOut):
             during = f" (during {reply.doing})" if reply.doing else ""
@@ -249,11 +252,12 @@ class GpuEvaluator:
             if isinstance(reply, (Died, TimedOut)):
                 raise RuntimeError(f"task {task.name}: preparing its inputs failed: {reply}")
             self._prepared_in[task.name] = self.sandbox.restarts
-            library_us, torch_us = reply.library_us, reply.torch_us
             if first:
-                self._times[task.name] = _TaskTimes(None, library_us, torch_us)
+                times = _TaskTimes(None, reply.library_us, reply.torch_us, reply.torch_compile_us,
+                                   reply.torch_compile_s)
+                self._times[task.name] = times
                 if task.baseline_source.strip():  # else speedups read against PyTorch eager
-                    self._times[task.name] = _TaskTimes(self._baseline_us(task), library_us, torch_us)
+                    self._times[task.name] = replace(times, baseline_us=self._baseline_us(task))
             log.info("task %s prepared in %.2f s: inputs and references %.2f s, uploads and comparators "
                      "%.2f s, baseline %.2f s", task.name, time.perf_counter() - started, reply.host_s,
                      reply.device_s, time.perf_counter() - started - reply.host_s - reply.device_s)

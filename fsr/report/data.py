@@ -178,7 +178,7 @@ def run_tables(run: Run) -> RunTables:
 
 
 COMPARED = ("task", "run", "evaluations", "best_us", "vs_first_run", "ceiling_fraction", "speedup_baseline",
-            "speedup_library", "speedup_torch", "evals_per_gpu_minute")
+            "speedup_library", "speedup_torch", "speedup_torch_compile", "evals_per_gpu_minute")
 
 
 def comparison(runs: list[RunTables]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -12,8 +12,8 @@ from fsr.types import Verdict
 VERDICTS = tuple(v.value for v in Verdict)
 SUMMARY_COLUMNS = (
     "task", "device", "evaluations", "best_us", "ceiling_fraction", "ceiling_us", "baseline_us",
-    "library_us", "torch_us", "speedup_baseline", "speedup_library", "speedup_torch",
-    "evals_per_gpu_minute", "verdicts", *VERDICTS,
+    "library_us", "torch_us", "torch_compile_us", "torch_compile_s", "speedup_baseline", "speedup_library",
+    "speedup_torch", "speedup_torch_compile", "speedup_pytorch", "evals_per_gpu_minute", "verdicts", *VERDICTS,
 )
 
 
@@ -73,7 +73,8 @@ def _task_row(task: str, rows: pd.DataFrame, minutes: float) -> dict[str, object
     counts = rows["verdict"].value_counts()
     best_us = _value(best, "median_us")
     fraction = _value(best, "ceiling_fraction")
-    refs = {c: _value(best, c) for c in ("baseline_us", "library_us", "torch_us")}
+    refs = {c: _value(best, c) for c in ("baseline_us", "library_us", "torch_us", "torch_compile_us")}
+    pytorch = [v for v in (refs["torch_us"], refs["torch_compile_us"]) if v]
     return {
         "task": task, "device": device, "evaluations": len(rows), "best_us": best_us,
         "ceiling_fraction": fraction,
@@ -82,6 +83,9 @@ def _task_row(task: str, rows: pd.DataFrame, minutes: float) -> dict[str, object
         "speedup_baseline": _ratio(refs["baseline_us"], best_us),
         "speedup_library": _ratio(refs["library_us"], best_us),
         "speedup_torch": _ratio(refs["torch_us"], best_us),
+        "speedup_torch_compile": _ratio(refs["torch_compile_us"], best_us),
+        "speedup_pytorch": _ratio(min(pytorch), best_us) if pytorch else None,  # the better of the two
+        "torch_compile_s": _value(best, "torch_compile_s"),
         "evals_per_gpu_minute": len(rows) / minutes if minutes > 0 else None,
         "verdicts": ", ".join(f"{v} {n}" for v, n in counts.items()),
         **{v: int(counts.get(v, 0)) for v in VERDICTS},
@@ -100,7 +104,7 @@ def task_summary(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
-SPEEDUPS = ("speedup_baseline", "speedup_library", "speedup_torch")
+SPEEDUPS = ("speedup_baseline", "speedup_library", "speedup_torch", "speedup_torch_compile", "speedup_pytorch")
 
 
 def speedup_geomeans(summary: pd.DataFrame) -> pd.DataFrame:
@@ -109,15 +113,24 @@ def speedup_geomeans(summary: pd.DataFrame) -> pd.DataFrame:
     column, geomean (missing where no task has one), tasks."""
     rows = []
     for column in SPEEDUPS:
-        values = pd.to_numeric(summary[column], errors="coerce").dropna()
+        values = _speedups(summary, column).dropna()
         values = values[values > 0]
         rows.append({"column": column, "geomean": float(np.exp(np.log(values).mean())) if len(values) else None,
                      "tasks": len(values)})
     return pd.DataFrame(rows, columns=["column", "geomean", "tasks"])
 
 
+def _speedups(summary: pd.DataFrame, column: str) -> pd.Series:
+    """A speedup column as numbers; all missing where the summary has no such column."""
+    if column not in summary:
+        return pd.Series(np.nan, index=summary.index, dtype=float)
+    return pd.to_numeric(summary[column], errors="coerce")
+
+
 FAST_P = (0.0, 1.0, 2.0)
-COMPARATOR_NAMES = {"speedup_baseline": "baseline", "speedup_library": "library", "speedup_torch": "PyTorch eager"}
+COMPARATOR_NAMES = {"speedup_baseline": "baseline", "speedup_library": "library", "speedup_torch": "PyTorch eager",
+                    "speedup_torch_compile": "torch.compile",
+                    "speedup_pytorch": "the better of PyTorch eager and torch.compile"}
 
 
 def fast_p(summary: pd.DataFrame, thresholds: tuple[float, ...] = FAST_P) -> pd.DataFrame:
@@ -131,7 +144,7 @@ def fast_p(summary: pd.DataFrame, thresholds: tuple[float, ...] = FAST_P) -> pd.
     correct = int(pd.to_numeric(summary["best_us"], errors="coerce").notna().sum()) if tasks else 0
     rows = []
     for column in SPEEDUPS:
-        speedup = pd.to_numeric(summary[column], errors="coerce") if tasks else pd.Series(dtype=float)
+        speedup = _speedups(summary, column)
         row: dict[str, object] = {"column": column, "comparator": COMPARATOR_NAMES[column], "tasks": tasks,
                                   "measured": int(speedup.notna().sum())}
         for p in thresholds:

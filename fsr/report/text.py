@@ -14,14 +14,17 @@ from fsr.report.data import RunTables, comparison, records
 
 SUMMARY_MD = {"task": "task", "device": "device", "evaluations": "evaluations", "best_us": "best us",
               "ceiling_fraction": "of roofline", "speedup_baseline": "vs baseline", "speedup_library": "vs library",
-              "speedup_torch": "vs PyTorch eager", "evals_per_gpu_minute": "evals per GPU-minute",
+              "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
+              "torch_compile_s": "torch.compile s", "evals_per_gpu_minute": "evals per GPU-minute",
               "verdicts": "verdicts"}
 COMPARED_MD = {"task": "task", "run": "run", "evaluations": "evaluations", "best_us": "best us",
                "vs_first_run": "best / first run's", "ceiling_fraction": "of roofline",
                "speedup_baseline": "vs baseline", "speedup_library": "vs library",
-               "speedup_torch": "vs PyTorch eager", "evals_per_gpu_minute": "evals per GPU-minute"}
+               "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
+               "evals_per_gpu_minute": "evals per GPU-minute"}
 PERCENT = {"ceiling_fraction", "occupancy", "ok_share_with", "ok_share_without"}
-TIMES = {"speedup_baseline", "speedup_library", "speedup_torch", "speedup_with", "speedup_without", "effect",
+TIMES = {"speedup_baseline", "speedup_library", "speedup_torch", "speedup_torch_compile", "speedup_pytorch",
+         "speedup_with", "speedup_without", "effect",
          "speedup", "median_ratio", "vs_first_run"}
 ROOFLINE_NOTE = ("of roofline: the best kernel's bytes or FLOPs per second against the device's measured copy "
                  "rate or library SGEMM rate, whichever binds; a kernel that mostly reads, or one on the "
@@ -65,7 +68,9 @@ def summary_columns(summary: pd.DataFrame, base: dict[str, str] = SUMMARY_MD) ->
     """The summary's columns to show: the device only where the tasks ran on more than one
     model (otherwise the run's heading names it once)."""
     devices = set(summary["device"].dropna()) - {""} if "device" in summary else set()
-    return {c: name for c, name in base.items() if c != "device" or len(devices) > 1}
+    unmeasured = {c for c in ("speedup_torch_compile", "torch_compile_s")  # lineages before torch.compile
+                  if c in summary and pd.to_numeric(summary[c], errors="coerce").isna().all()}
+    return {c: name for c, name in base.items() if (c != "device" or len(devices) > 1) and c not in unmeasured}
 
 
 def with_geomean(summary: pd.DataFrame) -> tuple[pd.DataFrame, str]:

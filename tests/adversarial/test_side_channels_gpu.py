@@ -32,7 +32,7 @@ CANDIDATE_TIMEOUT_S = 30.0
 def corpus_evaluator(trials: int) -> GpuEvaluator:
     """An evaluator for every task the corpus uses."""
     names = sorted({e.task for pair in CHEATS for e in pair} | {e.task for e in CONFIGS})
-    config = Config(eval=EvalConfig(timeout_s=CANDIDATE_TIMEOUT_S), tune=TuneConfig(trials=trials))
+    config = Config(eval=EvalConfig(timeout_s=CANDIDATE_TIMEOUT_S, torch_compile="off"), tune=TuneConfig(trials=trials))
     return GpuEvaluator(WorkerSpec.of(config, [tasks.load(n) for n in names]))
 
 

@@ -28,7 +28,9 @@ def spec(config: Config, names: tuple[str, ...] | None = None, **fields) -> Work
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = GpuEvaluator(spec(Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S), tune=TuneConfig(trials=0))))
+    # torch.compile off: compiling every task's comparator would double this module's time
+    ev = GpuEvaluator(spec(Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S, torch_compile="off"),
+                                  tune=TuneConfig(trials=0))))
     yield ev
     ev.close()
 
@@ -223,7 +225,7 @@ def test_a_task_without_baseline_is_timed_against_pytorch_eager_only(tmp_path):
 
     softmax = tasks.load("softmax")
     bare = without_baseline(softmax, tmp_path)
-    ev = GpuEvaluator(WorkerSpec((bare,), EvalConfig(), TuneConfig(trials=0)))
+    ev = GpuEvaluator(WorkerSpec((bare,), EvalConfig(torch_compile="off"), TuneConfig(trials=0)))
     try:
         result = ev.evaluate(candidate.parse(softmax.baseline_source, bare))
     finally:
@@ -231,3 +233,20 @@ def test_a_task_without_baseline_is_timed_against_pytorch_eager_only(tmp_path):
     assert result.verdict == Verdict.OK, result.message
     assert result.baseline_us is None and result.speedup is None
     assert result.timing is not None and result.timing.median_us > 0
+
+
+def test_torch_compile_is_timed_apart_from_its_compile_and_off_means_off():
+    pytest.importorskip("torch")
+    softmax = tasks.load("softmax")
+    times = {}
+    for mode in ("default", "off"):
+        ev = GpuEvaluator(WorkerSpec((softmax,), EvalConfig(torch_compile=mode), TuneConfig(trials=0)))
+        try:
+            times[mode] = ev.evaluate(candidate.parse(softmax.baseline_source, softmax))
+        finally:
+            ev.close()
+    on, off = times["default"], times["off"]
+    assert on.verdict == Verdict.OK and on.torch_us and on.torch_compile_us and on.torch_compile_s
+    assert on.torch_compile_s > on.torch_compile_us * 1e-6 * 100  # the compile is not in the latency
+    assert 0.2 < on.torch_compile_us / on.torch_us < 5  # the same op, timed alike
+    assert off.torch_compile_us is None and off.torch_compile_s is None and off.torch_us

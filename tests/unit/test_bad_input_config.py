@@ -20,6 +20,7 @@ from fsr import config
     ("llm", "send_seed", 1, "true or false"),
     ("llm", "model", 4, "a string"),
     ("eval", "arch", "90", "sm_90"),
+    ("eval", "torch_compile", "max_autotune", "max-autotune"),
     ("eval", "warmup_s", float("nan"), "a number >= 0"),
     ("llm", "input_price_per_mtok", float("inf"), "a finite number"),
 ])
@@ -59,7 +60,7 @@ def test_ranges_of_related_fields_are_checked_together():
 
 
 def test_good_values_load_and_an_int_is_a_float_where_a_number_is_asked():
-    cfg = config.from_dict({"eval": {"timeout_s": 5, "arch": "sm_90a"}, "llm": {"base_url": "http://localhost:8000/v1",
+    cfg = config.from_dict({"eval": {"timeout_s": 5, "arch": "sm_90a", "torch_compile": "off"}, "llm": {"base_url": "http://localhost:8000/v1",
                                                                              "input_price_per_mtok": -1}})
     assert cfg.eval.timeout_s == 5.0 and isinstance(cfg.eval.timeout_s, float)
     assert cfg.llm.base_url == "http://localhost:8000/v1" and cfg.eval.arch == "sm_90a"

@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def row(task: str, n: int, verdict: Verdict = Verdict.OK, median_us: float | None = None,
         baseline_us: float | None = None, library_us: float | None = None, torch_us: float | None = None,
-        fraction: float = 0.5) -> dict:
+        fraction: float = 0.5, torch_compile_us: float | None = None) -> dict:
     cand = Candidate(task=task, source=f"// {task} {n}",
                      launches=(LaunchSpec("k", ("1",), ("32",), ("x",)),))
     ev = Evaluation(cand.id, task, verdict, device="NVIDIA H200", baseline_us=baseline_us,
-                    library_us=library_us, torch_us=torch_us,
+                    library_us=library_us, torch_us=torch_us, torch_compile_us=torch_compile_us,
                     timing=replace(timing(median_us), ceiling_fraction=fraction) if median_us else None)
     return lineage.evaluation_row(cand, ev, worker="w0")
 
@@ -36,11 +36,12 @@ def frame(rows: list[dict]):
 
 
 def hand_built():
-    """softmax: best 10 us of baseline 80, library 20, torch 40; sgemm: best 100 us of baseline
-    200, library 50, no torch; scan: nothing correct."""
+    """softmax: best 10 us of baseline 80, library 20, torch 40, torch.compile 25; sgemm: best 100 us
+    of baseline 200, library 50, no torch; scan: nothing correct."""
     return frame([
         row("softmax", 0, median_us=80.0, baseline_us=80.0, library_us=20.0, torch_us=40.0),
-        row("softmax", 1, median_us=10.0, baseline_us=80.0, library_us=20.0, torch_us=40.0, fraction=0.9),
+        row("softmax", 1, median_us=10.0, baseline_us=80.0, library_us=20.0, torch_us=40.0, fraction=0.9,
+            torch_compile_us=25.0),
         row("softmax", 2, Verdict.WRONG),
         row("sgemm", 0, median_us=100.0, baseline_us=200.0, library_us=50.0),
         row("sgemm", 1, Verdict.COMPILE_ERROR),
@@ -101,9 +102,10 @@ def test_markdown_has_a_row_per_task_and_the_geomean_row():
     text = bench.to_markdown(rows, bench.geomeans(rows), Path("runs/r1"))
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(lines) == 1 + 3 + 1  # header, tasks, geomean
-    assert lines[1].startswith("| softmax | 3 | 10.0 us | 90.0% | 8.00x | 2.00x | 4.00x |")
-    assert lines[3].startswith("| scan | 1 | n/a | n/a | n/a | n/a | n/a | WRONG 1 |")
-    assert lines[4] == "| geometric mean | 6 | | | 4.00x (2 tasks) | 1.00x (2 tasks) | 4.00x (1 tasks) | |"
+    assert lines[1].startswith("| softmax | 3 | 10.0 us | 90.0% | 8.00x | 2.00x | 4.00x | 2.50x | 2.50x |")
+    assert lines[3].startswith("| scan | 1 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | WRONG 1 |")
+    assert lines[4] == ("| geometric mean | 6 | | | 4.00x (2 tasks) | 1.00x (2 tasks) | 4.00x (1 tasks) | "
+                        "2.50x (1 tasks) | 2.50x (1 tasks) | |")
     assert "NVIDIA H200" in text
 
 

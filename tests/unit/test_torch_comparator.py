@@ -36,14 +36,27 @@ def test_torch_time_round_trips_through_the_lineage(tmp_path: Path) -> None:
     assert [lineage.evaluation_from_row(r).torch_us for r in rows] == [15.0, None]
 
 
+def test_torch_compile_time_and_its_compile_seconds_round_trip(tmp_path: Path) -> None:
+    c = candidate()
+    ev = replace(evaluation(c, 15.0), torch_compile_us=12.0, torch_compile_s=31.5)
+    with lineage.LineageWriter(tmp_path) as w:
+        w.append(c, ev, worker="gpu0")
+    (row,) = lineage.read(tmp_path).to_pylist()
+    assert (row["torch_compile_us"], row["torch_compile_s"]) == (12.0, 31.5)
+    assert lineage.evaluation_from_row(row) == ev
+    data = to_json(ev, [1.0])
+    assert data["vs_torch_compile"] == pytest.approx(1.2) and data["torch_compile_s"] == 31.5
+    assert to_json(evaluation(c, 15.0), [1.0])["vs_torch_compile"] is None
+
+
 def test_lineage_written_before_the_torch_column_reads_with_nulls(tmp_path: Path) -> None:
     c = candidate()
     with lineage.LineageWriter(tmp_path) as w:
         w.append(c, evaluation(c, 15.0), worker="gpu0")
     for f in (tmp_path / "evaluations").glob("part-*.parquet"):
-        pq.write_table(pq.read_table(f).drop_columns(["torch_us"]), f)
+        pq.write_table(pq.read_table(f).drop_columns(["torch_us", "torch_compile_us", "torch_compile_s"]), f)
     row = lineage.read(tmp_path).to_pylist()[0]
-    assert row["torch_us"] is None and row["library_us"] == 20.0
+    assert row["torch_us"] is None and row["library_us"] == 20.0 and row["torch_compile_us"] is None
     assert lineage.evaluation_from_row(row).torch_us is None
 
 
