@@ -275,6 +275,9 @@ class Evaluation:
 TrialPrograms = tuple[tuple[Defines, bytes, tuple[tuple[str, str], ...], Resources], ...]  # defines, cubin, lowered names, report
 
 
+WARM_MAX = 8  # tasks a GPU child prepares ahead, from its start
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """What a GPU worker and its GPU child need for a campaign, built once by the driver and
@@ -288,14 +291,15 @@ class WorkerSpec:
     journal_dir: str | None = None  # the Optuna journal of tuning studies goes here (None: no journal)
     host_threads: int = 0  # the GPU child's BLAS threads; 0: the worker's share of its node's cores
     warm: tuple[str, ...] = ()  # task names whose benchmark inputs each GPU child builds at once
+    # (the campaign's first WARM_MAX: a campaign of hundreds of tasks prepares the rest on demand)
 
     @classmethod
     def of(cls, config: Config, tasks: Sequence[Task], journal_dir: str | None = None,
            warm: bool = False) -> WorkerSpec:
-        """The spec of `config` for `tasks` (all of them warmed with `warm`);
+        """The spec of `config` for `tasks` (the first WARM_MAX of them warmed with `warm`);
         `eval.host_threads` set wins over each worker's share."""
         return cls(tuple(tasks), config.eval, config.tune, journal_dir, config.eval.host_threads,
-                   tuple(t.name for t in tasks) if warm else ())
+                   tuple(t.name for t in tasks[:WARM_MAX]) if warm else ())
 
     def task(self, name: str) -> Task | None:
         """The task of this name, or None when the campaign has none."""
@@ -370,6 +374,7 @@ class Prepared:
     torch_us: float | None = None
     torch_compile_us: float | None = None
     torch_compile_s: float | None = None  # compiling it, not in device_s's comparator timing
+    evicted: tuple[str, ...] = ()  # tasks the child dropped to make room: prepare them again before use
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from fsr.evaluate.inputs import (
     make_content,
     no_scratch,
 )
+from fsr.evaluate.resident import Resident
 from fsr.evaluate.sample_plan import SamplePlan
 from fsr.evaluate.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
 from fsr.evaluate.trial_plan import TrialCompiles
@@ -100,7 +101,8 @@ class Child:
         info = replace(info, **ceilings)  # type: ignore[arg-type]  # the keys are DeviceInfo float fields
         self.device = info
         self.flusher = bench.L2Flusher(info.l2_bytes)
-        self.tasks: dict[str, TaskState] = {}
+        budget = self.cfg.prepared_max_bytes or int(cp.cuda.Device().mem_info[1]) // 3
+        self.tasks: Resident[TaskState] = Resident(budget, release=TaskState.close)
         # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
         self.note: Callable[[str, float | None], None] = lambda text, deadline_s: None
 
@@ -111,6 +113,7 @@ class Child:
         and PyTorch eager timed (a child that replaces a crashed one need not time them again)."""
         started = time.perf_counter()
         task = self.task(name)
+        evicted = self.tasks.make_room() if name not in self.tasks else []
         state = TaskState(task, InputPool(task, self.cfg.seed))
         ahead = self.building.pop(name, None)
         if ahead is not None and ahead.cancel():  # not started yet: build it now, first
@@ -127,12 +130,15 @@ class Child:
                 prepare_checks(g.dtype.name, bench_set.expected[output].value.dtype.name)
         for bench_set in state.sets:
             bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
-        self.tasks[name] = state
+        evicted += self.tasks.add(name, state)
+        if evicted:
+            log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
+                     self.tasks.held_bytes / 2**30, self.tasks.budget_bytes / 2**30)
         library_us = self._library_us(state) if comparators and task.has_library else None
         torch_us = self._torch_us(state) if comparators else None
         compiled_us, compile_s = self._torch_compile_us(state) if comparators and torch_us else (None, None)
         device_s = time.perf_counter() - started - host_s - (compile_s or 0.0)
-        return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s)
+        return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s, tuple(evicted))
 
     def task(self, name: str) -> Task:
         """A task of the campaign, as the driver loaded it; raises TaskError for another."""
@@ -160,7 +166,9 @@ class Child:
         """Tune (if asked), then check and time in full the best configuration; when it fails,
         the next best in its place (configurations.FALLBACKS at most), each failure recorded
         in its trials. The verdict is the configuration's that stands, else the best one's."""
-        state = self.tasks[req.candidate.task]
+        state = self.tasks.get(req.candidate.task)
+        if state is None:  # the parent prepares a task the last preparation dropped: a bug if seen
+            raise tasks.TaskError(f"task {req.candidate.task!r} is not prepared in this child")
         cand, program = req.candidate, Program(req.cubin, req.lowered)
         clock = _Stages()
         refused = guards.check_module(program.globals, tuple(program.unresettable))

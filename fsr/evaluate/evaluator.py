@@ -252,6 +252,8 @@ class GpuEvaluator:
             if isinstance(reply, (Died, TimedOut)):
                 raise RuntimeError(f"task {task.name}: preparing its inputs failed: {reply}")
             self._prepared_in[task.name] = self.sandbox.restarts
+            for name in reply.evicted:  # dropped in the child to make room: prepared again when needed
+                self._prepared_in.pop(name, None)
             if first:
                 times = _TaskTimes(None, reply.library_us, reply.torch_us, reply.torch_compile_us,
                                    reply.torch_compile_s)

@@ -52,6 +52,11 @@ class TaskState:
     sets: list[BenchSet] = field(default_factory=list)
     pinned: dict[str, np.ndarray] = field(default_factory=dict)
 
+    def close(self) -> None:
+        """Drop the task's host and device arrays (back to CuPy's pools) and stop its input thread."""
+        self.pool.stop()
+        self.contents, self.sets, self.pinned = [], [], {}
+
     def landing(self, name: str, like: cp.ndarray) -> np.ndarray:
         """A pinned host array for output `name` at the benchmark size (copies back at full
         bus speed; pageable memory is staged through a bounce buffer)."""
@@ -72,7 +77,15 @@ class InputPool:
         self.items: list[list[Content]] = [[] for _ in self.sizes]
         self.cond = threading.Condition()
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
+        self.stopped = False
         threading.Thread(target=self._fill, daemon=True, name=f"inputs-{task.name}").start()
+
+    def stop(self) -> None:
+        """End the filling thread (after the item it is making) and drop what it made."""
+        with self.cond:
+            self.stopped = True
+            self.items = [[] for _ in self.sizes]
+            self.cond.notify_all()
 
     def make(self, size: dict[str, int], rng: np.random.Generator) -> Content:
         return make_content(self.task, self.module, {a.name: a.dtype for a in self.task.outputs}, size, rng)
@@ -88,11 +101,15 @@ class InputPool:
     def _fill(self) -> None:
         while True:
             with self.cond:
-                while all(len(q) >= d for q, d in zip(self.items, self.depths, strict=True)):
+                while not self.stopped and all(len(q) >= d for q, d in zip(self.items, self.depths, strict=True)):
                     self.cond.wait()
+                if self.stopped:
+                    return
                 index = min(range(len(self.items)), key=lambda i: len(self.items[i]) / self.depths[i])
             item = self.make(dict(self.sizes[index]), self.rng)
             with self.cond:
+                if self.stopped:
+                    return
                 self.items[index].append(item)
                 self.cond.notify_all()
 

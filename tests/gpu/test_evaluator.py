@@ -250,3 +250,18 @@ def test_torch_compile_is_timed_apart_from_its_compile_and_off_means_off():
     assert on.torch_compile_s > on.torch_compile_us * 1e-6 * 100  # the compile is not in the latency
     assert 0.2 < on.torch_compile_us / on.torch_us < 5  # the same op, timed alike
     assert off.torch_compile_us is None and off.torch_compile_s is None and off.torch_us
+
+
+def test_tasks_dropped_to_stay_within_the_budget_are_prepared_again_when_needed():
+    """A budget of one byte holds one task at a time: every switch of task drops the other, and
+    each evaluation is still OK (the parent prepares the dropped task again)."""
+    names = ("softmax", "layernorm")
+    ev = GpuEvaluator(WorkerSpec(tuple(tasks.load(n) for n in names),
+                                 EvalConfig(prepared_max_bytes=1, torch_compile="off"), TuneConfig(trials=0)))
+    try:
+        for name in names + names:
+            task = tasks.load(name)
+            result = ev.evaluate(candidate.parse(task.baseline_source, task))
+            assert result.verdict == Verdict.OK, f"{name}: {result.verdict} {result.message[:300]}"
+    finally:
+        ev.close()
