@@ -80,7 +80,8 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
         for ts in state.tasks.values():
             if ts.device:
                 executor.pin(ts.task.name, ts.device)
-    pool = ProposalPool(proposer, pace)
+    # A paced model's workers are up by now (its prompts name their GPU), so asking is cheap.
+    pool = ProposalPool(proposer, pace, gpus=len(executor.devices()) if pace is not None else 0)
     sink = BackgroundSink(writer) if writer is not None else None
     try:
         return Driver(state, executor, pool, sink, view, candidates_per_request, resumed).run()
@@ -230,7 +231,8 @@ class Driver:
         if item is None:
             return  # not ours (an executor bug): nothing to credit it to
         if item.started_at is not None:
-            self.pool.evaluated((datetime.now(UTC) - item.started_at).total_seconds())
+            self.pool.evaluated((datetime.now(UTC) - item.started_at).total_seconds(),
+                                seed=item.candidate.origin.proposer == "seed")
         member = self.state.tell(item.candidate, ev, item.features)
         self.running[item.candidate.task] -= 1
         if member.ok:
