@@ -24,7 +24,7 @@ class Worker:
     name: str
     ready_at: float
     calls: deque[tuple[Candidate, float, float]] = field(default_factory=deque)
-    spans: list[tuple[float, float]] = field(default_factory=list)  # finished (start, end)
+    done: list[tuple[Candidate, float, float]] = field(default_factory=list)  # finished, with start and end
 
     def free_at(self) -> float:
         return self.calls[-1][2] if self.calls else self.ready_at
@@ -39,7 +39,6 @@ class FakeGpuWorkers:
         self.eval_s, self.calls_per_worker = eval_s, calls_per_worker
         self.started = time.monotonic()
         self.workers = [Worker(f"fake{i}", self.started + startup_s) for i in range(workers)]
-        self.first_start: float | None = None  # when the first evaluation began
 
     def free_slots(self) -> int:
         return sum(self.calls_per_worker - len(w.calls) for w in self.workers)
@@ -50,7 +49,6 @@ class FakeGpuWorkers:
             raise RuntimeError("no free slot")
         start = max(time.monotonic(), worker.free_at())
         worker.calls.append((candidate, start, start + self.eval_s))
-        self.first_start = start if self.first_start is None else self.first_start
 
     def poll(self, timeout_s: float) -> list[Evaluation]:
         ends = [w.calls[0][2] for w in self.workers if w.calls]
@@ -58,20 +56,28 @@ class FakeGpuWorkers:
         now, out = time.monotonic(), []
         for w in self.workers:
             while w.calls and w.calls[0][2] <= now:
-                candidate, start, end = w.calls.popleft()
-                w.spans.append((start, end))
-                out.append(replace(self.evaluator.evaluate(candidate)))
+                w.done.append(w.calls.popleft())
+                out.append(replace(self.evaluator.evaluate(w.done[-1][0])))
         return out
 
     def busy(self, since: float, until: float) -> float:
         """The workers' share of [since, until] spent evaluating."""
-        covered = sum(max(0.0, min(e, until) - max(s, since)) for w in self.workers
-                      for s, e in w.spans + [(c[1], c[2]) for c in w.calls])
+        covered = sum(max(0.0, min(e, until) - max(s, since)) for _, s, e in self.spans())
         return covered / (len(self.workers) * (until - since)) if until > since else 0.0
 
+    def spans(self) -> list[tuple[Candidate, float, float]]:
+        """Every evaluation, finished or not: (candidate, start, end), in order of start."""
+        return sorted((c for w in self.workers for c in [*w.done, *w.calls]), key=lambda c: c[1])
+
+    def first_proposed(self) -> float | None:
+        """When the first candidate that is not a seed began (a proposer's first answer)."""
+        return next((s for c, s, _ in self.spans() if c.origin.proposer != "seed"), None)
+
+    def ready_at(self) -> float:
+        return min(w.ready_at for w in self.workers)
+
     def busy_fraction(self) -> float:
-        now = time.monotonic()
-        return self.busy(min(w.ready_at for w in self.workers), now)
+        return self.busy(self.ready_at(), time.monotonic())
 
     def close(self) -> None:
         pass
