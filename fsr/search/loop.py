@@ -80,7 +80,8 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
         for ts in state.tasks.values():
             if ts.device:
                 executor.pin(ts.task.name, ts.device)
-    pool = ProposalPool(proposer, pace)
+    # A paced model's workers are up by now (its prompts name their GPU), so asking is cheap.
+    pool = ProposalPool(proposer, pace, gpus=len(executor.devices()) if pace is not None else 0)
     sink = BackgroundSink(writer) if writer is not None else None
     try:
         return Driver(state, executor, pool, sink, view, candidates_per_request, resumed).run()
@@ -100,6 +101,10 @@ class Driver:
         self.n, self.resumed = max(1, n), resumed
         self.ready: deque[tuple[str, Pending]] = deque()  # (id, item): new, waiting for a slot
         self.ready_ids: set[str] = set()
+        # Seeds among them: they are not the model's proposals, and at the start they must not
+        # hold back its first requests (with two seeds for one GPU, none went out until the
+        # baseline's cold evaluation was over, seconds added to the first latency).
+        self.seeds_ready = 0
         self.queued: Counter[str] = Counter()  # ready candidates per task
         self.asked: Counter[str] = Counter()  # proposal requests outstanding per task
         self.in_flight: dict[str, Pending] = {}  # by candidate id
@@ -142,8 +147,8 @@ class Driver:
             while free > 0 and self.ready:
                 self._submit(*self.ready.popleft())
                 free = self.executor.free_slots()
-            asks = self.pool.allowance(workers=free + len(self.in_flight), waiting=len(self.ready), free=free,
-                                       n=self.n)
+            asks = self.pool.allowance(workers=free + len(self.in_flight), waiting=self._proposals_waiting(),
+                                       free=free, n=self.n)
             for _ in range(asks):
                 target = self._pick()
                 if target is None:
@@ -191,12 +196,18 @@ class Driver:
         self.ready.append((key, Pending(cand, detect(cand) if features is None else features, prompt_tokens,
                                         completion_tokens)))
         self.queued[cand.task] += 1
+        self.seeds_ready += cand.origin.proposer == "seed"
         return True
+
+    def _proposals_waiting(self) -> int:
+        """Ready candidates that a proposer made (not seeds)."""
+        return len(self.ready) - self.seeds_ready
 
     def _submit(self, key: str, item: Pending) -> bool:
         ts = self.state.tasks[item.candidate.task]
         self.queued[ts.task.name] -= 1
         self.ready_ids.discard(key)
+        self.seeds_ready -= item.candidate.origin.proposer == "seed"
         if key in self.state.seen or self._done(ts):
             return False
         self.state.seen.add(key)
@@ -230,7 +241,8 @@ class Driver:
         if item is None:
             return  # not ours (an executor bug): nothing to credit it to
         if item.started_at is not None:
-            self.pool.evaluated((datetime.now(UTC) - item.started_at).total_seconds())
+            self.pool.evaluated((datetime.now(UTC) - item.started_at).total_seconds(),
+                                seed=item.candidate.origin.proposer == "seed")
         member = self.state.tell(item.candidate, ev, item.features)
         self.running[item.candidate.task] -= 1
         if member.ok:
@@ -291,7 +303,7 @@ class Driver:
 
     def _progress(self) -> Progress:
         free = self.executor.free_slots()
-        pace = self.pool.stats(workers=free + len(self.in_flight), waiting=len(self.ready),
+        pace = self.pool.stats(workers=free + len(self.in_flight), waiting=self._proposals_waiting(),
                                idle_workers=free if not self.ready else 0)
         return snapshot(self.state, self._elapsed(), self.counts["evaluations"], len(self.in_flight),
                         self.executor.busy_fraction(), self.counts, pace)

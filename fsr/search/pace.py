@@ -13,6 +13,14 @@ median). Before the first answers L is unknown, but it is at least the age of th
 in flight: the target then grows with time at the workers' rate, which sends requests at the
 pace the workers will use their answers (a quick cold start without a guess).
 
+The workers' rate is the executor's slots over a slot's seconds per candidate from submission to
+result (Little's law: a GPU that holds two candidates takes each for twice its evaluation time),
+the median of the recent ones. The seeds go first, to workers just started, and their times hold
+the start-up (seconds: the GPU child, the device's ceilings, the task): they are not the pace.
+Until a model's candidate was measured, each GPU is taken at the prior's pace or the seeds',
+whichever is quicker: erring quick asks a few proposals early, erring slow starves the workers
+for a whole latency.
+
 On top, the ceilings: requests in flight, requests and tokens per window (a sliding log, so no
 window of that length ever holds more than the limit, whatever the endpoint's own accounting,
 and spread: no tenth of a window takes more than a tenth of the limit), and a congestion
@@ -33,12 +41,13 @@ from dataclasses import dataclass
 from fsr.propose.llm_gate import RateLimit, WindowLimit
 
 HEADROOM = 1.15  # on the p90 latency: answers bunch up, workers must not run dry in a gap
-PRIOR_EVAL_S = 0.4  # a worker's seconds per candidate before one was measured (2-3 a second)
+PRIOR_EVAL_S = 0.4  # a GPU's seconds per candidate before one was measured (2-3 a second)
+EVAL_WINDOW = 32  # evaluations in the evaluation-time median
 LATENCY_WINDOW = 64  # answers in the latency percentiles
 COLD_ANSWERS = 16  # until this many answers, the oldest request's age bounds the latency from below
 CLIMB = 2.0  # recent median latency over its floor that counts as congestion
 CLIMB_DECREASE = 0.7  # the congestion window's factor when latency climbs (a 429 halves it)
-EWMA = 0.1  # weight of a new evaluation time / yield / token count
+EWMA = 0.1  # weight of a new yield / token count
 
 __all__ = ["Ceilings", "PaceStats", "Pacer", "WindowLimit"]
 
@@ -71,11 +80,12 @@ class Pacer:
     """See the module docstring. Feed it what happens (`evaluated`, `sent`, `answered`,
     `throttled`) and ask `allowance` how many requests may start now."""
 
-    def __init__(self, ceilings: Ceilings = Ceilings()) -> None:
-        self.ceilings = ceilings
+    def __init__(self, ceilings: Ceilings = Ceilings(), gpus: int = 0) -> None:
+        self.ceilings, self.gpus = ceilings, gpus
         self.requests = RateLimit(ceilings.requests_per_min, ceilings.window_s)
         self.tokens = RateLimit(ceilings.tokens_per_min, ceilings.window_s)
-        self.eval_s: float | None = None  # a worker's seconds per candidate (EWMA)
+        self.eval_times: deque[float] = deque(maxlen=EVAL_WINDOW)  # a slot's seconds per candidate
+        self.seed_eval_s: float | None = None  # the quickest seed's, start-up included
         self.yield_per_request = 1.0  # new candidates an answer brings (EWMA; 1 until measured)
         self.tokens_per_request = 0.0  # prompt + completion tokens of an answer (EWMA)
         self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
@@ -89,10 +99,23 @@ class Pacer:
 
     # ---- what happened ---------------------------------------------------------------------
 
-    def evaluated(self, seconds: float) -> None:
-        """A worker spent `seconds` on one candidate."""
-        s = max(seconds, 1e-4)
-        self.eval_s = s if self.eval_s is None else (1 - EWMA) * self.eval_s + EWMA * s
+    def evaluated(self, seconds: float, seed: bool = False) -> None:
+        """A candidate took `seconds` from submission to result (in a worker's queue included).
+        A `seed` (the baseline, sent first to cold workers) only bounds the prior: its time holds
+        the worker's start-up, not the pace at which the workers will take the model's candidates."""
+        if seed:
+            self.seed_eval_s = min(self.seed_eval_s or math.inf, max(seconds, 1e-4))
+        else:
+            self.eval_times.append(max(seconds, 1e-4))
+
+    @property
+    def eval_s(self) -> float | None:
+        """A slot's seconds per candidate: the median of the recent ones (None before one). A
+        median, not a running mean: one cold evaluation (a worker's start-up, seconds) must not
+        set the pace of the next dozens."""
+        if not self.eval_times:
+            return None
+        return sorted(self.eval_times)[len(self.eval_times) // 2]
 
     def sent(self, now: float, requests: int = 1) -> None:
         """`requests` requests started now."""
@@ -133,8 +156,18 @@ class Pacer:
 
     def target(self, now: float, workers: int, oldest_s: float = 0.0) -> float:
         """Candidates the pipeline should hold: the workers' rate times the model's latency
-        (before the first answer, the age of the oldest request in flight), plus one per worker."""
-        rate = workers / (self.eval_s or PRIOR_EVAL_S)
+        (before the first answer, the age of the oldest request in flight), plus one per slot.
+        `workers` counts the executor's slots (a GPU may hold several candidates): measured, the
+        rate is slots over a slot's time per candidate (Little's law); before that, each GPU
+        (`gpus`; one per slot if unknown) at the prior's pace or the seeds', whichever is quicker
+        (a seed ran alone on its GPU, after its start-up: at most as fast as the GPU). Erring
+        quick costs a few early proposals that wait; erring slow starves the workers for a
+        latency."""
+        eval_s = self.eval_s
+        if eval_s:
+            rate = workers / eval_s
+        else:
+            rate = (self.gpus or workers) / min(PRIOR_EVAL_S, self.seed_eval_s or math.inf)
         latency = self.percentile(0.9) or 0.0
         if len(self.latencies) < COLD_ANSWERS:  # the first answers are the fastest of a jittery model
             latency = max(latency, oldest_s)

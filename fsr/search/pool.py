@@ -34,12 +34,12 @@ class Answer:
 
 class ProposalPool:
     """Runs proposal requests and hands back their answers. `pace` None: inline, one request
-    at a time; else paced within those ceilings."""
+    at a time; else paced within those ceilings, for `gpus` GPUs (0: unknown)."""
 
     def __init__(self, proposer: Proposer, pace: Ceilings | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, gpus: int = 0) -> None:
         self.proposer = proposer
-        self.pacer = Pacer(pace) if pace is not None else None
+        self.pacer = Pacer(pace, gpus) if pace is not None else None
         self.clock = clock
         # Requests not yet collected, by sequence number (oldest first); the numbers of those
         # answered, appended from whichever thread completes a future (deque appends are atomic).
@@ -106,10 +106,10 @@ class ProposalPool:
             tokens = (p.prompt_tokens or 0) + (p.completion_tokens or 0)
             self.pacer.answered(self.clock(), answer.latency_s, new_candidates, tokens or None)
 
-    def evaluated(self, seconds: float) -> None:
-        """A worker spent `seconds` on a candidate."""
+    def evaluated(self, seconds: float, seed: bool = False) -> None:
+        """A candidate took `seconds` from submission to result (`seed`: a seed's, see Pacer)."""
         if self.pacer is not None:
-            self.pacer.evaluated(seconds)
+            self.pacer.evaluated(seconds, seed)
 
     def stats(self, *, workers: int, waiting: int, idle_workers: int) -> PaceStats | None:
         """The pace now, for the view (None inline)."""

@@ -52,6 +52,30 @@ def test_the_cold_start_grows_with_the_age_of_the_oldest_request() -> None:
     assert later >= 4 / 0.1 * 5.0 - first  # by 5 s, the workers' rate for 5 s is on its way
 
 
+def test_a_cold_seed_does_not_slow_the_pace_and_one_slow_evaluation_does_not_set_it() -> None:
+    # The baseline's evaluation on a cold worker (3.5 s of start-up) once became the evaluation
+    # time, and the pace asked for a seventh of what a 0.5-s worker uses.
+    cold = Pacer()
+    cold.evaluated(3.5, seed=True)
+    ramp = cold.allowance(10.0, workers=1, in_flight=0, waiting=0, oldest_s=10.0)
+    assert ramp >= 1 / 0.4 * 10.0  # the prior's pace, not the seed's
+    quick = Pacer()
+    quick.evaluated(0.1, seed=True)  # a quicker seed than the prior: its GPU is at least that quick
+    assert quick.allowance(10.0, workers=1, in_flight=0, waiting=0, oldest_s=10.0) >= 1 / 0.1 * 10.0
+    steady = measured(Pacer(), latency_s=10.0, eval_s=0.5)
+    steady.evaluated(6.0)  # one slow candidate (a long tuning) among quick ones
+    assert steady.allowance(100.0, workers=1, in_flight=0, waiting=0) >= 10.0 / 0.5
+    slow = measured(Pacer(), latency_s=10.0, eval_s=2.0)  # a slow worker is a slow pace: fewer asked
+    assert slow.allowance(100.0, workers=1, in_flight=0, waiting=0) <= 10.0 / 2.0 * 1.15 * 1.2 + 2
+
+
+def test_before_a_measurement_the_prior_is_per_gpu_not_per_slot() -> None:
+    # Eight candidates held by each of two GPUs are sixteen slots, but two GPUs' pace.
+    pacer = Pacer(gpus=2)
+    assert pacer.target(0.0, workers=16, oldest_s=10.0) <= 2 / 0.4 * 10.0 * 1.15 + 16 + 1e-9
+    assert Pacer().target(0.0, workers=16, oldest_s=10.0) > 16 / 0.4 * 10.0  # unknown GPUs: one a slot
+
+
 def test_the_in_flight_ceiling_is_kept() -> None:
     pacer = measured(Pacer(Ceilings(max_in_flight=16)), latency_s=30.0, eval_s=0.1)
     assert pacer.allowance(100.0, workers=8, in_flight=0, waiting=0) == 16

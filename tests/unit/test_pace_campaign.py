@@ -21,6 +21,7 @@ from fsr.propose.llm import LLMProposer
 from fsr.propose.llm_client import gate_for
 from fsr.search.loop import run_campaign
 from fsr.search.pace import Ceilings
+from fsr.testing.fake_gpu import FakeGpuWorkers
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
 from fsr.testing.llm_server import GOOD_KERNEL, ScriptedServer, Slow, StandInEvaluator, Status, fenced, reply
 from fsr.types import Candidate
@@ -139,3 +140,28 @@ def test_an_endpoint_limited_to_60_requests_a_minute_is_kept_under_it() -> None:
         assert server.refused == 0 and summary.progress.proposer_errors == 0
         assert worst <= 60
         assert len(arrivals) >= 60 * 2  # and it used what the limit allows: two windows' worth at least
+
+
+def test_one_gpu_worker_at_the_gpus_pace_is_kept_busy_from_the_first_answer() -> None:
+    # The shape measured on one H100 (`fsr run --local softmax`, default config): one worker
+    # holding one candidate at a time, ~0.6 s an evaluation, the task's two seeds first, after the
+    # worker's start-up; a model at 10 s +-30%, unscaled. The start-up once set the pace's
+    # evaluation time and starved the worker for tens of seconds, and the waiting seed held back
+    # the first requests until the baseline was evaluated.
+    with ModelServer(10.0) as server:
+        cfg = LLMConfig(model="scripted-model", base_url=server.base_url)
+        proposer = LLMProposer(cfg, device=StandInEvaluator().device(), gate=gate_for(cfg))
+        executor = FakeGpuWorkers(workers=1, eval_s=0.6, calls_per_worker=1, startup_s=3.0)
+        search = SearchConfig(max_evaluations=1_000_000, max_wall_s=45.0)
+        pace = Ceilings(cfg.concurrency, cfg.max_requests_per_minute, cfg.max_tokens_per_minute)
+        task = softmax_task()
+        assert task.template_source  # two seeds: the baseline and the template
+        summary = run_campaign([task], executor, proposer, search, pace=pace)
+        stopped = time.monotonic()
+    first_answer = executor.first_proposed()
+    assert first_answer is not None
+    busy = executor.busy(first_answer, stopped)
+    assert busy >= 0.9, (busy, summary.progress.pace)
+    assert summary.progress.proposer_errors == 0
+    # The first requests went out at once: the slowest of them is answered by 13 s.
+    assert first_answer - executor.started < 10.0 * 1.3 + 0.5
