@@ -152,7 +152,7 @@ def test_one_gpu_worker_at_the_gpus_pace_is_kept_busy_from_the_first_answer() ->
         cfg = LLMConfig(model="scripted-model", base_url=server.base_url)
         proposer = LLMProposer(cfg, device=StandInEvaluator().device(), gate=gate_for(cfg))
         executor = FakeGpuWorkers(workers=1, eval_s=0.6, calls_per_worker=1, startup_s=3.0)
-        search = SearchConfig(max_evaluations=1_000_000, max_wall_s=45.0)
+        search = SearchConfig(max_evaluations=1_000_000, max_wall_s=30.0)
         pace = Ceilings(cfg.concurrency, cfg.max_requests_per_minute, cfg.max_tokens_per_minute)
         task = softmax_task()
         assert task.template_source  # two seeds: the baseline and the template
