@@ -256,7 +256,7 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
         from fsr.evaluate.evaluator import GpuEvaluator
         from fsr.execute.local import LocalExecutor
 
-        return LocalExecutor(lambda: GpuEvaluator(spec))
+        return LocalExecutor(lambda: GpuEvaluator(spec), max_in_flight=2)  # the next one queued: no round trip between
     from cluster.executor import NoWorkerError, RayExecutor
     from cluster.start import ClusterError, connect
 
