@@ -50,22 +50,23 @@ class Plan:
 
 def plan(path: Path) -> Plan:
     """The plan of `path`'s task; raises ProblemError with the one-line reason it has none."""
-    bench = sizes.constants(path.read_text())
+    source = path.read_text()
+    bench = sizes.constants(source)
     if not bench:
         raise ProblemError("no module-level integer sizes")
-    namespace = _namespace(path, bench)
-    at_bench = probe.shapes(path, bench)
+    namespace = _namespace(source, bench)
+    at_bench = probe.shapes(source, bench)
     layout = _layout(namespace, at_bench, list(bench))
-    tests, vals = _test_sizes(path, bench, at_bench, layout)
-    points = [(s, probe.shapes(path, s)) for s in tests] + [(bench, at_bench)] + _probes(path, bench, tests[-1], at_bench)
+    tests, vals = _test_sizes(source, bench, at_bench, layout)
+    points = [(s, probe.shapes(source, s)) for s in tests] + [(bench, at_bench)] + _probes(source, bench, tests[-1], at_bench)
     args = _args(layout, at_bench, points, bench)
     atol, rtol, note = _tolerance(vals)
     return Plan(bench, tests, args, layout, _bytes(args, points, bench), _flops(points, args, bench), atol, rtol, note)
 
 
-def _namespace(path: Path, bench: dict[str, int]) -> dict[str, Any]:
+def _namespace(source: str, bench: dict[str, int]) -> dict[str, Any]:
     try:
-        namespace = runtime.load(path, bench)
+        namespace = runtime.load(source, bench)
     except Exception as e:
         raise ProblemError(f"running the file raised {type(e).__name__}: {' '.join(str(e).split())[:150]}") from None
     for name in ("Model", "get_inputs", "get_init_inputs"):
@@ -109,14 +110,14 @@ def _cost(s: Shapes) -> tuple[int, int]:
     return sum(math.prod(t.shape) for t in tensors), s.flops
 
 
-def _test_sizes(path: Path, bench: dict[str, int], at_bench: Shapes,
+def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes,
                 layout: dict[str, Any]) -> tuple[tuple[dict[str, int], ...], list[Values]]:
     """Test sizes that run on the CPU with the benchmark size's signature, smallest first."""
     names = sizes.scaling(bench)
 
     def too_big(s: dict[str, int], scale: int = 1) -> bool | None:
         try:
-            shapes = probe.shapes(path, s)
+            shapes = probe.shapes(source, s)
         except ProblemError:
             return None
         if not _same_signature(shapes, at_bench):
@@ -135,7 +136,7 @@ def _test_sizes(path: Path, bench: dict[str, int], at_bench: Shapes,
         if too_big(s) is None:
             continue
         try:
-            kept.append((s, probe.values(path, layout, s)))
+            kept.append((s, probe.values(source, layout, s)))
         except ProblemError as e:
             if str(e).startswith("random ops"):
                 raise
@@ -145,7 +146,7 @@ def _test_sizes(path: Path, bench: dict[str, int], at_bench: Shapes,
     if len(kept) < LEAST:
         why = f": {reasons[0]}" if reasons else ": the others fail on the meta device or change the signature"
         raise ProblemError(f"only {len(kept)} test sizes run (at least {LEAST} needed){why}")
-    kept.sort(key=lambda sv: _cost(probe.shapes(path, sv[0])))
+    kept.sort(key=lambda sv: _cost(probe.shapes(source, sv[0])))
     return tuple(s for s, _ in kept), [v for _, v in kept]
 
 
@@ -157,7 +158,7 @@ def _step(bench: int, runs: Any) -> int:
     return bench & -bench
 
 
-def _probes(path: Path, bench: dict[str, int], large: dict[str, int], at_bench: Shapes) -> list[tuple[dict[str, int], Shapes]]:
+def _probes(source: str, bench: dict[str, int], large: dict[str, int], at_bench: Shapes) -> list[tuple[dict[str, int], Shapes]]:
     """Shapes one, two and three past the largest test size in each size alone: they pin down
     the offsets of floor divisions."""
     out = []
@@ -165,7 +166,7 @@ def _probes(path: Path, bench: dict[str, int], large: dict[str, int], at_bench: 
         for d in (1, 2, 3):
             s = {**large, n: large[n] + d}
             try:
-                shapes = probe.shapes(path, s)
+                shapes = probe.shapes(source, s)
             except ProblemError:
                 continue
             if _same_signature(shapes, at_bench):

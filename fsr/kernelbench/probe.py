@@ -9,7 +9,6 @@ float16 / bfloat16 emulations (inputs, weights and outputs rounded) for the tole
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,13 +58,13 @@ def _tensor(t: Any) -> Tensor:
     return Tensor(shape, "uint8", True) if name == "bool" else Tensor(shape, name)
 
 
-def shapes(path: Path, sizes: dict[str, int]) -> Shapes:
+def shapes(source: str, sizes: dict[str, int]) -> Shapes:
     """Shapes, dtypes and FLOPs at `sizes`, on the meta device; raises ProblemError."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
-        namespace = runtime.load(path, sizes)
+        namespace = runtime.load(source, sizes)
         with torch.device("meta"):
             model, inputs = runtime.build(namespace, 0)
             for i, x in enumerate(inputs):
@@ -92,19 +91,19 @@ def _why(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}"
 
 
-def values(path: Path, layout: dict[str, Any], sizes: dict[str, int]) -> Values:
+def values(source: str, layout: dict[str, Any], sizes: dict[str, int]) -> Values:
     """The outputs at `sizes` (small) on the CPU; raises ProblemError for random ops in forward."""
     import torch
 
     try:
-        arrays = runtime.draw(path, layout, sizes, np.random.default_rng(0))
-        float32 = _forward32(path, layout, arrays, sizes, seed=1)
-        again = _forward32(path, layout, arrays, sizes, seed=2)
-        reference = [t.numpy() for t in runtime.forward64(runtime.load(path, sizes), layout, arrays)]
+        arrays = runtime.draw(source, layout, sizes, np.random.default_rng(0))
+        float32 = _forward32(source, layout, arrays, sizes, seed=1)
+        again = _forward32(source, layout, arrays, sizes, seed=2)
+        reference = [t.numpy() for t in runtime.forward64(runtime.load(source, sizes), layout, arrays)]
         half = [_rounded(t, torch.float16) for t in
-                runtime.forward64(runtime.load(path, sizes), layout, _round_all(arrays, torch.float16))]
+                runtime.forward64(runtime.load(source, sizes), layout, _round_all(arrays, torch.float16))]
         brain = [_rounded(t, torch.bfloat16) for t in
-                 runtime.forward64(runtime.load(path, sizes), layout, _round_all(arrays, torch.bfloat16))]
+                 runtime.forward64(runtime.load(source, sizes), layout, _round_all(arrays, torch.bfloat16))]
     except ProblemError:
         raise
     except Exception as e:
@@ -114,12 +113,12 @@ def values(path: Path, layout: dict[str, Any], sizes: dict[str, int]) -> Values:
     return Values(tuple(reference), tuple(float32), tuple(half), tuple(brain))
 
 
-def _forward32(path: Path, layout: dict[str, Any], arrays: dict[str, np.ndarray], sizes: dict[str, int],
+def _forward32(source: str, layout: dict[str, Any], arrays: dict[str, np.ndarray], sizes: dict[str, int],
                seed: int) -> list[np.ndarray]:
     """PyTorch's own float32 forward on these inputs and weights."""
     import torch
 
-    model, _ = runtime.build(runtime.load(path, sizes), 0)
+    model, _ = runtime.build(runtime.load(source, sizes), 0)
     for name, p in layout["state"]:
         runtime.assign(model, p, torch.from_numpy(arrays[name].copy()))
     with torch.random.fork_rng(devices=[]), torch.no_grad():

@@ -1,34 +1,35 @@
-"""Run a KernelBench problem file at chosen sizes: its inputs and weights, and its forward in float64.
+"""Run a KernelBench problem file at chosen sizes: its inputs and weights, its forward in float64,
+and PyTorch's own module on the task's arrays (the comparators' side).
 
-This file is copied verbatim into every imported task's reference.py (so that a task folder needs
-nothing from fsr), and the importer uses it for its own probing, so both run the module alike.
-It needs only the standard library, NumPy and torch.
+This file is copied verbatim into every imported task's reference.py, which also holds the problem
+file's text (so that a task is one module that needs nothing from fsr and no file beside it: a
+campaign ships that text to its workers), and the importer uses it for its own probing, so both
+run the module alike. It needs only the standard library, NumPy and torch.
 
 A problem file defines `Model`, `get_inputs()`, `get_init_inputs()` and module-level integer
-sizes. `load(path, sizes)` executes the file with those sizes' assignments (`n = ...`, `a = b = ...`,
-`a, b = 1, 2`) replaced by the given
-values, so that everything computed from them (tuples of shapes, the model's constructor
-arguments) follows.
+sizes. `load(source, sizes)` executes the file's text with those sizes' assignments (`n = ...`,
+`a = b = ...`, `a, b = 1, 2`) replaced by the given values, so that everything computed from
+them (tuples of shapes, the model's constructor arguments) follows.
 """
 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-_TREES: dict[str, ast.Module] = {}
+FILENAME = "problem.py"  # what tracebacks from the problem file name
+_TREES: dict[str, ast.Module] = {}  # by source text
 
 
-def load(path: str | Path, sizes: dict[str, int]) -> dict[str, Any]:
-    """The problem file's namespace, with each top-level `name = ...` of a size set to its value."""
-    key = str(path)
-    if key not in _TREES:
-        _TREES[key] = ast.parse(Path(path).read_text(), filename=key)
+def load(source: str, sizes: dict[str, int]) -> dict[str, Any]:
+    """The namespace of the problem file whose text is `source`, with each top-level `name = ...`
+    of a size set to its value."""
+    if source not in _TREES:
+        _TREES[source] = ast.parse(source, filename=FILENAME)
     body: list[ast.stmt] = []
-    for stmt in _TREES[key].body:
+    for stmt in _TREES[source].body:
         pairs = _bindings(stmt)
         if any(n in sizes for n, _ in pairs):
             body += [ast.Assign(targets=[ast.Name(n, ast.Store())], value=ast.Constant(sizes[n]) if n in sizes else v)
@@ -36,8 +37,8 @@ def load(path: str | Path, sizes: dict[str, int]) -> dict[str, Any]:
         else:
             body.append(stmt)
     module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
-    namespace: dict[str, Any] = {"__name__": "kernelbench_problem", "__file__": key}
-    exec(compile(module, key, "exec"), namespace)  # the problem file is trusted user input
+    namespace: dict[str, Any] = {"__name__": "kernelbench_problem", "__file__": FILENAME}
+    exec(compile(module, FILENAME, "exec"), namespace)  # the problem file is trusted user input
     return namespace
 
 
@@ -113,37 +114,83 @@ def call_args(layout: dict[str, Any], tensor: Any) -> list[Any]:
     return [layout["constants"][n] if n in layout["constants"] else tensor(n) for n in layout["inputs"]]
 
 
+def _model(namespace: dict[str, Any], layout: dict[str, Any], tensor: Any, device: str) -> Any:
+    """The file's Model on `device` in the default dtype, every weight and buffer the task holds
+    assigned from `tensor(name)` (built on the meta device where it can be: no initialisation)."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        try:
+            with torch.device("meta"):
+                model = namespace["Model"](*namespace["get_init_inputs"]())
+        except Exception:
+            model = namespace["Model"](*namespace["get_init_inputs"]())
+    model = model.to(device) if not any(t.is_meta for t in state(model).values()) else model
+    for name, path in layout["state"]:
+        assign(model, path, tensor(name))
+    return model
+
+
 def forward64(namespace: dict[str, Any], layout: dict[str, Any], arrays: dict[str, np.ndarray],
               device: str = "cpu") -> list[Any]:
     """The module's forward in float64 on `device`, its inputs and weights taken from `arrays`."""
     import torch
 
-    def tensor(name: str) -> Any:
-        t = torch.from_numpy(np.ascontiguousarray(arrays[name])).to(device)
+    def tensor(name: str) -> Any:  # a copy: a training-mode forward counts its batches in place
+        t = torch.from_numpy(np.array(arrays[name], order="C")).to(device)
         return t.double() if t.is_floating_point() else t.bool() if name in layout.get("bools", ()) else t
 
     before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            try:
-                with torch.device("meta"):  # no weight initialisation: every weight is assigned below
-                    model = namespace["Model"](*namespace["get_init_inputs"]())
-            except Exception:
-                model = namespace["Model"](*namespace["get_init_inputs"]())
-        model = model.to(device) if not any(t.is_meta for t in state(model).values()) else model
-        for name, path in layout["state"]:
-            assign(model, path, tensor(name))
+        model = _model(namespace, layout, tensor, device)
         with torch.no_grad(), torch.device(device):
             return outputs(model(*call_args(layout, tensor)))
     finally:
         torch.set_default_dtype(before)
 
 
-def draw(path: str | Path, layout: dict[str, Any], sizes: dict[str, int], rng: Any) -> dict[str, np.ndarray]:
+_MODULE: list[tuple[Any, Any]] = []  # the comparators' model: [(key, model)], the last one built
+
+
+def module32(source: str, layout: dict[str, Any], arrays: dict[str, Any], sizes: dict[str, int]) -> tuple[Any, list[Any]]:
+    """PyTorch's own module (the file's dtypes: float32) with the task's weights, on the arrays'
+    device (CUDA for CuPy arrays, the CPU for NumPy ones), and forward's arguments taken from
+    `arrays`. The model is built once per sizes and device, from the first arrays it is given,
+    and reused with later calls' activations: comparators time forward, never construction.
+    Its parameters are zero-copy views of those first arrays (which it keeps alive); buffers and
+    tensor attributes are copies, since a forward in training mode updates some in place
+    (BatchNorm's running statistics) and a comparator must never write a task's inputs."""
+    device = "cuda" if any(hasattr(a, "__cuda_array_interface__") for a in arrays.values()) else "cpu"
+    key = (source, tuple(sorted(sizes.items())), device)
+    if not _MODULE or _MODULE[0][0] != key:
+        _MODULE[:] = [(key, _build32(source, layout, arrays, sizes, device))]
+    return _MODULE[0][1], call_args(layout, lambda name: _view(layout, arrays, name))
+
+
+def _build32(source: str, layout: dict[str, Any], arrays: dict[str, Any], sizes: dict[str, int], device: str) -> Any:
+    namespace = load(source, sizes)
+    model = _model(namespace, layout, lambda name: _view(layout, arrays, name), device)
+    parameters = {p for p, _ in model.named_parameters()}
+    for name, path in layout["state"]:
+        if path not in parameters:
+            assign(model, path, _view(layout, arrays, name).clone())
+    return model
+
+
+def _view(layout: dict[str, Any], arrays: dict[str, Any], name: str) -> Any:
+    """`arrays[name]` as a tensor without a copy (a bool mask, held as uint8, is one)."""
+    import torch
+
+    a = arrays[name]
+    t = torch.as_tensor(a, device="cuda") if hasattr(a, "__cuda_array_interface__") else torch.as_tensor(a)
+    return t.bool() if name in layout.get("bools", ()) else t
+
+
+def draw(source: str, layout: dict[str, Any], sizes: dict[str, int], rng: Any) -> dict[str, np.ndarray]:
     """Inputs and weights as the file makes them, seeded from `rng`, by task argument name."""
-    model, inputs = build(load(path, sizes), int(rng.integers(2**31 - 2)))
+    model, inputs = build(load(source, sizes), int(rng.integers(2**31 - 2)))
     weights = state(model)
     arrays = {name: t for name, t in zip(layout["inputs"], inputs, strict=True) if name not in layout["constants"]}
     arrays.update({name: weights[p] for name, p in layout["state"]})
@@ -156,12 +203,12 @@ def _array(t: Any) -> np.ndarray:
     return a.astype(np.uint8) if a.dtype == np.bool_ else a
 
 
-def reference64(path: str | Path, layout: dict[str, Any], arrays: dict[str, np.ndarray],
+def reference64(source: str, layout: dict[str, Any], arrays: dict[str, np.ndarray],
                 sizes: dict[str, int]) -> dict[str, np.ndarray]:
     """The outputs in float64, by task argument name; on the GPU when the inputs are large."""
     import torch
 
     large = sum(a.size for a in arrays.values()) > 2**24
     device = "cuda" if large and torch.cuda.is_available() else "cpu"
-    results = forward64(load(path, sizes), layout, arrays, device)
+    results = forward64(load(source, sizes), layout, arrays, device)
     return {name: _array(t) for name, t in zip(layout["outputs"], results, strict=True)}

@@ -1,8 +1,10 @@
-"""Write a plan as a task folder: task.toml, reference.py (the runtime and this task's layout) and
-problem.py (the KernelBench file itself), so the folder needs nothing but NumPy and torch."""
+"""Write a plan as a task folder: task.toml and reference.py, which holds the runtime, this task's
+layout and the KernelBench file's text, so that the task is one module that needs nothing but
+NumPy and torch (a campaign ships reference.py's text to its workers, never files beside it)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -12,19 +14,38 @@ from fsr.kernelbench import runtime
 from fsr.kernelbench.plan import Plan
 from fsr.kernelbench.probe import ProblemError
 
+MARKER = "# Written by `fsr import`"
+
 TAIL = '''
 
-# This task: the problem file beside this one, and its arguments' names.
-_PROBLEM = Path(__file__).with_name("problem.py")
-_LAYOUT = {layout}
+# This task: its arguments' names, and the problem file's text (at the end of this file).
 
 
 def make_inputs(sizes, rng):
-    return draw(_PROBLEM, _LAYOUT, sizes, rng)
+    return draw(_SOURCE, _LAYOUT, sizes, rng)
 
 
 def reference(inputs, sizes):
-    return reference64(_PROBLEM, _LAYOUT, inputs, sizes)
+    return reference64(_SOURCE, _LAYOUT, inputs, sizes)
+
+
+def torch_module(inputs, sizes):
+    """(PyTorch's module with the task's weights, built once per sizes; forward's arguments from
+    `inputs`): what a comparator times, eager or compiled."""
+    return module32(_SOURCE, _LAYOUT, inputs, sizes)
+
+
+def torch_eager(inputs, sizes):
+    import torch
+
+    model, activations = torch_module(inputs, sizes)
+    with torch.no_grad():
+        model(*activations)
+
+
+_LAYOUT = {layout}
+
+_SOURCE = {source}
 '''
 
 
@@ -40,16 +61,34 @@ def write(path: Path, plan: Plan, out: Path) -> Path:
     name = task_name(path)
     folder = out / name
     if folder.exists():
-        if not (folder / "problem.py").is_file():
+        if not _imported(folder):
             raise ProblemError(f"{folder} exists and is not an imported task")
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    shutil.copyfile(path, folder / "problem.py")
-    header = f"# Written by `fsr import` from {path.name} (now problem.py beside this file).\n"
+    header = f"{MARKER} from {path.name} (its text is _SOURCE at the end of this file).\n"
     code = Path(runtime.__file__).read_text()
-    (folder / "reference.py").write_text(header + code + TAIL.format(layout=repr(plan.layout)))
+    tail = TAIL.format(layout=repr(plan.layout), source=literal(path.read_text()))
+    (folder / "reference.py").write_text(header + code + tail)
     (folder / "task.toml").write_text(toml(path, name, plan))
     return folder
+
+
+def _imported(folder: Path) -> bool:
+    """Whether `fsr import` wrote this folder (earlier versions left problem.py beside reference.py)."""
+    reference = folder / "reference.py"
+    return (folder / "problem.py").is_file() or reference.is_file() and reference.read_text().startswith(MARKER)
+
+
+def literal(text: str) -> str:
+    """`text` as a Python literal that reads like the file: a raw triple-quoted string where
+    that gives `text` back exactly, else repr."""
+    raw = f"r'''{text}'''"
+    try:
+        if "\r" not in text and ast.literal_eval(raw) == text:
+            return raw
+    except (SyntaxError, ValueError):  # the text closes the quotes: repr is always right
+        pass
+    return repr(text)
 
 
 def _string(text: str) -> str:

@@ -4,7 +4,9 @@ file that cannot be imported gets one line saying why. On the CPU; needs torch."
 
 from __future__ import annotations
 
+import ast
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +49,8 @@ def task(imported, kind):
 def test_every_kind_becomes_a_task_without_baseline(imported, kind):
     t = task(imported, kind)
     folder = Path(t.directory)
-    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["problem.py", "reference.py", "task.toml"]
-    assert (folder / "problem.py").read_text() == (DATA / FILES[kind]).read_text()
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["reference.py", "task.toml"]
+    assert tasks.functions(t)._SOURCE == (DATA / FILES[kind]).read_text()  # the file travels inside reference.py
     assert t.baseline_source == "" and t.template_source is None
     assert "class Model" in t.description and "Arguments" in t.description
 
@@ -126,7 +128,7 @@ def pytorch_float32(t, size):
     ref = fn.reference({k: v.copy() for k, v in inputs.items()}, size)
     from fsr.kernelbench import probe
 
-    got = probe._forward32(Path(t.directory) / "problem.py", fn._LAYOUT, inputs, size, seed=0)
+    got = probe._forward32(fn._SOURCE, fn._LAYOUT, inputs, size, seed=0)
     return ref, dict(zip(fn._LAYOUT["outputs"], got, strict=True))
 
 
@@ -185,3 +187,131 @@ def test_reference_work_per_evaluation_stays_small(imported):
         t = task(imported, kind)
         elements = sum(math.prod(tasks.shape_of(t, a, dict(s))) for s in t.test_sizes for a in t.args)
         assert elements < 2**23, kind
+
+
+# PyTorch's own module as the comparator: torch_module / torch_eager in every imported reference.py.
+
+WEIGHTED = ["norm", "conv", "fusion", "block"]  # kinds whose module has float weights
+
+
+def smallest(t):
+    return dict(min(t.test_sizes, key=lambda s: math.prod(v for _, v in s)))
+
+
+def within(t, got, ref):
+    """Whether float32 outputs `got` (tensors) pass the task's tolerance against `ref`."""
+    return all(np.all(np.abs(g.numpy().astype(np.float64) - r) <= t.atol + t.rtol * np.abs(r))
+               for g, r in zip(got, ref.values(), strict=True))
+
+
+def run_module(fn, inputs, size):
+    model, activations = fn.torch_module(inputs, size)
+    with torch.no_grad():
+        return fn.outputs(model(*activations))
+
+
+@pytest.mark.parametrize("kind", FILES)
+def test_torch_module_is_the_file_in_float32_with_the_tasks_weights_and_writes_no_input(imported, kind):
+    t = task(imported, kind)
+    fn = tasks.functions(t)
+    fn._MODULE.clear()
+    size = smallest(t)
+    inputs = fn.make_inputs(size, np.random.default_rng(4))
+    before = {k: v.copy() for k, v in inputs.items()}
+    ref = fn.reference(before, size)
+    got = run_module(fn, inputs, size)
+    assert [g.dtype for g in got] == [torch.from_numpy(r).dtype if r.dtype.kind != "f" else torch.float32
+                                      for r in ref.values()]
+    assert within(t, got, ref), kind
+    assert fn.torch_eager(inputs, size) is None
+    # a training-mode forward updates BatchNorm's running statistics: on copies, never the task's inputs
+    assert all(np.array_equal(inputs[k], v) for k, v in before.items()), kind
+    model, _ = fn.torch_module(inputs, size)
+    for name, path in fn._LAYOUT["state"]:
+        if path in dict(model.named_parameters()):  # parameters are views of the arrays, no copy
+            assert model.get_parameter(path).data_ptr() == inputs[name].ctypes.data, path
+
+
+@pytest.mark.parametrize("kind", WEIGHTED)
+def test_a_module_with_other_weights_does_not_match(imported, kind):
+    t = task(imported, kind)
+    fn = tasks.functions(t)
+    size = smallest(t)
+    inputs = fn.make_inputs(size, np.random.default_rng(4))
+    ref = fn.reference({k: v.copy() for k, v in inputs.items()}, size)
+    weights = [n for n, _ in fn._LAYOUT["state"] if inputs[n].dtype.kind == "f"]
+    assert weights, kind
+    fn._MODULE.clear()
+    other = {**inputs, **{n: inputs[n] * 1.5 + 0.25 for n in weights}}
+    assert not within(t, run_module(fn, other, size), ref), kind
+    fn._MODULE.clear()
+
+
+def test_the_module_is_built_once_per_size_and_later_calls_take_only_their_activations(imported, monkeypatch):
+    t = task(imported, "conv")
+    fn = tasks.functions(t)
+    fn._MODULE.clear()
+    size = smallest(t)
+    first, second = (fn.make_inputs(size, np.random.default_rng(seed)) for seed in (5, 6))
+    other = dict(max(t.test_sizes, key=lambda s: math.prod(v for _, v in s)))
+    third = fn.make_inputs(other, np.random.default_rng(7))
+    kept = {**second, **{n: first[n] for n, _ in fn._LAYOUT["state"]}}  # the first call's weights
+    with_kept, with_second = fn.reference(kept, size), fn.reference(second, size)
+    loads = []  # one per construction of the module (make_inputs and reference load the file too: above)
+    real = fn.load
+
+    def counted(*args):
+        loads.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(fn, "load", counted)
+    model, _ = fn.torch_module(first, size)
+    fn.torch_eager(second, size)
+    again, activations = fn.torch_module(second, size)
+    assert again is model and len(loads) == 1
+    assert activations[0].data_ptr() == second["x"].ctypes.data  # this call's activation, no copy
+    assert within(t, run_module(fn, second, size), with_kept)
+    assert not within(t, run_module(fn, second, size), with_second)
+    fn.torch_module(third, other)
+    assert len(loads) == 2  # another size, another module
+    fn._MODULE.clear()
+
+
+def test_reference_py_reads_no_file_beside_it(imported, tmp_path):
+    """A campaign ships reference.py's text to workers whose disks lack the task folder."""
+    t = task(imported, "fusion")
+    elsewhere = replace(t, directory=str(tmp_path / "not_here"), content_hash=t.content_hash + "_moved")
+    fn = tasks.functions(elsewhere)
+    size = smallest(t)
+    inputs = fn.make_inputs(size, np.random.default_rng(8))
+    ref = fn.reference({k: v.copy() for k, v in inputs.items()}, size)
+    assert within(t, run_module(fn, inputs, size), ref)
+    fn._MODULE.clear()
+
+
+@pytest.mark.parametrize("text", ["x = 1\n", "s = '''a'''\n", "s = r'a\\\\'  # \\", "end \\", "n = 1\r\n", ""])
+def test_the_problem_text_is_written_as_a_literal_that_gives_it_back(text):
+    assert ast.literal_eval(write.literal(text)) == text
+    assert write.literal("import torch\n").startswith("r'''import torch")  # readable where it can be
+
+
+def test_reimporting_replaces_an_imported_folder_but_no_other(tmp_path):
+    relu = DATA / FILES["activation"]
+    assert one.import_one(relu, tmp_path)["ok"]
+    assert one.import_one(relu, tmp_path)["ok"]
+    foreign = tmp_path / "mine" / write.task_name(relu)
+    foreign.mkdir(parents=True)
+    (foreign / "reference.py").write_text("def make_inputs(sizes, rng): ...\n")
+    result = one.import_one(relu, tmp_path / "mine")
+    assert not result["ok"] and "is not an imported task" in str(result["reason"])
+    assert (foreign / "reference.py").read_text() == "def make_inputs(sizes, rng): ...\n"
+
+
+def test_the_reference_writes_no_input(imported):
+    t = task(imported, "block")  # BatchNorm in training mode counts batches in an int64 buffer
+    fn = tasks.functions(t)
+    size = smallest(t)
+    inputs = fn.make_inputs(size, np.random.default_rng(9))
+    before = {k: v.copy() for k, v in inputs.items()}
+    fn.reference(inputs, size)
+    assert all(np.array_equal(inputs[k], v) for k, v in before.items())
