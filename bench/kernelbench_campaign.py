@@ -72,6 +72,10 @@ extern "C" __global__ void zeros(float* y, {", ".join(f"int {s}" for s in task.s
 class KernelServer(ScriptedServer):
     """Answers each request for the task its prompt names (see the module docstring)."""
 
+    def __enter__(self) -> KernelServer:
+        super().__enter__()
+        return self
+
     def __init__(self, tasks_dir: Path) -> None:
         super().__init__()
         self.tasks_dir = tasks_dir

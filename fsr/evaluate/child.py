@@ -261,22 +261,20 @@ class Child:
 
     def _torch_us(self, state: TaskState) -> float | None:
         """PyTorch eager's median, timed like the library: on fsr's stream (as torch's current
-        stream), TF32 off. None, logged once per task, when the task has no `torch_eager`,
-        torch cannot be imported or the function raises: a missing comparator is no verdict."""
-        fn = getattr(tasks.functions(state.task), "torch_eager", None)
-        if fn is None:
+        stream), TF32 off; a task with `torch_module` times the model's forward alone, its
+        arguments made ahead (as the compiled one). None, logged once per task, when the task has
+        no `torch_eager`, torch cannot be imported or the function raises: a missing comparator
+        is no verdict."""
+        functions = tasks.functions(state.task)
+        if getattr(functions, "torch_eager", None) is None:
             return None
         try:
             import torch
 
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
-            torch_stream = torch.cuda.ExternalStream(self.stream.ptr)
-
-            def call(inputs: dict[str, cp.ndarray], size: dict[str, int]) -> None:
-                with torch.cuda.stream(torch_stream):
-                    fn(inputs, size)
-
+            views = [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
+            call = _torch_call(functions, views, dict(state.task.bench_size), None, self.stream.ptr)
             return self._comparator_us(state, call)
         except ContextLost:
             raise
@@ -298,7 +296,7 @@ class Child:
         started = time.perf_counter()
         compile_s = None
         try:
-            run = _compiled(functions, views, size, self.cfg.torch_compile, self.stream.ptr)
+            run = _torch_call(functions, views, size, self.cfg.torch_compile, self.stream.ptr)
             for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
                 run(v, size)
             synchronize(self.stream)
@@ -398,17 +396,19 @@ def _wrong(check: SizeCheck) -> str:
     return f"at {size_label(check.size)}: {check.detail}"
 
 
-def _compiled(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[str, int], mode: str,
-              stream_ptr: int) -> Callable[[dict[str, cp.ndarray], dict[str, int]], None]:
-    """A call of the compiled comparator on fsr's stream: the task's `torch_module` model compiled
-    once, each input set's activations made ahead (so a call is the model's forward only), else
-    `torch_eager` compiled whole. Nothing is compiled until the first call."""
+def _torch_call(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[str, int], mode: str | None,
+                stream_ptr: int) -> Callable[[dict[str, cp.ndarray], dict[str, int]], None]:
+    """A call of the PyTorch comparator on fsr's stream, eager (`mode` None) or compiled in that
+    torch.compile mode: the task's `torch_module` model with each input set's arguments made
+    ahead (so a call is the model's forward only), else `torch_eager` whole. Compiling happens
+    at the first call."""
     import torch
 
     torch_stream = torch.cuda.ExternalStream(stream_ptr)
     module = getattr(functions, "torch_module", None)
+    compile_mode = None if mode in (None, "default") else mode
     if module is None:
-        eager = torch.compile(functions.torch_eager, mode=None if mode == "default" else mode)
+        eager = functions.torch_eager if mode is None else torch.compile(functions.torch_eager, mode=compile_mode)
 
         def run_eager(inputs: dict[str, cp.ndarray], at: dict[str, int]) -> None:
             with torch.cuda.stream(torch_stream):
@@ -416,7 +416,8 @@ def _compiled(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[str
 
         return run_eager
     with torch.cuda.stream(torch_stream):
-        model = torch.compile(module(views[0], size)[0], mode=None if mode == "default" else mode)
+        model = module(views[0], size)[0]
+        model = model if mode is None else torch.compile(model, mode=compile_mode)
         args = {_key(v): module(v, size)[1] for v in views}
 
     def run_model(inputs: dict[str, cp.ndarray], at: dict[str, int]) -> None:
