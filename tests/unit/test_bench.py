@@ -83,6 +83,14 @@ def test_fast_p_counts_every_task_and_only_correct_kernels_faster_than_p():
     assert "- vs PyTorch eager (measured for 1): fast_0 2/4 (50%), fast_1 1/4 (25%), fast_2 1/4 (25%)" in table
 
 
+def test_a_task_without_a_correct_kernel_still_shows_what_pytorch_takes():
+    rows = bench.bench_rows(frame([row("conv", 0, Verdict.WRONG, torch_us=30.0, torch_compile_us=20.0),
+                                   row("conv", 1, Verdict.COMPILE_ERROR)]), [])
+    (conv,) = rows
+    assert (conv["torch_us"], conv["torch_compile_us"]) == (30.0, 20.0)
+    assert conv["best_us"] is None and conv["speedup_torch"] is None and conv["speedup_pytorch"] is None
+
+
 def test_fast_p_of_no_tasks_is_missing_not_zero():
     scores = bench.fast_p([])
     assert scores["torch"]["tasks"] == 0 and scores["torch"]["fast_1"] is None
