@@ -1,4 +1,5 @@
-"""`fsr import FILE_OR_DIR... [--out TASKS_DIR]`: KernelBench-format problem files as task folders.
+"""`fsr import FILE_OR_DIR... [--out TASKS_DIR] [--max-bench-bytes BYTES]`: KernelBench-format problem
+files as task folders, benchmarked at the files' sizes or at smaller ones that fit a GPU worker.
 
 Each file is imported in a child process (fsr.kernelbench.one) under a time bound: a file that
 hangs or exhausts memory is skipped with that reason and a fresh child takes the next file. One
@@ -16,6 +17,7 @@ import threading
 from pathlib import Path
 
 from fsr.commands import EXIT_OK, UsageError, at_least
+from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES
 
 START_S = 120  # a child's torch import on a loaded machine
 
@@ -26,6 +28,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--out", metavar="TASKS_DIR", help="where the task folders go (default: --tasks-dir or tasks/)")
     imp.add_argument("--timeout", type=at_least(1), default=300, help="seconds one file may take (default 300)")
     imp.add_argument("--jobs", type=at_least(1), default=1, help="files imported at once (default 1)")
+    imp.add_argument("--max-bench-bytes", type=byte_count, default=DEFAULT_MAX_BENCH_BYTES, metavar="BYTES",
+                     help="the most bytes of arguments a benchmark size may hold: a file whose own sizes hold more is "
+                          "benchmarked at smaller ones that fit (default 4GiB; 0: the file's sizes whatever they hold)")
+
+
+UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
+         "g": 10**9, "gb": 10**9, "gib": 2**30}
+
+
+def byte_count(text: str) -> int:
+    """An argparse `type=` for a byte count: 4294967296, 4GiB, 512 MiB, 1.5GB."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-zA-Z]*)\s*", text)
+    if match is None or match.group(2).lower() not in UNITS:
+        raise argparse.ArgumentTypeError(f"expected a byte count such as 4GiB, 512MiB or 1000000, not {text!r}")
+    return int(float(match.group(1)) * UNITS[match.group(2).lower()])
 
 
 def problem_files(paths: list[str]) -> list[Path]:
@@ -48,12 +65,13 @@ def problem_files(paths: list[str]) -> list[Path]:
 class Child:
     """One importing process; `run` imports a file within a time bound, replacing a hung child."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, max_bench_bytes: int) -> None:
         self.out = out
+        self.max_bench_bytes = max_bench_bytes
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-m", "fsr.kernelbench.one", str(self.out)], text=True,
+        proc = subprocess.Popen([sys.executable, "-m", "fsr.kernelbench.one", str(self.out), str(self.max_bench_bytes)], text=True,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         if self._line(proc, START_S) != "ready":
             self._stop(proc)
@@ -104,7 +122,7 @@ def import_command(args: argparse.Namespace) -> int:
     lock = threading.Lock()
 
     def work() -> None:
-        child = Child(out)
+        child = Child(out, args.max_bench_bytes)
         try:
             while True:
                 with lock:
@@ -129,8 +147,14 @@ def import_command(args: argparse.Namespace) -> int:
 
 
 def _print(path: Path, name: str, result: dict[str, object]) -> None:
-    if result.get("ok"):
-        note = f"; {result['note']}" if result.get("note") else ""
-        print(f"imported {name}: {result['tests']} test sizes, atol {result['atol']}{note}", flush=True)
-    else:
-        print(f"skipped {path}: {result['reason']}", flush=True)
+    print(result_line(path, name, result), flush=True)
+
+
+def result_line(path: Path, name: str, result: dict[str, object]) -> str:
+    """What the command says of one file: imported (with a scaled benchmark size and the
+    tolerance's note, if any), or skipped and why."""
+    if not result.get("ok"):
+        return f"skipped {path}: {result['reason']}"
+    scaled = f", {result['scaled']}" if result.get("scaled") else ""
+    note = f"; {result['note']}" if result.get("note") else ""
+    return f"imported {name}: {result['tests']} test sizes, atol {result['atol']}{scaled}{note}"

@@ -9,9 +9,11 @@ import json
 import sys
 from pathlib import Path
 
+from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES
 
-def import_one(path: Path, out: Path) -> dict[str, object]:
-    """{"name", "ok", "reason"} or {"name", "ok", "tests", "atol", "note"} for one file."""
+
+def import_one(path: Path, out: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES) -> dict[str, object]:
+    """{"name", "ok", "reason"} or {"name", "ok", "tests", "atol", "note", "scaled"} for one file."""
     from fsr import tasks
     from fsr.kernelbench import write
     from fsr.kernelbench.plan import plan
@@ -19,7 +21,7 @@ def import_one(path: Path, out: Path) -> dict[str, object]:
 
     name = write.task_name(path)
     try:
-        p = plan(path)
+        p = plan(path, max_bench_bytes)
         folder = write.write(path, p, out)
     except ProblemError as e:
         return {"name": name, "ok": False, "reason": str(e)}
@@ -29,7 +31,8 @@ def import_one(path: Path, out: Path) -> dict[str, object]:
         tasks.load(folder)
     except tasks.TaskError as e:
         return {"name": name, "ok": False, "reason": f"the written task does not load: {e}"}
-    return {"name": name, "ok": True, "tests": len(p.test_sizes), "atol": p.atol, "note": p.note}
+    return {"name": name, "ok": True, "tests": len(p.test_sizes), "atol": p.atol, "note": p.note,
+            "scaled": p.scaled}
 
 
 def main() -> None:
@@ -37,9 +40,10 @@ def main() -> None:
 
     torch.set_num_threads(1)
     out = Path(sys.argv[1])
+    max_bench_bytes = int(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_MAX_BENCH_BYTES
     print("ready", flush=True)
     for line in sys.stdin:
-        print(json.dumps(import_one(Path(line.rstrip("\n")), out)), flush=True)
+        print(json.dumps(import_one(Path(line.rstrip("\n")), out, max_bench_bytes)), flush=True)
 
 
 if __name__ == "__main__":

@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from fsr.kernelbench import fit, probe, runtime, sizes
+from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, probe, runtime, scale, sizes
 from fsr.kernelbench.probe import ProblemError, Shapes, Values
 
 LARGE_ELEMENTS = 2**20  # the largest test size: inputs, weights and outputs together
 LARGE_FLOPS = 2 * 10**7  # float64 convolutions on a CPU: about 0.1 s
 MARGIN = 32  # tolerance over the float32 error PyTorch's own forward makes
 RTOL = 1e-5
+CPU_FACTOR = 4  # a test size past LARGE_* by more (a size that could not shrink) is never run on the CPU
 WANTED, LEAST = 6, 5  # test sizes kept; fewer than LEAST and the file is skipped
 
 
@@ -46,10 +47,19 @@ class Plan:
     atol: float
     rtol: float
     note: str  # "" or why the tolerance cannot tell reduced precision apart
+    file_bench: dict[str, int]  # the file's own sizes: `bench` unless they pass max_bench_bytes
+    file_bench_bytes: int  # the arguments' bytes at file_bench
+    max_bench_bytes: int  # the bound the benchmark size was fitted to (0: none)
+
+    @property
+    def scaled(self) -> str:
+        """'' or what the import line says of a benchmark size scaled down to fit."""
+        return scale.note(self.file_bench, self.bench, self.file_bench_bytes, self.max_bench_bytes)
 
 
-def plan(path: Path) -> Plan:
-    """The plan of `path`'s task; raises ProblemError with the one-line reason it has none."""
+def plan(path: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES) -> Plan:
+    """The plan of `path`'s task, its benchmark size fitted to `max_bench_bytes` of arguments (0:
+    the file's sizes whatever they hold); raises ProblemError with the one-line reason it has none."""
     source = path.read_text()
     bench = sizes.constants(source)
     if not bench:
@@ -60,8 +70,12 @@ def plan(path: Path) -> Plan:
     tests, vals = _test_sizes(source, bench, at_bench, layout)
     points = [(s, probe.shapes(source, s)) for s in tests] + [(bench, at_bench)] + _probes(source, bench, tests[-1], at_bench)
     args = _args(layout, at_bench, points, bench)
+    fitted = scale.fit(source, bench, args, max_bench_bytes, lambda s: _same_signature(s, at_bench))
+    if fitted != bench:
+        points.append((fitted, probe.shapes(source, fitted)))
     atol, rtol, note = _tolerance(vals)
-    return Plan(bench, tests, args, layout, _bytes(args, points, bench), _flops(points, args, bench), atol, rtol, note)
+    return Plan(fitted, tests, args, layout, _bytes(args, points, fitted), _flops(points, args, fitted), atol, rtol,
+                note, bench, scale.argument_bytes(args, bench), max_bench_bytes)
 
 
 def _namespace(source: str, bench: dict[str, int]) -> dict[str, Any]:
@@ -115,7 +129,7 @@ def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes,
     """Test sizes that run on the CPU with the benchmark size's signature, smallest first."""
     names = sizes.scaling(bench)
 
-    def too_big(s: dict[str, int], scale: int = 1) -> bool | None:
+    def too_big(s: dict[str, int], factor: int = 1) -> bool | None:
         try:
             shapes = probe.shapes(source, s)
         except ProblemError:
@@ -123,7 +137,7 @@ def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes,
         if not _same_signature(shapes, at_bench):
             return None
         elements, flops = _cost(shapes)
-        return elements > LARGE_ELEMENTS // scale or flops > LARGE_FLOPS // scale
+        return elements > LARGE_ELEMENTS * factor or flops > LARGE_FLOPS * factor
 
     large = sizes.shrink(bench, names, too_big)
     step = {}
@@ -133,7 +147,9 @@ def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes,
     kept: list[tuple[dict[str, int], Values]] = []
     reasons: list[str] = []
     for s in sizes.candidates(bench, names, large, step):
-        if too_big(s) is None:
+        verdict = too_big(s, CPU_FACTOR)
+        if verdict is not False:  # it does not run, or would run near the file's size on the CPU
+            reasons += ["the sizes that run are too large to run on the CPU"] if verdict else []
             continue
         try:
             kept.append((s, probe.values(source, layout, s)))

@@ -203,12 +203,21 @@ def _array(t: Any) -> np.ndarray:
     return a.astype(np.uint8) if a.dtype == np.bool_ else a
 
 
-def reference64(source: str, layout: dict[str, Any], arrays: dict[str, np.ndarray],
-                sizes: dict[str, int]) -> dict[str, np.ndarray]:
-    """The outputs in float64, by task argument name; on the GPU when the inputs are large."""
+GPU_ELEMENTS = 2**22  # inputs past this many elements: the float64 reference runs on CUDA if torch has it
+
+
+def reference_device(arrays: dict[str, np.ndarray]) -> str:
+    """Where the float64 reference runs: CUDA when the inputs are large and torch sees a GPU (a
+    float64 conv at KernelBench's sizes takes minutes to hours on a CPU), else the CPU. The
+    device is the only difference: forward64 runs the same code on either."""
     import torch
 
-    large = sum(a.size for a in arrays.values()) > 2**24
-    device = "cuda" if large and torch.cuda.is_available() else "cpu"
-    results = forward64(load(source, sizes), layout, arrays, device)
+    large = sum(a.size for a in arrays.values()) > GPU_ELEMENTS
+    return "cuda" if large and torch.cuda.is_available() else "cpu"
+
+
+def reference64(source: str, layout: dict[str, Any], arrays: dict[str, np.ndarray],
+                sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """The outputs in float64 (NumPy, on the host), by task argument name."""
+    results = forward64(load(source, sizes), layout, arrays, reference_device(arrays))
     return {name: _array(t) for name, t in zip(layout["outputs"], results, strict=True)}

@@ -10,7 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
-from fsr.kernelbench import runtime
+from fsr.kernelbench import runtime, scale
 from fsr.kernelbench.plan import Plan
 from fsr.kernelbench.probe import ProblemError
 
@@ -99,6 +99,18 @@ def _size(s: dict[str, int]) -> str:
     return "{ " + ", ".join(f"{k} = {v}" for k, v in s.items()) + " }"
 
 
+def _listed(s: dict[str, int]) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in s.items())
+
+
+def _file_sizes(plan: Plan) -> list[str]:
+    """The comment that keeps the file's own sizes where the benchmark size was scaled down."""
+    if not plan.scaled:
+        return []
+    return [f"# the file's own sizes, {scale.gigabytes(plan.file_bench_bytes)} of arguments, scaled down to fit "
+            f"--max-bench-bytes {scale.byte_text(plan.max_bench_bytes)}: {_size(plan.file_bench)}"]
+
+
 def description(path: Path, plan: Plan) -> str:
     where = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
     lines = [f"KernelBench problem {where}: compute Model.forward of the PyTorch module below, "
@@ -111,7 +123,8 @@ def description(path: Path, plan: Plan) -> str:
         lines.append(f"  {arg.intent:<3} {arg.name}: {arg.dtype}[{', '.join(arg.shape)}]{origin}")
     for name, value in plan.layout["constants"].items():
         lines.append(f"  constant {name} = {value!r} (the number get_inputs gives; a float32 to a kernel)")
-    lines.append(f"Benchmark size: {', '.join(f'{k} = {v}' for k, v in plan.bench.items())}.")
+    lines.append(f"Benchmark size: {', '.join(f'{k} = {v}' for k, v in plan.bench.items())}" + (
+        f" (the file's own sizes, {_listed(plan.file_bench)}, scaled down to fit a GPU's memory)." if plan.scaled else "."))
     lines += ["", "The module's source:", "", path.read_text().rstrip(), ""]
     return "\n".join(lines)
 
@@ -128,6 +141,7 @@ def toml(path: Path, name: str, plan: Plan) -> str:
            f"atol = {plan.atol!r}",
            f"rtol = {plan.rtol!r}",
            "test_sizes = [", *[f"    {_size(s)}," for s in plan.test_sizes], "]",
+           *_file_sizes(plan),
            f"bench_size = {_size(plan.bench)}"]
     if plan.layout["constants"]:
         out += ["", "[constants]", *[f"{k} = {float(v)!r}" for k, v in plan.layout["constants"].items()]]
