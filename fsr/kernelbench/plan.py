@@ -23,7 +23,10 @@ LARGE_ELEMENTS = 2**20  # the largest test size: inputs, weights and outputs tog
 LARGE_FLOPS = 2 * 10**7  # float64 convolutions on a CPU: about 0.1 s
 MARGIN = 32  # tolerance over the float32 error PyTorch's own forward makes
 RTOL = 1e-5
-CPU_FACTOR = 4  # a test size past LARGE_* by more (a size that could not shrink) is never run on the CPU
+# No size past these runs on the CPU (where shrinking stops short: a file's fixed sizes keep it
+# large); test sizes run five forwards each, float64 among them, on one thread.
+CPU_ELEMENTS = 2**24
+CPU_FLOPS = 10**10
 WANTED, LEAST = 6, 5  # test sizes kept; fewer than LEAST and the file is skipped
 
 
@@ -50,6 +53,7 @@ class Plan:
     file_bench: dict[str, int]  # the file's own sizes: `bench` unless they pass max_bench_bytes
     file_bench_bytes: int  # the arguments' bytes at file_bench
     max_bench_bytes: int  # the bound the benchmark size was fitted to (0: none)
+    ties: dict[str, str]  # a size kept equal to another at every size (follower -> leader)
 
     @property
     def scaled(self) -> str:
@@ -67,15 +71,16 @@ def plan(path: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES) -> Plan:
     namespace = _namespace(source, bench)
     at_bench = probe.shapes(source, bench)
     layout = _layout(namespace, at_bench, list(bench))
-    tests, vals = _test_sizes(source, bench, at_bench, layout)
-    points = [(s, probe.shapes(source, s)) for s in tests] + [(bench, at_bench)] + _probes(source, bench, tests[-1], at_bench)
+    ties = _ties(source, bench, at_bench)
+    tests, vals = _test_sizes(source, bench, at_bench, layout, ties)
+    points = [(s, probe.shapes(source, s)) for s in tests] + [(bench, at_bench)] + _probes(source, bench, tests[-1], at_bench, ties)
     args = _args(layout, at_bench, points, bench)
-    fitted = scale.fit(source, bench, args, max_bench_bytes, lambda s: _same_signature(s, at_bench))
+    fitted = scale.fit(source, bench, args, max_bench_bytes, lambda s: _same_signature(s, at_bench), ties)
     if fitted != bench:
         points.append((fitted, probe.shapes(source, fitted)))
     atol, rtol, note = _tolerance(vals)
     return Plan(fitted, tests, args, layout, _bytes(args, points, fitted), _flops(points, args, fitted), atol, rtol,
-                note, bench, scale.argument_bytes(args, bench), max_bench_bytes)
+                note, bench, scale.argument_bytes(args, bench), max_bench_bytes, ties)
 
 
 def _namespace(source: str, bench: dict[str, int]) -> dict[str, Any]:
@@ -124,12 +129,33 @@ def _cost(s: Shapes) -> tuple[int, int]:
     return sum(math.prod(t.shape) for t in tensors), s.flops
 
 
-def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes,
-                layout: dict[str, Any]) -> tuple[tuple[dict[str, int], ...], list[Values]]:
-    """Test sizes that run on the CPU with the benchmark size's signature, smallest first."""
-    names = sizes.scaling(bench)
+def _ties(source: str, bench: dict[str, int], at_bench: Shapes) -> sizes.Ties:
+    """Sizes equal at the file's values that the module accepts only together (a depthwise
+    convolution's in and out channels): each follower and the size bound before it."""
+    def runs(s: dict[str, int]) -> bool:
+        try:
+            return _same_signature(probe.shapes(source, s), at_bench)
+        except ProblemError:
+            return False
 
-    def too_big(s: dict[str, int], factor: int = 1) -> bool | None:
+    ties: sizes.Ties = {}
+    names = sizes.scaling(bench)
+    for i, leader in enumerate(names):
+        for n in names[i + 1:]:
+            v = bench[n] // 2 + 1  # odd where the file's value is a power of two: a divisor fails
+            if (leader not in ties and n not in ties and bench[n] == bench[leader] and runs({**bench, leader: v, n: v})
+                    and not (runs({**bench, leader: v}) and runs({**bench, n: v}))):
+                ties[n] = leader
+    return ties
+
+
+def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes, layout: dict[str, Any],
+                ties: sizes.Ties) -> tuple[tuple[dict[str, int], ...], list[Values]]:
+    """Test sizes that run on the CPU with the benchmark size's signature, smallest first."""
+    names = [n for n in sizes.scaling(bench) if n not in ties]
+
+    def too_big(s: dict[str, int], elements_max: int = LARGE_ELEMENTS, flops_max: int = LARGE_FLOPS) -> bool | None:
+        s = sizes.tied(s, ties)
         try:
             shapes = probe.shapes(source, s)
         except ProblemError:
@@ -137,18 +163,18 @@ def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes,
         if not _same_signature(shapes, at_bench):
             return None
         elements, flops = _cost(shapes)
-        return elements > LARGE_ELEMENTS * factor or flops > LARGE_FLOPS * factor
+        return elements > elements_max or flops > flops_max
 
-    large = sizes.shrink(bench, names, too_big)
+    large = sizes.shrink(bench, names, too_big, ties)
     step = {}
     for n in names:
         if large[n] % 2 == 0 and too_big({**large, n: large[n] + 1}) is None:
             step[n] = _step(bench[n], lambda v, n=n: too_big({**large, n: v}) is not None)
     kept: list[tuple[dict[str, int], Values]] = []
     reasons: list[str] = []
-    for s in sizes.candidates(bench, names, large, step):
-        verdict = too_big(s, CPU_FACTOR)
-        if verdict is not False:  # it does not run, or would run near the file's size on the CPU
+    for s in sizes.candidates(bench, names, large, step, ties):
+        verdict = too_big(s, CPU_ELEMENTS, CPU_FLOPS)
+        if verdict is not False:  # it does not run, or it is too large to run on the CPU
             reasons += ["the sizes that run are too large to run on the CPU"] if verdict else []
             continue
         try:
@@ -174,13 +200,14 @@ def _step(bench: int, runs: Any) -> int:
     return bench & -bench
 
 
-def _probes(source: str, bench: dict[str, int], large: dict[str, int], at_bench: Shapes) -> list[tuple[dict[str, int], Shapes]]:
-    """Shapes one, two and three past the largest test size in each size alone: they pin down
-    the offsets of floor divisions."""
+def _probes(source: str, bench: dict[str, int], large: dict[str, int], at_bench: Shapes,
+            ties: sizes.Ties) -> list[tuple[dict[str, int], Shapes]]:
+    """Shapes one, two and three past the largest test size in each size alone (with its
+    followers): they pin down the offsets of floor divisions."""
     out = []
     for n in sizes.scaling(bench):
         for d in (1, 2, 3):
-            s = {**large, n: large[n] + d}
+            s = sizes.tied({**large, n: large[n] + d}, ties)
             try:
                 shapes = probe.shapes(source, s)
             except ProblemError:

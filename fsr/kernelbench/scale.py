@@ -46,9 +46,10 @@ def agrees(args: Sequence[Shaped], shapes: Shapes, at: dict[str, int]) -> bool:
 
 
 def fit(source: str, bench: dict[str, int], args: Sequence[Shaped], max_bytes: int,
-        same_signature: Callable[[Shapes], bool]) -> dict[str, int]:
+        same_signature: Callable[[Shapes], bool], ties: sizes.Ties) -> dict[str, int]:
     """`bench`, or where its arguments pass `max_bytes` (0: no bound) the size with the largest
-    scaling sizes halved until they fit; raises ProblemError when no smaller size runs."""
+    scaling sizes halved (followers with their leaders) until they fit; raises ProblemError when
+    no smaller size runs."""
     if max_bytes == 0 or argument_bytes(args, bench) <= max_bytes:
         return bench
 
@@ -61,7 +62,7 @@ def fit(source: str, bench: dict[str, int], args: Sequence[Shaped], max_bytes: i
             return None
         return argument_bytes(args, at) > max_bytes
 
-    fitted = sizes.shrink(bench, sizes.scaling(bench), too_big)
+    fitted = sizes.shrink(bench, [n for n in sizes.scaling(bench) if n not in ties], too_big, ties)
     if too_big(fitted) is not False:
         raise ProblemError(f"the arguments at the file's sizes hold {gigabytes(argument_bytes(args, bench))} and no "
                            f"smaller benchmark size within --max-bench-bytes {byte_text(max_bytes)} runs")

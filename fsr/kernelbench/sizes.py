@@ -18,6 +18,12 @@ STRUCTURAL = ("kernel", "stride", "padding", "dilation", "group", "layers", "hea
 SMALL = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
 
 Sizes = dict[str, int]
+Ties = dict[str, str]  # a size the module accepts only equal to another: follower -> leader
+
+
+def tied(sizes: Sizes, ties: Ties) -> Sizes:
+    """`sizes` with each follower set to its leader's value."""
+    return {**sizes, **{f: sizes[leader] for f, leader in ties.items()}}
 
 
 def constants(source: str) -> Sizes:
@@ -52,9 +58,9 @@ def scaling(bench: Sizes) -> list[str]:
     return [n for n, v in bench.items() if v >= 8 and not any(s in n.lower() for s in STRUCTURAL)]
 
 
-def shrink(start: Sizes, names: list[str], too_big: Callable[[Sizes], bool | None]) -> Sizes:
-    """Halve the largest of `names` until `too_big` says False; None from it means the size
-    does not run, and that name stays where it was."""
+def shrink(start: Sizes, names: list[str], too_big: Callable[[Sizes], bool | None], ties: Ties | None = None) -> Sizes:
+    """Halve the largest of `names` (its followers with it) until `too_big` says False; None from
+    it means the size does not run, and that name stays where it was."""
     sizes, stuck = dict(start), set()
     for _ in range(200):
         verdict = too_big(sizes)
@@ -64,7 +70,7 @@ def shrink(start: Sizes, names: list[str], too_big: Callable[[Sizes], bool | Non
         if not free:
             return sizes
         name = max(free, key=lambda n: sizes[n])
-        trial = {**sizes, name: sizes[name] // 2}
+        trial = tied({**sizes, name: sizes[name] // 2}, ties or {})
         if too_big(trial) is None:
             stuck.add(name)
         else:
@@ -76,15 +82,16 @@ def odd(value: int) -> int:
     return value if value % 2 else value + 1
 
 
-def candidates(bench: Sizes, names: list[str], large: Sizes, step: dict[str, int]) -> list[Sizes]:
+def candidates(bench: Sizes, names: list[str], large: Sizes, step: dict[str, int], ties: Ties | None = None) -> list[Sizes]:
     """Test sizes to try, largest first: odd, non-multiples, tiny and the powers of two of
-    `large`. A name in `step` keeps a multiple of its step (the file needs divisibility)."""
+    `large`. A name in `step` keeps a multiple of its step (the file needs divisibility); a
+    follower in `ties` takes its leader's value."""
     def make(pick: Callable[[int, str], int]) -> Sizes:
         sizes = dict(bench)
         for i, n in enumerate(names):
             value = max(1, min(pick(i, n), bench[n]))
             sizes[n] = max(step[n], value // step[n] * step[n]) if n in step else value
-        return sizes
+        return tied(sizes, ties or {})
 
     out = [
         make(lambda i, n: odd(large[n])),

@@ -125,6 +125,7 @@ def description(path: Path, plan: Plan) -> str:
         lines.append(f"  constant {name} = {value!r} (the number get_inputs gives; a float32 to a kernel)")
     lines.append(f"Benchmark size: {', '.join(f'{k} = {v}' for k, v in plan.bench.items())}" + (
         f" (the file's own sizes, {_listed(plan.file_bench)}, scaled down to fit a GPU's memory)." if plan.scaled else "."))
+    lines += [f"{f} equals {leader} at every size (the module accepts them only equal)." for f, leader in plan.ties.items()]
     lines += ["", "The module's source:", "", path.read_text().rstrip(), ""]
     return "\n".join(lines)
 

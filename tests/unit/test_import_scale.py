@@ -98,7 +98,7 @@ def test_a_file_that_no_smaller_size_fits_is_skipped_with_why(tmp_path):
 
 def test_the_importer_never_runs_a_size_near_the_files_on_the_cpu(tmp_path, monkeypatch):
     """A file whose fixed sizes keep every variant large: no test size is run for values."""
-    path = write(tmp_path, "wide", ROWS.replace("kernel_size = 16384", "kernel_size = 4194304"))
+    path = write(tmp_path, "wide", ROWS.replace("kernel_size = 16384", "kernel_size = 2**24"))
     ran = []
     real = probe.values
 
@@ -143,3 +143,53 @@ def test_a_bad_max_bench_bytes_is_one_line(capsys, text):
         code = int(e.code or 0)
     err = capsys.readouterr().err
     assert code == commands.EXIT_USAGE and err.count("\n") == 1 and "--max-bench-bytes" in err, err
+
+
+DEPTHWISE = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size):
+        super().__init__()
+        self.conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, groups=in_channels, bias=False)
+
+    def forward(self, x):
+        return self.conv2d(x)
+
+batch_size = 8
+in_channels = 16
+out_channels = 16
+kernel_size = 3
+width = 32
+height = 32
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]
+"""
+
+
+def test_sizes_the_module_accepts_only_equal_stay_equal(tmp_path):
+    """A depthwise convolution needs out_channels a multiple of in_channels (its group count)."""
+    result = one.import_one(write(tmp_path, "depthwise", DEPTHWISE), tmp_path / "tasks")
+    assert result["ok"], result
+    t = tasks.load(tmp_path / "tasks" / "depthwise")
+    assert all(dict(s)["in_channels"] == dict(s)["out_channels"] for s in t.test_sizes)
+    assert len({dict(s)["in_channels"] for s in t.test_sizes}) >= 3 and any(dict(s)["in_channels"] % 2 for s in t.test_sizes)
+    assert "out_channels equals in_channels at every size" in t.description
+
+
+def test_equal_sizes_the_module_accepts_apart_are_not_tied():
+    from fsr.kernelbench.plan import _ties
+
+    dense = DEPTHWISE.replace(", groups=in_channels", "")
+    assert _ties(dense, sizes_of(dense), probe.shapes(dense, sizes_of(dense))) == {}
+    assert _ties(DEPTHWISE, sizes_of(DEPTHWISE), probe.shapes(DEPTHWISE, sizes_of(DEPTHWISE))) == {"out_channels": "in_channels"}
+
+
+def sizes_of(source):
+    from fsr.kernelbench import sizes
+
+    return sizes.constants(source)
