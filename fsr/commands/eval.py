@@ -61,9 +61,6 @@ def eval_command(args: argparse.Namespace) -> int:
         overrides["tune"]["trials"] = args.tune_trials
     config = cfg_mod.load(args.config, overrides)
     task = tasks.load(args.task, args.tasks_dir)
-    if not task.baseline_source.strip():  # the evaluator times it for every speedup
-        raise UsageError(f"{task.name}: no baseline.cu to time kernels against (a task made by fsr import "
-                         "has none yet); add a plain one in the candidate format to its folder")
     cand = load_candidate(task, args.file)
     check_lineage_dir(args.lineage)
     tune = args.tune or (args.tune_trials or 0) > 0
