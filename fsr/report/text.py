@@ -66,9 +66,10 @@ def column_cells(column: str, values: pd.Series, markdown: bool = True) -> list[
 
 def summary_columns(summary: pd.DataFrame, base: dict[str, str] = SUMMARY_MD) -> dict[str, str]:
     """The summary's columns to show: the device only where the tasks ran on more than one
-    model (otherwise the run's heading names it once)."""
+    model (otherwise the run's heading names it once); no comparator that no task measured (the
+    baseline of an imported suite, torch.compile in a lineage from before it)."""
     devices = set(summary["device"].dropna()) - {""} if "device" in summary else set()
-    unmeasured = {c for c in ("speedup_torch_compile", "torch_compile_s")  # lineages before torch.compile
+    unmeasured = {c for c in (*tables.SPEEDUPS, "torch_compile_s")  # e.g. no baseline in an imported suite
                   if c in summary and pd.to_numeric(summary[c], errors="coerce").isna().all()}
     return {c: name for c, name in base.items() if (c != "device" or len(devices) > 1) and c not in unmeasured}
 

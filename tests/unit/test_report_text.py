@@ -86,3 +86,14 @@ def test_a_large_lineages_tables_format_without_mixed_notation() -> None:
     stages = costs.stage_table(costs.stage_times(frame(rows)))
     md = text.markdown_table(stages)
     assert "e-0" not in md and "e+0" not in md
+
+
+def test_a_comparator_no_task_measured_is_left_out_of_the_table() -> None:
+    imported = pd.DataFrame({"task": ["a", "b"], "device": ["H100", "H100"], "speedup_baseline": [None, None],
+                             "speedup_library": [None, None], "speedup_torch": [1.5, None],
+                             "speedup_torch_compile": [None, None], "torch_compile_s": [None, None]})
+    shown = text.summary_columns(imported)
+    assert "speedup_torch" in shown
+    assert not {"speedup_baseline", "speedup_library", "speedup_torch_compile", "torch_compile_s"} & set(shown)
+    builtin = imported.assign(speedup_baseline=[2.0, None], speedup_torch_compile=[None, 1.1])
+    assert {"speedup_baseline", "speedup_torch_compile"} <= set(text.summary_columns(builtin))
