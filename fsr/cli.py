@@ -7,10 +7,12 @@ file, malformed header or config); 3 no CUDA device (what needs none was still d
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 import typing
 
-from fsr.commands import EXIT_INTERRUPTED, EXIT_USAGE, at_least, bad_input_errors, config_option
+from fsr.commands import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, at_least, bad_input_errors, config_option
 
 
 class Parser(argparse.ArgumentParser):
@@ -65,44 +67,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Each command's module and function, imported only when that command runs (start-up stays quick).
+COMMANDS = {
+    "tasks": ("fsr.commands.tasks", "tasks_command"), "eval": ("fsr.commands.eval", "eval_command"),
+    "run": ("fsr.commands.run", "run_command"), "bench": ("fsr.commands.bench", "bench_command"),
+    "report": ("fsr.commands.report", "report_command"), "explore": ("fsr.commands.explore", "explore_command"),
+    "launch": ("fsr.commands.launch", "launch_command"), "import": ("fsr.commands.importer", "import_command"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    module, function = COMMANDS[args.command]
     try:
-        if args.command == "tasks":
-            from fsr.commands.tasks import tasks_command
-
-            return tasks_command(args)
-        if args.command == "eval":
-            from fsr.commands.eval import eval_command
-
-            return eval_command(args)
-        if args.command == "report":
-            from fsr.commands.report import report_command
-
-            return report_command(args)
-        if args.command == "explore":
-            from fsr.commands.explore import explore_command
-
-            return explore_command(args)
-        if args.command == "launch":
-            from fsr.commands.launch import launch_command
-
-            return launch_command(args)
-        if args.command == "import":
-            from fsr.commands.importer import import_command
-
-            return import_command(args)
-        if args.command == "bench":
-            from fsr.commands.bench import bench_command
-
-            return bench_command(args)
-        from fsr.commands import run as run_command
-
-        return run_command.run_command(args)
+        return int(getattr(importlib.import_module(module), function)(args))
     except KeyboardInterrupt:
         print("fsr: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `fsr tasks | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_OK
     except Exception as e:
         if not isinstance(e, bad_input_errors()):
             raise

@@ -41,11 +41,14 @@ def tasks_command(args: argparse.Namespace) -> int:
     return list_tasks(args.tasks_dir)
 
 
+NAME_COLUMN_MAX = 32  # longer names sit on their own line, so the text keeps its width
+
+
 def list_tasks(root: str | None) -> int:
     """Each task's name, what it computes and its benchmark size; exit 2 if one does not load."""
     broken, blocks = [], []
     names = tasks.list_tasks(root)
-    column = max((len(n) for n in names), default=0) + 2
+    column = min(max((len(n) for n in names), default=0) + 2, NAME_COLUMN_MAX)
     for name in names:
         try:
             t = tasks.load(name, root)
@@ -66,6 +69,8 @@ def _entry(name: str, task: Task, column: int, width: int) -> str:
     pad = " " * column
     gist = textwrap.fill(summary(task.description), width, initial_indent=pad, subsequent_indent=pad)
     bench = f"{pad}bench {size_label(task.bench_size)}" + ("; library comparator" if task.has_library else "")
+    if len(name) + 2 > column:  # a long name (an imported task's) on a line of its own
+        return f"{name}\n{gist}\n{bench}"
     return name.ljust(column) + gist[column:] + "\n" + bench
 
 

@@ -19,6 +19,30 @@ def test_tasks_lists_builtin_tasks():
     assert out.returncode == 0 and "softmax" in out.stdout
 
 
+def test_a_reader_that_stops_early_is_no_error():
+    """`fsr tasks | head -1`: the pipe closes before fsr has written; no traceback, exit 0."""
+    proc = subprocess.Popen([sys.executable, "-m", "fsr", "tasks"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before fsr writes anything
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_long_task_names_sit_on_their_own_line(tmp_path):
+    import shutil
+
+    long_name = "kb1_63_conv_standard_2d__square_input__square_kernel_and_more"
+    shutil.copytree(ROOT / "tasks" / "gelu", tmp_path / long_name)
+    shutil.copytree(ROOT / "tasks" / "gelu", tmp_path / "gelu")
+    out = fsr("--tasks-dir", str(tmp_path), "tasks")
+    assert out.returncode == 0, out
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("gelu ") and lines[0].index("GELU") < 40  # short names keep a narrow column
+    assert long_name in lines and max(len(line) for line in lines) <= 100
+    assert all(len(line.split()) > 1 for line in lines[lines.index(long_name) + 1:][:1])  # the text is not one letter a line
+
+
 def test_unknown_task_missing_file_and_bad_header_exit_2_with_one_line(tmp_path):
     bad = tmp_path / "bad.cu"
     bad.write_text("/* fsr\n[[launch]]\nkernel = 'k'\n*/\n")
