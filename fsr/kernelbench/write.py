@@ -111,9 +111,24 @@ def _file_sizes(plan: Plan) -> list[str]:
             f"--max-bench-bytes {scale.byte_text(plan.max_bench_bytes)}: {_size(plan.file_bench)}"]
 
 
+def gist(source: str) -> str:
+    """The first sentence of the Model class's docstring, without its full stop ("" without one)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    text = " ".join((ast.get_docstring(model) or "").split()) if model else ""
+    sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".").replace(":", ",")
+    return sentence if len(sentence) <= 120 else ""
+
+
 def description(path: Path, plan: Plan) -> str:
     where = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
-    lines = [f"KernelBench problem {where}: compute Model.forward of the PyTorch module below, "
+    what = gist(path.read_text())
+    lines = [f"KernelBench problem {where}{f' ({what})' if what else ''}: compute Model.forward of the PyTorch module below, "
              "in the dtypes given, as one or more kernels.",
              "Arguments (shapes in the sizes; every weight and buffer of the module is an input "
              "named after its module path, filled as the constructor fills it; the module is "

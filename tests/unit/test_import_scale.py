@@ -193,3 +193,12 @@ def sizes_of(source):
     from fsr.kernelbench import sizes
 
     return sizes.constants(source)
+
+
+def test_the_listing_gist_is_the_models_first_docstring_sentence():
+    from fsr.kernelbench.write import gist
+
+    source = 'class Model:\n    """Simple model that performs a ReLU: fast. More text."""\n'
+    assert gist(source) == "Simple model that performs a ReLU, fast"
+    assert gist("class Model:\n    pass\n") == "" and gist("class Other:\n    '''Doc.'''\n") == ""
+    assert gist("def broken(:\n") == ""
