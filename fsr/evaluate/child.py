@@ -109,8 +109,9 @@ class Child:
     # -- requests ---------------------------------------------------------------------------
     def prepare(self, name: str, comparators: bool = True) -> Prepared:
         """Load a task: the input pool, the benchmark input sets and their references (built
-        ahead if the task was named in `warm`), uploaded; then, with `comparators`, the library
-        and PyTorch eager timed (a child that replaces a crashed one need not time them again)."""
+        ahead if the task was named in `warm`), uploaded, within the prepared tasks' budget;
+        then, with `comparators`, the library, PyTorch eager and torch.compile timed (a child that
+        replaces a crashed one need not time them again)."""
         started = time.perf_counter()
         task = self.task(name)
         evicted = self.tasks.make_room() if name not in self.tasks else []
@@ -135,8 +136,9 @@ class Child:
             log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
                      self.tasks.held_bytes / 2**30, self.tasks.budget_bytes / 2**30)
         library_us = self._library_us(state) if comparators and task.has_library else None
-        torch_us = self._torch_us(state) if comparators else None
-        compiled_us, compile_s = self._torch_compile_us(state) if comparators and torch_us else (None, None)
+        torch_us = self._pytorch_us(state, None)[0] if comparators else None
+        compiled = comparators and torch_us and self.cfg.torch_compile != "off"
+        compiled_us, compile_s = self._pytorch_us(state, self.cfg.torch_compile) if compiled else (None, None)
         device_s = time.perf_counter() - started - host_s - (compile_s or 0.0)
         return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s, tuple(evicted))
 
@@ -259,62 +261,42 @@ class Child:
 
         return self._comparator_us(state, call)
 
-    def _torch_us(self, state: TaskState) -> float | None:
-        """PyTorch eager's median, timed like the library: on fsr's stream (as torch's current
-        stream), TF32 off; a task with `torch_module` times the model's forward alone, its
-        arguments made ahead (as the compiled one). None, logged once per task, when the task has
-        no `torch_eager`, torch cannot be imported or the function raises: a missing comparator
-        is no verdict."""
+    def _pytorch_us(self, state: TaskState, mode: str | None) -> tuple[float | None, float | None]:
+        """PyTorch's median, timed like the library (on fsr's stream as torch's current stream,
+        TF32 off), eager (`mode` None) or under torch.compile in that mode, and the seconds the
+        first calls took to compile it (None for eager): a task with `torch_module` times the
+        model's forward alone, its arguments made ahead. (None, ...), logged once per task, when
+        the task has no `torch_eager`, torch cannot be imported, or the function does not compile
+        or raises: a missing comparator is no verdict."""
         functions = tasks.functions(state.task)
         if getattr(functions, "torch_eager", None) is None:
-            return None
+            return None, None
+        size, views = dict(state.task.bench_size), _views(state)
+        started, compile_s = time.perf_counter(), None
         try:
             import torch
 
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
-            views = [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
-            call = _torch_call(functions, views, dict(state.task.bench_size), None, self.stream.ptr)
-            return self._comparator_us(state, call)
-        except ContextLost:
-            raise
-        except Exception as e:  # ImportError, or the task's function failed
-            log.warning("task %s: PyTorch eager not timed (%s: %s)", state.task.name, type(e).__name__, e)
-            synchronize(self.stream)
-            return None
-
-    def _torch_compile_us(self, state: TaskState) -> tuple[float | None, float | None]:
-        """torch.compile of the task's `torch_module` (the model and its arguments; else of
-        `torch_eager` itself) in eval.torch_compile's mode: compiled once here, by first calls
-        whose seconds are returned apart, then timed like PyTorch eager. (None, None) when the
-        mode is "off", and (None, seconds or None), logged, when compiling or running it fails."""
-        functions = tasks.functions(state.task)
-        if self.cfg.torch_compile == "off" or getattr(functions, "torch_eager", None) is None:
-            return None, None
-        size = dict(state.task.bench_size)
-        views = [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
-        started = time.perf_counter()
-        compile_s = None
-        try:
-            run = _torch_call(functions, views, size, self.cfg.torch_compile, self.stream.ptr)
-            for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
-                run(v, size)
-            synchronize(self.stream)
-            compile_s = time.perf_counter() - started
+            run = _torch_call(functions, views, size, mode, self.stream.ptr)
+            if mode is not None:
+                for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
+                    run(v, size)
+                synchronize(self.stream)
+                compile_s = time.perf_counter() - started
             return self._comparator_us(state, run), compile_s
         except ContextLost:
             raise
-        except Exception as e:  # the op does not compile, or this torch cannot
+        except Exception as e:  # ImportError, the op does not compile, or the task's function failed
+            what = "PyTorch eager" if mode is None else f"torch.compile ({mode})"
             first = str(e).splitlines()[0][:300] if str(e) else ""
-            log.warning("task %s: torch.compile (%s) not timed (%s: %s)", state.task.name,
-                        self.cfg.torch_compile, type(e).__name__, first)
+            log.warning("task %s: %s not timed (%s: %s)", state.task.name, what, type(e).__name__, first)
             synchronize(self.stream)
             return None, compile_s
 
     def _comparator_us(self, state: TaskState, call: Any) -> float:
         """Median of `call(inputs, size)` over the benchmark input sets, fsr's timing protocol."""
-        size = dict(state.task.bench_size)
-        views = [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
+        size, views = dict(state.task.bench_size), _views(state)
 
         def run(i: int) -> None:
             call(views[i % len(views)], size)
@@ -427,6 +409,11 @@ def _torch_call(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[s
     return run_model
 
 
+def _views(state: TaskState) -> list[dict[str, cp.ndarray]]:
+    """Each benchmark set's inputs by name, as the comparators take them."""
+    return [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
+
+
 def _key(inputs: dict[str, cp.ndarray]) -> tuple[int, ...]:
     """An input set by where its arrays live (the sets' dicts are rebuilt, the arrays are not)."""
     return tuple(a.data.ptr for a in inputs.values())
@@ -446,7 +433,7 @@ def _import_torch_soon() -> threading.Thread | None:
     def run() -> None:
         try:
             import torch  # noqa: F401
-        except Exception:  # _torch_us imports again and logs why
+        except Exception:  # _pytorch_us imports again and logs why
             pass
 
     thread = threading.Thread(target=run, daemon=True, name="import-torch")
