@@ -259,8 +259,13 @@ def functions(task: Task) -> ModuleType:
     return _MODULES[task.content_hash]
 
 
-def forget() -> None:
-    """Drop the loaded task modules and the record of checked tasks (for tests)."""
+def forget(task: Task | None = None) -> None:
+    """Drop `task`'s loaded module, and whatever it holds (an imported task's comparator model),
+    so the next `functions(task)` loads it afresh; without a task, every module and the record of
+    checked tasks (for tests)."""
+    if task is not None:
+        _MODULES.pop(task.content_hash, None)
+        return
     _MODULES.clear()
     _CHECKED.clear()
 

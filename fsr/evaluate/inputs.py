@@ -56,9 +56,7 @@ class TaskState:
         """Drop the task's host and device arrays (back to CuPy's pools) and stop its input thread."""
         self.pool.stop()
         self.contents, self.sets, self.pinned = [], [], {}
-        cached = getattr(self.pool.module, "_MODULE", None)  # an imported task's comparator model
-        if isinstance(cached, list):
-            cached.clear()
+        tasks.forget(self.task)  # and its module's caches (an imported task's comparator model)
 
     def landing(self, name: str, like: cp.ndarray) -> np.ndarray:
         """A pinned host array for output `name` at the benchmark size (copies back at full

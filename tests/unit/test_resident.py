@@ -71,7 +71,9 @@ def test_a_dropped_tasks_input_thread_ends_and_its_arrays_are_let_go():
     task = tasks.load("softmax")
     state = TaskState(task, InputPool(task, seed=0))
     state.pool.take(0)  # the thread is filling
+    module = tasks.functions(task)
     state.close()
+    assert tasks.functions(task) is not module  # loaded afresh: what the old one cached is let go
     deadline = time.monotonic() + 30
     while any(t.name == "inputs-softmax" and t.is_alive() for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the input thread still runs after close()"
