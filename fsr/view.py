@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from fsr.propose.base import BASELINE
 from fsr.search.progress import Progress, TaskProgress
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def speedup_text(value: float | None, missing: str = "-") -> str:
 
 def _speedup(task: TaskProgress) -> str:
     """The best speedup, marked where it is over PyTorch eager (a task without baseline.cu)."""
-    vs = "" if task.speedup_basis == "the baseline" or task.best_speedup is None else " vs eager"
+    vs = "" if task.speedup_basis == BASELINE or task.best_speedup is None else " vs eager"
     return speedup_text(task.best_speedup) + vs
 
 

@@ -305,20 +305,12 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
                                       "stopped_by": summary.stopped_by})
     bases = {t.name: speedup_basis(t) for t in task_list}
-    lines = [f"{t.task}: best {t.best_us:.1f} us, {_versus(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
+    lines = [f"{t.task}: best {t.best_us:.1f} us, {speedup_words(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
     lines += _worker_lines(executor.worker_stats())
     return "\n".join(lines)
-
-
-def _versus(speedup: float | None, basis: str) -> str:
-    """"1.52x the baseline", or for a task without one "1.52x vs PyTorch eager" (KernelBench's
-    convention), which a worker without PyTorch does not time."""
-    if basis == "the baseline" or speedup:
-        return speedup_words(speedup or 0.0, basis)
-    return f"no baseline.cu, {basis} not timed"
 
 
 def _worker_lines(stats: list[WorkerStats]) -> list[str]:

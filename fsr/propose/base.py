@@ -16,7 +16,8 @@ from typing import Protocol
 
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
 
-EAGER = "PyTorch eager"  # what a task without a baseline kernel is compared with (KernelBench's convention)
+BASELINE = "the baseline"  # what a task's speedups are over...
+EAGER = "PyTorch eager"  # ...or, for a task without a baseline kernel, this (KernelBench's convention)
 
 
 def has_baseline(task: Task) -> bool:
@@ -26,19 +27,24 @@ def has_baseline(task: Task) -> bool:
 
 def speedup_basis(task: Task) -> str:
     """What the task's speedups are over: its baseline kernel, else PyTorch eager."""
-    return "the baseline" if has_baseline(task) else EAGER
+    return BASELINE if has_baseline(task) else EAGER
 
 
-def speedup_words(speedup: float, basis: str) -> str:
-    """"1.52x the baseline", or "1.52x vs PyTorch eager" for a task without one."""
-    return f"{speedup:.2f}x {basis}" if basis == "the baseline" else f"{speedup:.2f}x vs {basis}"
+def speedup_words(speedup: float | None, basis: str) -> str:
+    """"1.52x the baseline", or "1.52x vs PyTorch eager" for a task without one, which a worker
+    without PyTorch does not time: then "no baseline.cu, PyTorch eager not timed"."""
+    if basis == BASELINE:
+        return f"{speedup or 0.0:.2f}x {basis}"
+    return f"{speedup:.2f}x vs {basis}" if speedup else f"no baseline.cu, {basis} not timed"
 
 
 def task_speedup(task: Task, evaluation: Evaluation | None) -> float | None:
     """An OK, timed evaluation's speedup over `speedup_basis(task)`; None where that was not
     timed (a task without a baseline, on a worker without PyTorch)."""
-    if evaluation is None or has_baseline(task):
-        return evaluation.speedup if evaluation is not None else None
+    if evaluation is None:
+        return None
+    if has_baseline(task):
+        return evaluation.speedup
     if evaluation.verdict != Verdict.OK or evaluation.timing is None or not evaluation.torch_us:
         return None
     return evaluation.torch_us / evaluation.timing.median_us

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fsr.propose.base import task_speedup
+from fsr.propose.base import BASELINE, task_speedup
 from fsr.search.pace import PaceStats
 from fsr.search.state import CampaignState, TaskState
 
@@ -31,7 +31,7 @@ class TaskProgress:
     islands: tuple[IslandProgress, ...]
     migrations: int
     note: str = ""  # why it stopped before its budgets, when it did
-    speedup_basis: str = "the baseline"  # or PyTorch eager, for a task without baseline.cu
+    speedup_basis: str = BASELINE  # or PyTorch eager, for a task without baseline.cu
 
 
 @dataclass(frozen=True)

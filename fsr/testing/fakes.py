@@ -166,7 +166,7 @@ class FakeEvaluator:
     `fail_fraction` fails that share of candidates (chosen by id hash) as WRONG; a source
     containing `#error` is a COMPILE_ERROR. `calls` counts evaluations by candidate id.
 
-    Comparators: the baseline is timed at `base_us` (with `baseline=False`, 0.0: what the
+    Comparators: the baseline is timed at `base_us` (with `baseline=False`, none: what the
     evaluator reports for a task without baseline.cu) and PyTorch eager at `torch_us`.
     """
 
@@ -198,7 +198,7 @@ class FakeEvaluator:
         if verdict != Verdict.OK:
             return Evaluation(cand.id, cand.task, verdict, message=f"fake {verdict}", device="fake")
         return Evaluation(cand.id, cand.task, Verdict.OK, timing=timing(self.latency_us(cand, features)),
-                          baseline_us=self.base_us if self.baseline else 0.0, torch_us=self.torch_us, device="fake")
+                          baseline_us=self.base_us if self.baseline else None, torch_us=self.torch_us, device="fake")
 
     def _verdict(self, cand: Candidate, features: frozenset[str]) -> Verdict:
         if "#error" in cand.source:

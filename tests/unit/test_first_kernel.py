@@ -129,15 +129,15 @@ def test_the_fsr_loop_writes_its_first_kernel_then_improves_the_fastest(server, 
 
 def test_speedups_of_a_task_without_a_baseline_are_over_pytorch_eager(imported):
     softmax = load("softmax")
-    ev = Evaluation("c", "softmax", Verdict.OK, timing=timing(500.0), baseline_us=0.0, torch_us=1500.0)
+    ev = Evaluation("c", "softmax", Verdict.OK, timing=timing(500.0), baseline_us=None, torch_us=1500.0)
     assert speedup_basis(imported) == "PyTorch eager" and task_speedup(imported, ev) == pytest.approx(3.0)
-    assert speedup_basis(softmax) == "the baseline" and task_speedup(softmax, ev) is None  # 0.0: not timed
+    assert speedup_basis(softmax) == "the baseline" and task_speedup(softmax, ev) is None  # no baseline time
     assert task_speedup(imported, Evaluation("c", "softmax", Verdict.OK, timing=timing(500.0))) is None
     assert task_speedup(imported, Evaluation("c", "softmax", Verdict.WRONG, torch_us=1500.0)) is None
 
 
 def test_progress_and_summary_lines_say_vs_eager(server, imported, tmp_path):
-    from fsr.commands.run import _versus
+    from fsr.propose.base import speedup_words
     from fsr.view import LineView
 
     server.push(reply(fenced(GOOD_KERNEL)), *variants(2))
@@ -145,9 +145,10 @@ def test_progress_and_summary_lines_say_vs_eager(server, imported, tmp_path):
     out = io.StringIO()
     LineView(out).close(summary.progress)
     assert "(2.00x vs eager)" in out.getvalue(), out.getvalue()
-    assert _versus(2.0, "PyTorch eager") == "2.00x vs PyTorch eager"
-    assert _versus(None, "PyTorch eager") == "no baseline.cu, PyTorch eager not timed"
-    assert _versus(1.5, "the baseline") == "1.50x the baseline"
+    assert speedup_words(2.0, "PyTorch eager") == "2.00x vs PyTorch eager"
+    assert speedup_words(None, "PyTorch eager") == "no baseline.cu, PyTorch eager not timed"
+    assert speedup_words(1.5, "the baseline") == "1.50x the baseline"
+    assert speedup_words(None, "the baseline") == "0.00x the baseline"
 
 
 def test_the_offline_proposer_leaves_a_task_without_baseline_out_in_one_line(imported, capsys):
