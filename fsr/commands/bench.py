@@ -164,6 +164,7 @@ def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], ru
     KernelBench's fast_p per comparator."""
     from fsr.report.tables import fast_p as fast_p_table
     from fsr.report.tables import fast_p_text
+    from fsr.report.text import FAST_P_INTRO
 
     devices = sorted({r["device"] for r in rows if r.get("device")})
     lines = [f"# fsr bench: {run_dir.name}", "",
@@ -177,8 +178,7 @@ def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], ru
                      f"{_x(r['speedup_torch_compile'])} | {_x(r['speedup_pytorch'])} | {r['verdicts'] or '-'} |")
     cells = [f"{_x(m['value'])} ({m['tasks']} tasks)" for m in means.values()]
     lines.append(f"| geometric mean | {sum(r['evaluations'] for r in rows)} | | | {' | '.join(cells)} | |")
-    lines += ["", "KernelBench's fast_p over all the tasks (correct, and more than p times faster; a task whose "
-              "comparator was not timed counts as not faster):", ""]
+    lines += ["", f"{FAST_P_INTRO}:", ""]
     lines += [f"- {line}" for line in fast_p_text(fast_p_table(_summary(rows)))]
     return "\n".join(lines) + "\n"
 

@@ -86,11 +86,13 @@ def with_geomean(summary: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return out, f"Geometric means over the tasks where each was measured ({counts} of {len(summary)})."
 
 
+FAST_P_INTRO = ("KernelBench's fast_p over all the tasks (correct, and more than p times faster; a task whose "
+                "comparator was not timed counts as not faster)")
+
+
 def fast_p_note(summary: pd.DataFrame) -> str:
     """KernelBench's fast_p over the run's tasks, one sentence per comparator measured."""
-    lines = tables.fast_p_text(tables.fast_p(summary))
-    return ("KernelBench's fast_p over all the tasks (correct, and more than p times faster; a task whose "
-            "comparator was not timed counts as not faster): " + "; ".join(lines) + ".")
+    return f"{FAST_P_INTRO}: " + "; ".join(tables.fast_p_text(tables.fast_p(summary))) + "."
 
 
 def markdown_table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
