@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from fsr.execute.base import WorkerStats
 from fsr.testing.fakes import FakeEvaluator
@@ -57,7 +57,7 @@ class FakeGpuWorkers:
         for w in self.workers:
             while w.calls and w.calls[0][2] <= now:
                 w.done.append(w.calls.popleft())
-                out.append(replace(self.evaluator.evaluate(w.done[-1][0])))
+                out.append(self.evaluator.evaluate(w.done[-1][0]))
         return out
 
     def busy(self, since: float, until: float) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from typing import Any
 
@@ -22,9 +21,8 @@ from fsr.propose.llm_client import gate_for
 from fsr.search.loop import run_campaign
 from fsr.search.pace import Ceilings
 from fsr.testing.fake_gpu import FakeGpuWorkers
-from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
+from fsr.testing.fakes import softmax_task
 from fsr.testing.llm_server import GOOD_KERNEL, ScriptedServer, Slow, StandInEvaluator, Status, fenced, reply
-from fsr.types import Candidate
 
 DEFAULTS = LLMConfig()
 
@@ -64,28 +62,6 @@ class ModelServer(ScriptedServer):
         return super()._next(body, headers)
 
 
-@dataclass
-class Timeline:
-    """When each evaluation ran (the fake executor's submits), to measure busy over a window."""
-
-    eval_s: float
-    starts: list[float]
-
-    def busy(self, slots: int, since: float, until: float) -> float:
-        covered = sum(max(0.0, min(s + self.eval_s, until) - max(s, since)) for s in self.starts)
-        return covered / (slots * (until - since))
-
-
-class TimedExecutor(FakeExecutor):
-    def __init__(self, slots: int, eval_s: float) -> None:
-        super().__init__(FakeEvaluator(fixed_us=100.0), slots=slots, eval_s=eval_s, real_time=True)
-        self.timeline = Timeline(eval_s, [])
-
-    def submit(self, candidate: Candidate) -> None:
-        self.timeline.starts.append(time.monotonic())
-        super().submit(candidate)
-
-
 @pytest.fixture(autouse=True)
 def wide_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
     # The stdlib server's listen backlog is 5: hundreds of connections at once would wait for SYN
@@ -95,11 +71,11 @@ def wide_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def campaign(server: ModelServer, slots: int, eval_s: float, measure_s: float,
-             config: LLMConfig = DEFAULTS, window_s: float = 60.0) -> tuple[TimedExecutor, Any]:
+             config: LLMConfig = DEFAULTS, window_s: float = 60.0) -> tuple[FakeGpuWorkers, Any]:
     """A default-config campaign on one task for one latency plus `measure_s` seconds."""
     cfg = LLMConfig(**{**config.__dict__, "model": "scripted-model", "base_url": server.base_url})
     proposer = LLMProposer(cfg, device=StandInEvaluator().device(), gate=gate_for(cfg, window_s))
-    executor = TimedExecutor(slots, eval_s)
+    executor = FakeGpuWorkers(workers=slots, eval_s=eval_s, calls_per_worker=1, startup_s=0.0)
     search = SearchConfig(max_evaluations=1_000_000, max_wall_s=server.latency_s * 1.3 + measure_s)
     pace = Ceilings(cfg.concurrency, cfg.max_requests_per_minute, cfg.max_tokens_per_minute, window_s)
     summary = run_campaign([softmax_task(None)], executor, proposer, search, pace=pace,
@@ -117,10 +93,11 @@ def test_workers_stay_busy_with_the_default_config(slots: int, eval_s: float, la
         started = time.monotonic()
         executor, summary = campaign(server, slots, eval_s, measure_s=12.0)
         stopped = time.monotonic()
-        first_answer = executor.timeline.starts[1]  # the seed (the baseline) went first
+        first_answer = executor.first_proposed()  # the seed (the baseline) went first
+        assert first_answer is not None
         # From when the slowest answers to the first requests are in: before, no pacing can feed
         # the workers (requests sent at once come back over latency +- 30%).
-        busy = executor.timeline.busy(slots, started + latency_s * 1.3, stopped - 0.2)
+        busy = executor.busy(started + latency_s * 1.3, stopped - 0.2)
         assert busy >= 0.9, (busy, summary.progress.pace)
         assert server.refused == 0 and summary.progress.proposer_errors == 0
         assert first_answer - started < latency_s * 1.3 + 3.0  # the first requests went out at once (+ imports)
