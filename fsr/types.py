@@ -28,6 +28,16 @@ def size_label(size: Size) -> str:
     return ",".join(f"{k}={v}" for k, v in size)
 
 
+def bytes_text(n_bytes: int) -> str:
+    """4 GiB, 300 MiB, 1.5 GiB: a memory bound as a person would write it (exact where it is a
+    whole number of a unit; bytes below 1 KiB)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= scale:
+            whole, rest = divmod(n_bytes, scale)
+            return f"{whole} {unit}" if rest == 0 else f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes} bytes"
+
+
 class Verdict(enum.StrEnum):
     """What happened to a candidate. Only OK carries a timing that may be ranked."""
 

@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from fsr.evaluate import compile as compiler
 from fsr.evaluate.compile import Compiled, CompileFailed
+from fsr.types import bytes_text
 
 WATCH_S = 0.02  # how often a waiting compile checks its process's memory
 START_TIMEOUT_S = 60.0  # a compile process that is not ready by then is a fault of the machine
@@ -53,13 +54,6 @@ class Limits:
 
     deadline_s: float
     max_bytes: int
-
-
-def size_text(n_bytes: int) -> str:
-    """4 GiB, 300 MiB: a memory ceiling as a person would write it."""
-    if n_bytes >= 1024**3:
-        return f"{n_bytes / 1024**3:.3g} GiB"
-    return f"{n_bytes / 1024**2:.3g} MiB"
 
 
 class _Process:
@@ -199,7 +193,7 @@ class CompilePool:
             rss = proc.rss_bytes()
             peak = max(peak, rss)
             if rss > self.limits.max_bytes:
-                raise CompileLimit(f"compile exceeded {size_text(self.limits.max_bytes)} of memory")
+                raise CompileLimit(f"compile exceeded {bytes_text(self.limits.max_bytes)} of memory")
             if proc.popen.poll() is not None:
                 raise self._death(proc, peak)
 
@@ -209,7 +203,7 @@ class CompilePool:
             proc.popen.wait(timeout=5)
         code = proc.popen.returncode
         if peak > 0.8 * self.limits.max_bytes:  # the hard limit in the process struck first
-            return CompileLimit(f"compile exceeded {size_text(self.limits.max_bytes)} of memory")
+            return CompileLimit(f"compile exceeded {bytes_text(self.limits.max_bytes)} of memory")
         if code is not None and code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -326,7 +320,7 @@ def serve(max_bytes: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
         except CompileFailed as e:
             reply = ("failed", e.log)
         except MemoryError:
-            reply = ("failed", f"compile exceeded {size_text(max_bytes)} of memory")
+            reply = ("failed", f"compile exceeded {bytes_text(max_bytes)} of memory")
         _send(stdout, reply)
 
 

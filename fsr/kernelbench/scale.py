@@ -20,6 +20,7 @@ import numpy as np
 from fsr import expr
 from fsr.kernelbench import probe, sizes
 from fsr.kernelbench.probe import ProblemError, Shapes
+from fsr.types import bytes_text
 
 
 class Shaped(Protocol):
@@ -65,7 +66,7 @@ def fit(source: str, bench: dict[str, int], args: Sequence[Shaped], max_bytes: i
     fitted = sizes.shrink(bench, [n for n in sizes.scaling(bench) if n not in ties], too_big, ties)
     if too_big(fitted) is not False:
         raise ProblemError(f"the arguments at the file's sizes hold {gigabytes(argument_bytes(args, bench))} and no "
-                           f"smaller benchmark size within --max-bench-bytes {byte_text(max_bytes)} runs")
+                           f"smaller benchmark size within --max-bench-bytes {bytes_text(max_bytes)} runs")
     return fitted
 
 
@@ -77,17 +78,11 @@ def note(file_bench: dict[str, int], bench: dict[str, int], file_bytes: int, max
     before = ", ".join(f"{n}={file_bench[n]}" for n in changed)
     after = ", ".join(f"{n}={bench[n]}" for n in changed)
     return (f"bench size scaled from {before} to {after} ({gigabytes(file_bytes)} of arguments; "
-            f"--max-bench-bytes {byte_text(max_bytes)})")
+            f"--max-bench-bytes {bytes_text(max_bytes)})")
 
 
 def gigabytes(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 10**9 else f"{n / 1e6:.1f} MB"
 
 
-def byte_text(n: int) -> str:
-    """A byte count as a user would write it: 4 GiB, 64 MiB, or the number."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale} {unit}"
-    return str(n)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from fsr.kernelbench import runtime, scale
 from fsr.kernelbench.plan import Plan
 from fsr.kernelbench.probe import ProblemError
+from fsr.types import bytes_text
 
 MARKER = "# Written by `fsr import`"
 
@@ -108,7 +109,7 @@ def _file_sizes(plan: Plan) -> list[str]:
     if not plan.scaled:
         return []
     return [f"# the file's own sizes, {scale.gigabytes(plan.file_bench_bytes)} of arguments, scaled down to fit "
-            f"--max-bench-bytes {scale.byte_text(plan.max_bench_bytes)}: {_size(plan.file_bench)}"]
+            f"--max-bench-bytes {bytes_text(plan.max_bench_bytes)}: {_size(plan.file_bench)}"]
 
 
 def gist(source: str) -> str:

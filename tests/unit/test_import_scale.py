@@ -202,3 +202,10 @@ def test_the_listing_gist_is_the_models_first_docstring_sentence():
     assert gist(source) == "Simple model that performs a ReLU, fast"
     assert gist("class Model:\n    pass\n") == "" and gist("class Other:\n    '''Doc.'''\n") == ""
     assert gist("def broken(:\n") == ""
+
+
+def test_byte_counts_read_as_a_person_writes_them():
+    from fsr.types import bytes_text
+
+    assert [bytes_text(n) for n in (4 * 2**30, 300 * 2**20, 3 * 2**29, 2048, 100)] == \
+        ["4 GiB", "300 MiB", "1.5 GiB", "2 KiB", "100 bytes"]
