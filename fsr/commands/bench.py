@@ -19,7 +19,7 @@ from typing import Any
 from fsr import lineage, run_json
 from fsr import tasks as tasks_mod
 from fsr.commands import EXIT_OK, UsageError, config_option
-from fsr.commands.run import add_search_arguments, add_where_arguments
+from fsr.commands.run import add_model_arguments, add_search_arguments, add_where_arguments
 from fsr.view import latency_text, speedup_text
 
 DEFAULT_MAX_EVALUATIONS = 24  # per task: 16 tasks in about 5 minutes on one H200
@@ -41,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     budget.add_argument("--max-wall", type=config_option("search", "max_wall_s"), default=DEFAULT_MAX_WALL_S,
                         help=f"seconds of wall time for the whole suite (default: {DEFAULT_MAX_WALL_S:.0f})")
     add_search_arguments(budget)
+    add_model_arguments(bench)
     bench.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 
 

@@ -45,6 +45,16 @@ def add_search_arguments(group: Any) -> None:
                        help="seconds before a running kernel counts as hung")
 
 
+def add_model_arguments(parser: argparse.ArgumentParser) -> Any:
+    """The model's name, endpoint and money ceiling (shared by `fsr run` and `fsr bench`)."""
+    model = parser.add_argument_group("language model (default: the offline mutator)")
+    model.add_argument("--model", help="model name at an OpenAI-compatible endpoint")
+    model.add_argument("--base-url", type=config_option("llm", "base_url"),
+                       help="endpoint, e.g. http://localhost:8000/v1 (default: OpenAI's)")
+    model.add_argument("--max-cost", type=config_option("llm", "max_cost"), help="USD the model may cost this run")
+    return model
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="search for fast kernels for one or more tasks")
     run.add_argument("tasks", nargs="*", help="task names or task directories (default with --resume: the run's)")
@@ -57,14 +67,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     budget.add_argument("--target-speedup", type=config_option("search", "target_speedup"),
                         help="stop a task once its best beats the baseline by this")
     add_search_arguments(budget)
-    model = run.add_argument_group("language model (default: the offline mutator)")
-    model.add_argument("--model", help="model name at an OpenAI-compatible endpoint")
-    model.add_argument("--base-url", type=config_option("llm", "base_url"),
-                       help="endpoint, e.g. http://localhost:8000/v1 (default: OpenAI's)")
+    model = add_model_arguments(run)
     model.add_argument("--strategy", choices=("islands", "fsr"), default="islands",
                        help="islands (fsr's search) or fsr (the paper's loop, for comparison)")
     model.add_argument("--depth", type=at_least(1), default=8, help="rounds of the fsr strategy")
-    model.add_argument("--max-cost", type=config_option("llm", "max_cost"), help="USD the model may cost this run")
     model.add_argument("--replay", metavar="RUN_DIR", help="serve model replies from that run's cache")
     run.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 

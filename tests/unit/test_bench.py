@@ -191,3 +191,27 @@ def test_bad_input_is_one_line_and_exit_2_before_any_run(argv, tmp_path, fake_gp
     err = capsys.readouterr().err
     assert err.startswith("fsr: error:") and err.count("\n") == 1 and "Traceback" not in err
     assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_bench_with_a_model_writes_the_first_kernel_of_a_task_without_baseline(tmp_path, fake_gpu, monkeypatch):
+    """`fsr bench --model --base-url` (a KernelBench campaign): the model is asked, its kernel is
+    evaluated, and the table has the imported task's row."""
+    from fsr.tasks import load
+    from fsr.testing.fakes import without_baseline
+    from fsr.testing.llm_server import GOOD_KERNEL, ScriptedServer, fenced, reply
+
+    without_baseline(load("softmax"), tmp_path / "tasks")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted")
+    runs = tmp_path / "runs"
+    with ScriptedServer() as server:
+        server.push(*[reply(fenced(GOOD_KERNEL + f"// variant {i}\n")) for i in range(12)])
+        code = cli.main(["--tasks-dir", str(tmp_path / "tasks"), "bench", "--model", "scripted", "--base-url",
+                         server.base_url, "--runs-dir", str(runs), "--max-evaluations", "3", "--tune-trials", "0",
+                         "--plain"])
+        asked = len(server.bodies)
+    assert code == 0 and asked >= 1
+    (run_dir,) = runs.iterdir()
+    doc = json.loads((run_dir / "bench.json").read_text())
+    (row,) = doc["tasks"]
+    assert row["task"] == "softmax" and row["evaluations"] >= 1 and row["OK"] >= 1
+    assert run_json.read_run_json(run_dir)["config"]["llm"]["model"] == "scripted"
