@@ -8,7 +8,7 @@ turn, prose without code, host code (a main() that allocates and launches: fsr r
 kernel that does not compile, and a kernel that writes zeros (WRONG). The bench table then shows
 fast_0/1/2 against PyTorch eager and torch.compile over all the level's tasks.
 
-    python bench/kernelbench_campaign.py KERNELBENCH/level1 [--out DIR] [--evaluations 6] [--jobs N] [--max-bench-bytes 4G] [-- fsr bench args]
+    python bench/kernelbench_campaign.py KERNELBENCH/level1 [--out DIR] [--evaluations 6] [--jobs N] [--max-bench-bytes 4GiB] [-- fsr bench args]
 
 Extra arguments after `--` go to `fsr bench` (e.g. `--local`, `--max-wall 900`). Prints the import
 counts, the bench table, the verdicts per kind of answer and the report page's path.
@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="where the tasks go (default: a temporary folder)")
     parser.add_argument("--evaluations", type=int, default=6, help="per task (default 6)")
     parser.add_argument("--jobs", type=int, default=1, help="files `fsr import` imports at once (default 1)")
-    parser.add_argument("--max-bench-bytes", default="4G", help="fsr import's bound on a benchmark size's arguments")
+    parser.add_argument("--max-bench-bytes", default="4GiB", help="fsr import's bound on a benchmark size's arguments")
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
     out = args.out or Path(tempfile.mkdtemp(prefix="fsr-kb-"))
