@@ -4,7 +4,7 @@ for every imported task, at every test size, PyTorch's own float32 forward (the 
 `reference`, within the task's tolerance. A task whose float32 PyTorch fails its own tolerance
 at some size would fail honest kernels: each is listed with the size and the worst error.
 
-    python bench/kernelbench_check.py KERNELBENCH/level1 KERNELBENCH/level2 KERNELBENCH/level3 [--out DIR] [--jobs N]
+    python bench/kernelbench_check.py KERNELBENCH/level1 KERNELBENCH/level2 KERNELBENCH/level3 [--out DIR] [--jobs N] [--timeout S]
 
 Prints one line per level (imported, skipped, checked, agreeing at every size) and one per task
 that disagrees or could not run; `--json FILE` writes every task's result.
@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="where the tasks go (default: a temporary folder)")
     parser.add_argument("--json", type=Path, help="write every task's result here")
     parser.add_argument("--jobs", type=int, default=1, help="files `fsr import` imports at once (default 1)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds `fsr import` gives one file (default 300)")
     args = parser.parse_args()
     device, to_device = device_arrays()
     out = args.out or Path(tempfile.mkdtemp(prefix="fsr-kb-"))
@@ -77,7 +78,7 @@ def main() -> None:
         started = time.monotonic()
         dest = out / level.name
         done = subprocess.run([sys.executable, "-m", "fsr", "import", str(level), "--out", str(dest),
-                               "--jobs", str(args.jobs)],
+                               "--jobs", str(args.jobs), "--timeout", str(args.timeout)],
                               capture_output=True, text=True)
         skipped = [line for line in done.stdout.splitlines() if line.startswith("skipped ")]
         names = sorted(p.name for p in dest.iterdir()) if dest.is_dir() else []
