@@ -74,7 +74,7 @@ def _fused_components():
             inv = cupyx.rsqrt(dx * dx + dy * dy + dz * dz + eps2)
             return cp.sum(mass * inv * inv * inv * (dx, dy, dz)[k], axis=1)
 
-        return cp.fuse(acc, kernel_name=f"nbody_acc_{'xyz'[k]}")
+        return cp.fuse(kernel_name=f"nbody_acc_{'xyz'[k]}")(acc)
 
     return [component(k) for k in range(3)]
 

@@ -3,8 +3,9 @@ mostly in a band around the diagonal (as in meshes and most real matrices) with 
 positive values, float64 reference, cuSPARSE comparator through cupyx.
 
 The comparators time the product alone: the sparse matrix (for cupyx, in the canonical form its
-product needs: columns sorted within each row, duplicates summed) is built once per input set,
-outside the timed call, as a caller that multiplies by one matrix many times would."""
+product needs: columns sorted within each row, duplicates summed) is built by the first call with
+an input set and reused by every later one, as a caller that multiplies by one matrix many times
+would; cupyx's product then goes straight to cuSPARSE's SpMV."""
 
 import numpy as np
 
