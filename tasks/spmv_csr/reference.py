@@ -1,11 +1,22 @@
 """CSR SpMV: row lengths from a lognormal spread (empty rows to thousands of entries), columns
 mostly in a band around the diagonal (as in meshes and most real matrices) with some anywhere,
-positive values, float64 reference, cuSPARSE comparator through cupyx."""
+positive values, float64 reference, cuSPARSE comparator through cupyx.
+
+The comparators time the product alone: the sparse matrix (for cupyx, in the canonical form its
+product needs: columns sorted within each row, duplicates summed) is built by the first call with
+an input set and reused by every later one, as a caller that multiplies by one matrix many times
+would; cupyx's product then goes straight to cuSPARSE's SpMV."""
 
 import numpy as np
 
 BAND = 128.0  # spread (standard deviation) of a row's columns around its diagonal position
 FAR = 0.1  # fraction of entries at uniformly random columns
+
+# Comparator matrices by input set: (ids of row_ptr, col_idx, vals, rows, cols) -> (those arrays,
+# the matrix). Holding the arrays keeps their ids from being reused for other arrays while cached;
+# the key is by identity, so a caller that rewrites an array in place gets the matrix it first made.
+_MATRICES: dict = {}
+_TENSORS: dict = {}
 
 
 def make_inputs(sizes, rng):
@@ -35,17 +46,35 @@ def reference(inputs, sizes):
 
 
 def library(inputs, sizes):
-    import cupyx.scipy.sparse as sparse
-
-    a = sparse.csr_matrix((inputs["vals"], inputs["col_idx"], inputs["row_ptr"]),
-                          shape=(sizes["rows"], sizes["cols"]))
-    return {"y": a @ inputs["x"]}
+    return {"y": _cached(_MATRICES, inputs, sizes, _cupyx_matrix) @ inputs["x"]}
 
 
 def torch_eager(inputs, sizes):
     import torch
 
-    a = torch.sparse_csr_tensor(torch.as_tensor(inputs["row_ptr"], device="cuda"),
-                                torch.as_tensor(inputs["col_idx"], device="cuda"),
-                                torch.as_tensor(inputs["vals"], device="cuda"), size=(sizes["rows"], sizes["cols"]))
-    torch.mv(a, torch.as_tensor(inputs["x"], device="cuda"))
+    torch.mv(_cached(_TENSORS, inputs, sizes, _torch_matrix), torch.as_tensor(inputs["x"], device="cuda"))
+
+
+def _cached(cache, inputs, sizes, build):
+    arrays = (inputs["row_ptr"], inputs["col_idx"], inputs["vals"])
+    key = (*map(id, arrays), sizes["rows"], sizes["cols"])
+    if key not in cache:
+        cache[key] = (arrays, build(*arrays, (sizes["rows"], sizes["cols"])))
+    return cache[key][1]
+
+
+def _cupyx_matrix(row_ptr, col_idx, vals, shape):
+    import cupyx.scipy.sparse as sparse
+
+    a = sparse.csr_matrix((vals, col_idx, row_ptr), shape=shape)  # views the arrays, no copy
+    # cupyx's product first makes the matrix canonical (a sort of every entry, tens of ms at the
+    # benchmark size) unless it is known to be: do it here, once. It copies, never writes the inputs.
+    a.sum_duplicates()
+    return a
+
+
+def _torch_matrix(row_ptr, col_idx, vals, shape):
+    import torch
+
+    return torch.sparse_csr_tensor(torch.as_tensor(row_ptr, device="cuda"), torch.as_tensor(col_idx, device="cuda"),
+                                   torch.as_tensor(vals, device="cuda"), size=shape)

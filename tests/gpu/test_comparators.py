@@ -1,0 +1,77 @@
+"""The built-in library comparators on a real GPU: each computes its task's outputs within the
+task's tolerance of the float64 reference at every test size, and spmv_csr's builds its
+cuSPARSE matrix once per input set (a new set gets its own matrix, the same set reuses it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fsr import tasks
+
+pytestmark = pytest.mark.gpu
+COMPARED = ("spmv_csr", "gelu", "nbody")
+
+
+def _device(inputs: dict[str, np.ndarray]) -> dict:
+    import cupy as cp
+
+    return {k: cp.asarray(v) for k, v in inputs.items()}
+
+
+@pytest.fixture
+def spmv():
+    """spmv_csr's reference module, loaded afresh (an empty comparator cache)."""
+    task = tasks.load("spmv_csr")
+    tasks.forget(task)
+    yield task, tasks.functions(task)
+    tasks.forget(task)
+
+
+@pytest.mark.parametrize("name", COMPARED)
+def test_library_matches_the_reference_at_every_test_size(name):
+    task = tasks.load(name)
+    module = tasks.functions(task)
+    rng = np.random.default_rng(7)
+    for size in task.test_sizes:
+        sizes = dict(size)
+        inputs = module.make_inputs(sizes, rng)
+        expected = module.reference(inputs, sizes)
+        got = module.library(_device(inputs), sizes)
+        for out, want in expected.items():
+            np.testing.assert_allclose(got[out].get(), want, atol=task.atol, rtol=task.rtol,
+                                       err_msg=f"{name} {sizes} {out}")
+
+
+def test_spmv_library_builds_one_matrix_per_input_set(spmv, monkeypatch):
+    task, module = spmv
+    sizes = dict(task.test_sizes[-2])
+    first, second = (_device(module.make_inputs(sizes, np.random.default_rng(seed))) for seed in (1, 2))
+    builds: list[int] = []
+    build = module._cupyx_matrix
+
+    def counted(*args):
+        builds.append(1)
+        return build(*args)
+
+    monkeypatch.setattr(module, "_cupyx_matrix", counted)
+    y_first = module.library(first, sizes)["y"].get()
+    y_second = module.library(second, sizes)["y"].get()
+    assert len(builds) == 2
+    assert not np.allclose(y_first, y_second)  # the second set did not get the first set's matrix
+    np.testing.assert_array_equal(module.library(first, sizes)["y"].get(), y_first)
+    assert len(builds) == 2  # the same arrays reused their matrix
+    held = [arrays for arrays, _ in module._MATRICES.values()]
+    assert any(a[2] is first["vals"] for a in held)  # the cache holds the arrays, so their ids stay theirs
+
+
+def test_spmv_library_matrix_is_canonical_and_views_no_new_input(spmv):
+    task, module = spmv
+    sizes = dict(task.test_sizes[-1])
+    inputs = _device(module.make_inputs(sizes, np.random.default_rng(3)))
+    before = {k: v.get() for k, v in inputs.items()}
+    module.library(inputs, sizes)
+    (_, matrix), = module._MATRICES.values()
+    assert matrix.has_canonical_format  # the timed product does no sort
+    for k, v in inputs.items():
+        np.testing.assert_array_equal(v.get(), before[k], err_msg=k)  # canonicalising copied, never wrote
