@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, probe, runtime, scale, sizes
+from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, poly, probe, runtime, scale, sizes
 from fsr.kernelbench.probe import ProblemError, Shapes, Values
 
 LARGE_ELEMENTS = 2**20  # the largest test size: inputs, weights and outputs together
@@ -242,15 +242,16 @@ def _args(layout: dict[str, Any], at_bench: Shapes, points: list[tuple[dict[str,
 
 
 def _bytes(args: tuple[Arg, ...], points: list[tuple[dict[str, int], Shapes]], bench: dict[str, int]) -> str:
-    """Each argument read or written once: the fixed-size ones summed into one literal."""
+    """Each argument read or written once, collected into one polynomial of the sizes; the
+    fixed-size arguments summed into its constant."""
     fixed, terms = 0, []
     for arg in args:
         size = np.dtype(arg.dtype).itemsize
         if all(d.isdigit() or d in bench and len({p[d] for p, _ in points}) == 1 for d in arg.shape):
             fixed += size * math.prod(int(d) if d.isdigit() else bench[d] for d in arg.shape)
         else:
-            terms.append(" * ".join([str(size), *(d if re.fullmatch(r"\w+", d) else f"({d})" for d in arg.shape)]))
-    return " + ".join(terms + ([str(fixed)] if fixed or not terms else []))
+            terms.append(poly.product([{(): size}, *(poly.of(d) for d in arg.shape)]))
+    return poly.text(poly.total([*terms, {(): fixed}]))
 
 
 def _flops(points: list[tuple[dict[str, int], Shapes]], args: tuple[Arg, ...], bench: dict[str, int]) -> str:

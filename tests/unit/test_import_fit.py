@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fsr.kernelbench import fit, sizes
+from fsr import expr
+from fsr.kernelbench import fit, poly, sizes
 
 POINTS = [{"H": 224, "B": 256}, {"H": 33, "B": 3}, {"H": 17, "B": 5}, {"H": 64, "B": 1},
           {"H": 101, "B": 7}, {"H": 102, "B": 7}, {"H": 103, "B": 7}, {"H": 104, "B": 7}]
@@ -46,3 +47,38 @@ def test_a_constant_is_named_after_the_one_fixed_size_with_its_value():
 def test_no_expression_for_values_outside_the_family():
     points = [(p, (p["H"] * 7919) % 101 + p["B"] % 3) for p in POINTS]
     assert fit.fit(points, ["B", "H"]) is None
+
+
+CHANNELS = [{"a": 192, "b": 208, "c": 48, "d": 64, "H": 224}, {"a": 7, "b": 11, "c": 3, "d": 5, "H": 17},
+            {"a": 8, "b": 11, "c": 3, "d": 5, "H": 17}, {"a": 7, "b": 12, "c": 3, "d": 5, "H": 17},
+            {"a": 7, "b": 11, "c": 4, "d": 5, "H": 17}, {"a": 7, "b": 11, "c": 3, "d": 6, "H": 17},
+            {"a": 7, "b": 11, "c": 3, "d": 5, "H": 18}, {"a": 1, "b": 1, "c": 1, "d": 1, "H": 1}]
+
+
+@pytest.mark.parametrize(("truth", "text"), [
+    (lambda s: s["a"] + s["b"] + s["c"] + s["d"], "a + b + c + d"),  # an Inception module's branches concatenated
+    (lambda s: s["a"] + 6 * s["b"], "a + 6*b"),                      # a dense block's `in + 6 * growth`
+    (lambda s: 2 * s["a"] - s["c"] + 3, "2*a - c + 3"),
+])
+def test_integer_combinations_of_several_sizes_are_fitted(truth, text):
+    points = [(p, truth(p)) for p in CHANNELS]
+    found = fit.fit(points, ["a", "b", "c", "d", "H"])
+    assert found == text and fit.check(found, points)
+    assert fit.check(found, [({"a": 100, "b": 3, "c": 41, "d": 9, "H": 2}, truth({"a": 100, "b": 3, "c": 41, "d": 9}))])
+
+
+def test_a_combination_is_refused_where_no_integer_one_is_exact_or_the_points_cannot_pin_it():
+    assert fit.fit([(p, p["a"] * p["b"] + p["c"]) for p in CHANNELS], ["a", "b", "c", "d", "H"]) is None
+    assert fit.fit([(p, (p["a"] + p["b"]) // 2 + p["c"] * 3 // 2) for p in CHANNELS], ["a", "b", "c", "d", "H"]) is None
+    few = CHANNELS[:4]  # a, b and the constant: three unknowns from four points is no evidence
+    assert fit.fit([(p, p["a"] + p["b"]) for p in few], ["a", "b"]) is None
+
+
+def test_bytes_collect_into_one_polynomial_with_floor_divisions_kept_whole():
+    layers = [poly.product([{(): 4}, poly.of(f"c + {i}*g")]) for i in range(6)]
+    pooled = poly.product([{(): 4}, poly.of("B"), poly.of("(H - 3) // 2 + 1")])
+    text = poly.text(poly.total([*layers, pooled, {(): 12}]))
+    assert text == "4*((H - 3) // 2)*B + 4*B + 24*c + 60*g + 12"
+    for at in ({"B": 3, "H": 17, "c": 5, "g": 7}, {"B": 1, "H": 4, "c": 1, "g": 2}):
+        want = sum(4 * (at["c"] + i * at["g"]) for i in range(6)) + 4 * at["B"] * ((at["H"] - 3) // 2 + 1) + 12
+        assert expr.evaluate(text, at) == want
