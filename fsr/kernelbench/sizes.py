@@ -84,16 +84,18 @@ def odd(value: int) -> int:
 
 def candidates(bench: Sizes, names: list[str], large: Sizes, step: dict[str, int], ties: Ties | None = None) -> list[Sizes]:
     """Test sizes to try, largest first: odd, non-multiples, tiny and the powers of two of
-    `large`. A name in `step` keeps a multiple of its step (the file needs divisibility); a
-    follower in `ties` takes its leader's value."""
-    def make(pick: Callable[[int, str], int]) -> Sizes:
-        sizes = dict(bench)
-        for i, n in enumerate(names):
-            value = max(1, min(pick(i, n), bench[n]))
-            sizes[n] = max(step[n], value // step[n] * step[n]) if n in step else value
-        return tied(sizes, ties or {})
+    `large`, every size varied together; then each size alone (the others at `large`), for a
+    module that accepts few values of some sizes (a deep convnet's image extent). A name in
+    `step` keeps a multiple of its step (the file needs divisibility); a follower in `ties` takes
+    its leader's value."""
+    def value(n: str, v: int) -> int:
+        v = max(1, min(v, bench[n]))
+        return max(step[n], v // step[n] * step[n]) if n in step else v
 
-    out = [
+    def make(pick: Callable[[int, str], int]) -> Sizes:
+        return tied({**bench, **{n: value(n, pick(i, n)) for i, n in enumerate(names)}}, ties or {})
+
+    together = [
         make(lambda i, n: odd(large[n])),
         make(lambda i, n: large[n]),
         make(lambda i, n: odd(large[n] // 3 + 2 * i)),
@@ -104,8 +106,15 @@ def candidates(bench: Sizes, names: list[str], large: Sizes, step: dict[str, int
         make(lambda i, n: large[n] // 4 + 1),
         make(lambda i, n: SMALL[(i + 2) % len(SMALL)]),
     ]
+    alone = [tied({**large, n: value(n, pick(large[n]))}, ties or {}) for pick in ALONE for n in names]
     unique: list[Sizes] = []
-    for sizes in out:
+    for sizes in together + alone:
         if sizes not in unique and sizes != bench:
             unique.append(sizes)
     return unique
+
+
+# One size's values with the others at the largest test size: an odd third, a non-multiple
+# half, tiny odd primes and 1, a few of each size in turn.
+ALONE: tuple[Callable[[int], int], ...] = (
+    lambda v: odd(v // 3), lambda v: 3, lambda v: v // 2 + 1, lambda v: 1, lambda v: 5, lambda v: 7, lambda v: 13)

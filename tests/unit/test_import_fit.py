@@ -82,3 +82,21 @@ def test_bytes_collect_into_one_polynomial_with_floor_divisions_kept_whole():
     for at in ({"B": 3, "H": 17, "c": 5, "g": 7}, {"B": 1, "H": 4, "c": 1, "g": 2}):
         want = sum(4 * (at["c"] + i * at["g"]) for i in range(6)) + 4 * at["B"] * ((at["H"] - 3) // 2 + 1) + 12
         assert expr.evaluate(text, at) == want
+
+
+def test_each_size_is_also_varied_alone_so_a_module_that_takes_one_image_extent_keeps_five_sizes():
+    bench = {"batch": 10, "height": 224, "classes": 1000}
+    large = {"batch": 1, "height": 224, "classes": 1}  # a deep convnet: the image shrinks no further
+    tried = sizes.candidates(bench, list(bench), large, {})
+    runs = [s for s in tried if s["height"] == 224]
+    assert len(runs) >= 5 and bench not in tried and len(set(map(str, tried))) == len(tried)
+    assert all(sum(s[n] != large[n] for n in bench) <= 1 for s in runs[1:])  # one size alone past large itself
+    assert {s["batch"] for s in runs} >= {1, 3, 5, 7} and {s["classes"] for s in runs} >= {1, 3, 5, 7, 13}
+    assert all(1 <= s[n] <= bench[n] for s in tried for n in bench)
+
+
+def test_a_size_varied_alone_keeps_its_step_and_its_followers():
+    bench = {"C": 64, "D": 64, "H": 32}
+    tried = sizes.candidates(bench, ["C", "H"], {"C": 16, "D": 16, "H": 16}, {"C": 8}, {"D": "C"})
+    assert all(s["C"] % 8 == 0 and s["D"] == s["C"] for s in tried)
+    assert {"C": 16, "D": 16, "H": 5} in tried and {"C": 8, "D": 8, "H": 16} in tried
