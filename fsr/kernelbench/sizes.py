@@ -1,7 +1,8 @@
 """A problem file's sizes, and the test sizes the importer tries.
 
 Sizes are the file's top-level names bound to an integer computed from literals alone
-(`N = 2048 * 2`, `height = width = 128`, `depth, height = 16, 32`); names computed from other names (`bias_shape =
+(`N = 2048 * 2`, `height = width = 128`, `depth, height = 16, 32`), and the elements of a top-level
+list of integer literals (`layer_sizes = [16384, 16384]`: `layer_sizes_0`, `layer_sizes_1`); names computed from other names (`bias_shape =
 (out_channels, 1, 1)`) follow the sizes when the file runs. The test sizes vary the sizes that
 scale the problem (8 or more: smaller ones are axes and counts; and not a kernel, stride, padding, dilation or group count: those
 change what the problem computes rather than its extent) and keep the others at the file's values.
@@ -41,9 +42,13 @@ def constants(source: str) -> Sizes:
 
 
 def _bindings(stmt: ast.stmt) -> list[tuple[list[str], ast.expr]]:
-    """(names, value) of `a = b = value` and of `a, b = 1, 2` (one pair per element)."""
+    """(names, value) of `a = b = value`, of `a, b = 1, 2` (one pair per element) and of each
+    element of a list of integer literals `a = [1, 2]` (named a_0, a_1)."""
     if not isinstance(stmt, ast.Assign):
         return []
+    if (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.List)
+            and all(isinstance(v, ast.Constant) and type(v.value) is int for v in stmt.value.elts)):
+        return [([f"{stmt.targets[0].id}_{i}"], v) for i, v in enumerate(stmt.value.elts)]  # layer widths
     if all(isinstance(t, ast.Name) for t in stmt.targets):
         return [([t.id for t in stmt.targets if isinstance(t, ast.Name)], stmt.value)]
     target = stmt.targets[0]

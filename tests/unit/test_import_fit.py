@@ -100,3 +100,12 @@ def test_a_size_varied_alone_keeps_its_step_and_its_followers():
     tried = sizes.candidates(bench, ["C", "H"], {"C": 16, "D": 16, "H": 16}, {"C": 8}, {"D": "C"})
     assert all(s["C"] % 8 == 0 and s["D"] == s["C"] for s in tried)
     assert {"C": 16, "D": 16, "H": 5} in tried and {"C": 8, "D": 8, "H": 16} in tried
+
+
+def test_the_integer_elements_of_a_top_level_list_are_sizes_and_follow_when_the_file_runs():
+    from fsr.kernelbench import runtime
+
+    source = "layer_sizes = [400, 300]\nwidths = [64] * 3\nN = 9\nshape = [N, 2]\nsizes = list(layer_sizes)\n"
+    assert sizes.constants(source) == {"layer_sizes_0": 400, "layer_sizes_1": 300, "N": 9}
+    namespace = runtime.load(source, {"layer_sizes_1": 7, "N": 9})
+    assert namespace["layer_sizes"] == [400, 7] and namespace["sizes"] == [400, 7] and namespace["widths"] == [64] * 3
