@@ -132,23 +132,37 @@ def _cost(s: Shapes) -> tuple[int, int]:
 
 def _ties(source: str, bench: dict[str, int], at_bench: Shapes) -> sizes.Ties:
     """Sizes equal at the file's values that the module accepts only together (a depthwise
-    convolution's in and out channels): each follower and the size bound before it."""
+    convolution's in and out channels): each follower and the size bound before it. Checked at
+    the sizes shrunk without ties (where such a pair stays at the file's values, the others
+    small): a probe near the file's sizes can take a minute (a recurrent module's time steps)."""
     def runs(s: dict[str, int]) -> bool:
-        try:
-            return _same_signature(probe.shapes(source, s), at_bench)
-        except ProblemError:
-            return False
+        return _too_big(source, at_bench, s) is not None
 
-    ties: sizes.Ties = {}
     names = sizes.scaling(bench)
+    base = sizes.shrink(bench, names, lambda s: _too_big(source, at_bench, s))
+    ties: sizes.Ties = {}
     for i, leader in enumerate(names):
         for n in names[i + 1:]:
-            v = bench[n] // 2 + 1  # odd where the file's value is a power of two: a divisor fails
-            # each alone first: most equal pairs run apart, and a probe near the file's sizes is slow
-            if (leader not in ties and n not in ties and bench[n] == bench[leader]
-                    and not (runs({**bench, leader: v}) and runs({**bench, n: v})) and runs({**bench, leader: v, n: v})):
+            v = base[n] // 2 + 1  # odd where the value is a power of two: a divisor fails
+            if (leader not in ties and n not in ties and bench[n] == bench[leader] == base[n] == base[leader] > 1
+                    and not (runs({**base, leader: v}) and runs({**base, n: v})) and runs({**base, leader: v, n: v})):
                 ties[n] = leader
     return ties
+
+
+def _too_big(source: str, at_bench: Shapes, s: dict[str, int], ties: sizes.Ties | None = None,
+             elements_max: int = LARGE_ELEMENTS, flops_max: int = LARGE_FLOPS) -> bool | None:
+    """Whether `s` (followers set) passes the bounds; None where it does not run with the
+    benchmark size's signature."""
+    s = sizes.tied(s, ties or {})
+    try:
+        shapes = probe.shapes(source, s)
+    except ProblemError:
+        return None
+    if not _same_signature(shapes, at_bench):
+        return None
+    elements, flops = _cost(shapes)
+    return elements > elements_max or flops > flops_max
 
 
 def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes, layout: dict[str, Any],
@@ -157,15 +171,7 @@ def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes, layout: di
     names = [n for n in sizes.scaling(bench) if n not in ties]
 
     def too_big(s: dict[str, int], elements_max: int = LARGE_ELEMENTS, flops_max: int = LARGE_FLOPS) -> bool | None:
-        s = sizes.tied(s, ties)
-        try:
-            shapes = probe.shapes(source, s)
-        except ProblemError:
-            return None
-        if not _same_signature(shapes, at_bench):
-            return None
-        elements, flops = _cost(shapes)
-        return elements > elements_max or flops > flops_max
+        return _too_big(source, at_bench, s, ties, elements_max, flops_max)
 
     large = sizes.shrink(bench, names, too_big, ties)
     step = {}
