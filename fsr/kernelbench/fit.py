@@ -2,8 +2,10 @@
 
 A dimension of a KernelBench tensor is a literal, a size, a product of sizes, or such a product
 under an affine map and a floor division (a strided convolution's or pooling's output extent,
-also several strided stages in a row: floor((floor(x / a) + c) / b) = floor((x + a c) / (a b))).
-`fit` searches that family, simplest first, and returns an expression that gives every observed
+also several strided stages in a row: floor((floor(x / a) + c) / b) = floor((x + a c) / (a b))),
+or an integer combination of several sizes plus a constant (channels concatenated: an Inception
+module's branches, a dense block's `in + 6 * growth`, an RNN cell's `input + hidden`).
+`fit` searches those families, simplest first, and returns an expression that gives every observed
 value exactly, or None.
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import itertools
 import math
+
+import numpy as np
 
 from fsr import expr
 
@@ -31,7 +35,7 @@ def fit(points: list[Point], names: list[str], fixed: dict[str, int] | None = No
             found = _affine_floor(points, monomial)
             if found is not None:
                 return found
-    return None
+    return _combination(points, varying)
 
 
 def _affine_floor(points: list[Point], monomial: tuple[str, ...]) -> str | None:
@@ -50,6 +54,37 @@ def _affine_floor(points: list[Point], monomial: tuple[str, ...]) -> str | None:
             if b_lo <= b_hi:
                 return _text(a, _simplest(b_lo, b_hi, q), q, "*".join(monomial))
     return None
+
+
+def _combination(points: list[Point], varying: list[str]) -> str | None:
+    """sum(c_i * size_i) + b with integer c_i, b, giving every value. The sizes are those whose
+    values are linearly independent over the points (a size always equal to another adds nothing),
+    so the coefficients are unique; at least two points more than unknowns, so that an exact fit
+    is evidence rather than interpolation."""
+    columns = [np.ones(len(points))]
+    names: list[str] = []
+    for n in varying:
+        trial = [*columns, np.array([float(p[n]) for p, _ in points])]
+        if np.linalg.matrix_rank(np.stack(trial, axis=1)) == len(trial):
+            columns, names = trial, [*names, n]
+    if len(names) < 2 or len(points) < len(columns) + 2:
+        return None
+    values = np.array([float(v) for _, v in points])
+    solution = np.linalg.lstsq(np.stack(columns, axis=1), values, rcond=None)[0]
+    b, *coefficients = (int(c) for c in np.rint(solution))
+    terms = [(c, n) for c, n in zip(coefficients, names, strict=True) if c]
+    if not all(sum(c * p[n] for c, n in terms) + b == v for p, v in points):
+        return None
+    return _sum(terms, b)
+
+
+def _sum(terms: list[tuple[int, str]], b: int) -> str:
+    """`a + 6*b - c + 2`: positive terms first, a coefficient of one left out."""
+    text = ""
+    for c, n in sorted(terms, key=lambda t: t[0] < 0):
+        term = n if abs(c) == 1 else f"{abs(c)}*{n}"
+        text = (f"-{term}" if c < 0 else term) if not text else f"{text} {'-' if c < 0 else '+'} {term}"
+    return f"{text} {'-' if b < 0 else '+'} {abs(b)}" if b else text
 
 
 def _simplest(lo: int, hi: int, q: int) -> int:

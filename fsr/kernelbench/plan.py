@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, probe, runtime, scale, sizes
+from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, poly, probe, runtime, scale, sizes
 from fsr.kernelbench.probe import ProblemError, Shapes, Values
 
 LARGE_ELEMENTS = 2**20  # the largest test size: inputs, weights and outputs together
@@ -24,9 +24,10 @@ LARGE_FLOPS = 2 * 10**7  # float64 convolutions on a CPU: about 0.1 s
 MARGIN = 32  # tolerance over the float32 error PyTorch's own forward makes
 RTOL = 1e-5
 # No size past these runs on the CPU (where shrinking stops short: a file's fixed sizes keep it
-# large); test sizes run five forwards each, float64 among them, on one thread.
-CPU_ELEMENTS = 2**24
-CPU_FLOPS = 10**10
+# large); test sizes run five forwards each, float64 among them, on one thread. A VGG16 on one
+# 224 x 224 image (138M weights, 3 x 10^10 FLOPs) takes about 15 s a size and 3 GB.
+CPU_ELEMENTS = 2**28
+CPU_FLOPS = 4 * 10**10
 WANTED, LEAST = 6, 5  # test sizes kept; fewer than LEAST and the file is skipped
 
 
@@ -131,22 +132,37 @@ def _cost(s: Shapes) -> tuple[int, int]:
 
 def _ties(source: str, bench: dict[str, int], at_bench: Shapes) -> sizes.Ties:
     """Sizes equal at the file's values that the module accepts only together (a depthwise
-    convolution's in and out channels): each follower and the size bound before it."""
+    convolution's in and out channels): each follower and the size bound before it. Checked at
+    the sizes shrunk without ties (where such a pair stays at the file's values, the others
+    small): a probe near the file's sizes can take a minute (a recurrent module's time steps)."""
     def runs(s: dict[str, int]) -> bool:
-        try:
-            return _same_signature(probe.shapes(source, s), at_bench)
-        except ProblemError:
-            return False
+        return _too_big(source, at_bench, s) is not None
 
-    ties: sizes.Ties = {}
     names = sizes.scaling(bench)
+    base = sizes.shrink(bench, names, lambda s: _too_big(source, at_bench, s))
+    ties: sizes.Ties = {}
     for i, leader in enumerate(names):
         for n in names[i + 1:]:
-            v = bench[n] // 2 + 1  # odd where the file's value is a power of two: a divisor fails
-            if (leader not in ties and n not in ties and bench[n] == bench[leader] and runs({**bench, leader: v, n: v})
-                    and not (runs({**bench, leader: v}) and runs({**bench, n: v}))):
+            v = base[n] // 2 + 1  # odd where the value is a power of two: a divisor fails
+            if (leader not in ties and n not in ties and bench[n] == bench[leader] == base[n] == base[leader] > 1
+                    and not (runs({**base, leader: v}) and runs({**base, n: v})) and runs({**base, leader: v, n: v})):
                 ties[n] = leader
     return ties
+
+
+def _too_big(source: str, at_bench: Shapes, s: dict[str, int], ties: sizes.Ties | None = None,
+             elements_max: int = LARGE_ELEMENTS, flops_max: int = LARGE_FLOPS) -> bool | None:
+    """Whether `s` (followers set) passes the bounds; None where it does not run with the
+    benchmark size's signature."""
+    s = sizes.tied(s, ties or {})
+    try:
+        shapes = probe.shapes(source, s)
+    except ProblemError:
+        return None
+    if not _same_signature(shapes, at_bench):
+        return None
+    elements, flops = _cost(shapes)
+    return elements > elements_max or flops > flops_max
 
 
 def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes, layout: dict[str, Any],
@@ -155,15 +171,7 @@ def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes, layout: di
     names = [n for n in sizes.scaling(bench) if n not in ties]
 
     def too_big(s: dict[str, int], elements_max: int = LARGE_ELEMENTS, flops_max: int = LARGE_FLOPS) -> bool | None:
-        s = sizes.tied(s, ties)
-        try:
-            shapes = probe.shapes(source, s)
-        except ProblemError:
-            return None
-        if not _same_signature(shapes, at_bench):
-            return None
-        elements, flops = _cost(shapes)
-        return elements > elements_max or flops > flops_max
+        return _too_big(source, at_bench, s, ties, elements_max, flops_max)
 
     large = sizes.shrink(bench, names, too_big, ties)
     step = {}
@@ -242,15 +250,16 @@ def _args(layout: dict[str, Any], at_bench: Shapes, points: list[tuple[dict[str,
 
 
 def _bytes(args: tuple[Arg, ...], points: list[tuple[dict[str, int], Shapes]], bench: dict[str, int]) -> str:
-    """Each argument read or written once: the fixed-size ones summed into one literal."""
+    """Each argument read or written once, collected into one polynomial of the sizes; the
+    fixed-size arguments summed into its constant."""
     fixed, terms = 0, []
     for arg in args:
         size = np.dtype(arg.dtype).itemsize
         if all(d.isdigit() or d in bench and len({p[d] for p, _ in points}) == 1 for d in arg.shape):
             fixed += size * math.prod(int(d) if d.isdigit() else bench[d] for d in arg.shape)
         else:
-            terms.append(" * ".join([str(size), *(d if re.fullmatch(r"\w+", d) else f"({d})" for d in arg.shape)]))
-    return " + ".join(terms + ([str(fixed)] if fixed or not terms else []))
+            terms.append(poly.product([{(): size}, *(poly.of(d) for d in arg.shape)]))
+    return poly.text(poly.total([*terms, {(): fixed}]))
 
 
 def _flops(points: list[tuple[dict[str, int], Shapes]], args: tuple[Arg, ...], bench: dict[str, int]) -> str:

@@ -8,6 +8,7 @@ float16 / bfloat16 emulations (inputs, weights and outputs rounded) for the tole
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,28 +60,40 @@ def _tensor(t: Any) -> Tensor:
 
 
 def shapes(source: str, sizes: dict[str, int]) -> Shapes:
-    """Shapes, dtypes and FLOPs at `sizes`, on the meta device; raises ProblemError."""
+    """Shapes, dtypes and FLOPs at `sizes`, on the meta device; raises ProblemError. Kept per
+    sizes: the importer asks for the same sizes many times (shrinking, ties, test sizes, fits),
+    and one meta forward of a recurrent module at its file's sizes takes tens of seconds (a
+    Python meta function per op per time step)."""
+    found = _shapes(source, tuple(sizes.items()))
+    if isinstance(found, str):
+        raise ProblemError(found)
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _shapes(source: str, sizes: tuple[tuple[str, int], ...]) -> Shapes | str:
+    """Shapes at `sizes`, or why there are none."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
-        namespace = runtime.load(source, sizes)
+        namespace = runtime.load(source, dict(sizes))
         with torch.device("meta"):
             model, inputs = runtime.build(namespace, 0)
             for i, x in enumerate(inputs):
                 if not isinstance(x, torch.Tensor | int | float) or isinstance(x, bool):
-                    raise ProblemError(f"get_inputs()[{i}] is a {type(x).__name__}, not a tensor or a number")
+                    return f"get_inputs()[{i}] is a {type(x).__name__}, not a tensor or a number"
             counter = FlopCounterMode(display=False)
             with torch.no_grad(), counter:
                 results = runtime.outputs(model(*inputs))
-    except ProblemError:
-        raise
+        return Shapes(tuple(_tensor(x) for x in inputs if isinstance(x, torch.Tensor)),
+                      tuple((p, _tensor(t)) for p, t in runtime.state(model).items()),
+                      tuple(_tensor(y) for y in results), int(counter.get_total_flops()),
+                      tuple((i, float(x)) for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)))
+    except ProblemError as e:
+        return str(e)
     except Exception as e:
-        raise ProblemError(_why(e)) from None
-    return Shapes(tuple(_tensor(x) for x in inputs if isinstance(x, torch.Tensor)),
-                  tuple((p, _tensor(t)) for p, t in runtime.state(model).items()),
-                  tuple(_tensor(y) for y in results), int(counter.get_total_flops()),
-                  tuple((i, float(x)) for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)))
+        return _why(e)
 
 
 def _why(e: BaseException) -> str:

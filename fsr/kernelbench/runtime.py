@@ -8,7 +8,7 @@ run the module alike. It needs only the standard library, NumPy and torch.
 
 A problem file defines `Model`, `get_inputs()`, `get_init_inputs()` and module-level integer
 sizes. `load(source, sizes)` executes the file's text with those sizes' assignments (`n = ...`,
-`a = b = ...`, `a, b = 1, 2`) replaced by the given values, so that everything computed from
+`a = b = ...`, `a, b = 1, 2`, and `a_0`, `a_1` as the elements of `a = [1, 2]`) replaced by the given values, so that everything computed from
 them (tuples of shapes, the model's constructor arguments) follows.
 """
 
@@ -35,11 +35,21 @@ def load(source: str, sizes: dict[str, int]) -> dict[str, Any]:
             body += [ast.Assign(targets=[ast.Name(n, ast.Store())], value=ast.Constant(sizes[n]) if n in sizes else v)
                      for n, v in pairs]
         else:
-            body.append(stmt)
+            body.append(_elements(stmt, sizes))
     module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     namespace: dict[str, Any] = {"__name__": "kernelbench_problem", "__file__": FILENAME}
     exec(compile(module, FILENAME, "exec"), namespace)  # the problem file is trusted user input
     return namespace
+
+
+def _elements(stmt: ast.stmt, sizes: dict[str, int]) -> ast.stmt:
+    """`stmt`, or where it is `a = [...]`, the list with each element `a_i` of `sizes` set."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.List)):
+        return stmt
+    name = stmt.targets[0].id
+    elements = [ast.Constant(sizes[f"{name}_{i}"]) if f"{name}_{i}" in sizes else v for i, v in enumerate(stmt.value.elts)]
+    return ast.Assign(targets=stmt.targets, value=ast.List(elts=elements, ctx=ast.Load()))
 
 
 def _bindings(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:

@@ -1,7 +1,8 @@
 """A problem file's sizes, and the test sizes the importer tries.
 
 Sizes are the file's top-level names bound to an integer computed from literals alone
-(`N = 2048 * 2`, `height = width = 128`, `depth, height = 16, 32`); names computed from other names (`bias_shape =
+(`N = 2048 * 2`, `height = width = 128`, `depth, height = 16, 32`), and the elements of a top-level
+list of integer literals (`layer_sizes = [16384, 16384]`: `layer_sizes_0`, `layer_sizes_1`); names computed from other names (`bias_shape =
 (out_channels, 1, 1)`) follow the sizes when the file runs. The test sizes vary the sizes that
 scale the problem (8 or more: smaller ones are axes and counts; and not a kernel, stride, padding, dilation or group count: those
 change what the problem computes rather than its extent) and keep the others at the file's values.
@@ -41,9 +42,13 @@ def constants(source: str) -> Sizes:
 
 
 def _bindings(stmt: ast.stmt) -> list[tuple[list[str], ast.expr]]:
-    """(names, value) of `a = b = value` and of `a, b = 1, 2` (one pair per element)."""
+    """(names, value) of `a = b = value`, of `a, b = 1, 2` (one pair per element) and of each
+    element of a list of integer literals `a = [1, 2]` (named a_0, a_1)."""
     if not isinstance(stmt, ast.Assign):
         return []
+    if (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.List)
+            and all(isinstance(v, ast.Constant) and type(v.value) is int for v in stmt.value.elts)):
+        return [([f"{stmt.targets[0].id}_{i}"], v) for i, v in enumerate(stmt.value.elts)]  # layer widths
     if all(isinstance(t, ast.Name) for t in stmt.targets):
         return [([t.id for t in stmt.targets if isinstance(t, ast.Name)], stmt.value)]
     target = stmt.targets[0]
@@ -84,16 +89,18 @@ def odd(value: int) -> int:
 
 def candidates(bench: Sizes, names: list[str], large: Sizes, step: dict[str, int], ties: Ties | None = None) -> list[Sizes]:
     """Test sizes to try, largest first: odd, non-multiples, tiny and the powers of two of
-    `large`. A name in `step` keeps a multiple of its step (the file needs divisibility); a
-    follower in `ties` takes its leader's value."""
-    def make(pick: Callable[[int, str], int]) -> Sizes:
-        sizes = dict(bench)
-        for i, n in enumerate(names):
-            value = max(1, min(pick(i, n), bench[n]))
-            sizes[n] = max(step[n], value // step[n] * step[n]) if n in step else value
-        return tied(sizes, ties or {})
+    `large`, every size varied together; then each size alone (the others at `large`), for a
+    module that accepts few values of some sizes (a deep convnet's image extent). A name in
+    `step` keeps a multiple of its step (the file needs divisibility); a follower in `ties` takes
+    its leader's value."""
+    def value(n: str, v: int) -> int:
+        v = max(1, min(v, bench[n]))
+        return max(step[n], v // step[n] * step[n]) if n in step else v
 
-    out = [
+    def make(pick: Callable[[int, str], int]) -> Sizes:
+        return tied({**bench, **{n: value(n, pick(i, n)) for i, n in enumerate(names)}}, ties or {})
+
+    together = [
         make(lambda i, n: odd(large[n])),
         make(lambda i, n: large[n]),
         make(lambda i, n: odd(large[n] // 3 + 2 * i)),
@@ -104,8 +111,15 @@ def candidates(bench: Sizes, names: list[str], large: Sizes, step: dict[str, int
         make(lambda i, n: large[n] // 4 + 1),
         make(lambda i, n: SMALL[(i + 2) % len(SMALL)]),
     ]
+    alone = [tied({**large, n: value(n, pick(large[n]))}, ties or {}) for pick in ALONE for n in names]
     unique: list[Sizes] = []
-    for sizes in out:
+    for sizes in together + alone:
         if sizes not in unique and sizes != bench:
             unique.append(sizes)
     return unique
+
+
+# One size's values with the others at the largest test size: an odd third, a non-multiple
+# half, tiny odd primes and 1, a few of each size in turn.
+ALONE: tuple[Callable[[int], int], ...] = (
+    lambda v: odd(v // 3), lambda v: 3, lambda v: v // 2 + 1, lambda v: 1, lambda v: 5, lambda v: 7, lambda v: 13)

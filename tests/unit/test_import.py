@@ -29,6 +29,7 @@ FILES = {
     "loss": "level1/95_CrossEntropyLoss.py",
     "fusion": "level2/1_Conv2D_ReLU_BiasAdd.py",
     "block": "level3/8_ResNetBasicBlock.py",
+    "concat": "level3/17_SqueezeNetFireModule.py",
 }
 
 
@@ -100,6 +101,13 @@ def test_weights_are_inputs_named_after_their_module_path_and_shapes_are_express
     assert next(a for a in loss.args if a.intent == "out").shape == ("1",)
     block = task(imported, "block")
     assert any(a.name.startswith("bn1_running") for a in block.args)
+
+
+def test_concatenated_branches_are_a_sum_of_sizes_and_equal_sizes_the_module_takes_apart_vary_apart(imported):
+    fire = task(imported, "concat")
+    out = next(a for a in fire.args if a.intent == "out")
+    assert out.shape == ("batch_size", "expand1x1_channels + expand3x3_channels", "height", "width")
+    assert any(s["expand1x1_channels"] != s["expand3x3_channels"] for s in map(dict, fire.test_sizes))
 
 
 def emulate(t, size, dtype):

@@ -98,7 +98,9 @@ def test_a_file_that_no_smaller_size_fits_is_skipped_with_why(tmp_path):
 
 def test_the_importer_never_runs_a_size_near_the_files_on_the_cpu(tmp_path, monkeypatch):
     """A file whose fixed sizes keep every variant large: no test size is run for values."""
-    path = write(tmp_path, "wide", ROWS.replace("kernel_size = 16384", "kernel_size = 2**24"))
+    from fsr.kernelbench.plan import CPU_ELEMENTS
+
+    path = write(tmp_path, "wide", ROWS.replace("kernel_size = 16384", f"kernel_size = {CPU_ELEMENTS}"))
     ran = []
     real = probe.values
 
