@@ -41,7 +41,7 @@ def torch_eager(inputs, sizes):
 
     model, activations = torch_module(inputs, sizes)
     with torch.no_grad():
-        model(*activations)
+        return model(*activations)
 
 
 _LAYOUT = {layout}

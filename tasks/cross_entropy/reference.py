@@ -46,4 +46,4 @@ def torch_eager(inputs, sizes):
 
     x = torch.as_tensor(inputs["logits"], device="cuda")
     t = torch.as_tensor(inputs["target"], device="cuda")
-    torch.nn.functional.cross_entropy(x, t, reduction="none")
+    return torch.nn.functional.cross_entropy(x, t, reduction="none")

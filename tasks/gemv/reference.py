@@ -34,4 +34,4 @@ def library(inputs, sizes):
 def torch_eager(inputs, sizes):
     import torch
 
-    torch.mv(torch.as_tensor(inputs["A"], device="cuda"), torch.as_tensor(inputs["x"], device="cuda"))
+    return torch.mv(torch.as_tensor(inputs["A"], device="cuda"), torch.as_tensor(inputs["x"], device="cuda"))

@@ -52,7 +52,7 @@ def library(inputs, sizes):
 def torch_eager(inputs, sizes):
     import torch
 
-    torch.mv(_cached(_TENSORS, inputs, sizes, _torch_matrix), torch.as_tensor(inputs["x"], device="cuda"))
+    return torch.mv(_cached(_TENSORS, inputs, sizes, _torch_matrix), torch.as_tensor(inputs["x"], device="cuda"))
 
 
 def _cached(cache, inputs, sizes, build):

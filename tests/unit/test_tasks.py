@@ -361,3 +361,28 @@ def test_a_task_without_baseline_loads_with_an_empty_baseline(tmp_path):
     (folder / "template.cu").write_text("not a candidate")
     with pytest.raises(tasks.TaskError, match="template.cu"):
         tasks.load(folder)
+
+
+def returns_a_value(function_source: str) -> bool:
+    """Whether the function's body returns something on its last line (the op's outputs)."""
+    import ast
+    import textwrap
+
+    body = ast.parse(textwrap.dedent(function_source)).body[0].body  # type: ignore[attr-defined]
+    return isinstance(body[-1], ast.Return) and body[-1].value is not None
+
+
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_torch_eager_returns_the_ops_outputs_so_torch_compile_keeps_the_work(name):
+    """torch.compile drops computations whose results are unused: a torch_eager that returns
+    nothing would be timed compiled as an empty call (0.01x readings)."""
+    import inspect
+
+    functions = tasks.functions(tasks.load(name))
+    assert functions.torch_eager is not None
+    assert returns_a_value(inspect.getsource(functions.torch_eager)), f"{name}: torch_eager returns nothing"
+
+
+def test_the_return_check_rejects_a_torch_eager_that_discards_its_result():
+    assert not returns_a_value("def torch_eager(inputs, sizes):\n    import torch\n\n    torch.softmax(x, dim=1)\n")
+    assert returns_a_value("def torch_eager(inputs, sizes):\n    return torch.softmax(x, dim=1)\n")
