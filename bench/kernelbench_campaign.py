@@ -50,7 +50,7 @@ def zeros_kernel(task: tasks.Task, broken: bool = False) -> str:
     """A kernel of the right form that writes zeros to the task's first output (WRONG), or that
     does not compile."""
     out = task.outputs[0]
-    count = " * ".join(f"({d})" for d in out.shape) or "1"
+    count = " * ".join(f"({d.replace('//', '/')})" for d in out.shape) or "1"  # C: / floors, // comments
     body = "undefined_value" if broken else "0.0f"
     return f"""/* fsr
 [tunables]
