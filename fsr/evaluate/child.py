@@ -276,15 +276,18 @@ class Child:
         try:
             import torch
 
+            from fsr.kernelbench.runtime import torch_lock
+
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
-            run = _torch_call(functions, views, size, mode, self.stream.ptr)
-            if mode is not None:
-                for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
-                    run(v, size)
-                synchronize(self.stream)
-                compile_s = time.perf_counter() - started
-            return self._comparator_us(state, run), compile_s
+            with torch_lock():  # an imported task's reference may set torch's default dtype in another thread
+                run = _torch_call(functions, views, size, mode, self.stream.ptr)
+                if mode is not None:
+                    for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
+                        run(v, size)
+                    synchronize(self.stream)
+                    compile_s = time.perf_counter() - started
+                return self._comparator_us(state, run), compile_s
         except ContextLost:
             raise
         except Exception as e:  # ImportError, the op does not compile, or the task's function failed

@@ -15,12 +15,24 @@ them (tuples of shapes, the model's constructor arguments) follows.
 from __future__ import annotations
 
 import ast
+import threading
 from typing import Any
 
 import numpy as np
 
 FILENAME = "problem.py"  # what tracebacks from the problem file name
 _TREES: dict[str, ast.Module] = {}  # by source text
+
+
+def torch_lock() -> Any:
+    """The process's one lock around torch work that reads or sets the default dtype. forward64
+    sets it to float64 (tensors a forward makes without a dtype must be float64 too) and torch's
+    default dtype is process-wide: a file's inputs drawn in another thread meanwhile came out
+    float64 where the task declares float32 (a kernel then read them as garbage). Every imported
+    task holds its own copy of this file, so the lock lives on the torch module, not here."""
+    import torch
+
+    return torch.__dict__.setdefault("_fsr_default_dtype_lock", threading.RLock())
 
 
 def load(source: str, sizes: dict[str, int]) -> dict[str, Any]:
@@ -69,7 +81,7 @@ def build(namespace: dict[str, Any], seed: int) -> tuple[Any, list[Any]]:
     """The model (constructed as the file does, seeded) and the inputs from get_inputs()."""
     import torch
 
-    with torch.random.fork_rng(devices=[]):
+    with torch_lock(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = namespace["Model"](*namespace["get_init_inputs"]())
         torch.manual_seed(seed + 1)
@@ -151,14 +163,15 @@ def forward64(namespace: dict[str, Any], layout: dict[str, Any], arrays: dict[st
         t = torch.from_numpy(np.array(arrays[name], order="C")).to(device)
         return t.double() if t.is_floating_point() else t.bool() if name in layout.get("bools", ()) else t
 
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        model = _model(namespace, layout, tensor, device)
-        with torch.no_grad(), torch.device(device):
-            return outputs(model(*call_args(layout, tensor)))
-    finally:
-        torch.set_default_dtype(before)
+    with torch_lock():
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            model = _model(namespace, layout, tensor, device)
+            with torch.no_grad(), torch.device(device):
+                return outputs(model(*call_args(layout, tensor)))
+        finally:
+            torch.set_default_dtype(before)
 
 
 _MODULE: list[tuple[Any, Any]] = []  # the comparators' model: [(key, model)], the last one built
@@ -181,7 +194,8 @@ def module32(source: str, layout: dict[str, Any], arrays: dict[str, Any], sizes:
 
 def _build32(source: str, layout: dict[str, Any], arrays: dict[str, Any], sizes: dict[str, int], device: str) -> Any:
     namespace = load(source, sizes)
-    model = _model(namespace, layout, lambda name: _view(layout, arrays, name), device)
+    with torch_lock():
+        model = _model(namespace, layout, lambda name: _view(layout, arrays, name), device)
     parameters = {p for p, _ in model.named_parameters()}
     for name, path in layout["state"]:
         if path not in parameters:

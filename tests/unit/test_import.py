@@ -323,3 +323,30 @@ def test_the_reference_writes_no_input(imported):
     before = {k: v.copy() for k, v in inputs.items()}
     fn.reference(inputs, size)
     assert all(np.array_equal(inputs[k], v) for k, v in before.items())
+
+
+def test_inputs_drawn_while_another_tasks_reference_runs_keep_their_dtypes(imported):
+    """A GPU worker draws inputs in one thread while another computes a float64 reference (which
+    sets torch's process-wide default dtype): the inputs stay in the file's dtypes (they came out
+    float64, and a float32 kernel read garbage), across the tasks' separate modules too."""
+    import threading
+
+    relu, matmul = task(imported, "activation"), task(imported, "matmul")
+    draws, refs = tasks.functions(relu), tasks.functions(matmul)
+    size = dict(max(matmul.test_sizes, key=lambda s: math.prod(v for _, v in s)))
+    stop = threading.Event()
+
+    def references() -> None:
+        inputs = refs.make_inputs(size, np.random.default_rng(0))
+        while not stop.is_set():
+            refs.reference({k: v.copy() for k, v in inputs.items()}, size)
+            draws.reference(draws.make_inputs(smallest(relu), np.random.default_rng(1)), smallest(relu))
+
+    thread = threading.Thread(target=references)
+    thread.start()
+    try:
+        dtypes = {str(draws.make_inputs(smallest(relu), np.random.default_rng(i))["x"].dtype) for i in range(150)}
+    finally:
+        stop.set()
+        thread.join()
+    assert dtypes == {"float32"}
