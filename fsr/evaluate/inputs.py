@@ -25,8 +25,22 @@ def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str
     """Fresh inputs at one size and the reference's outputs for them (the reference gets copies:
     it may not change what the kernel will see)."""
     inputs = module.make_inputs(dict(size), rng)
+    _check_inputs(task, inputs, size)
     reference = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
     return inputs, {k: expect(v, dtypes[k], task.atol, task.rtol) for k, v in reference.items()}
+
+
+def _check_inputs(task: Task, inputs: dict[str, np.ndarray], size: dict[str, int]) -> None:
+    """Raises TaskError unless make_inputs gave every input in its declared dtype and shape: a
+    kernel reads the buffer's bytes as declared, so anything else is garbage to it."""
+    for arg in task.inputs:
+        got = inputs.get(arg.name)
+        if got is None:
+            raise tasks.TaskError(f"task {task.name}: make_inputs gave no {arg.name!r} at {size}")
+        shape = tasks.shape_of(task, arg, size)
+        if got.dtype != np.dtype(arg.dtype) or got.shape != shape:
+            raise tasks.TaskError(f"task {task.name}: make_inputs gave {arg.name} as {got.dtype}{list(got.shape)} "
+                                  f"at {size}; the task declares {arg.dtype}{list(shape)}")
 
 
 @dataclass
@@ -79,6 +93,7 @@ class InputPool:
         self.cond = threading.Condition()
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
         self.stopped = False
+        self.error: Exception | None = None
         threading.Thread(target=self._fill, daemon=True, name=f"inputs-{task.name}").start()
 
     def stop(self) -> None:
@@ -92,9 +107,12 @@ class InputPool:
         return make_content(self.task, self.module, {a.name: a.dtype for a in self.task.outputs}, size, rng)
 
     def take(self, index: int) -> Content:
+        """The next item at test size `index`; raises what making one raised (the thread ends)."""
         with self.cond:
-            while not self.items[index]:
+            while not self.items[index] and self.error is None:
                 self.cond.wait()
+            if not self.items[index]:
+                raise self.error  # type: ignore[misc]  # not None: the loop ended
             item = self.items[index].pop(0)
             self.cond.notify_all()
             return item
@@ -107,7 +125,13 @@ class InputPool:
                 if self.stopped:
                     return
                 index = min(range(len(self.items)), key=lambda i: len(self.items[i]) / self.depths[i])
-            item = self.make(dict(self.sizes[index]), self.rng)
+            try:
+                item = self.make(dict(self.sizes[index]), self.rng)
+            except Exception as e:  # a task's fault: whoever takes an item gets it, rather than waiting forever
+                with self.cond:
+                    self.error = e
+                    self.cond.notify_all()
+                return
             with self.cond:
                 if self.stopped:
                     return
