@@ -313,7 +313,7 @@ def _check_size(task: Task, module: ModuleType, path: Path, size: dict[str, int]
         inputs = module.make_inputs(dict(size), np.random.default_rng(0))
     except Exception as e:
         raise TaskError(f"{_where(path, e)}: make_inputs({size}) raised {type(e).__name__}: {e}") from None
-    _check_arrays(task, path, f"make_inputs({size})", inputs, [a for a in task.args if a.intent == "in"], size)
+    check_inputs(task, inputs, size, path)
     if not reference:
         return
     try:
@@ -321,6 +321,13 @@ def _check_size(task: Task, module: ModuleType, path: Path, size: dict[str, int]
     except Exception as e:
         raise TaskError(f"{_where(path, e)}: reference(..., {size}) raised {type(e).__name__}: {e}") from None
     _check_arrays(task, path, f"reference(..., {size})", outputs, list(task.outputs), size, dtypes=False)
+
+
+def check_inputs(task: Task, inputs: Any, size: dict[str, int], path: Path | None = None) -> None:
+    """make_inputs' arrays at `size` against task.toml: the names, shapes and dtypes a kernel's
+    buffers are declared with (anything else is garbage to it); raises TaskError."""
+    path = path or Path(task.directory) / "reference.py"
+    _check_arrays(task, path, f"make_inputs({size})", inputs, [a for a in task.args if a.intent == "in"], size)
 
 
 def _check_arrays(task: Task, path: Path, call: str, got: Any, args: list[Arg], size: dict[str, int],

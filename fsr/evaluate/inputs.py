@@ -25,22 +25,9 @@ def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str
     """Fresh inputs at one size and the reference's outputs for them (the reference gets copies:
     it may not change what the kernel will see)."""
     inputs = module.make_inputs(dict(size), rng)
-    _check_inputs(task, inputs, size)
+    tasks.check_inputs(task, inputs, size)  # a kernel reads its buffers' bytes as declared
     reference = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
     return inputs, {k: expect(v, dtypes[k], task.atol, task.rtol) for k, v in reference.items()}
-
-
-def _check_inputs(task: Task, inputs: dict[str, np.ndarray], size: dict[str, int]) -> None:
-    """Raises TaskError unless make_inputs gave every input in its declared dtype and shape: a
-    kernel reads the buffer's bytes as declared, so anything else is garbage to it."""
-    for arg in task.inputs:
-        got = inputs.get(arg.name)
-        if got is None:
-            raise tasks.TaskError(f"task {task.name}: make_inputs gave no {arg.name!r} at {size}")
-        shape = tasks.shape_of(task, arg, size)
-        if got.dtype != np.dtype(arg.dtype) or got.shape != shape:
-            raise tasks.TaskError(f"task {task.name}: make_inputs gave {arg.name} as {got.dtype}{list(got.shape)} "
-                                  f"at {size}; the task declares {arg.dtype}{list(shape)}")
 
 
 @dataclass

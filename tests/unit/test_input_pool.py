@@ -49,4 +49,4 @@ def test_inputs_in_another_dtype_are_an_error_for_the_taker_not_garbage(monkeypa
     thread.join(timeout=60)
     pool.stop()
     assert not thread.is_alive(), "take() waited for an item the pool can never make"
-    assert taken and "make_inputs gave x as float64" in str(taken[0]) and "declares float32" in str(taken[0])
+    assert taken and "['x'] has dtype float64, task.toml says float32" in str(taken[0])
