@@ -4,14 +4,16 @@ the imported tasks against a scripted OpenAI-compatible endpoint, then `fsr repo
 The endpoint answers each request for the task the prompt names ("KernelBench problem
 level1/19_ReLU.py"): for a task with a hand-written kernel in bench/kernelbench/<task>.cu, that
 kernel (a new comment each time, so each answer is a new candidate); for every other task, in
-turn, prose without code, host code (a main() that allocates and launches: fsr refuses it), a
-kernel that does not compile, and a kernel that writes zeros (WRONG). The bench table then shows
+turn, a kernel that writes zeros (WRONG; first, so that every task reaches the GPU and has its
+PyTorch eager and torch.compile times), prose without code, host code (a main() that allocates
+and launches: fsr refuses it) and a kernel that does not compile. The bench table then shows
 fast_0/1/2 against PyTorch eager and torch.compile over all the level's tasks.
 
-    python bench/kernelbench_campaign.py KERNELBENCH/level1 [--out DIR] [--evaluations 6] [--jobs N] [--max-bench-bytes 4GiB] [-- fsr bench args]
+    python bench/kernelbench_campaign.py KERNELBENCH/level1 [--out DIR] [--evaluations 6] [--jobs N] [--max-bench-bytes 4GiB] [--comparators FILE] [-- fsr bench args]
 
 Extra arguments after `--` go to `fsr bench` (e.g. `--local`, `--max-wall 900`). Prints the import
-counts, the bench table, the verdicts per kind of answer and the report page's path.
+counts, the bench table, the verdicts per kind of answer, how many tasks had PyTorch eager and
+torch.compile timed (`--comparators FILE`: each task's times as CSV) and the report page's path.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from fsr import lineage, run_json, tasks
 from fsr.kernelbench.write import task_name
@@ -94,7 +98,7 @@ class KernelServer(ScriptedServer):
         if own.exists():
             return "hand-written", fenced(own.read_text() + mark)
         task = tasks.load(str(self.tasks_dir / name))
-        kind = ("prose", "host code", "compile error", "wrong")[self._turn[name] % 4]
+        kind = ("wrong", "prose", "host code", "compile error")[self._turn[name] % 4]
         self._turn[name] += 1
         text = {"prose": PROSE, "host code": fenced(HOST_CODE + mark, lang="cpp"),
                 "compile error": fenced(zeros_kernel(task, broken=True) + mark),
@@ -112,6 +116,22 @@ class KernelServer(ScriptedServer):
             return super()._next(body, headers)
 
 
+def comparators(frame: Any, imported: int, csv: Path | None) -> None:
+    """How many of the imported tasks had PyTorch eager and torch.compile timed (a task is timed
+    when its first candidate reaches a GPU), and how the two compare; each task's figures to `csv`."""
+    cols = ["torch_us", "torch_compile_us", "torch_compile_s"]
+    per_task = frame.groupby("task")[cols].max()
+    timed = per_task.dropna(subset=["torch_us"])
+    both = timed.dropna(subset=["torch_compile_us"])
+    ratio = both["torch_us"] / both["torch_compile_us"]
+    print(f"PyTorch eager timed for {len(timed)} of {imported} imported tasks, torch.compile for {len(both)}; "
+          f"torch.compile faster than eager on {int((ratio > 1).sum())}, eager/compiled geomean "
+          f"{float(np.exp(np.log(ratio).mean())) if len(ratio) else float('nan'):.2f}x; compile seconds "
+          f"median {both['torch_compile_s'].median():.1f}, total {both['torch_compile_s'].sum():.0f}")
+    if csv:
+        per_task.to_csv(csv)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("level", type=Path, help="a KernelBench level folder (its problem files)")
@@ -119,6 +139,7 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=6, help="per task (default 6)")
     parser.add_argument("--jobs", type=int, default=1, help="files `fsr import` imports at once (default 1)")
     parser.add_argument("--max-bench-bytes", default="4GiB", help="fsr import's bound on a benchmark size's arguments")
+    parser.add_argument("--comparators", type=Path, help="write each task's PyTorch eager and torch.compile times here (CSV)")
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
     out = args.out or Path(tempfile.mkdtemp(prefix="fsr-kb-"))
@@ -146,6 +167,7 @@ def main() -> None:
     for (kind, verdict), n in sorted(verdicts.items()):
         print(f"| {kind} | {verdict} | {n} |")
     print(f"requests: {len(server.bodies)}; run: {run_json.read_run_json(run_dir).get('command')}")
+    comparators(lineage.read(run_dir).to_pandas(), len(list(out.iterdir())), args.comparators)
     page = subprocess.run(fsr + ["report", str(run_dir)], capture_output=True, text=True)
     print(page.stdout.strip() or page.stderr.strip())
 
