@@ -160,8 +160,10 @@ def test_a_torch_comparator_that_fails_leaves_no_figure_and_no_verdict(tmp_path)
 
     shutil.copytree(ROOT / "tasks" / "softmax", tmp_path / "softmax")
     reference = tmp_path / "softmax" / "reference.py"
-    reference.write_text(reference.read_text().replace(
-        "    torch.softmax(", "    raise RuntimeError('broken comparator')\n    torch.softmax("))
+    text = reference.read_text()
+    head = "def torch_eager(inputs, sizes):\n"
+    assert head in text  # else the comparator below would not be the broken one
+    reference.write_text(text.replace(head, head + "    raise RuntimeError('broken comparator')\n"))
     task = tasks.load("softmax", str(tmp_path))
     ev = GpuEvaluator(WorkerSpec((task,), tune=TuneConfig(trials=0)))
     try:
