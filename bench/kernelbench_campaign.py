@@ -66,9 +66,9 @@ grid = ["cdiv({count}, BLOCK)"]
 block = ["BLOCK"]
 args = ["{out.name}", {", ".join(f'"{s}"' for s in task.size_names)}]
 */
-extern "C" __global__ void zeros(float* y, {", ".join(f"int {s}" for s in task.size_names)}) {{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (long long){count.replace("(", "((long long)")}) y[i] = {body};
+extern "C" __global__ void zeros(float* fsr_y, {", ".join(f"int {s}" for s in task.size_names)}) {{
+    const long long fsr_at = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (fsr_at < (long long){count.replace("(", "((long long)")}) fsr_y[fsr_at] = {body};
 }}
 """
 
