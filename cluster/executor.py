@@ -3,7 +3,10 @@
 Scheduling: at most `max_in_flight_per_worker` (default 2; `from_config` uses
 eval.calls_per_worker, 8) calls are outstanding per actor, and the actor runs them at once (its
 evaluator compiles the next while one is on the GPU); a candidate goes to the
-least-loaded ready worker that may run its task. Candidates that cannot be placed yet wait in a
+least-loaded ready worker that may run its task, where a worker that was already sent the task
+counts AFFINITY_CALLS calls fewer: a worker prepares each task it is sent (inputs, references,
+comparators: seconds each), so a campaign of many tasks with few evaluations each would
+otherwise prepare most tasks once per worker. Candidates that cannot be placed yet wait in a
 driver-side queue (`free_slots` subtracts them, so the queue stays bounded by the capacity).
 
 Device-model pinning: timings of different GPU models are never compared. The first model a
@@ -51,6 +54,7 @@ from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict, WorkerSpec
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
+AFFINITY_CALLS = 2  # a worker that has a task prepared takes its candidates unless this much busier
 WAKEUP_S = 1.0  # poll re-checks deadlines, restarts and pins at least this often
 START_TIMEOUT_S_DEFAULT = 300.0  # no worker ready this long: the campaign stops (resumable)
 
@@ -258,7 +262,7 @@ class RayExecutor:
                 kept.append(candidate)
                 continue
             self._pins.setdefault(candidate.task, model)
-            slot = min(fits, key=lambda s: len(s.calls))
+            slot = min(fits, key=lambda s: len(s.calls) - (AFFINITY_CALLS if candidate.task in s.tasks else 0))
             self._send(slot, candidate, now)
             if len(slot.calls) >= self._max:
                 open_slots.remove(slot)
@@ -276,6 +280,7 @@ class RayExecutor:
         slot.calls.append(call)
         self._waiting[ref] = (slot, call)
         self._worker_of[candidate.id] = slot.name
+        slot.tasks.add(candidate.task)
 
     def _check_workers(self) -> None:
         """Fail loudly when queued work can never run."""
@@ -482,4 +487,5 @@ class RayExecutor:
         slot.actor = GpuWorkerActor.options(num_gpus=1, num_cpus=0, max_concurrency=self._max).remote(self._factory_ref)
         slot.ready_ref = slot.actor.info.remote()
         slot.created_at, slot.restart_at, slot.slow_start_warned = now, None, False
+        slot.tasks = set()  # a new actor has nothing prepared
         self._waiting[slot.ready_ref] = (slot, None)

@@ -48,6 +48,7 @@ class Slot:
     lost: int = 0
     requeued: int = 0
     last_error: str = ""
+    tasks: set[str] = field(default_factory=set)  # tasks the current actor was sent (has prepared)
 
     @property
     def name(self) -> str:

@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -82,19 +83,50 @@ def toolchain() -> str:
 class WorkerTime:
     """Attributes a worker's time to evaluations that may overlap: an evaluation is charged its
     span less the parts that evaluations finished before it were charged, so the charges add up
-    to the time at least one evaluation was running."""
+    to the time at least one evaluation was running. The finished spans are kept as their union;
+    with `begin`, the parts that no running evaluation can overlap any more are forgotten (many
+    short evaluations may finish inside one long one: a fixed number of spans would forget some
+    of them and charge their time twice)."""
 
-    KEPT = 16  # spans remembered; at most eval.calls_per_worker evaluations overlap
+    KEPT = 4096  # union intervals kept when spans are charged without `begin`
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spans: list[tuple[float, float]] = []
+        self._union: list[tuple[float, float]] = []  # disjoint, in order
+        self._running: Counter[float] = Counter()  # starts handed out by `begin`, not yet charged
+
+    def begin(self) -> float:
+        """The start of an evaluation, now; pass it to `charge` when the evaluation ends."""
+        with self._lock:
+            now = time.perf_counter()
+            self._running[now] += 1
+            return now
 
     def charge(self, start: float, end: float) -> float:
         with self._lock:
-            covered = _covered(start, end, self._spans)
-            self._spans = [*self._spans[-(self.KEPT - 1):], (start, end)]
+            covered = _covered(start, end, self._union)
+            self._union = _merged(self._union, start, end)
+            if self._running[start] > 0:
+                self._running[start] -= 1
+                if not self._running[start]:
+                    del self._running[start]
+                horizon = min(self._running, default=end)  # no evaluation begun later starts before it
+                self._union = [span for span in self._union if span[1] > horizon]
+            else:
+                self._union = self._union[-self.KEPT:]
         return max(0.0, end - start - covered)
+
+
+def _merged(union: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+    """`union` (disjoint, in order) with [start, end] added, still disjoint and in order."""
+    out: list[tuple[float, float]] = []
+    for s, e in union:
+        if e < start or s > end:
+            out.append((s, e))
+        else:
+            start, end = min(s, start), max(e, end)
+    out.append((start, end))
+    return sorted(out)
 
 
 def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:
@@ -155,7 +187,7 @@ class GpuEvaluator:
             return self.sandbox.ensure_started()
 
     def evaluate(self, candidate: Candidate, tune: bool = True) -> Evaluation:
-        started = time.perf_counter()
+        started = self._worker_time.begin()
         try:
             task = self._task(candidate.task)
         except tasks.TaskError as e:

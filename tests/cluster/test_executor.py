@@ -59,6 +59,27 @@ def test_a_task_stays_on_the_gpu_model_that_first_evaluated_it(make):
         assert len(models) == 1 and workers == models, (task, models, workers)
 
 
+def test_a_task_goes_back_to_the_worker_that_has_it_prepared(make):
+    # Four workers, two calls each, eight candidates of four tasks in the order A B C D D C B A:
+    # least-loaded alone sends the second of each task to another worker (each task prepared
+    # twice); a worker that has the task counts AFFINITY_CALLS calls fewer and takes it again.
+    ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=1.0))
+    ex.devices(RAY_WAIT_S)
+    order = "ABCDDCBA" * 2
+    made = {t: iter(candidates(order.count(t), task=t)) for t in "ABCD"}
+    cands = [next(made[t]) for t in order]
+    for c in cands[:8]:  # all four workers full: nothing has finished yet
+        ex.submit(c)
+    got = collect(ex, 8)
+    for c in cands[8:]:
+        ex.submit(c)
+    got += collect(ex, 8)
+    assert all(e.verdict == Verdict.OK for e in got)
+    workers = {t: {ex.worker_of(c.id) for c in cands if c.task == t} for t in "ABCD"}
+    assert all(len(w) == 1 for w in workers.values()), workers
+    assert len(set().union(*workers.values())) == 4  # and the four tasks still spread over the four
+
+
 def test_a_task_pinned_to_a_model_no_worker_has_fails_loudly(make):
     ex = make()
     ex.devices(RAY_WAIT_S)

@@ -33,6 +33,32 @@ def test_charges_sum_to_the_union_of_the_spans() -> None:
     assert charged == pytest.approx(6.0 + 4.0)  # [0, 6] and [8, 12]
 
 
+def test_many_short_evaluations_inside_a_long_one_are_charged_once() -> None:
+    # 20 compile errors finish while one candidate's task is prepared: the long one pays only
+    # the time none of them covered (a memory of the last 16 spans charged 0.4 s twice)
+    clock = WorkerTime()
+    short = sum(clock.charge(i * 0.5, i * 0.5 + 0.1) for i in range(20))
+    assert short == pytest.approx(2.0)
+    assert clock.charge(0.0, 10.0) == pytest.approx(8.0)
+
+
+def test_begun_evaluations_are_charged_the_union_and_forgotten_once_no_one_can_overlap(monkeypatch) -> None:
+    import fsr.evaluate.evaluator as evaluator
+
+    now = iter([0.0, 1.0, 2.0, 3.0, 10.0, 11.0])
+    monkeypatch.setattr(evaluator.time, "perf_counter", lambda: next(now))
+    clock = WorkerTime()
+    long, a, b, c = clock.begin(), clock.begin(), clock.begin(), clock.begin()  # at 0, 1, 2, 3
+    assert clock.charge(a, 2.5) == pytest.approx(1.5)
+    assert clock.charge(b, 4.0) == pytest.approx(1.5)  # [2, 2.5] charged to a
+    assert clock.charge(c, 5.0) == pytest.approx(1.0)
+    assert clock.charge(long, 6.0) == pytest.approx(2.0)  # [0, 1] and [5, 6]
+    assert clock._union == []  # nothing runs: a later evaluation starts after all of them
+    later = clock.begin()  # at 10
+    assert clock.charge(later, 10.5) == pytest.approx(0.5)
+    assert clock._running == {}
+
+
 def test_the_parent_compiles_the_points_the_tuner_measures_first() -> None:
     task = tasks.load("softmax")
     cand = cfmt.parse(task.template_source, task)
