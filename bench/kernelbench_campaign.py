@@ -118,9 +118,11 @@ class KernelServer(ScriptedServer):
 
 def comparators(frame: Any, imported: int, csv: Path | None) -> None:
     """How many of the imported tasks had PyTorch eager and torch.compile timed (a task is timed
-    when its first candidate reaches a GPU), and how the two compare; each task's figures to `csv`."""
+    when its first candidate reaches a GPU), and how the two compare (per task, the median over
+    the workers that timed it); each task's figures per worker to `csv`."""
     cols = ["torch_us", "torch_compile_us", "torch_compile_s"]
-    per_task = frame.groupby("task")[cols].max()
+    per_worker = frame.groupby(["task", "worker"])[cols].max()  # each worker times a task once
+    per_task = per_worker.groupby("task").median()  # workers may differ (torch.compile's choices)
     timed = per_task.dropna(subset=["torch_us"])
     both = timed.dropna(subset=["torch_compile_us"])
     ratio = both["torch_us"] / both["torch_compile_us"]
@@ -129,7 +131,7 @@ def comparators(frame: Any, imported: int, csv: Path | None) -> None:
           f"{float(np.exp(np.log(ratio).mean())) if len(ratio) else float('nan'):.2f}x; compile seconds "
           f"median {both['torch_compile_s'].median():.1f}, total {both['torch_compile_s'].sum():.0f}")
     if csv:
-        per_task.to_csv(csv)
+        per_worker.dropna(how="all").to_csv(csv)
 
 
 def main() -> None:
@@ -139,7 +141,7 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=6, help="per task (default 6)")
     parser.add_argument("--jobs", type=int, default=1, help="files `fsr import` imports at once (default 1)")
     parser.add_argument("--max-bench-bytes", default="4GiB", help="fsr import's bound on a benchmark size's arguments")
-    parser.add_argument("--comparators", type=Path, help="write each task's PyTorch eager and torch.compile times here (CSV)")
+    parser.add_argument("--comparators", type=Path, help="write each task's PyTorch eager and torch.compile times per worker here (CSV)")
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
     out = args.out or Path(tempfile.mkdtemp(prefix="fsr-kb-"))
