@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from fsr import expr
+from fsr.kernelbench import poly
 
 Point = tuple[dict[str, int], int]
 
@@ -75,16 +76,7 @@ def _combination(points: list[Point], varying: list[str]) -> str | None:
     terms = [(c, n) for c, n in zip(coefficients, names, strict=True) if c]
     if not all(sum(c * p[n] for c, n in terms) + b == v for p, v in points):
         return None
-    return _sum(terms, b)
-
-
-def _sum(terms: list[tuple[int, str]], b: int) -> str:
-    """`a + 6*b - c + 2`: positive terms first, a coefficient of one left out."""
-    text = ""
-    for c, n in sorted(terms, key=lambda t: t[0] < 0):
-        term = n if abs(c) == 1 else f"{abs(c)}*{n}"
-        text = (f"-{term}" if c < 0 else term) if not text else f"{text} {'-' if c < 0 else '+'} {term}"
-    return f"{text} {'-' if b < 0 else '+'} {abs(b)}" if b else text
+    return poly.text(poly.total([{(n,): c for c, n in terms}, {(): b}]))
 
 
 def _simplest(lo: int, hi: int, q: int) -> int:

@@ -58,7 +58,7 @@ CHANNELS = [{"a": 192, "b": 208, "c": 48, "d": 64, "H": 224}, {"a": 7, "b": 11, 
 @pytest.mark.parametrize(("truth", "text"), [
     (lambda s: s["a"] + s["b"] + s["c"] + s["d"], "a + b + c + d"),  # an Inception module's branches concatenated
     (lambda s: s["a"] + 6 * s["b"], "a + 6*b"),                      # a dense block's `in + 6 * growth`
-    (lambda s: 2 * s["a"] - s["c"] + 3, "2*a - c + 3"),
+    (lambda s: 2 * s["a"] - s["c"] + 3, "2*a + 3 - c"),
 ])
 def test_integer_combinations_of_several_sizes_are_fitted(truth, text):
     points = [(p, truth(p)) for p in CHANNELS]
