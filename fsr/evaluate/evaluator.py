@@ -83,37 +83,33 @@ def toolchain() -> str:
 class WorkerTime:
     """Attributes a worker's time to evaluations that may overlap: an evaluation is charged its
     span less the parts that evaluations finished before it were charged, so the charges add up
-    to the time at least one evaluation was running. The finished spans are kept as their union;
-    with `begin`, the parts that no running evaluation can overlap any more are forgotten (many
-    short evaluations may finish inside one long one: a fixed number of spans would forget some
-    of them and charge their time twice)."""
-
-    KEPT = 4096  # union intervals kept when spans are charged without `begin`
+    to the time at least one evaluation was running. The finished spans are kept as their union,
+    less the parts that no running evaluation can overlap any more (many short evaluations may
+    finish inside one long one: a fixed number of spans would forget some of them and charge
+    their time twice)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._union: list[tuple[float, float]] = []  # disjoint, in order
         self._running: Counter[float] = Counter()  # starts handed out by `begin`, not yet charged
 
-    def begin(self) -> float:
-        """The start of an evaluation, now; pass it to `charge` when the evaluation ends."""
+    def begin(self, now: float | None = None) -> float:
+        """The start of an evaluation (`now`, default the clock's now); pass it to `charge` when
+        the evaluation ends. Starts come in time order."""
         with self._lock:
-            now = time.perf_counter()
-            self._running[now] += 1
-            return now
+            start = time.perf_counter() if now is None else now
+            self._running[start] += 1
+            return start
 
     def charge(self, start: float, end: float) -> float:
+        """The evaluation begun at `start` ended at `end`: the time it adds to the union."""
         with self._lock:
             covered = _covered(start, end, self._union)
-            self._union = _merged(self._union, start, end)
-            if self._running[start] > 0:
-                self._running[start] -= 1
-                if not self._running[start]:
-                    del self._running[start]
-                horizon = min(self._running, default=end)  # no evaluation begun later starts before it
-                self._union = [span for span in self._union if span[1] > horizon]
-            else:
-                self._union = self._union[-self.KEPT:]
+            self._running[start] -= 1
+            if self._running[start] <= 0:
+                del self._running[start]
+            horizon = min(self._running, default=end)  # no evaluation begun later starts before it
+            self._union = [span for span in _merged(self._union, start, end) if span[1] > horizon]
         return max(0.0, end - start - covered)
 
 

@@ -14,49 +14,48 @@ from fsr.evaluate.evaluator import WorkerTime
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
 
 
+def charges(spans: list[tuple[float, float]]) -> list[float]:
+    """Each span's charge, the spans begun in order of their starts and charged in order of their ends."""
+    clock = WorkerTime()
+    events = sorted([(s, 0, i) for i, (s, _) in enumerate(spans)] + [(e, 1, i) for i, (_, e) in enumerate(spans)])
+    out = [0.0] * len(spans)
+    for at, kind, i in events:
+        if kind == 0:
+            clock.begin(at)
+        else:
+            out[i] = clock.charge(spans[i][0], at)
+    return out
+
+
 def test_overlapping_evaluations_are_charged_the_time_they_add_and_no_more() -> None:
-    clock = WorkerTime()
-    assert clock.charge(0.0, 1.0) == pytest.approx(1.0)
-    assert clock.charge(0.5, 2.0) == pytest.approx(1.0)  # [0.5, 1] was already charged
-    assert clock.charge(3.0, 4.0) == pytest.approx(1.0)  # a gap: charged in full
-    # one finished first although it started inside a longer one: the longer pays the rest only
-    clock = WorkerTime()
-    assert clock.charge(2.0, 3.0) == pytest.approx(1.0)
-    assert clock.charge(0.0, 10.0) == pytest.approx(9.0)
-    assert clock.charge(1.0, 11.0) == pytest.approx(1.0)  # covered by both, but counted once
+    # [0.5, 1] goes to the first to finish; a gap is charged in full
+    assert charges([(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]) == pytest.approx([1.0, 1.0, 1.0])
+    # one finished first although it started inside a longer one: the longer pays the rest only;
+    # the last is covered by both, but counted once
+    assert charges([(2.0, 3.0), (0.0, 10.0), (1.0, 11.0)]) == pytest.approx([1.0, 9.0, 1.0])
 
 
 def test_charges_sum_to_the_union_of_the_spans() -> None:
     spans = [(0.0, 4.0), (1.0, 2.0), (3.0, 6.0), (5.5, 5.7), (8.0, 9.0), (8.5, 12.0)]
-    clock = WorkerTime()
-    charged = sum(clock.charge(s, e) for s, e in sorted(spans, key=lambda p: p[1]))
-    assert charged == pytest.approx(6.0 + 4.0)  # [0, 6] and [8, 12]
+    assert sum(charges(spans)) == pytest.approx(6.0 + 4.0)  # [0, 6] and [8, 12]
 
 
 def test_many_short_evaluations_inside_a_long_one_are_charged_once() -> None:
     # 20 compile errors finish while one candidate's task is prepared: the long one pays only
     # the time none of them covered (a memory of the last 16 spans charged 0.4 s twice)
+    found = charges([(i * 0.5, i * 0.5 + 0.1) for i in range(20)] + [(0.0, 10.0)])
+    assert sum(found[:20]) == pytest.approx(2.0) and found[20] == pytest.approx(8.0)
+
+
+def test_what_no_running_evaluation_can_overlap_is_forgotten() -> None:
     clock = WorkerTime()
-    short = sum(clock.charge(i * 0.5, i * 0.5 + 0.1) for i in range(20))
-    assert short == pytest.approx(2.0)
-    assert clock.charge(0.0, 10.0) == pytest.approx(8.0)
-
-
-def test_begun_evaluations_are_charged_the_union_and_forgotten_once_no_one_can_overlap(monkeypatch) -> None:
-    import fsr.evaluate.evaluator as evaluator
-
-    now = iter([0.0, 1.0, 2.0, 3.0, 10.0, 11.0])
-    monkeypatch.setattr(evaluator.time, "perf_counter", lambda: next(now))
-    clock = WorkerTime()
-    long, a, b, c = clock.begin(), clock.begin(), clock.begin(), clock.begin()  # at 0, 1, 2, 3
+    long, a, b, c = (clock.begin(t) for t in (0.0, 1.0, 2.0, 3.0))
     assert clock.charge(a, 2.5) == pytest.approx(1.5)
     assert clock.charge(b, 4.0) == pytest.approx(1.5)  # [2, 2.5] charged to a
     assert clock.charge(c, 5.0) == pytest.approx(1.0)
     assert clock.charge(long, 6.0) == pytest.approx(2.0)  # [0, 1] and [5, 6]
-    assert clock._union == []  # nothing runs: a later evaluation starts after all of them
-    later = clock.begin()  # at 10
-    assert clock.charge(later, 10.5) == pytest.approx(0.5)
-    assert clock._running == {}
+    assert clock._union == [] and not clock._running  # nothing runs: a later evaluation starts after all of them
+    assert clock.charge(clock.begin(10.0), 10.5) == pytest.approx(0.5)
 
 
 def test_the_parent_compiles_the_points_the_tuner_measures_first() -> None:
