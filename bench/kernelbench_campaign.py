@@ -161,15 +161,16 @@ def main() -> None:
         print(done.stderr[-3000:], file=sys.stderr)
         sys.exit(done.returncode)
     run_dir = max(runs.iterdir(), key=lambda p: p.stat().st_mtime)
+    frame = lineage.read(run_dir).to_pandas()
     verdicts: Counter[tuple[str, str]] = Counter()
-    for row in lineage.read(run_dir).to_pylist():
-        marks = re.findall(r"// answer \d+", row.get("source") or "")
-        verdicts[(kinds.get(marks[-1], "other") if marks else "other", row["verdict"])] += 1
+    for source, verdict in zip(frame["source"].fillna(""), frame["verdict"], strict=True):
+        marks = re.findall(r"// answer \d+", source)
+        verdicts[(kinds.get(marks[-1], "other") if marks else "other", verdict)] += 1
     print("| answer | verdict | evaluations |\n|---|---|---|")
     for (kind, verdict), n in sorted(verdicts.items()):
         print(f"| {kind} | {verdict} | {n} |")
     print(f"requests: {len(server.bodies)}; run: {run_json.read_run_json(run_dir).get('command')}")
-    comparators(lineage.read(run_dir).to_pandas(), len(list(out.iterdir())), args.comparators)
+    comparators(frame, len(list(out.iterdir())), args.comparators)
     page = subprocess.run(fsr + ["report", str(run_dir)], capture_output=True, text=True)
     print(page.stdout.strip() or page.stderr.strip())
 
