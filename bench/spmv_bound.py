@@ -1,5 +1,5 @@
 """How fast can any CSR kernel read spmv_csr's bench inputs on this GPU? Times, with fsr's protocol
-(bench.sample, the L2 flushed before each sample), kernels that do only part of an SpMV over the
+(timing.sample, the L2 flushed before each sample), kernels that do only part of an SpMV over the
 task's own inputs, with no row structure (entries split evenly over threads, one partial sum per
 thread block written out):
 - `stream`: sums vals and col_idx as numbers (every byte of both read once, no gather);
@@ -20,7 +20,7 @@ import cupy as cp
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate import bench
+from fsr.evaluate.gpu import ceilings, timing
 
 SOURCE = r"""
 template <int MODE>
@@ -114,9 +114,9 @@ def main() -> None:
     inputs = tasks.functions(task).make_inputs(sizes, np.random.default_rng(0))
     col, vals, x = (cp.asarray(inputs[k]) for k in ("col_idx", "vals", "x"))
     stream = cp.cuda.Stream(non_blocking=True)
-    info = bench.device_info()
-    hold, flusher = bench.Hold(), bench.L2Flusher(info.l2_bytes)
-    copy = bench.measure_copy_gbps(stream, hold)
+    info = ceilings.device_info()
+    hold, flusher = timing.Hold(), timing.L2Flusher(info.l2_bytes)
+    copy = ceilings.measure_copy_gbps(stream, hold)
     module = cp.RawModule(code=SOURCE, options=("-std=c++17",))
     out = cp.zeros(max(info.sm_count * 8, 1024), dtype=cp.float32)
     floor_us = tasks.bytes_moved(task, sizes) / (copy * 1e9) * 1e6
@@ -132,7 +132,7 @@ def main() -> None:
             def run(_: int, kernel=kernel, block=block, grid=grid) -> None:
                 kernel((grid,), (block,), (col, vals, x, np.int64(col.size), out), stream=stream)
 
-            us = float(np.median(bench.sample(run, stream, flusher, budget_s=0.3, min_samples=20, max_samples=100,
+            us = float(np.median(timing.sample(run, stream, flusher, budget_s=0.3, min_samples=20, max_samples=100,
                                                warmup_s=0.03, hold=hold)))
             print(f"{name} (block {block}): {us:.1f} us, {100 * floor_us / us:.1f}% of the copy ceiling's time")
 

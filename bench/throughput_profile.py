@@ -23,12 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.config import TuneConfig
-from fsr.evaluate import bench, tuning
-from fsr.evaluate import child as child_module
-from fsr.evaluate.child import Child
 from fsr.evaluate.compile import compile_candidate
+from fsr.evaluate.gpu import child as child_module
+from fsr.evaluate.gpu import timing, tuning
+from fsr.evaluate.gpu.child import Child
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
-from fsr.types import Candidate, EvalRequest, WorkerSpec
+from fsr.evaluate.wire import EvalRequest
+from fsr.types import Candidate, WorkerSpec
 
 
 def candidates(task_name: str, count: int) -> list[Candidate]:
@@ -71,7 +72,7 @@ def main(task_name: str, count: int) -> None:
     timed_calls(tuning.Trials, "program", "load")
     timed_calls(tuning.Trials, "_check", "check")
     timed_calls(child_module.TimedRuns, "__init__", "setup")
-    timed_calls(bench, "sample_trial", "samples")
+    timed_calls(timing, "sample_trial", "samples")
     pool = ThreadPoolExecutor(16)
     stages, walls = [], []
     profile = cProfile.Profile()

@@ -28,7 +28,7 @@ import sys
 import cupy as cp
 import numpy as np
 
-from fsr.evaluate import bench
+from fsr.evaluate.gpu import timing as bench
 
 # The streaming and busy-wait kernels of tests/gpu/test_timing.py, and an empty one.
 SOURCE = r"""

@@ -282,7 +282,6 @@ class Evaluation:
         return self.baseline_us / self.timing.median_us
 
 
-TrialPrograms = tuple[tuple[Defines, bytes, tuple[tuple[str, str], ...], Resources], ...]  # defines, cubin, lowered names, report
 
 
 WARM_MAX = 8  # tasks a GPU child prepares ahead, from its start
@@ -325,78 +324,3 @@ class WorkerInfo:
     node_ip: str
     gpu_ids: tuple[str, ...]
     pid: int
-
-
-# -- between a GPU worker's evaluator and its GPU child (over a pipe) ---------------------------
-
-@dataclass(frozen=True)
-class EvalRequest:
-    """One candidate for the GPU child: its compiled program, the tuning trials it may take
-    (0: none), the tuning's starting values (empty: the candidate's own), the Optuna journal
-    (None: none), the trial programs the parent compiled ahead, and the configurations not to
-    run again (fsr.evaluate.configurations)."""
-
-    candidate: Candidate
-    cubin: bytes
-    lowered: tuple[tuple[str, str], ...]
-    tune_trials: int = 0
-    start_defines: Defines = ()
-    journal_path: str | None = None
-    programs: TrialPrograms = ()
-    failed: tuple[tuple[Defines, str], ...] = ()  # configurations that hung or crashed a child before, and how
-
-
-@dataclass(frozen=True)
-class Stages:
-    """Wall seconds of the GPU child's stages for one candidate."""
-
-    verify_s: float = 0.0  # checks at every test size
-    tune_s: float = 0.0
-    bench_s: float = 0.0  # timing, and the check after it
-
-
-@dataclass(frozen=True)
-class ChildResult:
-    """The GPU child's answer to an EvalRequest: a verdict, the checks, the timing samples, the
-    values it ran with, and the driver's report of the tuned program when tuning picked other
-    values than the request's (None otherwise)."""
-
-    verdict: Verdict
-    message: str = ""
-    checks: tuple[SizeCheck, ...] = ()
-    samples_us: tuple[float, ...] = ()
-    defines: Defines = ()
-    resources: Resources | None = None
-    trials: tuple[TrialRecord, ...] = ()
-    stages: Stages = field(default_factory=Stages)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A task loaded in the GPU child: the library's and PyTorch eager's medians at the benchmark
-    size (None where the task has no such comparator or it could not run), and where the
-    preparation's time went (host: inputs and float64 references; device: uploads and the
-    comparators' timing), so a slow start can be told apart from slow candidates."""
-
-    library_us: float | None
-    host_s: float = 0.0
-    device_s: float = 0.0
-    torch_us: float | None = None
-    torch_compile_us: float | None = None
-    torch_compile_s: float | None = None  # compiling it, not in device_s's comparator timing
-    evicted: tuple[str, ...] = ()  # tasks the child dropped to make room: prepare them again before use
-
-
-@dataclass(frozen=True)
-class Died:
-    """The GPU child died or broke its context while handling a request."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class TimedOut:
-    """A request to the GPU child outlived its deadline; the child was killed."""
-
-    seconds: float
-    doing: str = ""  # the child's last note of what it was running ("" if none)

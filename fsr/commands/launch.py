@@ -140,7 +140,7 @@ def launch_command(args: argparse.Namespace) -> int:
     problem = device_problem()
     arch = DEFAULT_ARCH
     if problem is None:
-        from fsr.evaluate.bench import device_info
+        from fsr.evaluate.gpu.ceilings import device_info
 
         arch = device_info().arch
     try:
@@ -195,7 +195,7 @@ def run_sizes(task: Task, cand: Candidate, compiled: Any, runs: list[SizeRun], l
     runs with their errors, and the resources as the driver loaded the program."""
     import cupy as cp
 
-    from fsr.evaluate.verify import LaunchRefused, Program
+    from fsr.evaluate.gpu.programs import LaunchRefused, Program
 
     try:
         program = Program(compiled.cubin, compiled.lowered)
@@ -212,7 +212,8 @@ def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches:
               stream: Any) -> SizeRun:
     import cupy as cp
 
-    from fsr.evaluate.verify import enqueue, make_buffers, plan
+    from fsr.evaluate.gpu.buffers import make_buffers
+    from fsr.evaluate.gpu.programs import enqueue, plan
 
     sizes, fn = dict(run.size), tasks.functions(task)
     worst: dict[str, float] = {}

@@ -1,7 +1,10 @@
 """The evaluation pipeline: compile, guard, verify, tune, time, judge.
 
-`GpuEvaluator` (evaluator.py) is the entry point; CUDA work happens only in its child process
-(sandbox.py), so nothing here imports cupy at module level.
+Two sides of one process boundary. This package is the GPU worker's side: `GpuEvaluator`
+(evaluator.py) checks a candidate's header, guards and compiles it (no GPU needed), hands it to
+its GPU child through the sandbox (sandbox.py) as the records of wire.py, and judges what comes
+back. Everything that touches CUDA runs in that child, in the sub-package `gpu/`; nothing outside
+`gpu/` imports cupy at module level.
 
 The deadlines below are public: the Ray executor derives its own backstop from them.
 """

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from fsr.types import Defines, Died, TimedOut
+from fsr.evaluate.wire import Died, TimedOut
+from fsr.types import Defines
 
 TRIAL = "tuning trial "
 TUNED = "checks and timing of the tuned "

@@ -30,18 +30,8 @@ from fsr.evaluate.compile_pool import close_compile_pool, use_compile_pool
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
-from fsr.types import (
-    Candidate,
-    ChildResult,
-    DeviceInfo,
-    Died,
-    EvalRequest,
-    Evaluation,
-    Task,
-    TimedOut,
-    Verdict,
-    WorkerSpec,
-)
+from fsr.evaluate.wire import ChildResult, Died, EvalRequest, TimedOut
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSpec
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from fsr.evaluate import START_TIMEOUT_S
-from fsr.types import DeviceInfo, Died, TimedOut, WorkerSpec
+from fsr.evaluate.wire import Died, TimedOut
+from fsr.types import DeviceInfo, WorkerSpec
 
 # The thread-count variables of the BLAS and OpenMP runtimes NumPy may be built on. Ray sets
 # OMP_NUM_THREADS=1 in actors without CPUs, which would leave the child's float64 references
@@ -44,9 +45,7 @@ class Sandbox:
             return self.device
         ctx = mp.get_context("spawn")  # fork after CUDA or Ray threads is unsafe
         parent, child = ctx.Pipe()
-        from fsr.evaluate import child as child_module
-
-        self.process = ctx.Process(target=child_module.main, name="fsr-gpu-child", daemon=True,
+        self.process = ctx.Process(target=_child_main, name="fsr-gpu-child", daemon=True,
                                    args=(child, self.spec, self.device))
         with _thread_env(self.spec.host_threads or None):  # read by the child's BLAS when NumPy loads
             self.process.start()
@@ -147,3 +146,10 @@ def _thread_env(threads: int | None) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _child_main(*args: Any) -> None:
+    """The GPU child's entry point, imported there: this process never loads CUDA's modules."""
+    from fsr.evaluate.gpu.child import main
+
+    main(*args)

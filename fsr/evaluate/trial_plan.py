@@ -14,7 +14,8 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 from fsr import candidate as cfmt
 from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate
-from fsr.types import Candidate, Defines, Task, TrialPrograms
+from fsr.evaluate.wire import TrialPrograms
+from fsr.types import Candidate, Defines, Task
 
 SMALL_SPACE_TRIALS = 2  # a space of at most this many times the trial budget is compiled whole, ahead
 MAX_COMPILE_THREADS = 16

@@ -203,7 +203,7 @@ def test_a_trial_wrong_at_the_tiniest_sizes_never_wins():
     """Tuning checks a trial at the largest small size, times it, and checks the other small sizes
     only when it beats the best so far: the faster wrong configuration must be refused there, and
     the slower one, left unchecked, must not be the winner either."""
-    from fsr.evaluate.tuning import UNCHECKED
+    from fsr.evaluate.gpu.tuning import UNCHECKED
 
     task = tasks.load("gelu")
     ev = GpuEvaluator(spec(Config(tune=TuneConfig(trials=8)), ("gelu",)))

@@ -36,7 +36,7 @@ extern "C" __global__ void busy_wait(unsigned long long ns) {
 def gpu():
     import cupy as cp
 
-    from fsr.evaluate import bench
+    from fsr.evaluate.gpu import timing as bench
 
     module = cp.RawModule(code=SOURCE)
     stream = cp.cuda.Stream(non_blocking=True)
@@ -83,7 +83,7 @@ def assert_no_host_time(ratio: float, pairs: list[tuple[float, float]]) -> None:
     """fsr's median ratio to the loop within 2% either way: host time would raise it, a launch
     left out of the region would lower it. (Behind a flush that left dirty lines in the L2, the
     loop itself read an 8 us kernel 8.2 or 8.6-8.9 us from loop to loop on an H200: the flush now
-    leaves the L2 clean, see fsr.evaluate.bench.L2Flusher.)"""
+    leaves the L2 clean, see fsr.evaluate.gpu.timing.L2Flusher.)"""
     assert abs(ratio - 1) < TOLERANCE, show(pairs)
 
 

@@ -1,4 +1,4 @@
-"""The timing protocol's bookkeeping, without a GPU: `bench.timed` and `bench.warm_up` replaced by
+"""The timing protocol's bookkeeping, without a GPU: `timing.timed` and `timing.warm_up` replaced by
 fakes that record what was asked. A tuning trial takes samples within its budget, one at least,
 stopping after one far slower than the best or two clearly slower; the full protocol skips its
 warm-up when the time per run is known (the winner's trial has just run it)."""
@@ -10,8 +10,8 @@ import types
 import numpy as np
 import pytest
 
-from fsr.evaluate import bench
 from fsr.evaluate.device_globals import ModuleGlobals
+from fsr.evaluate.gpu import timing
 from fsr.types import SizeCheck
 
 
@@ -20,8 +20,8 @@ class Fake:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, us: float):
         self.us, self.calls, self.warmups = us, [], 0
-        monkeypatch.setattr(bench, "timed", self.timed)
-        monkeypatch.setattr(bench, "warm_up", self.warm_up)
+        monkeypatch.setattr(timing, "timed", self.timed)
+        monkeypatch.setattr(timing, "warm_up", self.warm_up)
 
     def timed(self, run, stream, flusher, count, *, hold=None, prepare=None, first=0, after=None):
         self.calls.append((first, count))
@@ -33,7 +33,7 @@ class Fake:
 
 
 def trial(fake: Fake, best_us: float | None, budget_s: float = 0.05) -> list[float]:
-    return bench.sample_trial(lambda _: None, None, None, budget_s=budget_s, max_samples=4, best_us=best_us,
+    return timing.sample_trial(lambda _: None, None, None, budget_s=budget_s, max_samples=4, best_us=best_us,
                               stop_ratio=1.1, cut_ratio=1.5, hold=object())
 
 
@@ -65,7 +65,7 @@ def test_a_trials_samples_fill_its_budget_one_at_least(monkeypatch, us, expected
 
 
 def full(fake: Fake, per_run_s: float | None, hold: object | None = object()) -> list[float]:
-    return bench.sample(lambda _: None, None, None, budget_s=0.15, min_samples=10, max_samples=200, warmup_s=0.03,
+    return timing.sample(lambda _: None, None, None, budget_s=0.15, min_samples=10, max_samples=200, warmup_s=0.03,
                         hold=hold, rel_error=0.0, per_run_s=per_run_s)
 
 
@@ -119,8 +119,8 @@ def tune_faked(monkeypatch, check, time, trials: int):
     from fsr import candidate as cfmt
     from fsr import tasks
     from fsr.config import TuneConfig
-    from fsr.evaluate import tuning
-    from fsr.types import EvalRequest
+    from fsr.evaluate.gpu import tuning
+    from fsr.evaluate.wire import EvalRequest
 
     task = tasks.load("sgemm")
     cand = cfmt.parse(task.template_source, task)
@@ -157,7 +157,7 @@ def test_a_trial_is_checked_past_one_size_only_when_it_beats_the_best(monkeypatc
     faster than the best so far. A faster trial that fails there is infeasible and never wins; a
     slower one is told to the tuner with a reason saying it was checked at one size only."""
     from fsr import tasks
-    from fsr.evaluate import tuning
+    from fsr.evaluate.gpu import tuning
 
     sizes = tasks.load("sgemm").test_sizes
     checked: dict[tuple, list[int]] = {}

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import sys
-from fsr.evaluate import child
-thread = child._import_torch_soon()  # returned, not looked up: a failing import ends at once
+from fsr.evaluate.gpu import comparators
+thread = comparators.import_torch_soon()  # returned, not looked up: a failing import ends at once
 if thread is not None:
     assert thread.name == "import-torch" and thread.daemon
     thread.join(10)

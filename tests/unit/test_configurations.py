@@ -10,7 +10,8 @@ from pathlib import Path
 
 from fsr.evaluate import configurations as cfg
 from fsr.evaluate.device_globals import ModuleGlobals
-from fsr.types import ChildResult, Died, SizeCheck, TimedOut, Verdict
+from fsr.evaluate.wire import ChildResult, Died, TimedOut
+from fsr.types import SizeCheck, Verdict
 
 OK = ChildResult(Verdict.OK)
 HERE = Path(__file__).resolve()
@@ -117,8 +118,8 @@ def tune(monkeypatch, bench, failed=()):
     from fsr import candidate as cfmt
     from fsr import tasks
     from fsr.config import TuneConfig
-    from fsr.evaluate import tuning
-    from fsr.types import EvalRequest
+    from fsr.evaluate.gpu import tuning
+    from fsr.evaluate.wire import EvalRequest
 
     task = tasks.load("softmax")
     cand = cfmt.parse((HERE.parents[1] / "adversarial/tuning/softmax/hang_at_1024.cu").read_text(), task)

@@ -7,7 +7,7 @@ import pytest
 
 cp = pytest.importorskip("cupy")
 
-from fsr.evaluate.verify import crash_line, is_context_error  # noqa: E402
+from fsr.evaluate.gpu.programs import crash_line, is_context_error  # noqa: E402
 
 
 @pytest.mark.parametrize("status,meaning", [(700, "outside its buffers"), (716, "not aligned"),

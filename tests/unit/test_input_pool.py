@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fsr import tasks
-from fsr.evaluate.inputs import InputPool
+from fsr.evaluate.gpu.inputs import InputPool
 
 
 @pytest.mark.parametrize("name", tasks.list_tasks())

@@ -102,7 +102,7 @@ def test_a_trial_that_does_not_compile_is_left_to_the_child() -> None:
 
 
 def test_the_timing_stops_once_the_median_is_known_and_not_before() -> None:
-    from fsr.evaluate.bench import median_error
+    from fsr.evaluate.gpu.timing import median_error
 
     steady = [1000.0 + (i % 3) for i in range(10)]  # 0.1% spread
     noisy = [1000.0 * (1 + 0.05 * ((i * 7) % 5 - 2)) for i in range(10)]  # 5% spread

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate.inputs import InputPool, TaskState
-from fsr.evaluate.resident import Resident, footprint
+from fsr.evaluate.gpu.inputs import InputPool, TaskState
+from fsr.evaluate.gpu.resident import Resident, footprint
 from fsr.types import WARM_MAX, WorkerSpec
 
 MB = 1 << 20

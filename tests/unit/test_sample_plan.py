@@ -4,8 +4,8 @@ WRONG message naming the run a mismatch happened in."""
 
 from __future__ import annotations
 
-from fsr.evaluate import sample_plan
-from fsr.evaluate.sample_plan import SLOTS, Run, SamplePlan
+from fsr.evaluate.gpu import sample_plan
+from fsr.evaluate.gpu.sample_plan import SLOTS, Run, SamplePlan
 
 
 def test_picks_are_distinct_indices_of_the_window():

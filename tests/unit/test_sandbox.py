@@ -73,7 +73,8 @@ def _attached(sandbox):
 
 def test_a_death_or_timeout_names_what_the_child_was_running_and_a_reply_skips_the_notes() -> None:
     from fsr.evaluate.sandbox import Sandbox
-    from fsr.types import Died, TimedOut, WorkerSpec
+    from fsr.evaluate.wire import Died, TimedOut
+    from fsr.types import WorkerSpec
 
     sandbox = Sandbox(WorkerSpec(()))
     _attached(sandbox)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fsr import tasks
-from fsr.evaluate import timed_runs
+from fsr.evaluate.gpu import timed_runs
 
 
 def pairs() -> set[tuple[str, str]]:

@@ -32,9 +32,10 @@ from fsr import candidate as cfmt
 from fsr.config import TuneConfig
 from fsr.evaluate import configurations, guards
 from fsr.evaluate.compile import Compiled, CompileFailed
+from fsr.evaluate.gpu.programs import LaunchRefused, Program
 from fsr.evaluate.trial_plan import start_values
-from fsr.evaluate.verify import LaunchRefused, Program
-from fsr.types import Candidate, Defines, EvalRequest, Resources, SizeCheck, Task, TrialRecord, size_label
+from fsr.evaluate.wire import EvalRequest
+from fsr.types import Candidate, Defines, Resources, SizeCheck, Task, TrialRecord, size_label
 
 if TYPE_CHECKING:
     from fsr import tune as tune_module
@@ -45,7 +46,7 @@ UNCHECKED = "slower than the best so far: checked at the largest small test size
 
 class TrialBench(Protocol):
     """What a tuning trial needs from the device that runs it (the GPU child implements it:
-    fsr.evaluate.child.DeviceTrials; tests fake it). One per candidate's tuning."""
+    fsr.evaluate.gpu.child.DeviceTrials; tests fake it). One per candidate's tuning."""
 
     def compile(self, trial: Candidate) -> Future[Compiled]:
         """The trial's compile (header check included), started now unless already started; its

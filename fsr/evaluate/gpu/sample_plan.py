@@ -1,5 +1,5 @@
 """Which timed runs start from a decoy, and which run each output check belongs to: the pure
-bookkeeping of the timed-output check (the GPU child applies it: fsr.evaluate.timed_runs).
+bookkeeping of the timed-output check (the GPU child applies it: fsr.evaluate.gpu.timed_runs).
 
 Every timed run starts from the state a checked launch starts from (outputs poisoned), except a
 few picked at random, whose outputs start as the right answer with random elements spoiled (a

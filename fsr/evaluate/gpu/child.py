@@ -1,4 +1,4 @@
-"""The evaluator's child process: owns the CUDA context, verifies, tunes and times candidates.
+"""The GPU child process: owns the CUDA context, prepares tasks, verifies, tunes and times candidates.
 
 It is started once per evaluator (a CUDA context costs seconds) and replaced only when a kernel
 breaks the context or hangs. Requests and replies are the frozen records below, over a pipe.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,10 +20,13 @@ import cupy as cp
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate import bench, configurations, guards, tuning
+from fsr.evaluate import configurations, guards
 from fsr.evaluate.compile import Compiled, use_disk_cache
 from fsr.evaluate.compile_pool import use_compile_pool
-from fsr.evaluate.inputs import (
+from fsr.evaluate.gpu import ceilings, timing, tuning
+from fsr.evaluate.gpu.buffers import Buffers, make_buffers, scratch_buffers
+from fsr.evaluate.gpu.comparators import Comparators, import_torch_soon
+from fsr.evaluate.gpu.inputs import (
     BenchSet,
     Content,
     InputPool,
@@ -32,31 +34,25 @@ from fsr.evaluate.inputs import (
     make_content,
     no_scratch,
 )
-from fsr.evaluate.resident import Resident
-from fsr.evaluate.sample_plan import SamplePlan
-from fsr.evaluate.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
-from fsr.evaluate.trial_plan import TrialCompiles
-from fsr.evaluate.verify import (
-    Buffers,
+from fsr.evaluate.gpu.programs import (
     ContextLost,
     LaunchRefused,
     Program,
-    check_size,
     crash_line,
     is_context_error,
-    make_buffers,
-    scratch_buffers,
     synchronize,
 )
+from fsr.evaluate.gpu.resident import Resident
+from fsr.evaluate.gpu.sample_plan import SamplePlan
+from fsr.evaluate.gpu.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
+from fsr.evaluate.gpu.verify import check_size
+from fsr.evaluate.trial_plan import TrialCompiles
+from fsr.evaluate.wire import ChildResult, EvalRequest, Prepared, Stages
 from fsr.types import (
     Candidate,
-    ChildResult,
     Defines,
     DeviceInfo,
-    EvalRequest,
-    Prepared,
     SizeCheck,
-    Stages,
     Task,
     Verdict,
     WorkerSpec,
@@ -90,17 +86,18 @@ class Child:
                 self.building[task.name] = builder.submit(self._contents, task)
             builder.shutdown(wait=False)
         if known is None:  # the first child times the PyTorch comparators: import it meanwhile
-            _import_torch_soon()
+            import_torch_soon()
         self.stream = cp.cuda.Stream(non_blocking=True)
-        info = bench.device_info(self.cfg.arch)
-        self.hold = bench.Hold()
+        info = ceilings.device_info(self.cfg.arch)
+        self.hold = timing.Hold()
         if known is None or known.name != info.name:
-            ceilings = {field: measure(self.stream, self.hold) for field, measure in bench.CEILINGS.items()}
+            measured = {field: measure(self.stream, self.hold) for field, measure in ceilings.CEILINGS.items()}
         else:
-            ceilings = {field: getattr(known, field) for field in bench.CEILINGS}
-        info = replace(info, **ceilings)  # type: ignore[arg-type]  # the keys are DeviceInfo float fields
+            measured = {field: getattr(known, field) for field in ceilings.CEILINGS}
+        info = replace(info, **measured)  # type: ignore[arg-type]  # the keys are DeviceInfo float fields
         self.device = info
-        self.flusher = bench.L2Flusher(info.l2_bytes)
+        self.flusher = timing.L2Flusher(info.l2_bytes)
+        self.comparators = Comparators(self.cfg, self.stream, self.flusher, self.hold)
         budget = self.cfg.prepared_max_bytes or int(cp.cuda.Device().mem_info[1]) // 3
         self.tasks: Resident[TaskState] = Resident(budget, release=TaskState.close)
         # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
@@ -135,10 +132,10 @@ class Child:
         if evicted:
             log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
                      self.tasks.held_bytes / 2**30, self.tasks.budget_bytes / 2**30)
-        library_us = self._library_us(state) if comparators and task.has_library else None
-        torch_us = self._pytorch_us(state, None)[0] if comparators else None
+        library_us = self.comparators.library_us(state) if comparators and task.has_library else None
+        torch_us = self.comparators.pytorch_us(state, None)[0] if comparators else None
         compiled = comparators and torch_us and self.cfg.torch_compile != "off"
-        compiled_us, compile_s = self._pytorch_us(state, self.cfg.torch_compile) if compiled else (None, None)
+        compiled_us, compile_s = self.comparators.pytorch_us(state, self.cfg.torch_compile) if compiled else (None, None)
         device_s = time.perf_counter() - started - host_s - (compile_s or 0.0)
         return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s, tuple(evicted))
 
@@ -244,77 +241,13 @@ class Child:
         """Samples of the full protocol, every run reset and checked (timed_runs), a few from a
         decoy; and the check of the timed runs (failed: WRONG). Raises LaunchRefused."""
         runs = TimedRuns(state, cand, program, self.stream, SamplePlan(len(state.sets), min_samples))
-        samples = bench.sample(runs.run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
+        samples = timing.sample(runs.run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
                                max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=runs.before,
                                after=runs.after, hold=self.hold, rel_error=self.cfg.bench_rel_error,
                                per_run_s=per_run_s)
         synchronize(self.stream)
         failed = runs.verdict()
         return samples, failed or SizeCheck(state.task.bench_size, True)
-
-    def _library_us(self, state: TaskState) -> float | None:
-        fn = tasks.functions(state.task).library
-
-        def call(inputs: dict[str, cp.ndarray], size: dict[str, int]) -> None:
-            with self.stream:
-                fn(inputs, size)
-
-        return self._comparator_us(state, call)
-
-    def _pytorch_us(self, state: TaskState, mode: str | None) -> tuple[float | None, float | None]:
-        """PyTorch's median, timed like the library (on fsr's stream as torch's current stream,
-        TF32 off), eager (`mode` None) or under torch.compile in that mode, and the seconds the
-        first calls took to compile it (None for eager): a task with `torch_module` times the
-        model's forward alone, its arguments made ahead. (None, ...), logged once per task, when
-        the task has no `torch_eager`, torch cannot be imported, or the function does not compile
-        or raises: a missing comparator is no verdict."""
-        functions = tasks.functions(state.task)
-        if getattr(functions, "torch_eager", None) is None:
-            return None, None
-        size, views = dict(state.task.bench_size), _views(state)
-        started, compile_s = time.perf_counter(), None
-        try:
-            import torch
-
-            from fsr.kernelbench.runtime import torch_lock
-
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
-            with torch_lock():  # an imported task's reference may set torch's default dtype in another thread
-                run = _torch_call(functions, views, size, mode, self.stream.ptr)
-                if mode is not None:
-                    for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
-                        run(v, size)
-                    synchronize(self.stream)
-                    compile_s = time.perf_counter() - started
-                return self._comparator_us(state, run), compile_s
-        except ContextLost:
-            raise
-        except Exception as e:  # ImportError, the op does not compile, or the task's function failed
-            what = "PyTorch eager" if mode is None else f"torch.compile ({mode})"
-            first = str(e).splitlines()[0][:300] if str(e) else ""
-            log.warning("task %s: %s not timed (%s: %s)", state.task.name, what, type(e).__name__, first)
-            synchronize(self.stream)
-            return None, compile_s
-
-    def _comparator_us(self, state: TaskState, call: Any) -> float:
-        """Median of `call(inputs, size)` over the benchmark input sets, fsr's timing protocol.
-        Each set is called once first, unheld: a comparator's setup cached per set (a sparse
-        matrix made canonical) waits on the host and would expire a held run, leaving every
-        sample unheld with the library's host time in it."""
-        size, views = dict(state.task.bench_size), _views(state)
-        for view in views:
-            call(view, size)
-        synchronize(self.stream)
-
-        def run(i: int) -> None:
-            call(views[i % len(views)], size)
-
-        samples = bench.sample(run, self.stream, self.flusher, budget_s=self.cfg.bench_budget_s,
-                               min_samples=self.cfg.bench_min_samples, max_samples=self.cfg.bench_max_samples,
-                               warmup_s=self.cfg.warmup_s, hold=self.hold, rel_error=self.cfg.bench_rel_error)
-        return float(np.median(samples))
-
 
 class DeviceTrials:
     """The child's side of one candidate's tuning (tuning.TrialBench): trial compiles on the
@@ -350,7 +283,7 @@ class DeviceTrials:
     def time(self, trial: Candidate, program: Program, best_us: float | None) -> tuple[list[float], SizeCheck | None]:
         child, cfg = self.child, self.child.spec.tune
         runs = TimedRuns(self.state, trial, program, child.stream, SamplePlan(len(self.state.sets), 0))
-        samples = bench.sample_trial(runs.run, child.stream, child.flusher, budget_s=cfg.trial_bench_budget_s,
+        samples = timing.sample_trial(runs.run, child.stream, child.flusher, budget_s=cfg.trial_bench_budget_s,
                                      max_samples=cfg.trial_max_samples, best_us=best_us,
                                      stop_ratio=cfg.trial_stop_ratio, cut_ratio=cfg.trial_cut_ratio,
                                      before=runs.before, after=runs.after, hold=child.hold)
@@ -385,74 +318,6 @@ def _tunable_values(cand: Candidate) -> Defines:
 
 def _wrong(check: SizeCheck) -> str:
     return f"at {size_label(check.size)}: {check.detail}"
-
-
-def _torch_call(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[str, int], mode: str | None,
-                stream_ptr: int) -> Callable[[dict[str, cp.ndarray], dict[str, int]], None]:
-    """A call of the PyTorch comparator on fsr's stream, eager (`mode` None) or compiled in that
-    torch.compile mode: the task's `torch_module` model with each input set's arguments made
-    ahead (so a call is the model's forward only), else `torch_eager` whole. Compiling happens
-    at the first call."""
-    import torch
-
-    torch_stream = torch.cuda.ExternalStream(stream_ptr)
-    module = getattr(functions, "torch_module", None)
-    compile_mode = None if mode in (None, "default") else mode
-    if module is None:
-        if mode is not None:  # torch.compile removes work whose result nobody uses: it would time nothing
-            with torch.cuda.stream(torch_stream):
-                returned = functions.torch_eager(views[0], size)
-            if returned is None:
-                raise ValueError("torch_eager returns nothing, so torch.compile would drop its work: return the op's outputs")
-        eager = functions.torch_eager if mode is None else torch.compile(functions.torch_eager, mode=compile_mode)
-
-        def run_eager(inputs: dict[str, cp.ndarray], at: dict[str, int]) -> None:
-            with torch.cuda.stream(torch_stream):
-                eager(inputs, at)
-
-        return run_eager
-    with torch.cuda.stream(torch_stream):
-        model = module(views[0], size)[0]
-        model = model if mode is None else torch.compile(model, mode=compile_mode)
-        args = {_key(v): module(v, size)[1] for v in views}
-
-    def run_model(inputs: dict[str, cp.ndarray], at: dict[str, int]) -> None:
-        with torch.cuda.stream(torch_stream), torch.no_grad():
-            model(*args[_key(inputs)])
-
-    return run_model
-
-
-def _views(state: TaskState) -> list[dict[str, cp.ndarray]]:
-    """Each benchmark set's inputs by name, as the comparators take them."""
-    return [{k: g.array for k, g in s.buffers.inputs.items()} for s in state.sets]
-
-
-def _key(inputs: dict[str, cp.ndarray]) -> tuple[int, ...]:
-    """An input set by where its arrays live (the sets' dicts are rebuilt, the arrays are not)."""
-    return tuple(a.data.ptr for a in inputs.values())
-
-
-def _import_torch_soon() -> threading.Thread | None:
-    """Import PyTorch on a thread, if it is installed: the first task's preparation times
-    PyTorch eager, and the import (seconds) would otherwise wait for it on the way to the
-    worker's first result; here it overlaps the ceilings and the references. A later `import
-    torch` waits for this one to finish (Python's import lock); a failed import is reported there.
-    Returns the thread (None when PyTorch is not installed)."""
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        return None
-
-    def run() -> None:
-        try:
-            import torch  # noqa: F401
-        except Exception:  # _pytorch_us imports again and logs why
-            pass
-
-    thread = threading.Thread(target=run, daemon=True, name="import-torch")
-    thread.start()
-    return thread
 
 
 def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:

@@ -14,7 +14,8 @@ import cupyx
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate.verify import Buffers, Expected, expect
+from fsr.evaluate.gpu.buffers import Buffers
+from fsr.evaluate.gpu.verify import Expected, expect
 from fsr.types import Candidate, Task
 
 Content = tuple[dict[str, np.ndarray], dict[str, Expected]]  # inputs, and the expected outputs
@@ -34,7 +35,7 @@ def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str
 class BenchSet:
     """Device buffers at the benchmark size, which of the task's benchmark contents they hold,
     and that content's expected outputs on the device (every timed run's outputs are compared
-    with them: fsr.evaluate.timed_runs)."""
+    with them: fsr.evaluate.gpu.timed_runs)."""
 
     buffers: Buffers
     content: int

@@ -2,7 +2,7 @@
 checked: the state-reset and timed-output-check defences (README, "How it is checked").
 
 Before every timed run, outside the timed region and before the L2 flush: its input set's outputs
-poisoned (or, for the runs fsr.evaluate.sample_plan picks, filled with a decoy), non-zeroed
+poisoned (or, for the runs fsr.evaluate.gpu.sample_plan picks, filled with a decoy), non-zeroed
 scratch poisoned, zeroed scratch zeroed and the module's `__device__` variables restored. After
 every run, after its end event: its outputs compared on the device with the set's expected
 outputs (kept on the device since the task was prepared), into the run's counter slot. The
@@ -20,19 +20,11 @@ from dataclasses import dataclass
 import cupy as cp
 import numpy as np
 
-from fsr.evaluate.inputs import TaskState
-from fsr.evaluate.sample_plan import SLOTS, SamplePlan, describe, spoil_seed
-from fsr.evaluate.verify import (
-    PAD_BYTES,
-    POISON,
-    Expected,
-    Guarded,
-    Program,
-    broken_canaries,
-    enqueue,
-    plan,
-    scratch_buffers,
-)
+from fsr.evaluate.gpu.buffers import PAD_BYTES, POISON, Guarded, broken_canaries, scratch_buffers
+from fsr.evaluate.gpu.inputs import TaskState
+from fsr.evaluate.gpu.programs import Program, enqueue, plan
+from fsr.evaluate.gpu.sample_plan import SLOTS, SamplePlan, describe, spoil_seed
+from fsr.evaluate.gpu.verify import Expected
 from fsr.types import Candidate, SizeCheck
 
 SPOIL_MASK = 63  # a decoy spoils one element in 64 (at random): every tile, row or chunk has some

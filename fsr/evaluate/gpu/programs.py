@@ -1,0 +1,170 @@
+"""A candidate's loaded program and its launches: the module and its kernels, the restore of its
+module-scope variables, launch planning and enqueueing, and what a CUDA error means (a refused
+launch, or a context the kernel broke).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cupy as cp
+import numpy as np
+
+from fsr import candidate as cfmt
+from fsr.evaluate import device_globals
+from fsr.types import Candidate, Resources, Task
+
+
+class LaunchRefused(Exception):
+    """The driver refused a launch (bad configuration, too many resources): LAUNCH_ERROR."""
+
+
+class ContextLost(Exception):
+    """The kernel broke the CUDA context (illegal address, trap): CRASH, child must be replaced."""
+
+
+class Program:
+    """A loaded cubin, its kernels by declared name, and its module-scope variables, which
+    `reset_globals` restores to their state at load (fsr.evaluate.device_globals)."""
+
+    def __init__(self, cubin: bytes, lowered: tuple[tuple[str, str], ...]):
+        self.module = cp.cuda.Module()
+        self.module.load(cubin)
+        self.kernels = {name: self.module.get_function(symbol) for name, symbol in lowered}
+        self.globals = device_globals.read(cubin)
+        self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
+        self.unresettable: list[str] = []  # sections no variable of which the driver could place
+        self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
+
+    def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
+        """(device address, bytes, source address or 0 for zero) covering a section: the whole
+        section from its first variable's address when every variable sits at base + offset (the
+        loader keeps a section whole), else variable by variable."""
+        addresses = []
+        for sym in section.symbols:
+            try:
+                addresses.append((sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))))
+            except cp.cuda.driver.CUDADriverError:  # not exported under that name: another one places the section
+                continue
+        if not addresses:
+            self.unresettable.append(section.name)
+            return []
+        base = addresses[0][1] - addresses[0][0].offset
+        whole = all(ptr == base + sym.offset for sym, ptr in addresses)
+        spans = [(base, 0, section.size)] if whole else [(ptr, sym.offset, sym.size) for sym, ptr in addresses]
+        if section.image is None:
+            return [(ptr, size, 0) for ptr, _, size in spans]
+        image = cp.asarray(np.frombuffer(section.image, dtype=np.uint8))
+        self._images.append(image)
+        return [(ptr, size, image.data.ptr + offset) for ptr, offset, size in spans]
+
+    def reset_globals(self, stream: cp.cuda.Stream) -> None:
+        """Queue the restore of every module-scope variable on `stream`: zero-initialised ones
+        zeroed, initialised ones given their initial image back (before every launch sequence)."""
+        for ptr, size, source in self._resets:
+            if source:
+                cp.cuda.runtime.memcpyAsync(ptr, source, size, cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+            else:
+                cp.cuda.runtime.memsetAsync(ptr, 0, size, stream.ptr)
+
+    def resources(self, reported: Resources | None = None) -> Resources:
+        """Registers, static shared memory and local memory as the driver loaded them (max over
+        kernels); spill bytes from the compiler's report when there is one."""
+        drv = cp.cuda.driver
+
+        def most(attribute: int) -> int:
+            return max(int(drv.funcGetAttribute(attribute, f.ptr)) for f in self.kernels.values())
+
+        return Resources(registers=most(drv.CU_FUNC_ATTRIBUTE_NUM_REGS),
+                         spill_bytes=reported.spill_bytes if reported else 0,
+                         smem_static_bytes=most(drv.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                         stack_bytes=most(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))
+
+    def static_smem(self, name: str) -> int:
+        """The named kernel's static shared memory as loaded: it counts against the same 48 KiB
+        default limit as the dynamic part."""
+        drv = cp.cuda.driver
+        return int(drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.kernels[name].ptr))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch with its dimensions and arguments resolved (expressions evaluated once)."""
+
+    name: str
+    kernel: cp.RawKernel
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    smem: int
+    args: tuple
+
+
+def plan(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
+         buffers: dict[str, cp.ndarray]) -> list[Launch]:
+    """Every declared launch at these sizes on these buffers; raises LaunchRefused."""
+    constants = dict(task.constants)
+    out = []
+    for launch, (grid, block, smem) in zip(cand.launches, cfmt.launch_dims(cand, sizes), strict=True):
+        kernel = program.kernels[launch.kernel]
+        args = tuple(buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes else np.float32(constants[a])
+                     for a in launch.args)
+        try:
+            if smem and smem + program.static_smem(launch.kernel) > 48 * 1024:  # past the default limit: opt in
+                cp.cuda.driver.funcSetAttribute(
+                    kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+        except cp.cuda.driver.CUDADriverError as e:
+            raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None
+        out.append(Launch(launch.kernel, kernel, grid, block, smem, args))
+    return out
+
+
+def enqueue(launches: list[Launch], stream: cp.cuda.Stream) -> None:
+    """Enqueue planned launches on `stream`, in order; raises LaunchRefused."""
+    for launch in launches:
+        try:
+            launch.kernel(launch.grid, launch.block, launch.args, shared_mem=launch.smem, stream=stream)
+        except cp.cuda.driver.CUDADriverError as e:
+            raise LaunchRefused(f"{launch.name} grid={launch.grid} block={launch.block} smem={launch.smem}: {e}") from None
+
+
+def launch_all(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
+               buffers: dict[str, cp.ndarray], stream: cp.cuda.Stream) -> None:
+    """Enqueue every declared launch on `stream`; raises LaunchRefused."""
+    enqueue(plan(program, cand, task, sizes, buffers), stream)
+
+
+def synchronize(stream: cp.cuda.Stream) -> None:
+    """Wait for the stream; any error now means the context is gone."""
+    try:
+        stream.synchronize()
+    except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as e:
+        raise ContextLost(crash_line(e)) from None
+
+
+# CUDA errors that leave the context unusable (same numbers in the driver and runtime APIs), and
+# what each means for a kernel's author.
+STICKY_ERRORS = {
+    700: "the kernel read or wrote memory outside its buffers",
+    702: "the kernel ran past the display watchdog",
+    710: "a device-side assertion or trap stopped the kernel",
+    714: "the kernel overflowed or corrupted its stack",
+    715: "the kernel executed an illegal instruction",
+    716: "a load or store was not aligned to its size (e.g. float4 at an address not a multiple of 16)",
+    717: "an instruction used an address outside its memory space",
+    718: "the kernel jumped to an invalid program counter",
+    719: "the kernel faulted while running",
+}
+
+
+def crash_line(error: BaseException) -> str:
+    """One line for a CUDA error that broke the context: the error's name and what it means."""
+    status = getattr(error, "status", None)
+    name = str(error).split(":", 1)[0].strip() or type(error).__name__
+    meaning = STICKY_ERRORS.get(status, " ".join(str(error).split(":", 1)[-1].split()))  # type: ignore[arg-type]
+    return f"the kernel broke the CUDA context: {name} ({meaning}); the GPU child was replaced"
+
+
+def is_context_error(error: BaseException) -> bool:
+    """A CUDA error of the kind a faulting kernel leaves behind (any call may report it)."""
+    return (isinstance(error, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError))
+            and getattr(error, "status", None) in STICKY_ERRORS)
