@@ -29,7 +29,7 @@ from fsr.propose import reply
 from fsr.propose.base import ProposalRequest, Proposals
 from fsr.propose.features import NAMES
 from fsr.propose.llm_cache import ResponseCache, Sample
-from fsr.propose.llm_client import ChatClient, LLMOptions, gate_for, safe_url
+from fsr.propose.llm_client import ChatClient, gate_for, safe_url
 from fsr.propose.llm_gate import CallGate, Meter, submit
 from fsr.propose.prompt import build
 from fsr.types import Candidate, DeviceInfo, Origin, Task
@@ -65,7 +65,7 @@ class LLMProposer:
     name = "llm"
     writes_first_kernel = True  # from the task's description, signature and reference
 
-    def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, device: DeviceInfo | None = None,
+    def __init__(self, config: LLMConfig, *, device: DeviceInfo | None = None,
                  cache_dir: str | Path | None = None, replay_from: str | Path | None = None,
                  meter: Meter | None = None, memory: ReplyMemory | None = None,
                  gate: CallGate | None = None) -> None:
@@ -74,9 +74,8 @@ class LLMProposer:
         if not config.model:
             raise ValueError("llm.model is empty: name the model to use (or use the offline mutator)")
         self.config = config
-        self.options = options or LLMOptions.from_config(config)
         self.device = device
-        self.client = ChatClient(config, self.options, cache=ResponseCache(cache_dir) if cache_dir else None,
+        self.client = ChatClient(config, cache=ResponseCache(cache_dir) if cache_dir else None,
                                  replay_from=ResponseCache(replay_from) if replay_from else None, meter=meter,
                                  gate=gate)
         self.memory = memory or ReplyMemory()
@@ -115,7 +114,7 @@ class LLMProposer:
         (late binding: a request is built when it is sent, never queued), and the call and the
         reading of its replies run on the model-request loop, not on a thread of their own."""
         shown = self.memory.take(request.task.name, request.island)
-        prompt = build(request, self.device, shown, self.options.prompt_budget_tokens)
+        prompt = build(request, self.device, shown, self.config.prompt_budget_tokens)
         temperature = self.config.temperature * request.temperature_scale
         return submit(self._answer(request, prompt.as_dicts(), shown, temperature))
 
@@ -231,22 +230,20 @@ def parse_models(spec: str) -> list[tuple[str, float]]:
 
 
 def make_llm_proposer(config: LLMConfig, run_dir: str | Path | None = None, *, device: DeviceInfo | None = None,
-                      replay: str | Path | None = None,
-                      options: LLMOptions | None = None) -> LLMProposer | LLMEnsemble:
+                      replay: str | Path | None = None) -> LLMProposer | LLMEnsemble:
     """The model proposer for a run: one model, or an ensemble when `models` lists several (all
     on `config.base_url`, sharing one budget, one reply memory and the endpoint's ceilings). Samples are cached under
     `<run_dir>/llm_cache/`; `replay` names an earlier run directory to serve them from instead
     of the endpoint. Raises ValueError for a config that cannot work (no model, no key for a
     remote endpoint, a money budget for a model of unknown price)."""
-    options = options or LLMOptions.from_config(config)
     cache_dir = Path(run_dir) / CACHE_DIR if run_dir else None
     replay_from = Path(replay) / CACHE_DIR if replay else None
     if replay_from is not None and not replay_from.is_dir():
         raise ValueError(f"replay: {replay_from} does not exist (was the run made with a model?)")
-    models = parse_models(options.models) or [(config.model, 1.0)]
-    meter, memory, gate = Meter(options.max_cost, options.max_total_tokens), ReplyMemory(), gate_for(config)
-    members = [LLMProposer(replace(config, model=name), options, device=device, cache_dir=cache_dir,
+    models = parse_models(config.models) or [(config.model, 1.0)]
+    meter, memory, gate = Meter(config.max_cost, config.max_total_tokens), ReplyMemory(), gate_for(config)
+    members = [LLMProposer(replace(config, model=name), device=device, cache_dir=cache_dir,
                            replay_from=replay_from, meter=meter, memory=memory, gate=gate) for name, _ in models]
     if len(members) == 1:
         return members[0]
-    return LLMEnsemble(members, [w for _, w in models], options.ensemble_by_island)
+    return LLMEnsemble(members, [w for _, w in models], config.ensemble_by_island)

@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,7 +41,7 @@ from fsr.propose.llm_gate import CallGate, Meter, Reservation, submit
 from fsr.propose.prompt import estimate_tokens
 
 # USD per million tokens (input, output), as published by OpenAI in 2025. The longest matching
-# prefix of the model name wins; override with LLMOptions.input/output_price_per_mtok.
+# prefix of the model name wins; override with llm.input/output_price_per_mtok.
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1-nano": (0.1, 0.4),
     "gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6), "o3": (2.0, 8.0), "o3-mini": (1.1, 4.4),
@@ -55,31 +55,10 @@ SHARD_CONNECTIONS = 32  # keep-alive connections of one HTTP client (see ChatCli
 BUDGET_POLL_S = 0.05  # how often a call whose worst case does not fit yet looks again
 
 
-@dataclass(frozen=True)
-class LLMOptions:
-    """Settings beyond LLMConfig's current fields; `from_config` reads each from the LLMConfig
-    when it has a field of the same name, so adding them there is all the wiring needed."""
-
-    max_cost: float = 0.0  # USD for the whole run; 0 = no limit
-    max_total_tokens: int = 0  # prompt + completion tokens for the whole run; 0 = no limit
-    input_price_per_mtok: float = -1.0  # USD per million prompt tokens; < 0 = from PRICES
-    output_price_per_mtok: float = -1.0
-    prompt_budget_tokens: int = 16_000  # size limit of one prompt (tokens estimated as characters / 4)
-    models: str = ""  # an ensemble on the same endpoint: "gpt-4.1=3,gpt-4.1-mini=1"
-    ensemble_by_island: bool = False  # island i uses model i (mod count) instead of weights
-    send_seed: bool = True  # pass a per-sample seed (OpenAI, vLLM, SGLang, Ollama accept it)
-    backoff_s: float = 1.0  # first retry wait without Retry-After; doubles per attempt
-    max_wait_s: float = 120.0  # the longest Retry-After honoured; longer gives up at once
-
-    @classmethod
-    def from_config(cls, config: LLMConfig) -> LLMOptions:
-        return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)})
-
-
-def price_of(model: str, options: LLMOptions, base_url: str) -> tuple[float, float] | None:
+def price_of(model: str, config: LLMConfig, base_url: str) -> tuple[float, float] | None:
     """(input, output) USD per million tokens; free on a local server; None if unknown."""
-    if options.input_price_per_mtok >= 0 and options.output_price_per_mtok >= 0:
-        return options.input_price_per_mtok, options.output_price_per_mtok
+    if config.input_price_per_mtok >= 0 and config.output_price_per_mtok >= 0:
+        return config.input_price_per_mtok, config.output_price_per_mtok
     if is_local(base_url):
         return 0.0, 0.0
     matches = [p for p in PRICES if model == p or model.startswith(p + "-")]
@@ -152,15 +131,15 @@ class ChatClient:
     by the clients of one endpoint (an ensemble's models).
     """
 
-    def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, cache: ResponseCache | None = None,
+    def __init__(self, config: LLMConfig, *, cache: ResponseCache | None = None,
                  replay_from: ResponseCache | None = None, meter: Meter | None = None,
                  gate: CallGate | None = None) -> None:
-        self.config, self.options = config, options or LLMOptions.from_config(config)
+        self.config = config
         self.model = config.model
         self.cache, self.replay_from = cache, replay_from
-        self.meter = meter or Meter(self.options.max_cost, self.options.max_total_tokens)
+        self.meter = meter or Meter(config.max_cost, config.max_total_tokens)
         self.gate = gate or gate_for(config)
-        self.price = price_of(config.model, self.options, config.base_url)
+        self.price = price_of(config.model, config, config.base_url)
         if self.meter.max_cost and self.price is None and replay_from is None:
             raise ValueError(f"max_cost is set but the price of model {config.model!r} is unknown: set "
                              "llm.input_price_per_mtok and llm.output_price_per_mtok")
@@ -344,7 +323,7 @@ class ChatClient:
             kwargs["temperature"] = temperature
         if n > 1:
             kwargs["n"] = n
-        if self.options.send_seed:
+        if self.config.send_seed:
             kwargs["seed"] = seed % 2**31
         return kwargs
 
@@ -373,9 +352,9 @@ class ChatClient:
                     raise CallFailed(self._redact(f"{last} (not retried)"), attempt) from None
                 asked = retry_after_s(e.response.headers)
                 if asked is not None:
-                    if asked > self.options.max_wait_s:
+                    if asked > self.config.max_wait_s:
                         raise CallFailed(self._redact(f"{last}; the server asks to wait {asked:.0f} s, more "
-                                                      f"than max_wait_s {self.options.max_wait_s:.0f} s"),
+                                                      f"than max_wait_s {self.config.max_wait_s:.0f} s"),
                                          attempt) from None
                     wait = asked
                 if status == 429:
@@ -398,7 +377,7 @@ class ChatClient:
                          self.config.retries + 1)
 
     def _backoff(self, attempt: int) -> float:
-        base = min(self.options.max_wait_s, self.options.backoff_s * 2 ** (attempt - 1))
+        base = min(self.config.max_wait_s, self.config.backoff_s * 2 ** (attempt - 1))
         return base * random.uniform(0.5, 1.0)  # jitter: clients that failed together spread out
 
     def _samples(self, messages: Sequence[Mapping[str, str]], response: Any, choices: list[Any],

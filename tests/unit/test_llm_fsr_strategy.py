@@ -17,7 +17,6 @@ from fsr.config import LLMConfig, SearchConfig
 from fsr.lineage import LineageWriter, read
 from fsr.propose.base import ProposalRequest, Proposals, answered_now
 from fsr.propose.llm import LLMProposer
-from fsr.propose.llm_client import LLMOptions
 from fsr.search.fsr_strategy import run_fsr
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
 from fsr.testing.llm_server import (
@@ -173,8 +172,8 @@ def test_model_attempts_are_fed_back_and_the_fastest_correct_kernel_wins(server:
     server.push(reply("Use shared memory, it is faster."), reply(fenced(COMPILE_ERROR_KERNEL)),
                 reply(fenced(WRONG_KERNEL)), reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)))
     evaluator = StandInEvaluator()
-    proposer = LLMProposer(LLMConfig(model="scripted-model", base_url=server.base_url, timeout_s=5.0, retries=0),
-                           LLMOptions(backoff_s=0.01), device=evaluator.device(), cache_dir=tmp_path / "run" / "llm_cache")
+    proposer = LLMProposer(LLMConfig(model="scripted-model", base_url=server.base_url, timeout_s=5.0, retries=0,
+                                     backoff_s=0.01), device=evaluator.device(), cache_dir=tmp_path / "run" / "llm_cache")
     with LineageWriter(tmp_path / "run") as writer:
         summary = run_fsr(TASK, FakeExecutor(evaluator, slots=2), proposer,  # type: ignore[arg-type]
                           SearchConfig(max_evaluations=50), writer, depth=5, n_per_round=1)
