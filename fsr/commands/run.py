@@ -244,7 +244,7 @@ def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -
 def _check_endpoint(llm: cfg_mod.LLMConfig) -> None:
     """Reach the endpoint before the run starts: a server that cannot be reached, or that refuses
     the key, is bad input."""
-    from fsr.propose.llm_client import EndpointError, check_endpoint
+    from fsr.propose.endpoint import EndpointError, check_endpoint
 
     try:
         check_endpoint(llm)

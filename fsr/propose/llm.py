@@ -27,9 +27,10 @@ from fsr.candidate import HeaderError, parse
 from fsr.config import LLMConfig
 from fsr.propose import reply
 from fsr.propose.base import ProposalRequest, Proposals
+from fsr.propose.endpoint import gate_for, safe_url
 from fsr.propose.features import NAMES
 from fsr.propose.llm_cache import ResponseCache, Sample
-from fsr.propose.llm_client import ChatClient, gate_for, safe_url
+from fsr.propose.llm_client import ChatClient
 from fsr.propose.llm_gate import CallGate, Meter, submit
 from fsr.propose.prompt import build
 from fsr.types import Candidate, DeviceInfo, Origin, Task

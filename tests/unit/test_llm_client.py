@@ -22,8 +22,8 @@ from fsr.config import LLMConfig
 from fsr.lineage import LineageWriter
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.llm import LLMEnsemble, LLMProposer, make_llm_proposer
-from fsr.propose.llm_client import retry_after_s
 from fsr.propose.prompt import build
+from fsr.propose.retry import retry_after_s
 from fsr.run_json import write_run_json
 from fsr.testing.fakes import softmax_task, timing
 from fsr.testing.llm_server import (
@@ -391,7 +391,7 @@ def test_importing_the_proposer_loads_neither_the_client_nor_cuda_nor_ray() -> N
 def test_the_endpoint_check_refuses_an_unreachable_server_and_passes_one_without_a_model_list():
     import socket
 
-    from fsr.propose.llm_client import EndpointError, check_endpoint
+    from fsr.propose.endpoint import EndpointError, check_endpoint
 
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))

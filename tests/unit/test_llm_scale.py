@@ -16,8 +16,8 @@ import pytest
 from fsr.candidate import parse
 from fsr.config import LLMConfig
 from fsr.propose.base import ProposalRequest, Scored
+from fsr.propose.endpoint import gate_for
 from fsr.propose.llm import LLMEnsemble, LLMProposer
-from fsr.propose.llm_client import gate_for
 from fsr.testing.fakes import softmax_task, timing
 from fsr.testing.llm_server import GOOD_KERNEL, ScriptedServer, Slow, StandInEvaluator, Status, fenced, reply
 from fsr.types import Evaluation, Verdict
