@@ -41,12 +41,12 @@ from dataclasses import replace
 
 from fsr.candidate import HeaderError, check, parse, with_defines
 from fsr.propose import transforms
-from fsr.propose.base import ProposalRequest, Proposals, answered_now, has_baseline
+from fsr.propose.base import ProposalRequest, Proposals, ProposerTraits, answered_now, has_baseline
 from fsr.propose.features import feature_name
 from fsr.propose.move_memory import Made, Move, MoveMemory
 from fsr.propose.source_moves import SourceMoves
 from fsr.propose.switch_moves import SwitchMoves
-from fsr.types import Candidate, DeviceInfo, Origin, Task
+from fsr.types import Candidate, Origin, Task
 
 ATTEMPTS_PER_CANDIDATE = 12  # moves tried per candidate asked for (repeats are cheap to skip)
 BOLD_REQUESTS = 1  # an island's first requests that open with several template switches on
@@ -57,7 +57,6 @@ class MutateProposer:
     """The offline proposer (`proposer = "mutate"`)."""
 
     name = "mutate"
-    writes_first_kernel = False  # every move starts from a kernel
 
     def __init__(self) -> None:
         self.memory = MoveMemory()
@@ -69,14 +68,12 @@ class MutateProposer:
         """Never: the mutator has no budget (a task ends when its neighbourhood is mined)."""
         return False
 
-    def set_device(self, device: DeviceInfo) -> None:
-        """Ignored: the moves do not depend on the GPU."""
-
-    def supported_features(self, task: Task) -> tuple[str, ...]:
-        """The template's switches plus the features the source transforms add."""
+    def describe(self, task: Task) -> ProposerTraits:
+        """No first kernels; the template's switches plus the features the source transforms add."""
         template = self.switches.template(task)
         names = [feature_name(t.name) for t in template.features] if template else []
-        return tuple(dict.fromkeys(names + list(transforms.BY_FEATURE)))
+        features = tuple(dict.fromkeys(names + list(transforms.BY_FEATURE)))
+        return ProposerTraits(writes_first_kernel=False, features=features, exhausted_hint=self._hint(task, template))
 
     def start(self, request: ProposalRequest) -> Future[Proposals]:
         """Answered before it returns (the mutator takes well under a millisecond)."""
@@ -105,9 +102,8 @@ class MutateProposer:
                 errors.append(str(e))
         return Proposals(tuple(out), dropped=len(errors), errors=tuple(errors))
 
-    def exhausted_hint(self, task: Task) -> str:
+    def _hint(self, task: Task, template: Candidate | None) -> str:
         """What would give the search of `task` more to try once this proposer has nothing new."""
-        template = self.switches.template(task)
         if not has_baseline(task) and template is None:
             return "a baseline.cu or a language model (--model)"
         more = []

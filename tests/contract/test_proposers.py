@@ -16,12 +16,16 @@ from tests.contract.proposer_contract import ProposerContract, request
 
 
 class TestMutateProposer(ProposerContract):
+    origin_name = "mutate"
+
     def make_proposer(self) -> MutateProposer:
         return MutateProposer()
 
 
 class TestLLMProposer(ProposerContract):
     """Each request is answered with fresh kernels; `make_unusable` scripts prose without code."""
+
+    origin_name = "llm"
 
     @pytest.fixture(autouse=True)
     def server(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:

@@ -94,6 +94,18 @@ def test_a_good_reply_becomes_a_candidate_with_parents_origin_and_tokens(server:
     assert [m["role"] for m in body["messages"]] == ["system", "user"] and "n" not in body
 
 
+def test_the_prompt_describes_the_device_the_request_names_else_the_proposers_own(server: ScriptedServer) -> None:
+    server.push(reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)))
+    p = proposer(server)
+    own, named = "stand-in H200", "NVIDIA H100 80GB HBM3"
+    assert p.device is not None and p.device.name == own
+    p.propose(replace(request(), device=replace(p.device, name=named)))
+    p.propose(request(seed=3))
+    first, second = (json.dumps(body["messages"]) for body in server.bodies)
+    assert named in first and own not in first
+    assert own in second and named not in second
+
+
 def test_prose_with_several_blocks_gives_the_kernel(server: ScriptedServer) -> None:
     server.push(reply(prose_with_blocks()))
     out = proposer(server).propose(request())

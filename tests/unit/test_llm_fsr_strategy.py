@@ -15,7 +15,7 @@ import pytest
 from fsr.candidate import parse, with_defines
 from fsr.config import LLMConfig, SearchConfig
 from fsr.lineage import LineageWriter, read
-from fsr.propose.base import ProposalRequest, Proposals, answered_now
+from fsr.propose.base import ProposalRequest, Proposals, ProposerTraits, answered_now
 from fsr.propose.llm import LLMProposer
 from fsr.search.fsr_strategy import run_fsr
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
@@ -30,7 +30,7 @@ from fsr.testing.llm_server import (
     fenced,
     reply,
 )
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
+from fsr.types import Candidate, Evaluation, Task, Verdict
 
 TASK = softmax_task(None)
 BASE = parse(TASK.baseline_source, TASK)
@@ -70,14 +70,8 @@ class ScriptedProposer:
     def start(self, request: ProposalRequest) -> Future[Proposals]:
         return answered_now(self.propose, request)
 
-    def supported_features(self, task: Task) -> tuple[str, ...]:
-        return ()
-
-    def exhausted_hint(self, task: Task) -> str:
-        return ""
-
-    def set_device(self, device: DeviceInfo) -> None:
-        pass
+    def describe(self, task: Task) -> ProposerTraits:
+        return ProposerTraits(writes_first_kernel=True, features=(), exhausted_hint="")
 
 
 @dataclass
