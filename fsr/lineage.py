@@ -20,11 +20,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fsr.files import atomic_write
 from fsr.types import (
     Candidate,
     Defines,
@@ -214,21 +215,6 @@ def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, A
 
 
 # ---- files -------------------------------------------------------------------------------------
-
-def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Write under a hidden temporary name, fsync, rename into place, fsync the directory."""
-    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself survives a power loss only once the directory is synced
-    finally:
-        os.close(fd)
-
 
 def _write_parquet(path: Path, table: pa.Table) -> None:
     atomic_write(path, lambda f: pq.write_table(table, f, compression="zstd"))

@@ -98,8 +98,6 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
     try:
         if args.local:
             executor.devices()  # the GPU child is up (or EvaluatorUnavailable) before anything is written
-        if _uses_model(args, config):
-            _share_device(executor, proposer)
         if fresh:
             _write_run_json(args, config, task_list, run_dir)
         print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
@@ -136,9 +134,7 @@ def startable(task_list: list[Task], proposer: Proposer) -> list[Task]:
     template), else from a first kernel the proposer writes. A task without baseline.cu (one made
     by `fsr import`) under a proposer that cannot write one (the offline mutator) is left out
     with one line, and the campaign goes on with the others; with none left, that is bad input."""
-    if proposer.writes_first_kernel:
-        return task_list
-    ready = [t for t in task_list if has_baseline(t) or t.template_source]
+    ready = [t for t in task_list if has_baseline(t) or t.template_source or proposer.describe(t).writes_first_kernel]
     why = ("no baseline.cu and no model: the offline proposer needs a kernel to start from; "
            "configure a model (docs/models.md) or add baseline.cu")
     if not ready:
@@ -244,7 +240,7 @@ def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -
 def _check_endpoint(llm: cfg_mod.LLMConfig) -> None:
     """Reach the endpoint before the run starts: a server that cannot be reached, or that refuses
     the key, is bad input."""
-    from fsr.propose.llm_client import EndpointError, check_endpoint
+    from fsr.propose.endpoint import EndpointError, check_endpoint
 
     try:
         check_endpoint(llm)
@@ -274,14 +270,6 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
     except NoWorkerError as e:
         print(f"fsr: {e}", file=sys.stderr)
         return None
-
-
-def _share_device(executor: Executor, proposer: Proposer) -> None:
-    """A model's prompt describes the GPU: give it the first worker's device (this waits for the
-    workers to start, so it is done only for a model)."""
-    devices = executor.devices()
-    if devices:
-        proposer.set_device(next(iter(devices.values())))
 
 
 def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], executor: Executor,
