@@ -24,6 +24,8 @@ from fsr.execute.base import Executor, WorkerStats
 from fsr.propose.base import Proposer, has_baseline, speedup_basis, speedup_words
 from fsr.types import Task
 
+DEPTH = 8  # rounds of the fsr strategy
+
 
 def add_where_arguments(parser: argparse.ArgumentParser) -> Any:
     """The options that say where a campaign runs (shared by `fsr run` and `fsr bench`)."""
@@ -51,7 +53,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> Any:
     model.add_argument("--model", help="model name at an OpenAI-compatible endpoint")
     model.add_argument("--base-url", type=config_option("llm", "base_url"),
                        help="endpoint, e.g. http://localhost:8000/v1 (default: OpenAI's)")
-    model.add_argument("--max-cost", type=config_option("llm", "max_cost"), help="USD the model may cost this run")
+    model.add_argument("--max-cost", type=config_option("llm", "max_cost"),
+                       help="USD the model may cost this run (only with a model)")
     return model
 
 
@@ -70,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     model = add_model_arguments(run)
     model.add_argument("--strategy", choices=("islands", "fsr"), default="islands",
                        help="islands (fsr's search) or fsr (the paper's loop, for comparison)")
-    model.add_argument("--depth", type=at_least(1), default=8, help="rounds of the fsr strategy")
+    model.add_argument("--depth", type=at_least(1), help=f"rounds of the fsr strategy (default {DEPTH}; "
+                                                         "only with --strategy fsr)")
     model.add_argument("--replay", metavar="RUN_DIR", help="serve model replies from that run's cache")
     run.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 
@@ -128,7 +132,20 @@ def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
         names = args.tasks
     if not names:
         raise UsageError("name at least one task (fsr tasks lists them)")
+    check_options(args, config)
     return run_dir, config, [tasks.load(n, args.tasks_dir) for n in names]
+
+
+def check_options(args: argparse.Namespace, config: cfg_mod.Config) -> None:
+    """Options that contradict each other, or that nothing would read: UsageError, since each
+    changes what runs or what the user believes runs."""
+    if args.local and (args.address or args.gpus):
+        raise UsageError(f"--local runs one GPU without Ray: it takes no {'--address' if args.address else '--gpus'}")
+    if getattr(args, "depth", None) is not None and getattr(args, "strategy", "fsr") != "fsr":
+        raise UsageError("--depth sets the rounds of --strategy fsr; the islands search has no depth "
+                         "(its budget is --max-evaluations)")
+    if args.max_cost is not None and not _uses_model(args, config):
+        raise UsageError("--max-cost bounds a model's spending, and no model is set (--model or [llm] model)")
 
 
 def startable(task_list: list[Task], proposer: Proposer) -> list[Task]:
@@ -168,10 +185,13 @@ def _resumed(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[str]]
         raise UsageError("--config with --resume: a resumed run keeps the config in its run.json "
                          "(options such as --max-evaluations still apply)")
     config = cfg_mod.from_dict(_merged(recorded.get("config", {}), _overrides(args)))
-    names = args.tasks or recorded["tasks"]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+    if not isinstance(recorded["tasks"], list) or not all(isinstance(n, str) for n in recorded["tasks"]):
         raise UsageError(f"{run_dir / 'run.json'}: 'tasks' is not a list of task names")
-    return run_dir, config, names
+    others = [n for n in args.tasks if n not in recorded["tasks"]]
+    if others:
+        raise UsageError(f"--resume {args.resume}: {', '.join(others)} is not a task of that run "
+                         f"({', '.join(recorded['tasks'])}); start a new run for it")
+    return run_dir, config, args.tasks or recorded["tasks"]
 
 
 def _merged(sections: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -263,6 +283,13 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
         from fsr.execute.local import LocalExecutor
 
         return LocalExecutor(lambda: GpuEvaluator(spec), max_in_flight=2)  # the next one queued: no round trip between
+    if not args.address:
+        from fsr.commands.launch import device_problem
+
+        problem = device_problem()  # the embedded Ray would take seconds to find no GPU
+        if problem is not None:
+            print(f"fsr: a search needs a CUDA device; {problem}", file=sys.stderr)
+            return None
     from cluster.executor import NoWorkerError, RayExecutor
     from cluster.start import ClusterError, connect
 
@@ -291,7 +318,7 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
 
         lines = []
         for task in task_list:
-            s = run_fsr(task, executor, proposer, config.search, writer, args.depth,
+            s = run_fsr(task, executor, proposer, config.search, writer, args.depth or DEPTH,
                         config.llm.candidates_per_request)
             best = f"{s.best.latency_us:.1f} us" if s.best and s.best.ok else "none correct"
             lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
