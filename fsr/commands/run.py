@@ -14,6 +14,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -311,18 +312,29 @@ def _share_device(executor: Executor, proposer: Proposer) -> None:
         proposer.set_device(next(iter(devices.values())))
 
 
+def _fsr_strategy(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], executor: Executor,
+                  proposer: Proposer, writer: lineage.LineageWriter, run_dir: Path) -> str:
+    """The paper's loop, task after task; its totals go to run.json as the island search's do."""
+    from fsr.search.fsr_strategy import run_fsr
+
+    lines, started, reasons, stops = [], time.perf_counter(), set(), {}
+    for task in task_list:
+        s = run_fsr(task, executor, proposer, config.search, writer, args.depth or DEPTH,
+                    config.llm.candidates_per_request)
+        best = f"{s.best.latency_us:.1f} us" if s.best and s.best.ok else "none correct"
+        lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
+        reasons.add(s.stopped_by)
+        stops[task.name] = {"evaluations": s.evaluations, "note": f"stopped by {s.stopped_by}"}
+    run_json.record_campaign(run_dir, {"evaluations": sum(v["evaluations"] for v in stops.values()),
+                                      "wall_s": round(time.perf_counter() - started, 3),
+                                      "stopped_by": ", ".join(sorted(reasons)), "tasks": stops})
+    return "\n".join(lines)
+
+
 def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], executor: Executor,
             proposer: Proposer, writer: lineage.LineageWriter, run_dir: Path) -> str:
     if args.strategy == "fsr":
-        from fsr.search.fsr_strategy import run_fsr
-
-        lines = []
-        for task in task_list:
-            s = run_fsr(task, executor, proposer, config.search, writer, args.depth or DEPTH,
-                        config.llm.candidates_per_request)
-            best = f"{s.best.latency_us:.1f} us" if s.best and s.best.ok else "none correct"
-            lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
-        return "\n".join(lines)
+        return _fsr_strategy(args, config, task_list, executor, proposer, writer, run_dir)
     from fsr.search.loop import run_campaign
     from fsr.search.pace import Ceilings
     from fsr.view import make_view
@@ -336,7 +348,9 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
                            candidates_per_request=config.llm.candidates_per_request)
     run_json.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
-                                      "stopped_by": summary.stopped_by})
+                                      "stopped_by": summary.stopped_by,
+                                      # why a task stopped short of its budget: the report says it
+                                      "tasks": {t.task: {"evaluations": t.finished, "note": t.note} for t in summary.tasks}})
     bases = {t.name: speedup_basis(t) for t in task_list}
     lines = [f"{t.task}: best {t.best_us:.1f} us, {speedup_words(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
