@@ -1,7 +1,8 @@
 """The `fsr` command: argument parsing and config loading only; the work is in fsr.commands.
 
-Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input (unknown task, missing
-file, malformed header or config); 3 no CUDA device (what needs none was still done).
+Exit codes: 0 success; 1 the candidate's verdict is not OK (for `fsr import`: a file was
+skipped); 2 bad input (unknown task, missing file, malformed header or config); 3 no CUDA device
+(what needs none was still done).
 """
 
 from __future__ import annotations
