@@ -16,6 +16,7 @@ Nothing is ever cut by accident or mid-section without a marker saying so.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 import string
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from fsr import tasks
 from fsr.evaluate import guards
+from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.features import BY_NAME
 from fsr.types import DeviceInfo, Evaluation, Task, Verdict, size_label
@@ -99,7 +101,8 @@ def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tup
     task, parent = request.task, (request.parents[0] if request.parents else None)
     sections = [
         Section("device", 90, (device_section(device, task),)) if device else None,
-        Section("task", 80, (task_section(task, REFERENCE_CHARS, device), task_section(task, 1200, device))),
+        Section("task", 80, tuple(dict.fromkeys(task_section(task, n, device, comparators(request))
+                                                for n in (REFERENCE_CHARS, 1200)))),
         Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS), parent_section(parent, task, 6000)))
         if parent else None,
         performance_section(request),
@@ -141,17 +144,59 @@ def device_section(device: DeviceInfo, task: Task) -> str:
                         "reaches a third of it)") if device.tensor_tflops else "not measured")
 
 
-def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None) -> str:
+def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None,
+                 timed: str = "") -> str:
+    """The problem: its buffers, sizes, tolerance and floors, then the built-in reference (NumPy),
+    or for an imported task its module's source, once, and no line of the importer's runtime."""
     signature = "\n".join(f"- `{a.name}`: {a.dtype}[{', '.join(a.shape)}], "
                           f"{'input (read-only)' if a.intent == 'in' else 'output'}" for a in task.args)
     constants = ""
     if task.constants:
         constants = " Constants (passed as `float`): " + ", ".join(f"{k} = {v:g}" for k, v in task.constants) + "."
-    return fill("task.md", name=task.name, description=task.description, signature=signature,
-                size_names=", ".join(task.size_names), constants=constants,
-                test_sizes="\n".join(f"- {size_label(s)}" for s in task.test_sizes),
-                bench_size=size_label(task.bench_size), floor=(" " + floors(task, device)) if device else "", atol=f"{task.atol:g}",
-                rtol=f"{task.rtol:g}", reference=clip(reference_source(task), reference_chars))
+    common = dict(name=task.name, signature=signature, size_names=", ".join(task.size_names), constants=constants,
+                  test_sizes="\n".join(f"- {size_label(s)}" for s in task.test_sizes),
+                  bench_size=size_label(task.bench_size), floor=(" " + floors(task, device)) if device else "",
+                  comparators=timed, atol=f"{task.atol:g}", rtol=f"{task.rtol:g}")
+    module = imported_module(task)
+    if module is not None:  # the description already holds the module's source where the import wrote it
+        described = task.description if module.strip() in task.description else (
+            f"{task.description}\n\nThe module's source:\n\n```python\n{module.rstrip()}\n```")
+        return fill("task_module.md", description=described, **common)
+    return fill("task.md", description=task.description, reference=clip(reference_source(task), reference_chars),
+                **common)
+
+
+def imported_module(task: Task) -> str | None:
+    """The problem file's text of a task `fsr import` wrote (reference.py opens with its marker
+    and ends with `_SOURCE`), else None (a built-in task)."""
+    try:
+        text = (Path(task.directory) / "reference.py").read_text()
+    except OSError:
+        return None
+    if not text.startswith(write.MARKER):
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return ""
+    for node in reversed(tree.body):
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["_SOURCE"]
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return ""
+
+
+def comparators(request: ProposalRequest) -> str:
+    """What PyTorch eager and torch.compile take at the benchmark size, as a sentence, where an
+    evaluation in the request carries them ("" in a first round: nothing is timed yet)."""
+    members = [*request.parents, request.best, request.contrast, *request.failures]
+    evs = [m.evaluation for m in members if m is not None and m.evaluation is not None]
+    eager = next((e.torch_us for e in evs if e.torch_us), None)
+    compiled = next((e.torch_compile_us for e in evs if e.torch_compile_us), None)
+    parts = [f"PyTorch eager takes {_us(eager)}" if eager else "",
+             f"torch.compile {_us(compiled)}" if compiled else ""]
+    said = " and ".join(p for p in parts if p)
+    return f" There, {said}." if said else ""
 
 
 def floors(task: Task, device: DeviceInfo) -> str:
