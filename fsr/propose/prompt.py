@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from fsr import tasks
-from fsr.evaluate import guards
+from fsr.evaluate import diagnose, guards
 from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.features import BY_NAME
@@ -95,17 +95,18 @@ def system_prompt() -> str:
 
 
 def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tuple[str, ...] = (),
-          budget_tokens: int = 16_000) -> Prompt:
+          budget_tokens: int = 16_000, diagnostics: bool = True) -> Prompt:
     """The system and user messages for a request, within `budget_tokens` where possible (the
-    device, the task and the kernel to improve are never dropped)."""
+    device, the task and the kernel to improve are never dropped). `diagnostics` (`llm.diagnostics`)
+    adds each kernel's digested machine-code facts to the parent, the fastest and the slower one."""
     task, parent = request.task, (request.parents[0] if request.parents else None)
     sections = [
         Section("device", 90, (device_section(device, task),)) if device else None,
         Section("task", 80, tuple(dict.fromkeys(task_section(task, n, device, comparators(request))
                                                 for n in (REFERENCE_CHARS, 1200)))),
-        Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS), parent_section(parent, task, 6000)))
-        if parent else None,
-        performance_section(request),
+        Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS, diagnostics),
+                                parent_section(parent, task, 6000, diagnostics))) if parent else None,
+        performance_section(request, diagnostics),
         second_parent_section(request),
         failures_section(request.failures, task),
         reply_errors_section(reply_errors),
@@ -213,11 +214,12 @@ def floors(task: Task, device: DeviceInfo) -> str:
     return ("At the benchmark size " + "; ".join(parts) + ".") if parts else ""
 
 
-def parent_section(parent: Scored, task: Task, source_chars: int) -> str:
-    return fill("parent.md", result=describe(parent, task), source=clip(parent.candidate.source, source_chars))
+def parent_section(parent: Scored, task: Task, source_chars: int, diagnostics: bool = False) -> str:
+    return fill("parent.md", result=describe(parent, task, diagnostics=diagnostics),
+                source=clip(parent.candidate.source, source_chars))
 
 
-def performance_section(request: ProposalRequest) -> Section | None:
+def performance_section(request: ProposalRequest, diagnostics: bool = False) -> Section | None:
     """The fastest kernel so far and a slower correct one, side by side (performance feedback)."""
     if request.first:
         return None
@@ -244,6 +246,10 @@ def performance_section(request: ProposalRequest) -> Section | None:
         if gained or lost:
             text += (f"\n\nThe fastest has {', '.join(gained) or 'nothing'} that the slower lacks, and lacks "
                      f"{', '.join(lost) or 'nothing'} that it has.")
+    for label, s in rows if diagnostics else ():
+        facts = diagnosed(s.evaluation)
+        if facts and s.id != parent.id:  # the parent's are with the parent
+            text += f"\n\nMachine code of the {label} ({s.id[:8]}), static counts:\n{facts}"
     full = text
     if best.id != parent.id:
         full += f"\n\nThe fastest so far:\n\n```cuda\n{clip(best.candidate.source, SOURCE_CHARS)}\n```"
@@ -317,7 +323,7 @@ def ask_section(request: ProposalRequest) -> str:
 
 # ---- describing results -------------------------------------------------------------------------
 
-def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS) -> str:
+def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS, diagnostics: bool = False) -> str:
     """One kernel's evaluation in a few lines: verdict, what went wrong or how fast, resources."""
     ev = member.evaluation
     if ev is None:
@@ -335,7 +341,17 @@ def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS) -> str:
     if ev.message:
         lines.append(_message(ev, log_chars))
     lines.append(_resources(ev, member))
+    facts = diagnosed(ev) if diagnostics else ""
+    if facts:
+        lines.append(f"Machine code (static counts):\n{facts}")
     return "\n".join(line for line in lines if line)
+
+
+def diagnosed(ev: Evaluation | None) -> str:
+    """An evaluation's diagnostics, or "" where there are none to show."""
+    if ev is None or not ev.diagnostics or ev.diagnostics.startswith(diagnose.UNAVAILABLE):
+        return ""
+    return ev.diagnostics
 
 
 def _message(ev: Evaluation, log_chars: int) -> str:
