@@ -156,8 +156,10 @@ def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = N
         constants = " Constants (passed as `float`): " + ", ".join(f"{k} = {v:g}" for k, v in task.constants) + "."
     common = dict(name=task.name, signature=signature, size_names=", ".join(task.size_names), constants=constants,
                   test_sizes="\n".join(f"- {size_label(s)}" for s in task.test_sizes),
-                  bench_size=size_label(task.bench_size), floor=(" " + floors(task, device)) if device else "",
+                  bench_size=size_label(task.bench_size), floor="",
                   comparators=timed, atol=f"{task.atol:g}", rtol=f"{task.rtol:g}")
+    if device is not None and (floor := floors(task, device)):
+        common["floor"] = " " + floor
     module = imported_module(task)
     if module is not None:  # the description already holds the module's source where the import wrote it
         described = task.description if module.strip() in task.description else (

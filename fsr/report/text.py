@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fsr.report import costs, tables
+from fsr.report import ablation, costs, tables
 from fsr.report.data import RunTables, comparison, records
 
 SUMMARY_MD = {"task": "task", "device": "device", "evaluations": "evaluations", "best_us": "best us",
@@ -109,6 +109,7 @@ def run_markdown(t: RunTables) -> str:
     summary, means = with_geomean(t.summary)
     parts = [f"## Run {run.run_id} ({run.device}, {len(run.evaluations)} evaluations)",
              markdown_table(summary, summary_columns(t.summary)), means, fast_p_note(t.summary), ROOFLINE_NOTE]
+    parts += ablation.diagnostics_lines(run.evaluations, run.info.get("config", {}) or {})
     for task, chain in t.chains.items():
         if not chain.empty:
             parts += [f"### {task}: the winner's lineage", markdown_table(chain.drop(columns="diff"))]
