@@ -251,7 +251,7 @@ def performance_section(request: ProposalRequest, diagnostics: bool = False) -> 
     for label, s in rows if diagnostics else ():
         facts = diagnosed(s.evaluation)
         if facts and s.id != parent.id:  # the parent's are with the parent
-            text += f"\n\nMachine code of the {label} ({s.id[:8]}), static counts:\n{facts}"
+            text += f"\n\nMachine code ({label}, {s.id[:8]}), static counts:\n{facts}"
     full = text
     if best.id != parent.id:
         full += f"\n\nThe fastest so far:\n\n```cuda\n{clip(best.candidate.source, SOURCE_CHARS)}\n```"
