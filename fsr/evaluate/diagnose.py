@@ -273,7 +273,7 @@ def _kernels(functions: dict[str, list[str]], lowered: tuple[tuple[str, str], ..
         dims = cfmt.launch_dims(cand, dict(task.bench_size))
     except cfmt.HeaderError:
         dims = []
-    first_launch = {}
+    first_launch: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
     for spec, dim in zip(cand.launches, dims, strict=False):
         first_launch.setdefault(spec.kernel, dim)
     out = []
