@@ -16,7 +16,6 @@ Nothing is ever cut by accident or mid-section without a marker saying so.
 
 from __future__ import annotations
 
-import ast
 import functools
 import re
 import string
@@ -170,23 +169,11 @@ def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = N
 
 
 def imported_module(task: Task) -> str | None:
-    """The problem file's text of a task `fsr import` wrote (reference.py opens with its marker
-    and ends with `_SOURCE`), else None (a built-in task)."""
+    """The problem file's text of a task `fsr import` wrote, else None (a built-in task)."""
     try:
-        text = (Path(task.directory) / "reference.py").read_text()
+        return write.problem_text((Path(task.directory) / "reference.py").read_text())
     except OSError:
         return None
-    if not text.startswith(write.MARKER):
-        return None
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return ""
-    for node in reversed(tree.body):
-        if (isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["_SOURCE"]
-                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
-            return node.value.value
-    return ""
 
 
 def comparators(request: ProposalRequest) -> str:

@@ -166,3 +166,17 @@ def test_the_config_switch_reaches_fsr_prompt(tmp_path: Path, capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "Median 200 us" in out and "Machine code" not in out
     assert "of a budget of 1500" in out and "shortened to fit: nothing" not in out
+
+
+def test_an_import_whose_description_lacks_the_module_shows_it_from_reference_py(imported: Path, tmp_path: Path) -> None:
+    import re
+    import shutil
+
+    folder = tmp_path / "kb1_23_softmax"
+    shutil.copytree(imported / "kb1_23_softmax", folder)
+    toml = (folder / "task.toml").read_text()
+    (folder / "task.toml").write_text(re.sub(r"description = '''.*?'''", 'description = "Softmax over dim 1."',
+                                             toml, count=1, flags=re.S))
+    _, user = first_round(tasks.load(folder))
+    assert "Softmax over dim 1.\n\nThe module's source:\n\n```python\nimport torch" in user
+    assert user.count("return torch.softmax(x, dim=1)") == 1 and "torch_lock" not in user
