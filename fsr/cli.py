@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import importer as import_command
 
     import_command.add_parser(sub)
+    from fsr.commands import prompt as prompt_command
+
+    prompt_command.add_parser(sub)
     return parser
 
 
@@ -93,6 +96,7 @@ COMMANDS = {
     "run": ("fsr.commands.run", "run_command"), "bench": ("fsr.commands.bench", "bench_command"),
     "report": ("fsr.commands.report", "report_command"), "explore": ("fsr.commands.explore", "explore_command"),
     "launch": ("fsr.commands.launch", "launch_command"), "import": ("fsr.commands.importer", "import_command"),
+    "prompt": ("fsr.commands.prompt", "prompt_command"),
 }
 
 

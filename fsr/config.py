@@ -105,6 +105,11 @@ class LLMConfig:
     models: str = ""  # an ensemble on one endpoint, e.g. "gpt-4.1=3,gpt-4.1-mini=1"
     ensemble_by_island: bool = False
     send_seed: bool = True
+    # Each kernel's digested machine-code facts in the feedback (fsr.evaluate.diagnose); with
+    # diagnostics_by_island, islands alternate (even ones see them, odd ones do not), an ablation
+    # within one campaign that the report shows side by side.
+    diagnostics: bool = True
+    diagnostics_by_island: bool = False
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,7 @@ EVALUATIONS = _schema([
     ("torch_us", F64, True),  # PyTorch eager; null without torch_eager, torch, or before the column
     ("torch_compile_us", F64, True),  # torch.compile of torch_eager; null where not timed
     ("torch_compile_s", F64, True),  # its compile time, once per GPU child and task
+    ("diagnostics", STR, True),  # fsr.evaluate.diagnose's lines; null before the column existed
 ])
 TRIALS = _schema([
     ("run_id", STR, False), ("candidate_id", STR, False), ("trial", I32, False),
@@ -179,6 +180,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "finished_at": finished_at or datetime.now(UTC), "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens, "error": error, "setup_s": e.setup_s,
         "torch_us": e.torch_us, "torch_compile_us": e.torch_compile_us, "torch_compile_s": e.torch_compile_s,
+        "diagnostics": e.diagnostics,
     }
 
 
@@ -204,7 +206,8 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       device=row["device"], toolchain=row["toolchain"], compile_s=row["compile_s"],
                       verify_s=row["verify_s"], tune_s=row["tune_s"], bench_s=row["bench_s"],
                       wall_s=row["wall_s"], setup_s=row.get("setup_s") or 0.0, torch_us=row.get("torch_us"),
-                      torch_compile_us=row.get("torch_compile_us"), torch_compile_s=row.get("torch_compile_s"))
+                      torch_compile_us=row.get("torch_compile_us"), torch_compile_s=row.get("torch_compile_s"),
+                      diagnostics=row.get("diagnostics") or "")
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:

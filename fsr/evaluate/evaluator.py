@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, guards
+from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards
 from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version, use_disk_cache
 from fsr.evaluate.compile_pool import close_compile_pool, use_compile_pool
 from fsr.evaluate.judge import implausible, summarise
@@ -234,7 +234,8 @@ class GpuEvaluator:
         if isinstance(reply, Died):
             return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed)
         assert isinstance(reply, ChildResult)
-        return _noting(self._judge(base, reply, task, device), failed)
+        judged = self._judge(base, reply, task, device)
+        return _noting(replace(judged, diagnostics=diagnose.of_evaluation(cand, compiled, judged, task, device)), failed)
 
     def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources

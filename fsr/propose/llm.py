@@ -108,7 +108,8 @@ class LLMProposer:
         (late binding: a request is built when it is sent, never queued), and the call and the
         reading of its replies run on the model-request loop, not on a thread of their own."""
         shown = self.memory.take(request.task.name, request.island)
-        prompt = build(request, request.device or self.device, shown, self.config.prompt_budget_tokens)
+        prompt = build(request, request.device or self.device, shown, self.config.prompt_budget_tokens,
+                       diagnostics=shows_diagnostics(self.config, request.island))
         temperature = self.config.temperature * request.temperature_scale
         return submit(self._answer(request, prompt.as_dicts(), shown, temperature))
 
@@ -192,6 +193,12 @@ class LLMEnsemble:
 
     def start(self, request: ProposalRequest) -> Future[Proposals]:
         return self.pick(request).start(request)
+
+
+def shows_diagnostics(config: LLMConfig, island: int) -> bool:
+    """Whether an island's prompts carry the diagnostics (`llm.diagnostics`, alternating by
+    island with `llm.diagnostics_by_island`)."""
+    return config.diagnostics and not (config.diagnostics_by_island and island % 2)
 
 
 def _traits(meter: Meter, temperature: float, models: str) -> ProposerTraits:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fsr.report import costs, notes, tables
+from fsr.report import ablation, costs, notes, tables
 from fsr.report.data import RunTables, comparison, records
 
 SUMMARY_MD = {"task": "task", "device": "device", "evaluations": "evaluations", "best_us": "best us",
@@ -114,6 +114,7 @@ def run_markdown(t: RunTables) -> str:
                            ("Searches that stopped short:", notes.stop_notes(t))):
         if lines:
             parts.append("\n".join([heading, *(f"- {line}" for line in lines)]))
+    parts += ablation.diagnostics_lines(run.evaluations, run.info.get("config", {}) or {})
     for task, chain in t.chains.items():
         if not chain.empty:
             parts += [f"### {task}: the winner's lineage", markdown_table(chain.drop(columns="diff"))]
