@@ -208,13 +208,11 @@ class RayExecutor:
     # --- the workers ------------------------------------------------------------------------
 
     def busy_fraction(self) -> float:
-        """Worker-seconds spent evaluating over worker-seconds alive since each became ready."""
-        now = self._closed_at or time.monotonic()
-        busy = alive = 0.0
-        for slot in self._slots:
-            b, a = slot.busy_alive_s(now)
-            busy, alive = busy + b, alive + a
-        return busy / alive if alive > 0 else 0.0
+        """Worker-seconds spent evaluating candidates (not starting or preparing) over
+        worker-seconds alive since each became ready."""
+        stats = self.worker_stats()
+        alive = sum(w.alive_s for w in stats)
+        return sum(w.shares()[0] * w.alive_s for w in stats) / alive if alive > 0 else 0.0
 
     def worker_stats(self) -> list[WorkerStats]:
         """Per-slot counters, for progress displays and the run summary."""
@@ -346,6 +344,7 @@ class RayExecutor:
             self._strikes.forget(call.candidate.id)
             slot.busy_reported_s, slot.failures = busy_s, 0
             slot.evaluations += 1
+            slot.setup_s += evaluation.setup_s
             slot.calls.remove(call)
             if slot.calls and slot.calls[0].started_at is None:
                 slot.calls[0].started_at = now
@@ -450,6 +449,7 @@ class RayExecutor:
                 break
             self._strikes.forget(c.candidate.id)
             slot.evaluations += 1
+            slot.setup_s += evaluation.setup_s
             out.append(evaluation)
             settled += 1
         return settled

@@ -349,10 +349,13 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
 
 
 def _worker_lines(stats: list[WorkerStats]) -> list[str]:
-    """One line per GPU worker: where it ran, what it did, how busy it was once ready."""
+    """One line per GPU worker: where it ran, what it did, and where its time went once ready
+    (evaluating candidates, preparing: starting its GPU child and preparing tasks, idle)."""
     lines = []
     for w in stats:
-        busy = f"busy {w.busy_s / w.alive_s:.0%} of {w.alive_s:.0f} s" if w.alive_s > 0 else "never ready"
+        evaluating, preparing, idle = w.shares()
+        busy = f"evaluating {evaluating:.0%}, preparing {preparing:.0%}, idle {idle:.0%} of {w.alive_s:.0f} s" \
+            if w.alive_s > 0 else "never ready"
         faults = f", lost {w.lost} time{'s' * (w.lost != 1)} ({w.requeued} evaluations re-queued)" if w.lost else ""
         if w.crashes or w.timeouts or w.restarts:
             faults += f", {w.crashes} crashed, {w.timeouts} timed out, {w.restarts} restarts"

@@ -16,7 +16,6 @@ from fsr.evaluate import diagnose
 from fsr.evaluate.compile import compile_candidate
 from fsr.lineage import LineageWriter, read, read_pandas
 from fsr.propose.llm import LLMProposer, shows_diagnostics
-from fsr.propose.llm_client import LLMOptions
 from fsr.report.ablation import diagnostics_lines
 from fsr.search.loop import run_campaign
 from fsr.search.pace import Ceilings
@@ -56,8 +55,9 @@ def _listing(cubin: bytes) -> dict[str, list[str]]:
 def campaign(server: ScriptedServer, run: Path, **llm: object) -> list[str]:
     server.push(*(reply(fenced(k + f"// variant {i}\n")) for i in range(4) for k in (GOOD_KERNEL, FAST_KERNEL)))
     evaluator = DiagnosingEvaluator()
-    config = LLMConfig(model="scripted-model", base_url=server.base_url, retries=0, timeout_s=5.0, **llm)  # type: ignore[arg-type]
-    proposer = LLMProposer(config, LLMOptions(backoff_s=0.01), device=evaluator.device(), cache_dir=run / "llm_cache")
+    config = LLMConfig(model="scripted-model", base_url=server.base_url, retries=0, timeout_s=5.0,  # type: ignore[arg-type]
+                       backoff_s=0.01, **llm)
+    proposer = LLMProposer(config, device=evaluator.device(), cache_dir=run / "llm_cache")
     with LineageWriter(run) as writer:
         run_campaign([TASK], FakeExecutor(evaluator, slots=1), proposer,  # type: ignore[arg-type]
                      SearchConfig(islands=1, max_evaluations=5), writer, pace=Ceilings(max_in_flight=1))

@@ -318,7 +318,7 @@ def test_line_view_prints_every_n_evaluations_and_at_the_end():
     summary, _ = search(view=LineView(stream, every=20))
     lines = stream.getvalue().splitlines()
     assert 2 <= len(lines) <= 4 and "softmax: 60/60" in lines[-1] and "evals 60" in lines[-1]
-    assert "gpu busy" in lines[-1]
+    assert "gpu evaluating" in lines[-1]
 
 
 def test_live_view_renders_tasks_and_islands():
