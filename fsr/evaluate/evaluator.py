@@ -36,6 +36,8 @@ from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSp
 log = logging.getLogger(__name__)
 
 DEFAULT_ARCH = "sm_90"
+READY_POLL_S = 0.05  # how often a call waiting for its task's host contents asks again
+READY_TIMEOUT_S = 60.0  # answering "ready" is a lookup: this only bounds a wedged child
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,10 @@ class GpuEvaluator:
             return self.sandbox.ensure_started()
 
     def evaluate(self, candidate: Candidate, tune: bool = True) -> Evaluation:
+        """Judge one candidate. Its `wall_s` is the worker time it adds; its `setup_s`, the part of
+        that spent waiting on setup (a GPU child's start, its task's preparation) rather than
+        overlapping other evaluations: a wait for host contents while other candidates ran on the
+        GPU is theirs, not preparation."""
         started = self._worker_time.begin()
         try:
             task = self._task(candidate.task)
@@ -180,7 +186,10 @@ class GpuEvaluator:
             result = Evaluation(candidate.id, candidate.task, Verdict.REJECTED, str(e))
         else:
             result = self._evaluate(candidate, task, tune)
-        return replace(result, wall_s=self._worker_time.charge(started, time.perf_counter()))
+        end = time.perf_counter()
+        charged = self._worker_time.charge(started, end)
+        after_setup_s = result.wall_s  # _evaluate's own: seconds from the end of its setup to now
+        return replace(result, wall_s=charged, setup_s=min(result.setup_s, max(0.0, charged - after_setup_s)))
 
     def close(self) -> None:
         self._compiles.shutdown(wait=False, cancel_futures=True)
@@ -204,11 +213,13 @@ class GpuEvaluator:
         compiled = static.compiled
         assert compiled is not None
         programs = compiled_trials(ahead)  # host work, done before taking the GPU child
+        setup_s += self._await_contents(task)
         with self._gpu:
             clock = time.perf_counter()
             device = self.sandbox.ensure_started()  # after a CRASH, a new child
             times = self._prepare(task)
-            setup_s += time.perf_counter() - clock
+            setup_end = time.perf_counter()
+            setup_s += setup_end - clock
             journal_dir = self.spec.journal_dir
             journal = str(Path(journal_dir) / "optuna.journal") if journal_dir and trials else None
             request = EvalRequest(cand, compiled.cubin, compiled.lowered, trials, journal_path=journal,
@@ -226,7 +237,7 @@ class GpuEvaluator:
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
                           baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,
                           torch_compile_us=times.torch_compile_us, torch_compile_s=times.torch_compile_s,
-                          setup_s=setup_s)
+                          setup_s=setup_s, wall_s=time.perf_counter() - setup_end)
         if isinstance(reply, TimedOut):
             during = f" (during {reply.doing})" if reply.doing else ""
             return _noting(replace(base, verdict=Verdict.TIMEOUT, message=f"still running after {reply.seconds:.1f} s"
@@ -261,6 +272,22 @@ class GpuEvaluator:
             known = ", ".join(t.name for t in self.spec.tasks) or "none"
             raise tasks.TaskError(f"task {name!r} is not one of this evaluator's tasks ({known})")
         return task
+
+    def _await_contents(self, task: Task) -> float:
+        """Seconds waited until the GPU child can prepare `task` at once (prepared already, or its
+        host contents built): the child builds them in the background while this call lets go of
+        it between questions, so other candidates run on the GPU meanwhile."""
+        started = time.perf_counter()
+        while time.perf_counter() - started < PREPARE_TIMEOUT_S:
+            with self._gpu:
+                self.sandbox.ensure_started()
+                if self._prepared_in.get(task.name) == self.sandbox.restarts:
+                    break
+                reply = self.sandbox.call("ready", task.name, READY_TIMEOUT_S)
+            if reply is not False:  # ready, or a failure that the preparation itself will meet
+                break
+            time.sleep(READY_POLL_S)
+        return time.perf_counter() - started
 
     def _prepare(self, task: Task) -> _TaskTimes:
         """Load the task in the current child; time its baseline once per evaluator."""
