@@ -47,7 +47,7 @@ class EvalConfig:
     torch_compile: str = "default"
     # Prepared tasks' device buffers (benchmark inputs, expected outputs) a GPU child keeps, in
     # bytes; past it the least recently used task is dropped and prepared again when needed, by an
-    # upload of its host contents. 0 = half of the GPU's memory.
+    # upload of its host contents. 0 = 65% of the GPU's memory.
     prepared_max_bytes: int = 0
     # Tasks' host contents (benchmark inputs and float64 references) a GPU child keeps, in bytes;
     # past it the least recently used are dropped and built again when needed. 0 = 40% of the

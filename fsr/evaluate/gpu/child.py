@@ -62,7 +62,7 @@ from fsr.types import (
 
 log = logging.getLogger(__name__)
 
-DEVICE_SHARE = 0.5  # of the GPU's memory: prepared tasks' device buffers kept (eval.prepared_max_bytes = 0)
+DEVICE_SHARE = 0.65  # of the GPU's memory: prepared tasks' device buffers kept (eval.prepared_max_bytes = 0)
 
 
 class Child:
