@@ -79,18 +79,16 @@ def eval_command(args: argparse.Namespace) -> int:
     check_lineage_dir(args.lineage)
     tune = args.tune or (args.tune_trials or 0) > 0
 
-    from fsr.evaluate.compile import use_disk_cache
-    from fsr.evaluate.compile_pool import use_compile_pool
     from fsr.evaluate.evaluator import GpuEvaluator, static_stage
     from fsr.evaluate.sandbox import NoDevice
 
-    use_disk_cache(config.eval.compile_cache_dir, config.eval.compile_cache_max_bytes)  # before the first compile
-    use_compile_pool(1, config.eval.compile_timeout_s, config.eval.compile_max_bytes)
-    static = static_stage(cand, task, config.eval.arch or "sm_90")
-    if static.verdict is not None:
-        return report(static.verdict, task, args, [])
+    # Built first (its GPU child starts with `device`), so that the static stage compiles through
+    # the evaluator's compile service: bounded processes and the node's disk cache.
     evaluator = GpuEvaluator(WorkerSpec.of(config, [task], journal_dir=args.lineage))
     try:
+        static = static_stage(cand, task, config.eval.arch or "sm_90", evaluator.compiler)
+        if static.verdict is not None:
+            return report(static.verdict, task, args, [])
         try:
             evaluator.device()
         except NoDevice as e:

@@ -142,7 +142,7 @@ def device_problem() -> str | None:
 
 def launch_command(args: argparse.Namespace) -> int:
     from fsr.commands.eval import load_candidate
-    from fsr.evaluate.compile import CompileFailed, compile_candidate
+    from fsr.evaluate.compile import CompileFailed, CompileService
 
     task = tasks.load(args.task, args.tasks_dir)
     cand = cfmt.with_defines(load_candidate(task, args.file), dict(args.define))
@@ -162,7 +162,7 @@ def launch_command(args: argparse.Namespace) -> int:
 
         arch = device_info().arch
     try:
-        compiled = compile_candidate(cand, arch)
+        compiled = CompileService().compile(cand, arch)  # the user's own file: compiled here, uncached
     except CompileFailed as e:
         print(f"COMPILE_ERROR {args.file}:\n{e.log}", file=sys.stderr)
         return EXIT_VERDICT

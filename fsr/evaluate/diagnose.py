@@ -30,7 +30,7 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.evaluate.compile import Compiled, compile_candidate
+from fsr.evaluate.compile import Compiled, CompileService
 from fsr.types import Candidate, DeviceInfo, Evaluation, Resources, Task, Timing
 
 UNAVAILABLE = "diagnostics unavailable"
@@ -361,13 +361,14 @@ def _size(n: int) -> str:
     return f"{n / 1024:.3g} KiB" if n >= 1024 else f"{n} B"
 
 
-def of_evaluation(cand: Candidate, program: Compiled, evaluation: Evaluation, task: Task, device: DeviceInfo) -> str:
-    """`diagnose` for an evaluated candidate: the program at the defines it was tuned to (from the
-    compile caches, where tuning compiled it), else the one compiled at its defaults."""
+def of_evaluation(cand: Candidate, program: Compiled, evaluation: Evaluation, task: Task, device: DeviceInfo,
+                  compiler: CompileService) -> str:
+    """`diagnose` for an evaluated candidate: the program at the defines it was tuned to (from
+    `compiler`'s caches, where tuning compiled it), else the one compiled at its defaults."""
     if evaluation.tuned_defines and dict(evaluation.tuned_defines) != dict(cand.resolved_defines()):
         tuned = cfmt.with_defines(cand, dict(evaluation.tuned_defines))
         try:
-            program, cand = compile_candidate(tuned, device.arch), tuned
+            program, cand = compiler.compile(tuned, device.arch), tuned
         except Exception:  # noqa: BLE001  (the defaults' program still says most of it)
             pass
     return diagnose(program.cubin, program.lowered, program.kernel_resources, cand, task, device,

@@ -25,8 +25,8 @@ from pathlib import Path
 from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards
-from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version, use_disk_cache
-from fsr.evaluate.compile_pool import close_compile_pool, use_compile_pool
+from fsr.evaluate.compile import Compiled, CompileFailed, CompileService, nvrtc_version
+from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
@@ -48,8 +48,9 @@ class Static:
     compiled: Compiled | None
 
 
-def static_stage(cand: Candidate, task: Task, arch: str) -> Static:
-    """Header check, guards and compile; a REJECTED/COMPILE_ERROR Evaluation or the cubin."""
+def static_stage(cand: Candidate, task: Task, arch: str, compiler: CompileService) -> Static:
+    """Header check, guards and compile (by `compiler`); a REJECTED/COMPILE_ERROR Evaluation or
+    the cubin."""
     try:
         cfmt.check(cand, task)
     except cfmt.HeaderError as e:
@@ -58,7 +59,7 @@ def static_stage(cand: Candidate, task: Task, arch: str) -> Static:
     if reason:
         return Static(Evaluation(cand.id, cand.task, Verdict.REJECTED, reason), None)
     try:
-        compiled = compile_candidate(cand, arch)
+        compiled = compiler.compile(cand, arch)
     except CompileFailed as e:
         return Static(Evaluation(cand.id, cand.task, Verdict.COMPILE_ERROR, e.log), None)
     return Static(None, compiled)
@@ -150,18 +151,18 @@ class _TaskTimes:
 class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
-    def __init__(self, spec: WorkerSpec):
+    def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None):
         """`spec`: the campaign's tasks (the only ones this evaluator takes), the configuration,
         the journal place, and `host_threads`, this worker's share of the host's cores for the
         GPU child's host work (0: every core, one worker per host); the GPU child builds the
-        benchmark inputs and references of `spec.warm` as soon as it starts, all at once."""
+        benchmark inputs and references of `spec.warm` as soon as it starts, all at once.
+        `compiler`: the compile service to use (and close), else one built from `spec.eval`."""
         threads = spec.host_threads or os.cpu_count() or 1
         self.spec = replace(spec, host_threads=threads)
         self.cfg = spec.eval
-        use_disk_cache(self.cfg.compile_cache_dir, self.cfg.compile_cache_max_bytes)
         compile_threads = max(1, min(threads, 16))
         # Proposer code is compiled in bounded processes, never in this worker's own.
-        use_compile_pool(compile_threads, self.cfg.compile_timeout_s, self.cfg.compile_max_bytes)
+        self.compiler = compiler or worker_compiler(self.cfg, compile_threads)
         self.sandbox = Sandbox(self.spec)
         self._gpu = threading.RLock()  # the child: one request at a time (a baseline inside a prepare)
         self._compiles = ThreadPoolExecutor(compile_threads, thread_name_prefix="fsr-trials")
@@ -193,7 +194,7 @@ class GpuEvaluator:
 
     def close(self) -> None:
         self._compiles.shutdown(wait=False, cancel_futures=True)
-        close_compile_pool()
+        self.compiler.close()
         with self._gpu:
             self.sandbox.close()
 
@@ -204,8 +205,8 @@ class GpuEvaluator:
         device = known if known is not None else self.device()  # the first call starts the GPU child
         setup_s = time.perf_counter() - clock
         trials = self.spec.tune.trials if tune else 0
-        ahead = trial_compiles(cand, task, device.arch, trials, self.spec.tune.seed, self._compiles) if trials and cand.tunables else {}
-        static = static_stage(cand, task, device.arch)
+        ahead = trial_compiles(cand, task, device.arch, trials, self.spec.tune.seed, self._compiles, self.compiler) if trials and cand.tunables else {}
+        static = static_stage(cand, task, device.arch, self.compiler)
         if static.verdict is not None:
             for future, _ in ahead.values():
                 future.cancel()
@@ -246,7 +247,7 @@ class GpuEvaluator:
             return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed)
         assert isinstance(reply, ChildResult)
         judged = self._judge(base, reply, task, device)
-        return _noting(replace(judged, diagnostics=diagnose.of_evaluation(cand, compiled, judged, task, device)), failed)
+        return _noting(replace(judged, diagnostics=diagnose.of_evaluation(cand, compiled, judged, task, device, self.compiler)), failed)
 
     def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources

@@ -10,11 +10,12 @@ import pytest
 
 from fsr.candidate import parse
 from fsr.evaluate import diagnose
-from fsr.evaluate.compile import CompilerUnavailable, compile_candidate
+from fsr.evaluate.compile import CompilerUnavailable, CompileService
 from fsr.testing.fakes import softmax_task
 from fsr.types import DeviceInfo, Timing
 
 TASK = softmax_task(None)  # x, y: float32[rows, cols]; timed at 8192 x 8192
+COMPILER = CompileService()  # the test kernels are fsr's own: compiled in this process
 H100 = DeviceInfo("H100", "sm_90", 132, 49152, 232448, 233472, 50 * 2**20, 65536, 3000.0, 50.0, 300.0)
 
 
@@ -61,7 +62,7 @@ SPILL = header("spill", "128") + """extern "C" __global__ void spill(const float
 def compiled(source: str, options: tuple[str, ...] = ()):
     cand = replace(parse(source, TASK), compile_options=options)
     try:
-        return cand, compile_candidate(cand, "sm_90")
+        return cand, COMPILER.compile(cand, "sm_90")
     except CompilerUnavailable as e:
         pytest.skip(str(e))
 

@@ -42,30 +42,30 @@ def test_guard_allows_device_code(extra):
     assert guards.check(with_body(extra)) is None
 
 
-def test_compile_reports_resources_and_caches():
-    first = nvcompile.compile_candidate(BASE, "sm_90")
+def test_compile_reports_resources_and_caches(compiler):
+    first = compiler.compile(BASE, "sm_90")
     assert first.cubin and first.resources.registers > 0 and first.resources.spill_bytes == 0
     assert dict(first.lowered)["softmax_baseline"] == "softmax_baseline"
-    assert nvcompile.compile_candidate(BASE, "sm_90") is first
+    assert compiler.compile(BASE, "sm_90") is first
 
 
-def test_compile_error_carries_the_log_with_file_line_numbers():
+def test_compile_error_carries_the_log_with_file_line_numbers(compiler):
     bad = dataclasses.replace(BASE, source=BASE.source.replace("fmaxf(m, xr[c])", "fmaxf(m, xr[c]"))
     with pytest.raises(nvcompile.CompileFailed) as info:
-        nvcompile.compile_candidate(bad, "sm_90")
+        compiler.compile(bad, "sm_90")
     line = next(i for i, t in enumerate(BASE.source.splitlines(), 1) if "fmaxf" in t)
     assert f"candidate.cu({line})" in info.value.log
 
 
-def test_c_plus_plus_kernel_names_are_lowered():
+def test_c_plus_plus_kernel_names_are_lowered(compiler):
     src = BASE.source.replace('extern "C" ', "")
-    compiled = nvcompile.compile_candidate(dataclasses.replace(BASE, source=src), "sm_90")
+    compiled = compiler.compile(dataclasses.replace(BASE, source=src), "sm_90")
     assert dict(compiled.lowered)["softmax_baseline"].startswith("_Z")
 
 
-def test_disallowed_compile_option_is_refused():
+def test_disallowed_compile_option_is_refused(compiler):
     with pytest.raises(nvcompile.CompileFailed, match="not allowed"):
-        nvcompile.compile_candidate(dataclasses.replace(BASE, compile_options=("-I/etc",)), "sm_90")
+        compiler.compile(dataclasses.replace(BASE, compile_options=("-I/etc",)), "sm_90")
 
 
 def test_parse_resources_from_ptxas_log():

@@ -13,7 +13,6 @@ import pytest
 
 from fsr.config import LLMConfig, SearchConfig
 from fsr.evaluate import diagnose
-from fsr.evaluate.compile import compile_candidate
 from fsr.lineage import LineageWriter, read, read_pandas
 from fsr.propose.llm import LLMProposer, shows_diagnostics
 from fsr.report.ablation import diagnostics_lines
@@ -34,8 +33,8 @@ class DiagnosingEvaluator(StandInEvaluator):
         ev = super().evaluate(cand)
         if ev.timing is None and ev.message:
             return ev
-        program = compile_candidate(cand, "sm_90")
-        return replace(ev, diagnostics=diagnose.of_evaluation(cand, program, ev, TASK, self.device()))
+        program = self.compiler.compile(cand, "sm_90")
+        return replace(ev, diagnostics=diagnose.of_evaluation(cand, program, ev, TASK, self.device(), self.compiler))
 
 
 @pytest.fixture

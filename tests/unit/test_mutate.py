@@ -260,8 +260,10 @@ def test_ldg_reads_only_pointers_to_global_memory():
 
 @pytest.fixture(scope="module")
 def nvrtc():
+    from fsr.evaluate.compile import CompileService
+
+    compile_candidate = CompileService().compile
     try:
-        from fsr.evaluate.compile import compile_candidate
         compile_candidate(parse(load("softmax").baseline_source, load("softmax")), "sm_90")
     except Exception as e:  # no NVRTC on this machine
         pytest.skip(f"NVRTC unavailable: {e}")

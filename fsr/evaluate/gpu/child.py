@@ -21,8 +21,8 @@ import numpy as np
 
 from fsr import tasks
 from fsr.evaluate import configurations, guards
-from fsr.evaluate.compile import Compiled, use_disk_cache
-from fsr.evaluate.compile_pool import use_compile_pool
+from fsr.evaluate.compile import Compiled
+from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.gpu import ceilings, timing, tuning
 from fsr.evaluate.gpu.buffers import Buffers, make_buffers, scratch_buffers
 from fsr.evaluate.gpu.comparators import Comparators, import_torch_soon
@@ -47,7 +47,7 @@ from fsr.evaluate.gpu.resident import Resident, footprint
 from fsr.evaluate.gpu.sample_plan import SamplePlan
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
-from fsr.evaluate.trial_plan import TrialCompiles
+from fsr.evaluate.trial_plan import TrialCompiles, compile_threads
 from fsr.evaluate.wire import ChildResult, EvalRequest, Prepared, Stages
 from fsr.types import (
     Candidate,
@@ -75,12 +75,12 @@ class Child:
         them one at a time instead: the task a request needs is then built at once by `prepare`
         if its turn has not come, rather than sharing the host with every other task's rebuild."""
         self.spec, self.cfg = spec, spec.eval
-        use_disk_cache(self.cfg.compile_cache_dir, self.cfg.compile_cache_max_bytes)  # trials compile here too
-        self.compiles = TrialCompiles()  # tuning trials the parent did not ship
-        # Bounded like the parent's, and within the candidate's own deadline: a trial whose
-        # compile explodes fails as that trial's compile error instead of timing the candidate out.
-        use_compile_pool(self.compiles.threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2),
-                         self.cfg.compile_max_bytes)
+        # Tuning trials the parent did not ship compile here, bounded like the parent's and within
+        # the candidate's own deadline: a trial whose compile explodes fails as that trial's
+        # compile error instead of timing the candidate out.
+        trial_threads = compile_threads()
+        self.compiles = TrialCompiles(worker_compiler(
+            self.cfg, trial_threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2)), trial_threads)
         threads = spec.host_threads or os.cpu_count() or 1
         self.contents = HostContents(self._contents, host_budget_bytes(self.cfg.prepared_host_max_bytes, threads))
         warm = [task for task in map(spec.task, dict.fromkeys(spec.warm)) if task is not None]
