@@ -279,6 +279,8 @@ class GpuEvaluator:
         host contents built): the child builds them in the background while this call lets go of
         it between questions, so other candidates run on the GPU meanwhile."""
         started = time.perf_counter()
+        if self._prepared_in.get(task.name) == self.sandbox.restarts:
+            return 0.0  # prepared: no question, and no wait for the GPU child charged as preparing
         while time.perf_counter() - started < PREPARE_TIMEOUT_S:
             with self._gpu:
                 self.sandbox.ensure_started()
