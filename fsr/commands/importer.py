@@ -30,6 +30,7 @@ from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES
 
 START_S = 120  # a child's torch import on a loaded machine
 TORCH_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cpu (the CPU build is enough)"
+EXIT_WAIT_S = 5.0  # after its stdout ends, how long an importing process may take to exit
 STDERR_TAIL = 300  # characters of a dead child's stderr quoted in its line
 
 
@@ -111,7 +112,10 @@ class Child:
         self.proc.stdin.flush()
         line = self._line(self.proc, timeout_s)
         if line is None:
-            code = self.proc.poll()
+            try:  # its stdout closed as it died, a moment before its exit status is there to read
+                code: int | None = self.proc.wait(timeout=EXIT_WAIT_S)
+            except subprocess.TimeoutExpired:  # still running: past its time
+                code = None
             self._stop(self.proc)
             self.proc = None
             why = (f"took longer than {timeout_s:g} s" if code is None
