@@ -2,22 +2,16 @@
 
 Scheduling: at most `max_in_flight_per_worker` (default 2; `from_config` uses
 eval.calls_per_worker, 8) calls are outstanding per actor, and the actor runs them at once (its
-evaluator compiles the next while one is on the GPU). A worker prepares each task it is sent
-(inputs, references, comparators: seconds each), so the campaign's tasks are shared out: each
-task has a home worker (`homes`, round robin over the campaign's tasks in `from_config`, whose
-workers build their own share first), and its candidates go there while the home has room. A
-worker with nothing to do takes another's pending candidates (re-balancing: it then holds that
-task too), and so does any worker once a home has not been ready for HOME_GRACE_S after the
-first worker was. A task with no home goes to the least-loaded ready worker, where a worker that
-was already sent the task counts AFFINITY_CALLS calls fewer. Candidates that cannot be placed
-yet wait in a driver-side queue (`free_slots` subtracts them, so the queue stays bounded by the
-capacity).
+evaluator compiles the next while one is on the GPU). Each task of a campaign has a home worker
+(`from_config` shares them out round robin, and each worker's GPU child builds its share first);
+cluster/placement.py says where a candidate goes. Candidates that cannot be placed yet wait in a
+driver-side queue (`free_slots` subtracts them, so the queue stays bounded by the capacity).
 
 Device-model pinning: timings of different GPU models are never compared. The first model a
 task is dispatched to pins it; later candidates of that task only go to workers of that model,
 and if none is left the executor raises NoWorkerError instead of silently mixing models.
 
-Faults (cluster/faults.py says which are whose):
+Faults (cluster/faults.py says which are whose; cluster/supervise.py keeps the workers alive):
 - a call that fails at `ray.get` (the actor's process died, its node went away, it cannot be
   reached, its result was lost, the evaluator raised): the infrastructure's fault, never the
   candidate's. Results that came back before it stand; every unanswered call of that actor goes
@@ -39,7 +33,6 @@ Faults (cluster/faults.py says which are whose):
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -47,21 +40,18 @@ from dataclasses import replace
 from typing import Any
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import RayError
 
-from cluster.faults import POISON_AFTER, Strikes, describe_loss, first_line
+from cluster.faults import POISON_AFTER
+from cluster.placement import place, share_tasks
 from cluster.slot import Call, Slot
-from cluster.worker import EvaluatorFactory, GpuWorkerActor, gpu_evaluator_factory
+from cluster.supervise import Supervisor, kill_actor
+from cluster.worker import EvaluatorFactory, gpu_evaluator_factory
 from fsr.evaluate import PREPARE_TIMEOUT_S, START_TIMEOUT_S
 from fsr.execute.base import WorkerStats
 from fsr.execute.local import EvaluatorUnavailable
-from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict, WorkerSpec
+from fsr.types import Candidate, DeviceInfo, Evaluation, WorkerSpec
 
-log = logging.getLogger(__name__)
-
-MAX_BACKOFF_S = 60.0
-AFFINITY_CALLS = 2  # a worker that has a task prepared takes its candidates unless this much busier
-HOME_GRACE_S = 30.0  # a task's home not ready this long after the first worker was: others take its work
 WAKEUP_S = 1.0  # poll re-checks deadlines, restarts and pins at least this often
 START_TIMEOUT_S_DEFAULT = 300.0  # no worker ready this long: the campaign stops (resumable)
 
@@ -81,33 +71,19 @@ def call_timeout_for(spec: WorkerSpec) -> float:
     return START_TIMEOUT_S + PREPARE_TIMEOUT_S + spec.eval.timeout_s + own_s + compile_s + 60.0
 
 
-def share_tasks(tasks: Sequence[str], workers: int) -> dict[str, int]:
-    """Each task's home worker: round robin in the campaign's order, so every worker holds about
-    len(tasks) / workers of them and the campaign's first tasks start on every worker at once."""
-    return {task: i % max(1, workers) for i, task in enumerate(dict.fromkeys(tasks))}
-
-
-def _kill(actor: Any) -> None:
-    try:
-        ray.kill(actor)
-    except RayError as e:  # already gone with its node: nothing left to stop
-        log.debug("ray.kill: %s", e)
-
-
-class RayExecutor:
+class RayExecutor(Supervisor):
     """Executor over Ray GPU worker actors; requires a connected Ray (`cluster.start.connect`).
 
     Driven from one thread (the search loop's): nothing here is locked.
     """
 
-    def __init__(self, evaluator_factory: EvaluatorFactory, num_workers: int | None = None,
+    def __init__(self, evaluator_factory: EvaluatorFactory | Sequence[EvaluatorFactory], num_workers: int | None = None,
                  max_in_flight_per_worker: int = 2, call_timeout_s: float = 600.0,
                  stuck_after_s: float | None = None, max_consecutive_failures: int = 5,
                  restart_backoff_s: float = 1.0, poison_after: int = POISON_AFTER,
-                 start_timeout_s: float = START_TIMEOUT_S_DEFAULT,
-                 worker_factories: Sequence[EvaluatorFactory] | None = None, homes: Mapping[str, int] | None = None):
-        """`worker_factories`: one factory per worker, in place of `evaluator_factory` (each worker's
-        own spec: its share of the tasks built first); `homes`: task -> the index of its home worker."""
+                 start_timeout_s: float = START_TIMEOUT_S_DEFAULT, homes: Mapping[str, int] | None = None):
+        """`evaluator_factory`: one for every worker, or a sequence of one per worker (each its own
+        spec: its share of the tasks built first); `homes`: task -> the index of its home worker."""
         if not ray.is_initialized():
             raise RuntimeError("Ray is not connected: call cluster.start.connect() first")
         if max_in_flight_per_worker < 1 or call_timeout_s <= 0 or poison_after < 1:
@@ -119,28 +95,16 @@ class RayExecutor:
             raise NoWorkerError("the Ray cluster has no GPUs: nothing can evaluate candidates")
         if num_workers > gpus:
             raise NoWorkerError(f"asked for {num_workers} GPU workers but the cluster has {gpus} GPUs")
-        self._max = max_in_flight_per_worker
-        self._call_timeout_s = call_timeout_s
-        self._stuck_after_s = stuck_after_s if stuck_after_s is not None else call_timeout_s / 2
-        self._max_failures = max_consecutive_failures
-        self._backoff_s = restart_backoff_s
         self._start_timeout_s = start_timeout_s
-        self._strikes = Strikes(poison_after)
-        self._notices: list[str] = []
-        self._factory_refs = [ray.put(f) for f in worker_factories] if worker_factories else \
-            [ray.put(evaluator_factory)]  # shipped once, not once per actor
         self._homes = {t: i % num_workers for t, i in (homes or {}).items()}
-        self._first_ready_at: float | None = None
-        self._slots = [Slot(i) for i in range(num_workers)]
-        self._waiting: dict[Any, tuple[Slot, Call | None]] = {}  # ObjectRef -> owner
-        self._pending: deque[Candidate] = deque()
         self._pins: dict[str, str] = {}  # task -> device name
         self._worker_of: dict[str, str] = {}
         self._closed_at: float | None = None
-        now = time.monotonic()
-        self._none_ready_since: float | None = now
-        for slot in self._slots:
-            self._start_actor(slot, now)
+        self._none_ready_since: float | None = time.monotonic()
+        factories = list(evaluator_factory) if isinstance(evaluator_factory, Sequence) else [evaluator_factory]
+        super().__init__(factories, num_workers, max_in_flight_per_worker, call_timeout_s,
+                         stuck_after_s if stuck_after_s is not None else call_timeout_s / 2,
+                         max_consecutive_failures, restart_backoff_s, poison_after)
 
     @classmethod
     def from_config(cls, spec: WorkerSpec, num_workers: int | None = None, **options: Any) -> RayExecutor:
@@ -157,8 +121,7 @@ class RayExecutor:
         homes = share_tasks([t.name for t in spec.tasks], workers)
         factories = [gpu_evaluator_factory(replace(spec, warm=tuple(t for t in spec.warm if homes.get(t) == w)))
                      for w in range(workers)]
-        return cls(gpu_evaluator_factory(spec), num_workers=num_workers, worker_factories=factories, homes=homes,
-                   **options)
+        return cls(factories, num_workers=num_workers, homes=homes, **options)
 
     # --- Executor ---------------------------------------------------------------------------
 
@@ -223,7 +186,7 @@ class RayExecutor:
         for slot in self._slots:
             if slot.actor is not None:
                 slot.busy_past_s, slot.alive_past_s = slot.busy_alive_s(now)
-                _kill(slot.actor)
+                kill_actor(slot.actor)
                 slot.actor, slot.ready_at = None, None
         self._waiting.clear()
         self._pending.clear()
@@ -283,7 +246,8 @@ class RayExecutor:
             if not fits:
                 kept.append(candidate)
                 continue
-            slot = self._place(candidate.task, fits, now)
+            home = self._slots[self._homes[candidate.task]] if candidate.task in self._homes else None
+            slot = place(candidate.task, fits, home, self._first_ready_at, now)
             if slot is None:
                 kept.append(candidate)
                 continue
@@ -293,21 +257,6 @@ class RayExecutor:
                 open_slots.remove(slot)
         kept.extend(self._pending)
         self._pending = kept
-
-    def _place(self, task: str, fits: list[Slot], now: float) -> Slot | None:
-        """The open worker for a candidate of `task` (None: it waits): its home while the home has
-        room; else a worker with nothing to do, or any, once the home is gone or slow to start;
-        a task without a home goes to the least loaded, counting AFFINITY_CALLS for one that has it."""
-        home = self._slots[self._homes[task]] if task in self._homes else None
-        if home is None or home.retired:
-            return min(fits, key=lambda s: len(s.calls) - (AFFINITY_CALLS if task in s.tasks else 0))
-        if home in fits:
-            return home
-        idle = [s for s in fits if not s.calls]
-        if idle:
-            return min(idle, key=lambda s: (task not in s.tasks, s.index))
-        late = home.info is None and self._first_ready_at is not None and now - self._first_ready_at > HOME_GRACE_S
-        return min(fits, key=lambda s: len(s.calls)) if late else None
 
     def _preferred_model(self, open_slots: list[Slot]) -> str:
         """For a task not yet pinned: the model with the most live workers among those free."""
@@ -392,144 +341,3 @@ class RayExecutor:
                 slot.calls[0].started_at = now
             out.append(evaluation)
 
-    def _fetch(self, call: Call) -> tuple[Evaluation, float]:
-        """The result of a finished call; raises Ray's exception when the call failed."""
-        return ray.get(call.ref)  # type: ignore[no-any-return]
-
-    @staticmethod
-    def _node_gone(slot: Slot) -> bool:
-        """Whether the worker's node has left the cluster (asked only after a loss; Ray notices
-        a dead node after its health checks fail, so a fresh loss may still read as alive)."""
-        if slot.info is None:
-            return False
-        try:
-            nodes = ray.nodes()
-        except RayError:
-            return False
-        return not any(n.get("NodeID") == slot.info.node_id and n.get("Alive") for n in nodes)
-
-    def _on_ready(self, slot: Slot, ref: Any, now: float) -> None:
-        slot.ready_ref = None
-        try:
-            slot.info = ray.get(ref)
-        except RayError as e:
-            reason = f"failed to start: {first_line(e)}"
-            self._notice(f"worker {slot.name} {reason}")
-            self._replace_actor(slot, reason)
-            return
-        slot.model, slot.ready_at, slot.busy_reported_s = slot.info.device.name, now, 0.0
-        self._first_ready_at = self._first_ready_at or now
-        log.info("worker %s ready on %s after %.1f s", slot.name, slot.model, now - slot.created_at)
-
-    def _expire(self, now: float, out: list[Evaluation]) -> None:
-        for slot in self._slots:
-            if slot.ready_ref is not None and not slot.slow_start_warned \
-                    and now - slot.created_at > self._stuck_after_s:
-                slot.slow_start_warned = True
-                self._notice(f"worker {slot.name} has not started after {now - slot.created_at:.0f} s "
-                             f"(no free GPU in the cluster?)")
-            if not slot.calls or (start := slot.calls[0].started_at) is None:
-                continue
-            head = slot.calls[0]
-            elapsed = now - start
-            if elapsed > self._call_timeout_s:
-                if ray.wait([head.ref], timeout=0)[0]:
-                    continue  # answered just now: collected on the next round
-                self._lose_worker(slot, f"no answer after {elapsed:.0f} s (call timeout "
-                                  f"{self._call_timeout_s:.0f} s), killed", out, unanswered=True)
-            elif elapsed > self._stuck_after_s and not head.warned:
-                head.warned = True
-                log.warning("candidate %s has been running on %s for %.0f s", head.candidate.id,
-                            slot.name, elapsed)
-
-    def _lose_worker(self, slot: Slot, cause: BaseException | str, out: list[Evaluation],
-                     unanswered: bool = False) -> None:
-        """Settle every call of an actor that is dead, unreachable, hung or distrusted, then
-        schedule its replacement. Results that came back before it went stand; the rest are
-        queued again, except a candidate that was running on `poison_after` losses in a row."""
-        gone = isinstance(cause, BaseException) and not isinstance(cause, RayTaskError) \
-            and self._node_gone(slot)
-        reason = cause if isinstance(cause, str) else \
-            describe_loss(cause, slot.info.node_ip if slot.info else "", gone)
-        slot.busy_past_s, slot.alive_past_s = slot.busy_alive_s(time.monotonic())
-        slot.ready_at = None
-        calls = list(slot.calls)
-        slot.calls.clear()
-        for c in calls:
-            self._waiting.pop(c.ref, None)
-        unsettled = calls[self._settle_answered(slot, calls, out):]
-        requeue = [c.candidate for c in unsettled]
-        blamed = ""
-        if unsettled and not gone:  # the first unanswered call is the one the actor was running
-            running = unsettled[0].candidate
-            if self._strikes.add(running, f"{slot.name}: {reason}", unanswered):
-                out.append(verdict := self._strikes.verdict(running, slot.model))
-                slot.crashes += verdict.verdict == Verdict.CRASH
-                slot.timeouts += verdict.verdict == Verdict.TIMEOUT
-                requeue.pop(0)
-                blamed = f"; candidate {running.id} was running on each of the last " \
-                         f"{self._strikes.limit} losses: {verdict.verdict.value}"
-        self._pending.extendleft(reversed(requeue))
-        slot.lost += 1
-        slot.requeued += len(requeue)
-        self._notice(f"worker {slot.name} lost: {reason}; {len(requeue)} evaluation"
-                     f"{'' if len(requeue) == 1 else 's'} re-queued{blamed}")
-        self._replace_actor(slot, reason)
-
-    def _settle_answered(self, slot: Slot, calls: list[Call], out: list[Evaluation]) -> int:
-        """Hand out the results an actor returned before it was lost, in call order, up to its
-        first unanswered call; how many."""
-        if not calls:
-            return 0
-        done = set(ray.wait([c.ref for c in calls], num_returns=len(calls), timeout=0)[0])
-        settled = 0
-        for c in calls:
-            if c.ref not in done:
-                break
-            try:
-                evaluation, _ = self._fetch(c)
-            except RayError:
-                break
-            self._strikes.forget(c.candidate.id)
-            slot.evaluations += 1
-            slot.setup_s += evaluation.setup_s
-            out.append(evaluation)
-            settled += 1
-        return settled
-
-    def _notice(self, line: str) -> None:
-        log.warning("%s", line)
-        self._notices.append(line)
-
-    def _replace_actor(self, slot: Slot, reason: str) -> None:
-        now = time.monotonic()
-        if slot.ready_ref is not None:
-            self._waiting.pop(slot.ready_ref, None)
-        if slot.actor is not None:
-            _kill(slot.actor)  # a hung actor must go; for a dead one this is a no-op
-        slot.actor, slot.ready_ref, slot.info, slot.ready_at = None, None, None, None
-        slot.failures += 1
-        slot.last_error = reason
-        if slot.failures > self._max_failures:
-            slot.retired = True
-            self._notice(f"worker w{slot.index:02d} retired after {slot.failures} failures in a row: {reason}")
-            return
-        delay = 0.0 if slot.failures == 1 else min(self._backoff_s * 2 ** (slot.failures - 2), MAX_BACKOFF_S)
-        slot.restart_at = now + delay
-
-    def _restart_due(self, now: float) -> None:
-        for slot in self._slots:
-            if slot.restart_at is not None and slot.restart_at <= now and not slot.retired:
-                slot.restarts += 1
-                self._start_actor(slot, now)
-
-    def _start_actor(self, slot: Slot, now: float) -> None:
-        # Resources are declared here rather than on the class so that one definition serves
-        # real GPUs and the fake GPUs of a test cluster alike. num_cpus=0: the actor mostly
-        # waits on its GPU child, and must not be starved of a CPU slot by other Ray work.
-        factory = self._factory_refs[slot.index % len(self._factory_refs)]
-        slot.actor = GpuWorkerActor.options(num_gpus=1, num_cpus=0, max_concurrency=self._max).remote(factory)
-        slot.ready_ref = slot.actor.info.remote()
-        slot.created_at, slot.restart_at, slot.slow_start_warned = now, None, False
-        slot.tasks = set()  # a new actor has nothing prepared
-        self._waiting[slot.ready_ref] = (slot, None)

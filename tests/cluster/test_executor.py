@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from cluster.executor import NoWorkerError, RayExecutor, share_tasks
+from cluster.executor import NoWorkerError, RayExecutor
+from cluster.placement import share_tasks
 from cluster.testing import MarkedEvaluatorFactory, PreparingEvaluatorFactory, candidates
 from fsr.types import Evaluation, Verdict
 from tests.cluster.conftest import RAY_WAIT_S, collect
