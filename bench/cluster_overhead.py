@@ -26,9 +26,10 @@ import os
 import time
 from dataclasses import replace
 
-from cluster.executor import RayExecutor, WorkerStats
+from cluster.executor import RayExecutor
 from cluster.start import connect
 from cluster.testing import MarkedEvaluatorFactory
+from fsr.execute.base import WorkerStats
 from fsr.testing.fakes import softmax_variants
 from fsr.types import Candidate
 
@@ -76,18 +77,18 @@ def main() -> None:
     # the search loop has gradients to follow; the time a worker spends is always --eval-s.
     effects = (("VEC4", 2.0), ("WARP_SHUFFLE", 1.3), ("ONLINE", 1.2), ("WARP_ROW", 1.1))
     ex = RayExecutor(MarkedEvaluatorFactory(latency_s=args.eval_s, effects=effects), num_workers=args.workers)
-    ready = len(ex.devices(timeout_s=900.0))
+    ready = len(ex.workers(wait_s=900.0).devices)
     print(f"{ready} workers ready in {time.monotonic() - t0:.0f} s on {os.cpu_count()} CPU cores")
     base, cands = softmax_variants(1)[0], itertools.count()
     simple_loop(ex, cands, base, 3.0)  # warm-up: first calls, lazily imported modules
 
-    before, wall0, cpu0 = ex.worker_stats(), time.monotonic(), time.process_time()
+    before, wall0, cpu0 = list(ex.workers().stats), time.monotonic(), time.process_time()
     if args.loop == "simple":
         done = simple_loop(ex, cands, base, args.seconds)
     else:
         done = search_loop(ex, int(args.seconds * args.workers / args.eval_s))
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
-    busy = busy_between(before, ex.worker_stats())
+    busy = busy_between(before, list(ex.workers().stats))
     ex.close()
 
     ideal = args.workers / args.eval_s

@@ -51,7 +51,7 @@ def measure(workers: int, evaluations: int, eval_s: float, real_time: bool,
         cpu_ms = 1000 * (time.thread_time() - cpu0 - executor.poll_cpu_s) / max(1, summary.evaluations)
         if writer is not None:
             writer.close()
-    return summary.driver_ms_per_evaluation, cpu_ms, executor.busy_fraction(), summary.evaluations
+    return summary.driver_ms_per_evaluation, cpu_ms, executor.workers().busy_fraction, summary.evaluations
 
 
 def main() -> None:

@@ -95,12 +95,11 @@ def main() -> None:
                 done += 1
                 now = time.perf_counter() - started
                 finished.append(now)
-                first_result.setdefault(executor.worker_of(ev.candidate_id) or "", now)
+                first_result.setdefault(ev.worker, now)
                 if writer is not None:
-                    writer.append(by_id[ev.candidate_id], ev, worker=executor.worker_of(ev.candidate_id) or "",
-                                  started_at=submitted[ev.candidate_id], finished_at=datetime.now(UTC))
+                    writer.append(by_id[ev.candidate_id], ev, started_at=submitted[ev.candidate_id], finished_at=datetime.now(UTC))
         wall = time.perf_counter() - started
-        stats = executor.worker_stats()
+        stats = list(executor.workers().stats)
     finally:
         executor.close()
         if writer is not None:

@@ -48,9 +48,9 @@ from cluster.slot import Call, Slot
 from cluster.supervise import Supervisor, kill_actor
 from cluster.worker import EvaluatorFactory, gpu_evaluator_factory
 from fsr.evaluate import PREPARE_TIMEOUT_S, START_TIMEOUT_S
-from fsr.execute.base import WorkerStats
+from fsr.execute.base import Workers
 from fsr.execute.local import EvaluatorUnavailable
-from fsr.types import Candidate, DeviceInfo, Evaluation, WorkerSpec
+from fsr.types import Candidate, Evaluation, WorkerSpec
 
 WAKEUP_S = 1.0  # poll re-checks deadlines, restarts and pins at least this often
 START_TIMEOUT_S_DEFAULT = 300.0  # no worker ready this long: the campaign stops (resumable)
@@ -98,7 +98,6 @@ class RayExecutor(Supervisor):
         self._start_timeout_s = start_timeout_s
         self._homes = {t: i % num_workers for t, i in (homes or {}).items()}
         self._pins: dict[str, str] = {}  # task -> device name
-        self._worker_of: dict[str, str] = {}
         self._closed_at: float | None = None
         self._none_ready_since: float | None = time.monotonic()
         factories = list(evaluator_factory) if isinstance(evaluator_factory, Sequence) else [evaluator_factory]
@@ -194,38 +193,20 @@ class RayExecutor(Supervisor):
 
     # --- the workers ------------------------------------------------------------------------
 
-    def busy_fraction(self) -> float:
-        """Worker-seconds spent evaluating candidates (not starting or preparing) over
-        worker-seconds alive since each became ready."""
-        stats = self.worker_stats()
-        alive = sum(w.alive_s for w in stats)
-        return sum(w.shares()[0] * w.alive_s for w in stats) / alive if alive > 0 else 0.0
-
-    def worker_stats(self) -> list[WorkerStats]:
-        """Per-slot counters, for progress displays and the run summary."""
-        now = self._closed_at or time.monotonic()
-        return [slot.stats(now) for slot in self._slots]
-
-    def worker_of(self, candidate_id: str) -> str | None:
-        """The worker a candidate was last sent to (the lineage's `worker` column)."""
-        return self._worker_of.get(candidate_id)
-
-    def devices(self, timeout_s: float = 60.0) -> dict[str, DeviceInfo]:
-        """GPU of each ready worker, waiting up to `timeout_s` for starting ones to report."""
-        deadline = time.monotonic() + timeout_s
+    def workers(self, wait_s: float = 0.0) -> Workers:
+        """The GPU of each ready worker (waiting up to `wait_s` for starting ones to report), each
+        slot's counters, and every notice so far (lost, re-queued, retired, not placed; each is
+        also in the cluster log)."""
+        deadline = time.monotonic() + wait_s
         while (starting := [s.ready_ref for s in self._slots if s.ready_ref is not None]):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             ready, _ = ray.wait(starting, num_returns=len(starting), timeout=left)
             self._collect(ready, [])
-        return {s.name: s.info.device for s in self._slots if s.info is not None}
-
-    def notices(self) -> list[str]:
-        """One-line reports of what happened to workers since the last call (lost, re-queued,
-        retired, not placed), for the progress view; each is also in the cluster log."""
-        out, self._notices = self._notices, []
-        return out
+        now = self._closed_at or time.monotonic()
+        return Workers({s.name: s.info.device for s in self._slots if s.info is not None},
+                       tuple(slot.stats(now) for slot in self._slots), tuple(self._notices))
 
     def pin(self, task: str, device_name: str) -> None:
         """Pin a task to a GPU model up front (a resumed run keeps the model it started on);
@@ -268,7 +249,6 @@ class RayExecutor(Supervisor):
         call = Call(candidate, ref, started_at=None if slot.calls else now)
         slot.calls.append(call)
         self._waiting[ref] = (slot, call)
-        self._worker_of[candidate.id] = slot.name
         slot.tasks.add(candidate.task)
 
     def _check_workers(self) -> None:
@@ -339,5 +319,5 @@ class RayExecutor(Supervisor):
             slot.calls.remove(call)
             if slot.calls and slot.calls[0].started_at is None:
                 slot.calls[0].started_at = now
-            out.append(evaluation)
+            out.append(replace(evaluation, worker=slot.name))
 

@@ -13,6 +13,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -129,7 +130,7 @@ class Supervisor:
         if unsettled and not gone:  # the first unanswered call is the one the actor was running
             running = unsettled[0].candidate
             if self._strikes.add(running, f"{slot.name}: {reason}", unanswered):
-                out.append(verdict := self._strikes.verdict(running, slot.model))
+                out.append(verdict := replace(self._strikes.verdict(running, slot.model), worker=slot.name))
                 slot.crashes += verdict.verdict == Verdict.CRASH
                 slot.timeouts += verdict.verdict == Verdict.TIMEOUT
                 requeue.pop(0)
@@ -159,7 +160,7 @@ class Supervisor:
             self._strikes.forget(c.candidate.id)
             slot.evaluations += 1
             slot.setup_s += evaluation.setup_s
-            out.append(evaluation)
+            out.append(replace(evaluation, worker=slot.name))
             settled += 1
         return settled
 

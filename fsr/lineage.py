@@ -96,7 +96,7 @@ def _pair_structs(pairs: Defines) -> list[dict[str, Any]]:
 # ---- rows (no I/O) -----------------------------------------------------------------------------
 
 def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str = "",
-                   features_detected: Iterable[str] = (), worker: str = "",
+                   features_detected: Iterable[str] = (),
                    started_at: datetime | None = None, finished_at: datetime | None = None,
                    prompt_tokens: int | None = None, completion_tokens: int | None = None,
                    error: str | None = None) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         **dataclasses.asdict(e.resources), "tuned_defines": _pair_structs(e.tuned_defines),
         "tune_trials": e.tune_trials, "device": e.device, "toolchain": e.toolchain,
         "compile_s": e.compile_s, "verify_s": e.verify_s, "tune_s": e.tune_s,
-        "bench_s": e.bench_s, "wall_s": e.wall_s, "worker": worker, "started_at": started_at,
+        "bench_s": e.bench_s, "wall_s": e.wall_s, "worker": e.worker, "started_at": started_at,
         "finished_at": finished_at or datetime.now(UTC), "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens, "error": error, "setup_s": e.setup_s,
         "torch_us": e.torch_us, "torch_compile_us": e.torch_compile_us, "torch_compile_s": e.torch_compile_s,
@@ -151,7 +151,7 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       verify_s=row["verify_s"], tune_s=row["tune_s"], bench_s=row["bench_s"],
                       wall_s=row["wall_s"], setup_s=row.get("setup_s") or 0.0, torch_us=row.get("torch_us"),
                       torch_compile_us=row.get("torch_compile_us"), torch_compile_s=row.get("torch_compile_s"),
-                      diagnostics=row.get("diagnostics") or "")
+                      diagnostics=row.get("diagnostics") or "", worker=row.get("worker") or "")
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:
@@ -320,7 +320,7 @@ class LineageWriter:
             (self.run_dir / t).mkdir(parents=True, exist_ok=True)
 
     def append(self, candidate: Candidate, evaluation: Evaluation, **extra: Any) -> None:
-        """Buffer one evaluation (extra: features_detected, worker, started_at, finished_at,
+        """Buffer one evaluation (extra: features_detected, started_at, finished_at,
         prompt_tokens, completion_tokens, error) and the tuning trials it carries, if any;
         commits a batch when one is due."""
         row = evaluation_row(candidate, evaluation, run_id=self.run_id, **extra)

@@ -274,6 +274,7 @@ class Evaluation:
     setup_s: float = 0.0  # of wall_s, the worker's own setup paid during this call: starting its GPU
     # child, preparing the task there (inputs, references, library and baseline timing)
     diagnostics: str = ""  # digested facts from the machine code (fsr.evaluate.diagnose); "" where not compiled
+    worker: str = ""  # the GPU worker that gave the verdict, stamped by the executor ("" before)
 
     @property
     def speedup(self) -> float | None:

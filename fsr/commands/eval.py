@@ -8,6 +8,7 @@ import json
 import re
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from fsr import candidate as cfmt
@@ -129,7 +130,7 @@ def append_lineage(run_dir: str, cand: Candidate, results: list[Evaluation], con
         run_json.write_run_json(path, cfg_mod.to_dict(config), {"command": "fsr eval"})
     with lineage.LineageWriter(path) as writer:
         for result in results:
-            writer.append(cand, result, worker="local")
+            writer.append(cand, replace(result, worker="local"))
 
 
 def report(result: Evaluation, task: Task, args: argparse.Namespace, walls: list[float], device=None) -> int:

@@ -15,12 +15,14 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fsr import config as cfg_mod
 from fsr import lineage, run_json, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_option
+from fsr.evaluate import START_TIMEOUT_S
 from fsr.execute.base import Executor, WorkerStats
 from fsr.propose.base import Proposer, has_baseline, speedup_basis, speedup_words
 from fsr.types import Task
@@ -102,7 +104,7 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
 
     try:
         if args.local:
-            executor.devices()  # the GPU child is up (or EvaluatorUnavailable) before anything is written
+            executor.workers(START_TIMEOUT_S)  # the GPU child is up (or EvaluatorUnavailable) before anything is written
         if fresh:
             _write_run_json(args, config, task_list, run_dir)
         print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
@@ -344,11 +346,11 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
-    lines += _worker_lines(executor.worker_stats())
+    lines += _worker_lines(executor.workers().stats)
     return "\n".join(lines)
 
 
-def _worker_lines(stats: list[WorkerStats]) -> list[str]:
+def _worker_lines(stats: Sequence[WorkerStats]) -> list[str]:
     """One line per GPU worker: where it ran, what it did, and where its time went once ready
     (evaluating candidates, preparing: starting its GPU child and preparing tasks, idle)."""
     lines = []

@@ -4,15 +4,19 @@ An Evaluator judges one candidate on one GPU. An Executor keeps evaluators busy:
 loop submits candidates while slots are free and polls for finished evaluations, so GPUs never
 wait on each other (no generation barrier). Everything the loop and `fsr run` ask of an executor
 is on the protocol, so every executor answers it (a hook that only one executor offered, looked
-up by name, was silently skipped by the others).
+up by name, was silently skipped by the others). DEVICE_WAIT_S is how long a caller that needs a
+worker's GPU (a model's prompt, the check that a GPU is there at all) waits for one to start.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from fsr.types import Candidate, DeviceInfo, Evaluation
+
+DEVICE_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -56,9 +60,33 @@ class Evaluator(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Workers:
+    """An executor's GPU workers at one instant: the device of each ready worker by name, each
+    worker's counters, and every one-line notice so far (a worker lost, evaluations re-queued),
+    oldest first: a reader shows the ones it has not shown yet."""
+
+    devices: Mapping[str, DeviceInfo] = field(default_factory=dict)
+    stats: tuple[WorkerStats, ...] = ()
+    notices: tuple[str, ...] = ()
+
+    @property
+    def device(self) -> DeviceInfo | None:
+        """A ready worker's GPU (what a model's prompt describes), None before any is ready."""
+        return next(iter(self.devices.values()), None)
+
+    @property
+    def busy_fraction(self) -> float:
+        """Worker-seconds spent evaluating candidates (not starting or preparing) over
+        worker-seconds ready, in [0, 1]."""
+        alive = sum(w.alive_s for w in self.stats)
+        return sum(w.shares()[0] * w.alive_s for w in self.stats) / alive if alive > 0 else 0.0
+
+
 class Executor(Protocol):
-    """Runs candidates on GPU workers. The first four methods are the work; the rest tell the
-    loop and the command about the workers (pinning, devices, progress, the summary)."""
+    """Runs candidates on GPU workers: the search loop submits while slots are free and polls for
+    finished evaluations, each stamped with the worker that gave it; `workers` tells the loop,
+    the view and the run summary about the workers."""
 
     def free_slots(self) -> int:
         """How many more candidates may be submitted now without queueing."""
@@ -69,11 +97,8 @@ class Executor(Protocol):
         ...
 
     def poll(self, timeout_s: float) -> list[Evaluation]:
-        """Evaluations finished since the last call; waits up to `timeout_s` for at least one."""
-        ...
-
-    def close(self) -> None:
-        """Stop all workers."""
+        """Evaluations finished since the last call, `worker` set; waits up to `timeout_s` for at
+        least one."""
         ...
 
     def pin(self, task: str, device_name: str) -> None:
@@ -82,24 +107,11 @@ class Executor(Protocol):
         no worker has is refused with EvaluatorUnavailable when it is submitted."""
         ...
 
-    def devices(self) -> dict[str, DeviceInfo]:
-        """The GPU of each ready worker, by worker name; may wait for starting workers."""
+    def workers(self, wait_s: float = 0.0) -> Workers:
+        """The workers now, having waited up to `wait_s` for starting ones to report their GPU
+        (an executor whose one worker cannot start raises EvaluatorUnavailable)."""
         ...
 
-    def worker_of(self, candidate_id: str) -> str | None:
-        """The worker a candidate was last sent to (the lineage's `worker` column), if known."""
-        ...
-
-    def busy_fraction(self) -> float:
-        """Worker-seconds spent evaluating candidates (not starting or preparing) over
-        worker-seconds ready, in [0, 1]."""
-        ...
-
-    def worker_stats(self) -> list[WorkerStats]:
-        """One record per worker, for the run summary."""
-        ...
-
-    def notices(self) -> list[str]:
-        """One-line reports since the last call (a worker lost, evaluations re-queued), for the
-        progress view; empty where nothing can happen to a worker that the user should hear."""
+    def close(self) -> None:
+        """Stop all workers."""
         ...

@@ -13,8 +13,9 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
-from fsr.execute.base import Evaluator, WorkerStats
+from fsr.execute.base import Evaluator, Workers, WorkerStats
 from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,6 @@ class LocalExecutor:
         self._inbox: queue.Queue[Candidate | None] = queue.Queue()
         self._outbox: queue.Queue[Evaluation] = queue.Queue()
         self._in_flight = 0  # submitted and not yet handed out by poll; caller's thread only
-        self._worker_of: dict[str, str] = {}
         self._pins: dict[str, str] = {}  # task -> GPU model it must be evaluated on
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -79,7 +79,6 @@ class LocalExecutor:
         self._start()
         self._check_pin(candidate.task)
         self._in_flight += 1
-        self._worker_of[candidate.id] = WORKER_NAME
         self._inbox.put(candidate)
 
     def poll(self, timeout_s: float) -> list[Evaluation]:
@@ -121,13 +120,18 @@ class LocalExecutor:
 
     # --- the worker -------------------------------------------------------------------------
 
-    def busy_fraction(self) -> float:
-        """Seconds spent evaluating candidates (not starting or preparing) over seconds since the
-        evaluator was ready (0 before)."""
-        return self.worker_stats()[0].shares()[0]
+    def workers(self, wait_s: float = 0.0) -> Workers:
+        """The one worker: its GPU once the evaluator is built (waiting up to `wait_s`, building it
+        if needed; EvaluatorUnavailable if it cannot be), its counters (no restarts: a local
+        evaluator that fails stops the run), no notices (a failure raises instead)."""
+        if wait_s > 0:
+            self._start()
+            self._built.wait(wait_s)
+            self._raise_if_unavailable()
+        devices = {WORKER_NAME: self._device} if self._device is not None else {}
+        return Workers(devices, tuple(self._stats()))
 
-    def worker_stats(self) -> list[WorkerStats]:
-        """The one worker's counters (no restarts: a local evaluator that fails stops the run)."""
+    def _stats(self) -> list[WorkerStats]:
         busy, alive = self._busy_alive_s()
         with self._lock:
             evaluations, crashes, setup = self._evaluations, self._crashes, self._setup_s
@@ -140,28 +144,20 @@ class LocalExecutor:
         """Refuse `task`'s candidates unless this GPU is a `device_name` (checked on submit)."""
         self._pins[task] = device_name
 
-    def notices(self) -> list[str]:
-        """Nothing to report: a failed build or a lost GPU raises EvaluatorUnavailable instead."""
-        return []
-
-    def worker_of(self, candidate_id: str) -> str | None:
-        """Which worker evaluated a candidate (for the lineage's `worker` column)."""
-        return self._worker_of.get(candidate_id)
-
-    def devices(self) -> dict[str, DeviceInfo]:
+    def _gpu(self) -> DeviceInfo:
         """The worker's GPU, building the evaluator if needed (blocks until it is built)."""
         self._start()
         self._built.wait()
         self._raise_if_unavailable()
         assert self._device is not None
-        return {WORKER_NAME: self._device}
+        return self._device
 
     def _check_pin(self, task: str) -> None:
         """A pinned task's model must be this GPU's; finding that out waits for the evaluator."""
         model = self._pins.get(task)
         if model is None:
             return
-        device = self.devices()[WORKER_NAME].name
+        device = self._gpu().name
         if device != model:
             raise EvaluatorUnavailable(
                 f"task {task!r} is pinned to GPU model {model!r} (its timings so far were measured there), "
@@ -213,7 +209,7 @@ class LocalExecutor:
         with self._lock:
             self._busy_since = time.monotonic()
         try:
-            evaluation = evaluator.evaluate(candidate)
+            evaluation = replace(evaluator.evaluate(candidate), worker=WORKER_NAME)
             with self._lock:
                 self._setup_s += evaluation.setup_s
             return evaluation
@@ -224,7 +220,8 @@ class LocalExecutor:
             device = self._device.name if self._device else ""
             with self._lock:
                 self._crashes += 1
-            return crash_evaluation(candidate, f"evaluator raised {type(e).__name__}: {e}", device)
+            return replace(crash_evaluation(candidate, f"evaluator raised {type(e).__name__}: {e}", device),
+                           worker=WORKER_NAME)
         finally:
             with self._lock:
                 self._evaluations += 1

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from fsr.candidate import parse
 from fsr.config import SearchConfig
-from fsr.execute.base import Executor
+from fsr.execute.base import DEVICE_WAIT_S, Executor
 from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored, has_baseline, propose, task_speedup
 from fsr.propose.features import detect
 from fsr.types import Candidate, Evaluation, Origin, Task
@@ -84,7 +84,7 @@ def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchCo
     """Run the FSR loop on one task to `depth` rounds of `n_per_round` candidates (see the module
     docstring). `config` supplies max_evaluations, max_wall_s, target_speedup and seed. The
     caller owns and closes executor and writer (flushed here at the end)."""
-    device = next(iter(executor.devices().values()), None)  # what the prompts describe
+    device = executor.workers(DEVICE_WAIT_S).device  # what the prompts describe
     run = _Run(task, executor, writer, config)
     parent = _baseline(run) if has_baseline(task) else None  # None: the model writes the first kernel
     failures: deque[Scored] = deque(maxlen=FAILURES_SHOWN)
@@ -203,8 +203,7 @@ class _Run:
             self.ok.append(member)
             self.ok.sort(key=lambda s: s.latency_us)
         if self.writer is not None:
-            worker = self.executor.worker_of(ev.candidate_id) or ""
             self.writer.append(cand, ev, features_detected=sorted(member.features),
-                               worker=worker, started_at=started_at, finished_at=datetime.now(UTC),
+                               started_at=started_at, finished_at=datetime.now(UTC),
                                prompt_tokens=tokens[0], completion_tokens=tokens[1])
         return member

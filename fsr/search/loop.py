@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from fsr.config import SearchConfig
-from fsr.execute.base import Executor
+from fsr.execute.base import DEVICE_WAIT_S, Executor, Workers
 from fsr.propose.base import Proposer, speedup_words
 from fsr.propose.features import detect
 from fsr.search.pace import Ceilings
@@ -81,8 +81,8 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
             if ts.device:
                 executor.pin(ts.task.name, ts.device)
     # A paced model's workers are up by now (its prompts name their GPU), so asking is cheap.
-    devices = executor.devices() if pace is not None else {}
-    pool = ProposalPool(proposer, pace, gpus=len(devices), device=next(iter(devices.values()), None))
+    workers = executor.workers(DEVICE_WAIT_S) if pace is not None else Workers()
+    pool = ProposalPool(proposer, pace, gpus=len(workers.devices), device=workers.device)
     sink = BackgroundSink(writer) if writer is not None else None
     try:
         return Driver(state, executor, pool, sink, view, candidates_per_request, resumed).run()
@@ -117,6 +117,7 @@ class Driver:
         self.started = time.perf_counter()
         self.poll_s = 0.0
         self.shown = 0.0
+        self.noticed = 0  # the executor's notices passed on to the view so far
 
     def run(self) -> CampaignSummary:
         for ts in self.state.tasks.values():
@@ -233,9 +234,11 @@ class Driver:
 
     def _pass_on_notices(self) -> None:
         """The executor's one-line reports (a worker lost, evaluations re-queued) go to the view."""
-        for line in self.executor.notices():
+        notices = self.executor.workers().notices
+        for line in notices[self.noticed:]:
             if self.view is not None:
                 self.view.note(line)
+        self.noticed = len(notices)
 
     def _tell(self, ev: Evaluation) -> None:
         item = self.in_flight.pop(ev.candidate_id, None)
@@ -250,8 +253,7 @@ class Driver:
             self.fruitless[item.candidate.task] = 0
         self.counts["evaluations"] += 1
         if self.writer is not None:
-            worker = self.executor.worker_of(ev.candidate_id) or ""
-            self.writer.append(item.candidate, ev, features_detected=sorted(item.features), worker=worker,
+            self.writer.append(item.candidate, ev, features_detected=sorted(item.features),
                                started_at=item.started_at, finished_at=datetime.now(UTC),
                                prompt_tokens=item.prompt_tokens, completion_tokens=item.completion_tokens)
 
@@ -307,7 +309,7 @@ class Driver:
         pace = self.pool.stats(workers=free + len(self.in_flight), waiting=self._proposals_waiting(),
                                idle_workers=free if not self.ready else 0)
         return snapshot(self.state, self._elapsed(), self.counts["evaluations"], len(self.in_flight),
-                        self.executor.busy_fraction(), self.counts, pace)
+                        self.executor.workers().busy_fraction, self.counts, pace)
 
     def _show(self, told: int) -> None:
         """Update the view after results came in, or every VIEW_EVERY_S (elapsed time moves)."""

@@ -12,9 +12,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from fsr.execute.base import WorkerStats
+from fsr.execute.base import Workers, WorkerStats
 from fsr.testing.fakes import FakeEvaluator
-from fsr.types import Candidate, DeviceInfo, Evaluation
+from fsr.types import Candidate, Evaluation
 
 
 @dataclass
@@ -38,23 +38,23 @@ class FakeGpuWorkers:
         self.evaluator = evaluator or FakeEvaluator(fixed_us=100.0)
         self.eval_s, self.calls_per_worker = eval_s, calls_per_worker
         self.started = time.monotonic()
-        self.workers = [Worker(f"fake{i}", self.started + startup_s) for i in range(workers)]
+        self.gpus = [Worker(f"fake{i}", self.started + startup_s) for i in range(workers)]
 
     def free_slots(self) -> int:
-        return sum(self.calls_per_worker - len(w.calls) for w in self.workers)
+        return sum(self.calls_per_worker - len(w.calls) for w in self.gpus)
 
     def submit(self, candidate: Candidate) -> None:
-        worker = min(self.workers, key=lambda w: (len(w.calls), w.free_at()))
+        worker = min(self.gpus, key=lambda w: (len(w.calls), w.free_at()))
         if len(worker.calls) >= self.calls_per_worker:
             raise RuntimeError("no free slot")
         start = max(time.monotonic(), worker.free_at())
         worker.calls.append((candidate, start, start + self.eval_s))
 
     def poll(self, timeout_s: float) -> list[Evaluation]:
-        ends = [w.calls[0][2] for w in self.workers if w.calls]
+        ends = [w.calls[0][2] for w in self.gpus if w.calls]
         time.sleep(max(0.0, min([timeout_s] + [e - time.monotonic() for e in ends])))
         now, out = time.monotonic(), []
-        for w in self.workers:
+        for w in self.gpus:
             while w.calls and w.calls[0][2] <= now:
                 w.done.append(w.calls.popleft())
                 out.append(self.evaluator.evaluate(w.done[-1][0]))
@@ -63,21 +63,18 @@ class FakeGpuWorkers:
     def busy(self, since: float, until: float) -> float:
         """The workers' share of [since, until] spent evaluating."""
         covered = sum(max(0.0, min(e, until) - max(s, since)) for _, s, e in self.spans())
-        return covered / (len(self.workers) * (until - since)) if until > since else 0.0
+        return covered / (len(self.gpus) * (until - since)) if until > since else 0.0
 
     def spans(self) -> list[tuple[Candidate, float, float]]:
         """Every evaluation, finished or not: (candidate, start, end), in order of start."""
-        return sorted((c for w in self.workers for c in [*w.done, *w.calls]), key=lambda c: c[1])
+        return sorted((c for w in self.gpus for c in [*w.done, *w.calls]), key=lambda c: c[1])
 
     def first_proposed(self) -> float | None:
         """When the first candidate that is not a seed began (a proposer's first answer)."""
         return next((s for c, s, _ in self.spans() if c.origin.proposer != "seed"), None)
 
     def ready_at(self) -> float:
-        return min(w.ready_at for w in self.workers)
-
-    def busy_fraction(self) -> float:
-        return self.busy(self.ready_at(), time.monotonic())
+        return min(w.ready_at for w in self.gpus)
 
     def close(self) -> None:
         pass
@@ -85,15 +82,13 @@ class FakeGpuWorkers:
     def pin(self, task: str, device_name: str) -> None:
         pass
 
-    def devices(self) -> dict[str, DeviceInfo]:
-        device = self.evaluator.device()
-        return {w.name: device for w in self.workers}
-
-    def worker_of(self, candidate_id: str) -> str | None:
-        return None
-
-    def worker_stats(self) -> list[WorkerStats]:
-        return []
-
-    def notices(self) -> list[str]:
-        return []
+    def workers(self, wait_s: float = 0.0) -> Workers:
+        """Every fake GPU with the evaluator's device; each busy over the seconds since it was
+        ready (what a GPU worker reports)."""
+        device, now = self.evaluator.device(), time.monotonic()
+        stats = []
+        for w in self.gpus:
+            busy = sum(max(0.0, min(e, now) - max(s, w.ready_at)) for _, s, e in [*w.done, *w.calls])
+            stats.append(WorkerStats(w.name, "ready", device.name, len(w.calls), len(w.done), 0, 0, 0, busy,
+                                     max(0.0, now - w.ready_at)))
+        return Workers({w.name: device for w in self.gpus}, tuple(stats))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fsr.candidate import parse, with_defines
-from fsr.execute.base import Evaluator, Executor, WorkerStats
+from fsr.execute.base import Evaluator, Executor, Workers, WorkerStats
 from fsr.execute.local import EvaluatorUnavailable
 from fsr.propose.features import detect
 from fsr.tasks import load
@@ -303,29 +303,25 @@ class FakeExecutor:
     def pin(self, task: str, device_name: str) -> None:
         self.pins[task] = device_name
 
-    def devices(self) -> dict[str, DeviceInfo]:
+    def workers(self, wait_s: float = 0.0) -> Workers:
+        """One fake GPU per slot (the models given, in turn), busy as one pooled worker: the
+        evaluations' seconds over the slots' seconds since the start. Evaluations keep an empty
+        `worker`: no worker is real."""
+        elapsed = self._now() - self.started
+        pooled = WorkerStats("fake", "ready", "", len(self._running), len(self.submitted), 0, 0, 0,
+                             min(self.busy_s, elapsed * self.slots), elapsed * self.slots)
+        return Workers(self._devices(), (pooled,))
+
+    def _devices(self) -> dict[str, DeviceInfo]:
         device = self.evaluator.device()
         models = self.models or (device.name,)
         return {f"fake{i}": replace(device, name=models[i % len(models)]) for i in range(self.slots)}
-
-    def worker_of(self, candidate_id: str) -> str | None:
-        return None  # the lineage's worker column stays empty: no worker is real
-
-    def busy_fraction(self) -> float:
-        elapsed = self._now() - self.started
-        return min(1.0, self.busy_s / (elapsed * self.slots)) if elapsed > 0 else 0.0
-
-    def worker_stats(self) -> list[WorkerStats]:
-        return []
-
-    def notices(self) -> list[str]:
-        return []
 
     def _model_for(self, task: str) -> str:
         """The task's model: fixed at its first submit (by its pin, else the commonest model)."""
         if task in self.model_of:
             return self.model_of[task]
-        models = [d.name for d in self.devices().values()]
+        models = [d.name for d in self._devices().values()]
         model = self.pins.get(task) or max(models, key=models.count)
         if model not in models:
             raise EvaluatorUnavailable(f"task {task!r} is pinned to GPU model {model!r}; "

@@ -34,18 +34,18 @@ def test_every_gpu_gets_a_worker_and_no_worker_holds_more_than_two_calls(make):
         while ex.free_slots() and submitted < len(cands):
             ex.submit(cands[submitted])
             submitted += 1
-        assert all(w.in_flight <= 2 for w in ex.worker_stats())
+        assert all(w.in_flight <= 2 for w in ex.workers().stats)
         got += ex.poll(5.0)
     assert sorted(e.candidate_id for e in got) == sorted(c.id for c in cands)
     assert all(e.verdict == Verdict.OK for e in got)
-    workers = Counter(ex.worker_of(c.id) for c in cands)
+    workers = Counter(e.worker for e in got)
     assert len(workers) == 4 and min(workers.values()) >= 3, workers
-    assert len(ex.devices(RAY_WAIT_S)) == 4
+    assert len(ex.workers(RAY_WAIT_S).devices) == 4
 
 
 def test_a_task_stays_on_the_gpu_model_that_first_evaluated_it(make):
     ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=0.05, models=("ModelA", "ModelB")))
-    devices = ex.devices(RAY_WAIT_S)
+    devices = ex.workers(RAY_WAIT_S).devices
     assert Counter(d.name for d in devices.values()) == {"ModelA": 2, "ModelB": 2}
     model_of = {name: d.name for name, d in devices.items()}
     cands = candidates(12, task="softmax") + candidates(12, task="other")
@@ -56,7 +56,7 @@ def test_a_task_stays_on_the_gpu_model_that_first_evaluated_it(make):
         got += collect(ex, 6)
     for task in ("softmax", "other"):
         models = {e.device for e in got if e.task == task}
-        workers = {model_of[ex.worker_of(c.id) or ""] for c in cands if c.task == task}
+        workers = {model_of[e.worker] for e in got if e.task == task}
         assert len(models) == 1 and workers == models, (task, models, workers)
 
 
@@ -65,7 +65,7 @@ def test_a_task_goes_back_to_the_worker_that_has_it_prepared(make):
     # least-loaded alone sends the second of each task to another worker (each task prepared
     # twice); a worker that has the task counts AFFINITY_CALLS calls fewer and takes it again.
     ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=1.0))
-    ex.devices(RAY_WAIT_S)
+    ex.workers(RAY_WAIT_S)
     order = "ABCDDCBA" * 2
     made = {t: iter(candidates(order.count(t), task=t)) for t in "ABCD"}
     cands = [next(made[t]) for t in order]
@@ -76,14 +76,14 @@ def test_a_task_goes_back_to_the_worker_that_has_it_prepared(make):
         ex.submit(c)
     got += collect(ex, 8)
     assert all(e.verdict == Verdict.OK for e in got)
-    workers = {t: {ex.worker_of(c.id) for c in cands if c.task == t} for t in "ABCD"}
+    workers = {t: {e.worker for e in got if e.task == t} for t in "ABCD"}
     assert all(len(w) == 1 for w in workers.values()), workers
     assert len(set().union(*workers.values())) == 4  # and the four tasks still spread over the four
 
 
 def test_a_task_pinned_to_a_model_no_worker_has_fails_loudly(make):
     ex = make()
-    ex.devices(RAY_WAIT_S)
+    ex.workers(RAY_WAIT_S)
     ex.pin("softmax", "H100 80GB HBM3")
     with pytest.raises(NoWorkerError, match="H100 80GB HBM3.*FakeGPU"):
         ex.submit(candidates(1)[0])
@@ -96,7 +96,7 @@ def test_more_workers_than_gpus_is_refused():
 
 def test_workers_stay_busy_under_saturating_load(make):
     ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=0.1))
-    ex.devices(RAY_WAIT_S)
+    ex.workers(RAY_WAIT_S)
     cands = iter(candidates(400))
     end = time.monotonic() + 4.0
     done = 0
@@ -104,7 +104,7 @@ def test_workers_stay_busy_under_saturating_load(make):
         for _ in range(ex.free_slots()):
             ex.submit(next(cands))
         done += len(ex.poll(0.5))
-    busy = ex.busy_fraction()
+    busy = ex.workers().busy_fraction
     assert done >= 100
     assert busy > 0.9, busy
 
@@ -149,7 +149,7 @@ def _preparations(homes):
     candidates each: the most times one worker prepared one task."""
     ex = RayExecutor(PreparingEvaluatorFactory(capacity=3), num_workers=4, max_in_flight_per_worker=2, homes=homes)
     try:
-        ex.devices(RAY_WAIT_S)
+        ex.workers(RAY_WAIT_S)
         names = [f"task{i:02d}" for i in range(12)]
         made = {t: iter(candidates(8, task=t)) for t in names}
         order = [next(made[t]) for _ in range(8) for t in names]
@@ -158,7 +158,7 @@ def _preparations(homes):
             while order and ex.free_slots():
                 ex.submit(order.pop(0))
             got += ex.poll(5.0)
-        prepared = Counter((ex.worker_of(e.candidate_id), e.task) for e in got if e.setup_s > 0)
+        prepared = Counter((e.worker, e.task) for e in got if e.setup_s > 0)
         return max(prepared.values())
     finally:
         ex.close()

@@ -58,15 +58,15 @@ def test_a_worker_process_killed_mid_evaluation_costs_no_verdict_and_its_calls_a
     got = by_id(collect(ex, 2))
     assert all(e.verdict == Verdict.OK for e in got.values()), [e.message for e in got.values()]
     assert all(str(pid) not in e.message for e in got.values())  # redone by the replacement
-    (stats,) = ex.worker_stats()
+    (stats,) = ex.workers().stats
     assert (stats.lost, stats.requeued, stats.crashes, stats.restarts, stats.state) == (1, 2, 0, 1, "ready")
-    (line,) = ex.notices()
+    (line,) = ex.workers().notices
     assert "w00" in line and "its process died" in line and "2 evaluations re-queued" in line
 
 
 def test_a_candidate_running_on_every_one_of_several_worker_deaths_is_blamed_with_crash(make):
     ex = make(num_workers=1, poison_after=3, restart_backoff_s=0.1)
-    ex.devices(RAY_WAIT_S)
+    ex.workers(RAY_WAIT_S)
     (killer,) = candidates(1, mark=EXIT_MARK)
     innocent = candidates(2)
     for c in [killer, *innocent]:
@@ -75,16 +75,16 @@ def test_a_candidate_running_on_every_one_of_several_worker_deaths_is_blamed_wit
     assert got[killer.id].verdict == Verdict.CRASH
     assert "3 in a row" in got[killer.id].message and got[killer.id].device == "FakeGPU"
     assert all(got[c.id].verdict == Verdict.OK for c in innocent)
-    (stats,) = ex.worker_stats()
+    (stats,) = ex.workers().stats
     assert (stats.lost, stats.crashes, stats.restarts) == (3, 1, 3)
-    notices = ex.notices()
+    notices = ex.workers().notices
     assert len(notices) == 3 and f"candidate {killer.id}" in notices[-1] and "CRASH" in notices[-1]
     assert all(f"candidate {killer.id}" not in line for line in notices[:-1])
 
 
 def test_a_hung_worker_is_killed_and_its_call_redone_until_it_hangs_every_time(make):
     ex = make(num_workers=1, call_timeout_s=1.5, poison_after=2, restart_backoff_s=0.1)
-    ex.devices(RAY_WAIT_S)
+    ex.workers(RAY_WAIT_S)
     (hang,) = candidates(1, mark=HANG_MARK)
     (after,) = candidates(1)
     ex.submit(hang)
@@ -94,15 +94,15 @@ def test_a_hung_worker_is_killed_and_its_call_redone_until_it_hangs_every_time(m
     assert got[after.id].verdict == Verdict.OK
     # the second kill's replacement may still be starting when the verdict is out: wait for it
     deadline = time.monotonic() + RAY_WAIT_S
-    while ex.worker_stats()[0].restarts < 2 and time.monotonic() < deadline:
+    while ex.workers().stats[0].restarts < 2 and time.monotonic() < deadline:
         ex.poll(0.1)
-    (stats,) = ex.worker_stats()
+    (stats,) = ex.workers().stats
     assert (stats.lost, stats.timeouts, stats.restarts) == (2, 1, 2)
 
 
 def test_an_evaluator_that_raises_is_the_workers_fault_until_the_candidate_is_poison(make):
     ex = make(num_workers=1, poison_after=2, restart_backoff_s=0.1)
-    ex.devices(RAY_WAIT_S)
+    ex.workers(RAY_WAIT_S)
     (bad,) = candidates(1, mark=RAISE_MARK)
     good = candidates(2)
     for c in [bad, *good]:
@@ -110,12 +110,12 @@ def test_an_evaluator_that_raises_is_the_workers_fault_until_the_candidate_is_po
     got = by_id(collect(ex, 3))
     assert got[bad.id].verdict == Verdict.CRASH and "RuntimeError: evaluator bug" in got[bad.id].message
     assert all(got[c.id].verdict == Verdict.OK for c in good)
-    assert ex.worker_stats()[0].lost == 2
+    assert ex.workers().stats[0].lost == 2
 
 
 def test_a_slot_that_keeps_failing_is_retired_without_blaming_any_candidate(make):
     ex = make(num_workers=1, max_consecutive_failures=2, poison_after=5, restart_backoff_s=0.1)
-    ex.devices(RAY_WAIT_S)
+    ex.workers(RAY_WAIT_S)
     for c in candidates(3, mark=EXIT_MARK):
         ex.submit(c)
     got: list[Evaluation] = []
@@ -124,8 +124,8 @@ def test_a_slot_that_keeps_failing_is_retired_without_blaming_any_candidate(make
         while time.monotonic() < deadline:
             got += ex.poll(1.0)
     assert got == []  # no verdict: the candidates were not yet shown to be the cause
-    assert ex.worker_stats()[0].state == "retired"
-    assert "retired after 3 failures in a row" in ex.notices()[-1]
+    assert ex.workers().stats[0].state == "retired"
+    assert "retired after 3 failures in a row" in ex.workers().notices[-1]
 
 
 class FlakyRayExecutor(RayExecutor):
@@ -153,9 +153,9 @@ def test_rpc_and_object_store_errors_redo_the_evaluation_on_a_new_worker(make, e
     ex.submit(marked)
     (ev,) = collect(ex, 1)
     assert ev.verdict == Verdict.OK and list(FlakyRayExecutor.failed) == [marked.id]
-    (stats,) = ex.worker_stats()
+    (stats,) = ex.workers().stats
     assert (stats.lost, stats.requeued, stats.crashes, stats.restarts) == (1, 1, 0, 1)
-    (line,) = ex.notices()
+    (line,) = ex.workers().notices
     assert type(error).__name__ in line and "1 evaluation re-queued" in line
 
 
@@ -164,7 +164,7 @@ def test_a_lost_node_blames_no_candidate_and_its_work_is_redone_elsewhere(ray_cl
     ray_cluster.wait_for_nodes()
     try:
         ex = make(num_workers=5, evaluator_factory=MarkedEvaluatorFactory(latency_s=1.0))
-        assert len(ex.devices(RAY_WAIT_S)) == 5
+        assert len(ex.workers(RAY_WAIT_S).devices) == 5
         cands = candidates(10)
         for c in cands:
             ex.submit(c)
@@ -174,9 +174,9 @@ def test_a_lost_node_blames_no_candidate_and_its_work_is_redone_elsewhere(ray_cl
     got = by_id(collect(ex, 10))
     assert set(got) == {c.id for c in cands}
     assert all(e.verdict == Verdict.OK for e in got.values()), [e.message for e in got.values()]
-    stats = ex.worker_stats()
+    stats = ex.workers().stats
     assert sum(w.crashes for w in stats) == 0 and sum(w.lost for w in stats) == 1
-    (line,) = [n for n in ex.notices() if "lost" in n]
+    (line,) = [n for n in ex.workers().notices if "lost" in n]
     assert "re-queued" in line
 
 
@@ -192,7 +192,7 @@ def test_a_worker_that_cannot_be_placed_waits_while_the_others_work(make):
     try:
         ex = make(num_workers=4, stuck_after_s=4.0)
         deadline = time.monotonic() + RAY_WAIT_S
-        while sum(w.state == "ready" for w in ex.worker_stats()) < 3 and time.monotonic() < deadline:
+        while sum(w.state == "ready" for w in ex.workers().stats) < 3 and time.monotonic() < deadline:
             ex.poll(0.2)
         cands = candidates(8)
         for c in cands:
@@ -201,12 +201,12 @@ def test_a_worker_that_cannot_be_placed_waits_while_the_others_work(make):
         assert all(e.verdict == Verdict.OK for e in got.values())
         time.sleep(4.0)
         ex.poll(0.1)
-        (waiting,) = [w for w in ex.worker_stats() if w.state != "ready"]
-        assert waiting.state == "starting" and waiting.name not in {ex.worker_of(c.id) for c in cands}
-        assert any(waiting.name in line and "has not started" in line for line in ex.notices())
+        (waiting,) = [w for w in ex.workers().stats if w.state != "ready"]
+        assert waiting.state == "starting" and waiting.name not in {e.worker for e in got.values()}
+        assert any(waiting.name in line and "has not started" in line for line in ex.workers().notices)
     finally:
         ray.kill(holder)
-    assert len(ex.devices(RAY_WAIT_S)) == 4  # placed once a GPU is free
+    assert len(ex.workers(RAY_WAIT_S).devices) == 4  # placed once a GPU is free
 
 
 class NodeRemover:
@@ -244,7 +244,7 @@ def test_a_campaign_that_loses_every_worker_stops_in_one_line_and_resumes_to_its
     factory = MarkedEvaluatorFactory(latency_s=0.2)
     try:
         ex = make(num_workers=1, start_timeout_s=2.0, evaluator_factory=factory)
-        assert len(ex.devices(RAY_WAIT_S)) == 1  # started (on the new node) before the clock runs
+        assert len(ex.workers(RAY_WAIT_S).devices) == 1  # started (on the new node) before the clock runs
         with LineageWriter(tmp_path) as writer, pytest.raises(NoWorkerError) as info:
             run_campaign([softmax_task()], ex, MutateProposer(), config, writer, NodeRemover(ray_cluster, node, 4))
         assert "no GPU worker left" in str(info.value) and "\n" not in str(info.value)
@@ -268,12 +268,12 @@ def test_the_run_summary_names_a_lost_worker_and_its_requeued_evaluations(make):
     (probe,) = candidates(1, task="probe")
     ex.submit(probe)
     pid = int(collect(ex, 1)[0].message.split()[-1])
-    assert "lost" not in _worker_lines(ex.worker_stats())[0]
+    assert "lost" not in _worker_lines(ex.workers().stats)[0]
     ex.submit(candidates(1, mark=SLOW_MARK)[0])
     time.sleep(0.5)
     os.kill(pid, signal.SIGKILL)
     collect(ex, 1)
-    (line,) = _worker_lines(ex.worker_stats())
+    (line,) = _worker_lines(ex.workers().stats)
     assert "2 evaluations, " in line and "lost 1 time (1 evaluations re-queued), 0 crashed" in line
 
 

@@ -26,6 +26,7 @@ class ExecutorContract:
     """Behaviour every Executor must have. `timeout_s` bounds one evaluation's round trip."""
 
     timeout_s: float = 120.0
+    names_workers: bool = True  # its evaluations name the worker that gave them (a fake has none)
 
     def make_executor(self) -> Executor:
         raise NotImplementedError
@@ -45,6 +46,17 @@ class ExecutorContract:
         while len(out) < count and time.monotonic() < deadline:
             out += executor.poll(min(1.0, max(0.0, deadline - time.monotonic())))
         return out
+
+    def test_each_evaluation_names_a_worker_the_executor_reports(self, executor):
+        executor.submit(softmax_variants(1)[0])
+        (got,) = self.collect(executor, 1)
+        workers = executor.workers()
+        names = {w.name for w in workers.stats}
+        if self.names_workers:
+            assert got.worker in names, (got.worker, names)
+        else:
+            assert got.worker == ""
+        assert 0.0 <= workers.busy_fraction <= 1.0
 
     def test_an_idle_executor_has_free_slots(self, executor):
         assert executor.free_slots() >= 1

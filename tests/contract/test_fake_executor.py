@@ -8,6 +8,7 @@ from tests.contract.executor_contract import ExecutorContract
 
 class TestFakeExecutor(ExecutorContract):
     timeout_s = 5.0
+    names_workers = False  # no worker is real: the lineage's worker column stays empty
 
     def make_executor(self) -> FakeExecutor:
         return FakeExecutor(FakeEvaluator(), slots=4, eval_s=1.0)
@@ -15,6 +16,7 @@ class TestFakeExecutor(ExecutorContract):
 
 class TestFakeExecutorOnTheRealClock(ExecutorContract):
     timeout_s = 5.0
+    names_workers = False  # no worker is real: the lineage's worker column stays empty
 
     def make_executor(self) -> FakeExecutor:
         return FakeExecutor(FakeEvaluator(), slots=2, eval_s=0.01, real_time=True)

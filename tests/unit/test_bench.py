@@ -28,7 +28,7 @@ def row(task: str, n: int, verdict: Verdict = Verdict.OK, median_us: float | Non
     ev = Evaluation(cand.id, task, verdict, device="NVIDIA H200", baseline_us=baseline_us,
                     library_us=library_us, torch_us=torch_us, torch_compile_us=torch_compile_us,
                     timing=replace(timing(median_us), ceiling_fraction=fraction) if median_us else None)
-    return lineage.evaluation_row(cand, ev, worker="w0")
+    return lineage.evaluation_row(cand, replace(ev, worker="w0"))
 
 
 def frame(rows: list[dict]):

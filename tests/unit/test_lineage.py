@@ -69,7 +69,7 @@ def write_rows(run_dir: Path, n: int, batch_rows: int = 4) -> None:
     w = lineage.LineageWriter(run_dir, batch_rows=batch_rows, batch_age_s=1e9)
     for i in range(n):
         c = make_candidate(i)
-        w.append(c, ok_evaluation(c), worker=f"gpu{i % 2}")
+        w.append(c, replace(ok_evaluation(c), worker=f"gpu{i % 2}"))
     w.flush()
 
 
@@ -79,9 +79,9 @@ def parts(run_dir: Path, table: str = "evaluations") -> list[Path]:
 
 def test_full_row_round_trips_through_parquet(tmp_path: Path) -> None:
     c, started = make_candidate(), datetime(2026, 11, 22, 2, 30, tzinfo=UTC)
-    e = ok_evaluation(c)
+    e = replace(ok_evaluation(c), worker="gpu0")  # the worker round-trips too
     with lineage.LineageWriter(tmp_path / "r1") as w:
-        w.append(c, e, features_detected=["coalesced"], worker="gpu0", started_at=started,
+        w.append(c, e, features_detected=["coalesced"], started_at=started,
                  prompt_tokens=1200, completion_tokens=800)
     table = lineage.read(tmp_path / "r1")
     assert table.schema.equals(lineage_schema.EVALUATIONS)
@@ -319,5 +319,5 @@ def test_a_candidate_evaluated_again_is_two_evaluations(tmp_path: Path, caplog) 
     c = make_candidate()
     with lineage.LineageWriter(tmp_path, batch_rows=1) as w:
         for wall_s in (3.2, 3.2, 3.5):  # as a resume or `fsr eval --repeat` appends it
-            w.append(c, replace(ok_evaluation(c), wall_s=wall_s), worker="local")
+            w.append(c, replace(ok_evaluation(c), wall_s=wall_s, worker="local"))
     assert lineage.read(tmp_path).num_rows == 3 and "dropped" not in caplog.text

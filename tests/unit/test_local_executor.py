@@ -92,7 +92,7 @@ def test_evaluations_run_one_at_a_time_in_submission_order():
     ex.close()
     assert [e.candidate_id for e in got] == [c.id for c in cands]
     assert rec.max_active == 1
-    assert all(ex.worker_of(c.id) == "local" for c in cands)
+    assert all(e.worker == "local" for e in got)  # each evaluation names its worker
 
 
 def test_a_factory_that_fails_is_reported_by_poll_and_submit():
@@ -123,7 +123,7 @@ def test_an_evaluator_that_raises_gives_a_crash_verdict_and_keeps_going():
 
 def test_devices_reports_the_evaluators_gpu():
     ex = LocalExecutor(Recorder)
-    assert {k: v.name for k, v in ex.devices().items()} == {"local": "rec"}
+    assert {k: v.name for k, v in ex.workers(60.0).devices.items()} == {"local": "rec"}
     ex.close()
 
 
@@ -136,7 +136,7 @@ def test_busy_fraction_is_high_when_the_caller_keeps_the_queue_full():
             ex.submit(next(cands))
             submitted += 1
         done += len(ex.poll(1.0))
-    busy = ex.busy_fraction()
+    busy = ex.workers().busy_fraction
     ex.close()
     assert busy > 0.9, busy
 
@@ -165,9 +165,10 @@ def test_a_task_pinned_to_another_gpu_model_is_refused_and_one_pinned_to_this_gp
         ex.submit(good)
         with pytest.raises(EvaluatorUnavailable, match="pinned to GPU model 'H100 80GB HBM3'.*this GPU is 'rec'"):
             ex.submit(other)
-        assert [e.candidate_id for e in drain(ex, 1)] == [good.id] and ex.free_slots() == 1
-        (stats,) = ex.worker_stats()
+        (done,) = drain(ex, 1)
+        assert done.candidate_id == good.id and done.worker == "local" and ex.free_slots() == 1
+        (stats,) = ex.workers().stats
         assert (stats.name, stats.device, stats.evaluations, stats.state) == ("local", "rec", 1, "ready")
-        assert ex.notices() == [] and ex.worker_of(good.id) == "local"
+        assert ex.workers().notices == ()
     finally:
         ex.close()

@@ -205,7 +205,7 @@ def test_replaying_recorded_evaluations_reproduces_the_search():
 def test_no_generation_barrier_slots_stay_full_with_uneven_evaluation_times():
     ex = FakeExecutor(FakeEvaluator(), slots=8, eval_s=lambda c: 1.0 + 9.0 * (int(c.id[:2], 16) % 2))
     search(ex, SearchConfig(max_evaluations=200, seed=0))
-    assert ex.busy_fraction() > 0.9
+    assert ex.workers().busy_fraction > 0.9
 
 
 def test_lineage_rows_carry_features_times_and_origin():
@@ -342,7 +342,7 @@ def test_background_sink_keeps_order_and_surfaces_writer_errors():
     sink = BackgroundSink(inner)
     members = [member(i, 100.0 + i) for i in range(50)]
     for m in members:
-        sink.append(m.candidate, m.evaluation, worker="w")
+        sink.append(m.candidate, replace(m.evaluation, worker="w"))
     sink.flush()
     assert [c.id for c, _, _ in inner.rows] == [m.id for m in members] and inner.flushes == 1
 

@@ -30,7 +30,7 @@ def test_torch_time_round_trips_through_the_lineage(tmp_path: Path) -> None:
     with lineage.LineageWriter(tmp_path) as w:
         for i, us in enumerate((15.0, None)):
             c = candidate(i)
-            w.append(c, evaluation(c, us), worker="gpu0")
+            w.append(c, replace(evaluation(c, us), worker="gpu0"))
     rows = lineage.read(tmp_path).to_pylist()
     assert [r["torch_us"] for r in rows] == [15.0, None]
     assert [lineage.evaluation_from_row(r).torch_us for r in rows] == [15.0, None]
@@ -38,9 +38,9 @@ def test_torch_time_round_trips_through_the_lineage(tmp_path: Path) -> None:
 
 def test_torch_compile_time_and_its_compile_seconds_round_trip(tmp_path: Path) -> None:
     c = candidate()
-    ev = replace(evaluation(c, 15.0), torch_compile_us=12.0, torch_compile_s=31.5)
+    ev = replace(evaluation(c, 15.0), torch_compile_us=12.0, torch_compile_s=31.5, worker="gpu0")
     with lineage.LineageWriter(tmp_path) as w:
-        w.append(c, ev, worker="gpu0")
+        w.append(c, ev)
     (row,) = lineage.read(tmp_path).to_pylist()
     assert (row["torch_compile_us"], row["torch_compile_s"]) == (12.0, 31.5)
     assert lineage.evaluation_from_row(row) == ev
@@ -52,7 +52,7 @@ def test_torch_compile_time_and_its_compile_seconds_round_trip(tmp_path: Path) -
 def test_lineage_written_before_the_torch_column_reads_with_nulls(tmp_path: Path) -> None:
     c = candidate()
     with lineage.LineageWriter(tmp_path) as w:
-        w.append(c, evaluation(c, 15.0), worker="gpu0")
+        w.append(c, replace(evaluation(c, 15.0), worker="gpu0"))
     for f in (tmp_path / "evaluations").glob("part-*.parquet"):
         pq.write_table(pq.read_table(f).drop_columns(["torch_us", "torch_compile_us", "torch_compile_s"]), f)
     row = lineage.read(tmp_path).to_pylist()[0]
