@@ -11,55 +11,42 @@ them.
 Budget: tokens are estimated as characters / 4. Long texts are cut on purpose where they enter
 (compiler logs keep their head and tail around a marker), then, while the prompt is over budget,
 the section of lowest priority steps down to its next shorter variant (and at last to nothing).
-Nothing is ever cut by accident or mid-section without a marker saying so.
+Nothing is ever cut by accident or mid-section without a marker saying so. How each piece is
+written (templates, clipping, figures, one evaluation described) is in fsr.propose.render.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import string
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from fsr import tasks
-from fsr.evaluate import diagnose, guards
+from fsr.evaluate import guards
 from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.features import BY_NAME
-from fsr.types import DeviceInfo, Evaluation, Task, Verdict, size_label
+from fsr.propose.render import (
+    LOG_CHARS,
+    LOG_CHARS_SHORT,
+    SOURCE_CHARS,
+    clip,
+    describe,
+    diagnosed,
+    fill,
+    format_bytes,
+    format_us,
+    format_x,
+)
+from fsr.types import DeviceInfo, Task, size_label
 
 CHARS_PER_TOKEN = 4
-LOG_CHARS = 2400  # a compiler log or mismatch report in full feedback
-LOG_CHARS_SHORT = 600
-SOURCE_CHARS = 24_000  # a kernel shown whole up to this size
 REFERENCE_CHARS = 4000
 
 
 def estimate_tokens(text: str) -> int:
     """Approximate tokens of a text (characters / 4, rounded up)."""
     return -(-len(text) // CHARS_PER_TOKEN)
-
-
-def clip(text: str, max_chars: int) -> str:
-    """`text` if short enough, else its head and tail around a marker saying what was cut."""
-    text = text.strip()
-    if len(text) <= max_chars:
-        return text
-    head = max_chars * 3 // 5
-    tail = max_chars - head
-    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[-tail:]}"
-
-
-@functools.cache
-def template(name: str) -> string.Template:
-    """A prompt template from fsr/propose/prompts/ (placeholders are `$name`)."""
-    return string.Template(resources.files("fsr.propose").joinpath("prompts", name).read_text())
-
-
-def fill(template_name: str, **values: object) -> str:
-    return template(template_name).substitute({k: str(v) for k, v in values.items()}).strip() + "\n"
 
 
 @dataclass(frozen=True)
@@ -135,8 +122,9 @@ def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tup
 
 def device_section(device: DeviceInfo, task: Task) -> str:
     return fill("device.md", name=device.name, arch=device.arch, sm_count=device.sm_count or "?",
-                smem_per_block=_bytes(device.smem_per_block), smem_optin=_bytes(device.smem_per_block_optin),
-                smem_per_sm=_bytes(device.smem_per_sm), l2=_bytes(device.l2_bytes),
+                smem_per_block=format_bytes(device.smem_per_block),
+                smem_optin=format_bytes(device.smem_per_block_optin),
+                smem_per_sm=format_bytes(device.smem_per_sm), l2=format_bytes(device.l2_bytes),
                 regs_per_sm=device.regs_per_sm or "?",
                 copy=f"{device.copy_gbps:.0f} GB/s" if device.copy_gbps else "not measured",
                 sgemm=f"{device.sgemm_tflops:.1f} TFLOP/s" if device.sgemm_tflops else "not measured",
@@ -183,8 +171,8 @@ def comparators(request: ProposalRequest) -> str:
     evs = [m.evaluation for m in members if m is not None and m.evaluation is not None]
     eager = next((e.torch_us for e in evs if e.torch_us), None)
     compiled = next((e.torch_compile_us for e in evs if e.torch_compile_us), None)
-    parts = [f"PyTorch eager takes {_us(eager)}" if eager else "",
-             f"torch.compile {_us(compiled)}" if compiled else ""]
+    parts = [f"PyTorch eager takes {format_us(eager)}" if eager else "",
+             f"torch.compile {format_us(compiled)}" if compiled else ""]
     said = " and ".join(p for p in parts if p)
     return f" There, {said}." if said else ""
 
@@ -195,11 +183,11 @@ def floors(task: Task, device: DeviceInfo) -> str:
     parts = []
     if device.copy_gbps:
         us = tasks.bytes_moved(task, sizes) / (device.copy_gbps * 1e9) * 1e6
-        parts.append(f"moving its {_bytes(int(tasks.bytes_moved(task, sizes)))} at the measured copy "
-                     f"bandwidth takes {_us(us)}")
+        parts.append(f"moving its {format_bytes(int(tasks.bytes_moved(task, sizes)))} at the measured copy "
+                     f"bandwidth takes {format_us(us)}")
     if device.sgemm_tflops and tasks.flops(task, sizes):
         us = tasks.flops(task, sizes) / (device.sgemm_tflops * 1e12) * 1e6
-        parts.append(f"its flops at the measured SGEMM rate take {_us(us)}")
+        parts.append(f"its flops at the measured SGEMM rate take {format_us(us)}")
     return ("At the benchmark size " + "; ".join(parts) + ".") if parts else ""
 
 
@@ -226,7 +214,8 @@ def performance_section(request: ProposalRequest, diagnostics: bool = False) -> 
         seen.add(s.id)
         ev = s.evaluation
         assert ev is not None and ev.timing is not None
-        table.append(f"| {label} ({s.id[:8]}) | {_us(ev.timing.median_us)} | {_x(task_speedup(task, ev))} | "
+        table.append(f"| {label} ({s.id[:8]}) | {format_us(ev.timing.median_us)} | "
+                     f"{format_x(task_speedup(task, ev))} | "
                      f"{ev.timing.ceiling_fraction:.0%} | {', '.join(sorted(s.features)) or '-'} |")
     text = "\n".join(table)
     if contrast is not None and contrast.ok and contrast.id != best.id:
@@ -310,70 +299,6 @@ def ask_section(request: ProposalRequest) -> str:
     return fill("ask.md", focus=focus)
 
 
-# ---- describing results -------------------------------------------------------------------------
-
-def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS, diagnostics: bool = False) -> str:
-    """One kernel's evaluation in a few lines: verdict, what went wrong or how fast, resources."""
-    ev = member.evaluation
-    if ev is None:
-        return "Not evaluated yet."
-    lines = [f"Verdict {ev.verdict}."]
-    if ev.verdict == Verdict.OK and ev.timing is not None:
-        t = ev.timing
-        lines.append(f"Median {_us(t.median_us)} at {size_label(task.bench_size)} (10th-90th percentile "
-                     f"{_us(t.p10_us)}-{_us(t.p90_us)}), {t.gbps:.0f} GB/s, {t.ceiling_fraction:.0%} of the "
-                     f"device's measured ceiling; {_x(task_speedup(task, ev))} over {speedup_basis(task)}"
-                     + (f", library {_us(ev.library_us)}" if ev.library_us else "") + ".")
-    passed = [size_label(c.size) for c in ev.checks if c.passed]
-    if ev.verdict == Verdict.WRONG and passed:
-        lines.append(f"Correct at {'; '.join(passed)}.")
-    if ev.message:
-        lines.append(_message(ev, log_chars))
-    lines.append(_resources(ev, member))
-    facts = diagnosed(ev) if diagnostics else ""
-    if facts:
-        lines.append(f"Machine code (static counts):\n{facts}")
-    return "\n".join(line for line in lines if line)
-
-
-def diagnosed(ev: Evaluation | None) -> str:
-    """An evaluation's diagnostics, or "" where there are none to show."""
-    if ev is None or not ev.diagnostics or ev.diagnostics.startswith(diagnose.UNAVAILABLE):
-        return ""
-    return ev.diagnostics
-
-
-def _message(ev: Evaluation, log_chars: int) -> str:
-    label = {Verdict.COMPILE_ERROR: "Compiler log", Verdict.WRONG: "Mismatch"}.get(ev.verdict, "Message")
-    text = ev.message
-    if ev.verdict == Verdict.COMPILE_ERROR:
-        text = _errors_first(text)
-    return f"{label}:\n```\n{clip(text, log_chars)}\n```"
-
-
-_ERROR_LINE = re.compile(r"error|catastrophic", re.I)
-
-
-def _errors_first(log: str) -> str:
-    """A compiler log with its error lines first: when it is cut, the errors survive."""
-    lines = log.strip().splitlines()
-    errors = [line for line in lines if _ERROR_LINE.search(line)]
-    if not errors or len(log) <= LOG_CHARS_SHORT:
-        return log
-    return "\n".join(errors) + "\n--- full log ---\n" + log
-
-
-def _resources(ev: Evaluation, member: Scored) -> str:
-    r = ev.resources
-    parts = []
-    if r.registers:
-        parts.append(f"{r.registers} registers per thread, {r.spill_bytes} B spilled, "
-                     f"{r.smem_static_bytes} B static shared memory")
-    defines = ev.tuned_defines or member.candidate.resolved_defines()
-    if defines:
-        parts.append(("tuned to " if ev.tuned_defines else "defines ") + ", ".join(f"{k}={v}" for k, v in defines))
-    return ("Resources: " + "; ".join(parts) + ".") if parts else ""
-
 
 def reference_source(task: Task) -> str:
     """The task's reference.py, less any library comparator (not the model's business)."""
@@ -383,22 +308,3 @@ def reference_source(task: Task) -> str:
     except OSError:
         return "(reference not available)"
     return re.sub(r"\ndef library\(.*?(?=\ndef |\Z)", "\n", text, flags=re.S).rstrip() + "\n"
-
-
-def _bytes(n: int) -> str:
-    if not n:
-        return "?"
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.4g} {unit}"
-    return f"{n} B"
-
-
-def _us(us: float | None) -> str:
-    if us is None:
-        return "?"
-    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} us"
-
-
-def _x(speedup: float | None) -> str:
-    return f"{speedup:.2f}x" if speedup else "?"

@@ -23,25 +23,17 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
 
 from fsr.candidate import parse
 from fsr.config import SearchConfig
 from fsr.execute.base import DEVICE_WAIT_S, Executor
 from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored, has_baseline, propose, task_speedup
 from fsr.propose.features import detect
+from fsr.search.sink import LineageSink
 from fsr.types import Candidate, Evaluation, Origin, Task
 
 POLL_S = 0.5
 FAILURES_SHOWN = 4  # failed attempts carried in a prompt, most recent first
-
-
-class LineageSink(Protocol):
-    """Where results go (fsr.lineage.LineageWriter)."""
-
-    def append(self, candidate: Candidate, evaluation: Evaluation, **extra: Any) -> None: ...
-
-    def flush(self) -> None: ...
 
 
 @dataclass(frozen=True)

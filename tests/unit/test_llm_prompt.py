@@ -7,7 +7,8 @@ import pytest
 from fsr.candidate import parse
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.features import BY_NAME, detect
-from fsr.propose.prompt import build, clip, system_prompt
+from fsr.propose.prompt import build, system_prompt
+from fsr.propose.render import clip
 from fsr.testing.fakes import softmax_task, timing
 from fsr.testing.llm_server import (
     COMPILE_ERROR_LINE,
