@@ -39,12 +39,19 @@ def stage_table(stages: pd.DataFrame, value: str = "per_evaluation_s") -> pd.Dat
     return wide.reindex(columns=[s for s in order if s in wide.columns]).reset_index().rename_axis(columns=None)
 
 
+SETUP_PAID_S = 0.05  # an evaluation that waited this long on setup paid for a preparation (or a child's start)
+
+
 def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per worker: its evaluations, the seconds it spent evaluating (`busy_s`, the evaluator's
-    wall time) and setting up (`setup_s`), its occupancy (busy over the run's span, from the
-    first evaluation's start to the last result), when it began its first evaluation and how
-    long it sat idle after its last (seconds from the run's start and to its end)."""
-    columns = ["worker", "device", "evaluations", "busy_s", "setup_s", "occupancy", "first_start_s", "idle_end_s"]
+    """Per worker: its evaluations, the seconds charged to them (`busy_s`, the evaluator's wall
+    time) and the part spent setting up (`setup_s`: starting the GPU child, preparing tasks), its
+    occupancy (busy over the run's span, from the first evaluation's start to the last result)
+    split into `evaluating` and `preparing`, the rest `idle`; how many times it prepared its most
+    prepared task (`preparations`: a campaign that keeps its working set prepares each once or
+    twice); when it began its first evaluation and how long it sat idle after its last (seconds
+    from the run's start and to its end)."""
+    columns = ["worker", "device", "evaluations", "busy_s", "setup_s", "occupancy", "evaluating", "preparing",
+               "idle", "preparations", "first_start_s", "idle_end_s"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     starts, finished = start_times(frame), pd.to_datetime(frame["finished_at"], utc=True)
@@ -56,6 +63,11 @@ def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
                                      busy_s=("wall_s", "sum"), setup_s=("setup_s", "sum"),
                                      first_start_s=("_start", "min"), last_finish_s=("_finish", "max"))
     out["occupancy"] = out["busy_s"] / span_s
+    out["preparing"] = out["setup_s"].clip(upper=out["busy_s"]) / span_s
+    out["evaluating"] = out["occupancy"] - out["preparing"]
+    out["idle"] = (1.0 - out["occupancy"]).clip(lower=0.0)
+    paid = rows[rows["setup_s"] > SETUP_PAID_S].groupby(["worker", "task"]).size()
+    out["preparations"] = paid.groupby(level="worker").max().reindex(out.index).fillna(0).astype(int)
     out["idle_end_s"] = span_s - out["last_finish_s"]
     return out.reset_index()[columns]
 

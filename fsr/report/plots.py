@@ -211,8 +211,11 @@ def stage_figure(stages: pd.DataFrame) -> go.Figure:
 
 
 def occupancy_figure(workers: pd.DataFrame) -> go.Figure:
-    """Each worker's occupancy (evaluating over the run's span), from `costs.worker_occupancy`."""
-    traces = [go.Bar(x=workers["worker"], y=workers["occupancy"], marker={"color": "#1f77b4"},
-                     text=workers["evaluations"].map(lambda n: f"{n} evaluations"))]
-    return _figure(traces, "Occupancy per worker", {"type": "category"},
-                   {"title": {"text": "occupancy"}, "tickformat": ".0%", "range": [0, 1.05]}, height=300)
+    """Each worker's share of the run's span spent evaluating candidates and preparing (starting
+    its GPU child, preparing tasks), stacked, from `costs.worker_occupancy`."""
+    traces = [go.Bar(x=workers["worker"], y=workers["evaluating"], name="evaluating", marker={"color": "#1f77b4"},
+                     text=workers["evaluations"].map(lambda n: f"{n} evaluations")),
+              go.Bar(x=workers["worker"], y=workers["preparing"], name="preparing", marker={"color": "#ff7f0e"})]
+    return _figure(traces, "Where each worker's time went", {"type": "category"},
+                   {"title": {"text": "share of the run"}, "tickformat": ".0%", "range": [0, 1.05]}, height=300,
+                   barmode="stack")

@@ -22,7 +22,7 @@ COMPARED_MD = {"task": "task", "run": "run", "evaluations": "evaluations", "best
                "speedup_baseline": "vs baseline", "speedup_library": "vs library",
                "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
                "evals_per_gpu_minute": "evals per GPU-minute"}
-PERCENT = {"ceiling_fraction", "occupancy", "ok_share_with", "ok_share_without"}
+PERCENT = {"ceiling_fraction", "occupancy", "evaluating", "preparing", "idle", "ok_share_with", "ok_share_without"}
 TIMES = {"speedup_baseline", "speedup_library", "speedup_torch", "speedup_torch_compile", "speedup_pytorch",
          "speedup_with", "speedup_without", "effect",
          "speedup", "median_ratio", "vs_first_run"}

@@ -35,6 +35,17 @@ def test_occupancy_is_busy_time_over_the_runs_span_per_worker() -> None:
     assert (workers.loc["gpu1", "first_start_s"], workers.loc["gpu1", "idle_end_s"]) == (5.0, 10.0)
 
 
+def test_a_workers_time_is_told_apart_evaluating_preparing_and_idle() -> None:
+    # gpu0 prepares task a, then b, then a again (3 s each) over a 20 s span; gpu1 prepares once
+    rows = [timed("a1", "gpu0", 0, 5.0, task="a", setup_s=3.0), timed("b1", "gpu0", 5, 5.0, task="b", setup_s=3.0),
+            timed("a2", "gpu0", 10, 5.0, task="a", setup_s=3.0), timed("a3", "gpu0", 15, 5.0, task="a", setup_s=0.0),
+            timed("c1", "gpu1", 0, 10.0, task="c", setup_s=1.0)]
+    workers = costs.worker_occupancy(frame(rows)).set_index("worker")
+    assert workers.loc["gpu0", ["evaluating", "preparing", "idle"]].tolist() == pytest.approx([11 / 20, 9 / 20, 0.0])
+    assert workers.loc["gpu1", ["evaluating", "preparing", "idle"]].tolist() == pytest.approx([9 / 20, 1 / 20, 0.5])
+    assert (workers.loc["gpu0", "preparations"], workers.loc["gpu1", "preparations"]) == (2, 1)
+
+
 def test_token_cost_needs_both_prices() -> None:
     rows = [row(candidate_id="a", model="m", prompt_tokens=1_000_000, completion_tokens=500_000),
             row(candidate_id="b", model="m", prompt_tokens=1_000_000, completion_tokens=500_000),
