@@ -97,6 +97,7 @@ class RayExecutor(Supervisor):
             raise NoWorkerError(f"asked for {num_workers} GPU workers but the cluster has {gpus} GPUs")
         self._start_timeout_s = start_timeout_s
         self._homes = {t: i % num_workers for t, i in (homes or {}).items()}
+        self._queued_at: dict[str, float] = {}  # candidate -> when it was first queued
         self._pins: dict[str, str] = {}  # task -> device name
         self._closed_at: float | None = None
         self._none_ready_since: float | None = time.monotonic()
@@ -135,6 +136,7 @@ class RayExecutor(Supervisor):
         """Send a candidate to a worker now, or queue it until a suitable one has room."""
         self._check_open()
         self._pending.append(candidate)
+        self._queued_at.setdefault(candidate.id, time.monotonic())
         try:
             self._check_workers()
         except NoWorkerError:
@@ -189,6 +191,7 @@ class RayExecutor(Supervisor):
                 slot.actor, slot.ready_at = None, None
         self._waiting.clear()
         self._pending.clear()
+        self._queued_at.clear()
         self._closed_at = now
 
     # --- the workers ------------------------------------------------------------------------
@@ -228,7 +231,8 @@ class RayExecutor(Supervisor):
                 kept.append(candidate)
                 continue
             home = self._slots[self._homes[candidate.task]] if candidate.task in self._homes else None
-            slot = place(candidate.task, fits, home, self._first_ready_at, now)
+            waited_s = now - self._queued_at.get(candidate.id, now)
+            slot = place(candidate.task, fits, home, self._first_ready_at, now, waited_s)
             if slot is None:
                 kept.append(candidate)
                 continue
@@ -250,6 +254,7 @@ class RayExecutor(Supervisor):
         slot.calls.append(call)
         self._waiting[ref] = (slot, call)
         slot.tasks.add(candidate.task)
+        self._queued_at.pop(candidate.id, None)
 
     def _check_workers(self) -> None:
         """Fail loudly when queued work can never run."""
