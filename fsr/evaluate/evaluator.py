@@ -47,7 +47,8 @@ class Static:
 
 
 def static_stage(cand: Candidate, task: Task, arch: str) -> Static:
-    """Header check, guards and compile; a REJECTED/COMPILE_ERROR Evaluation or the cubin."""
+    """Header check, guards, compile and the guards on the compiled program; a
+    REJECTED/COMPILE_ERROR Evaluation or the cubin."""
     try:
         cfmt.check(cand, task)
     except cfmt.HeaderError as e:
@@ -59,6 +60,9 @@ def static_stage(cand: Candidate, task: Task, arch: str) -> Static:
         compiled = compile_candidate(cand, arch)
     except CompileFailed as e:
         return Static(Evaluation(cand.id, cand.task, Verdict.COMPILE_ERROR, e.log), None)
+    reason = guards.check_compiled(compiled.ptx, compiled.cubin)  # what runs, before any GPU time
+    if reason:
+        return Static(Evaluation(cand.id, cand.task, Verdict.REJECTED, reason), None)
     return Static(None, compiled)
 
 
