@@ -353,9 +353,15 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
             log.error("GPU child: %s", e, exc_info=True)
             conn.send(("crash", str(e)))
             os._exit(3)
-        except Exception as e:  # one line to the verdict; the traceback to the worker's log
+        except Exception as e:  # one line to the parent; the traceback to the worker's log
             log.error("GPU child: %s failed", kind, exc_info=True)
-            conn.send(("crash", crash_line(e) if is_context_error(e) else
-                       f"evaluator error ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
-                       "the GPU child was replaced (traceback in the worker's log)"))
+            line = (f"evaluator error ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+                    "the GPU child was replaced (traceback in the worker's log)")
+            # A context the kernel broke, or memory its [[scratch]] asked for, is the candidate's
+            # CRASH; anything else is fsr's own fault: the parent retries it on a fresh child,
+            # then reports fsr's error, never a verdict
+            if is_context_error(e):
+                conn.send(("crash", crash_line(e)))
+            else:
+                conn.send(("crash" if isinstance(e, cp.cuda.memory.OutOfMemoryError) else "fault", line))
             os._exit(4)
