@@ -35,6 +35,7 @@ class Program:
         self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
         self.unresettable: list[str] = []  # sections with variables fsr cannot place
         self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
+        self._local: int | None = None
 
     def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
         """(device address, bytes, source address or 0 for zero), one per variable of a section,
@@ -83,6 +84,14 @@ class Program:
                          spill_bytes=reported.spill_bytes if reported else 0,
                          smem_static_bytes=most(drv.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
                          stack_bytes=most(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))
+
+    def local_bytes(self) -> int:
+        """The most local memory (stack frame) a thread of any of its kernels uses, as loaded."""
+        if self._local is None:
+            drv = cp.cuda.driver
+            self._local = max(int(drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f.ptr))
+                              for f in self.kernels.values())
+        return self._local
 
     def static_smem(self, name: str) -> int:
         """The named kernel's static shared memory as loaded: it counts against the same 48 KiB

@@ -13,6 +13,7 @@ import numpy as np
 
 from fsr.evaluate.gpu.buffers import Buffers, damage, make_buffers
 from fsr.evaluate.gpu.programs import Program, enqueue, plan, synchronize
+from fsr.evaluate.gpu.scrub import scrub
 from fsr.types import Candidate, SizeCheck, Task, size_label
 
 MAX_SHOWN = 4
@@ -38,6 +39,7 @@ def check_size(program: Program, cand: Candidate, task: Task, size: tuple[tuple[
         for run in range(1, runs + 1):
             buf.reset(cand)
             program.reset_globals(stream)
+            scrub(program, stream)  # local and shared memory: garbage, as before a timed run
             enqueue(launches, stream)
             synchronize(stream)
             for name, g in buf.outputs.items():
