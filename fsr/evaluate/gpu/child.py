@@ -210,7 +210,7 @@ class Child:
         done = partial(ChildResult, defines=cand.resolved_defines(), resources=program.resources(option.resources),
                        trials=trials)
         try:
-            checks = self._verify(state, cand, program, range(len(state.task.test_sizes)))
+            checks = self._verify(state, cand, program, range(len(state.pool.checks)))
             clock.lap("verify")
             if not checks[-1].passed:
                 return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages=clock.stages())
@@ -227,11 +227,17 @@ class Child:
 
     # -- stages -----------------------------------------------------------------------------
     def _verify(self, state: TaskState, cand: Candidate, program: Program, indices: Any) -> tuple[SizeCheck, ...]:
+        """The checks of `state.pool.checks` at `indices`, to the first failure; a stress check
+        (inputs scaled) is listed only when it fails, with its scale in the detail."""
         checks = []
         for i in indices:
             inputs, reference = state.pool.take(i)
-            check = check_size(program, cand, state.task, state.task.test_sizes[i], inputs, reference, self.stream)
-            checks.append(check)
+            size, scale = state.pool.checks[i]
+            check = check_size(program, cand, state.task, state.task.test_sizes[size], inputs, reference, self.stream)
+            if scale != 1.0 and not check.passed:
+                check = replace(check, detail=f"inputs scaled by {scale:g}: {check.detail}")
+            if scale == 1.0 or not check.passed:
+                checks.append(check)
             if not check.passed:
                 break
         return tuple(checks)
