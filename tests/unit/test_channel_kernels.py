@@ -36,7 +36,7 @@ def test_the_compiled_scrub_stores_its_whole_frame_and_the_shared_memory(words):
     resources = parse_resources(log)[lowered]
     assert resources.stack_bytes == 4 * words and resources.spill_bytes == 0
     assert resources.registers <= 32  # two blocks of 1024 threads on every SM
-    assert re.search(r"st\.local\.u32", ptx) and re.search(r"st\.shared\.u32", ptx)
+    assert re.search(r"st\.volatile\.u32", ptx) and re.search(r"st\.shared\.u32", ptx)
 
 
 def test_the_flush_reads_at_the_high_priority_and_puts_lines_back_to_normal():

@@ -37,10 +37,10 @@ __global__ void __launch_bounds__(1024, 2) fsr_scrub(unsigned int seed, int smem
     extern __shared__ unsigned int fsr_scrub_smem[];
     const unsigned int x = (seed ^ (blockIdx.x * blockDim.x + threadIdx.x)) * 0x9e3779b9u;
     for (int i = threadIdx.x; i < smem_words; i += blockDim.x) fsr_scrub_smem[i] = x ^ (i * 0x85ebca6bu);
-    unsigned int frame[WORDS];
+    unsigned int frame[WORDS];  // stored through its address in asm: the compiler cannot drop a store
     #pragma unroll 1
-    for (int i = 0; i < WORDS; ++i) frame[i] = x + i * 0xc2b2ae35u;
-    asm volatile("" : : "l"(frame) : "memory");  // the frame escapes: every word is stored to local memory
+    for (int i = 0; i < WORDS; ++i)
+        asm volatile("st.volatile.u32 [%0], %1;" : : "l"(frame + i), "r"(x + i * 0xc2b2ae35u) : "memory");
 }
 """
 
