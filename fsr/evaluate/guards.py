@@ -147,7 +147,7 @@ def check_ptx(ptx: str) -> str | None:
         name = m.group(1)
         if name in ALLOWED_EXTERNS:
             continue
-        rule = next((r for r in RULES if r.name == EXTERN_RULES.get(name, "host-api")))
+        rule = next(r for r in RULES if r.name == EXTERN_RULES.get(name, "host-api"))
         return f"{rule.name}: the compiled program calls '{name}' (found in the compiled PTX), refused: {rule.why}"
     return None
 
