@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from fsr import candidate as cfmt
 from fsr import tasks
+from fsr.evaluate.compile import CompileService
 from fsr.evaluate.evaluator import DEFAULT_ARCH, compiled_trials, static_stage, trial_compiles
 from fsr.types import Candidate, Task
 
@@ -41,13 +42,14 @@ def distinct(task: Task, count: int, seed: int = 0) -> list[Candidate]:
     return list(out.values())
 
 
-def host_stage(cand: Candidate, task: Task, trials: int, pool: ThreadPoolExecutor) -> tuple[float, float, int]:
+def host_stage(cand: Candidate, task: Task, trials: int, pool: ThreadPoolExecutor,
+               compiler: CompileService) -> tuple[float, float, int]:
     """One candidate's host stage as GpuEvaluator._evaluate runs it: (seconds, of which choosing
     the first points and starting their compiles, programs shipped)."""
     started = time.perf_counter()
-    ahead = trial_compiles(cand, task, DEFAULT_ARCH, trials, 0, pool) if trials and cand.tunables else {}
+    ahead = trial_compiles(cand, task, DEFAULT_ARCH, trials, 0, pool, compiler) if trials and cand.tunables else {}
     points_s = time.perf_counter() - started
-    static = static_stage(cand, task, DEFAULT_ARCH)
+    static = static_stage(cand, task, DEFAULT_ARCH, compiler)
     programs = compiled_trials(ahead) if static.verdict is None else ()
     return time.perf_counter() - started, points_s, len(programs)
 
@@ -63,9 +65,10 @@ def main() -> None:
     task = tasks.load(args.task)
     cands = distinct(task, args.count)
     pool = ThreadPoolExecutor(args.threads, thread_name_prefix="fsr-trials")
+    compiler = CompileService()  # in this process, no disk cache: every compile is NVRTC's
     cpu0, wall0 = os.times(), time.perf_counter()
     with ThreadPoolExecutor(args.calls) as calls:
-        results = list(calls.map(lambda c: host_stage(c, task, args.trials, pool), cands))
+        results = list(calls.map(lambda c: host_stage(c, task, args.trials, pool, compiler), cands))
     wall = time.perf_counter() - wall0
     cpu = sum(os.times()[:2]) - sum(cpu0[:2])
     pool.shutdown()

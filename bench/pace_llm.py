@@ -109,7 +109,7 @@ def run(cmd: list[str], runs_dir: Path) -> dict[str, Any]:
     model_rows = sorted(r["finished_at"] for r in rows if r["proposer"] not in ("seed",) and r.get("finished_at"))
     steady = (len(model_rows) - 1) / max(1e-9, (model_rows[-1] - model_rows[0]).total_seconds()) * 60 \
         if len(model_rows) > 1 else 0.0
-    busy = re.findall(r"busy (\d+)% of", done.stderr)  # fsr run's summary, one line per worker
+    busy = re.findall(r"evaluating (\d+)%", done.stderr)  # fsr run's summary, one line per worker
     pace = re.findall(r"model latency .*", done.stdout)
     spans = [(r.get("worker") or "", r["started_at"].timestamp(), r["finished_at"].timestamp())
              for r in rows if r.get("started_at") and r.get("finished_at")]

@@ -23,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.config import TuneConfig
-from fsr.evaluate.compile import compile_candidate
 from fsr.evaluate.gpu import child as child_module
 from fsr.evaluate.gpu import timing, tuning
 from fsr.evaluate.gpu.child import Child
@@ -77,8 +76,9 @@ def main(task_name: str, count: int) -> None:
     stages, walls = [], []
     profile = cProfile.Profile()
     for cand in candidates(task_name, count):
-        compiled = compile_candidate(cand, child.device.arch)
-        ahead = trial_compiles(cand, task, child.device.arch, TuneConfig().trials, TuneConfig().seed, pool)
+        compiled = child.compiles.compiler.compile(cand, child.device.arch)
+        ahead = trial_compiles(cand, task, child.device.arch, TuneConfig().trials, TuneConfig().seed, pool,
+                               child.compiles.compiler)
         programs = compiled_trials(ahead)
         SPLIT.clear()
         started = time.perf_counter()

@@ -2,12 +2,16 @@
 
 Scheduling: at most `max_in_flight_per_worker` (default 2; `from_config` uses
 eval.calls_per_worker, 8) calls are outstanding per actor, and the actor runs them at once (its
-evaluator compiles the next while one is on the GPU); a candidate goes to the
-least-loaded ready worker that may run its task, where a worker that was already sent the task
-counts AFFINITY_CALLS calls fewer: a worker prepares each task it is sent (inputs, references,
-comparators: seconds each), so a campaign of many tasks with few evaluations each would
-otherwise prepare most tasks once per worker. Candidates that cannot be placed yet wait in a
-driver-side queue (`free_slots` subtracts them, so the queue stays bounded by the capacity).
+evaluator compiles the next while one is on the GPU). A worker prepares each task it is sent
+(inputs, references, comparators: seconds each), so the campaign's tasks are shared out: each
+task has a home worker (`homes`, round robin over the campaign's tasks in `from_config`, whose
+workers build their own share first), and its candidates go there while the home has room. A
+worker with nothing to do takes another's pending candidates (re-balancing: it then holds that
+task too), and so does any worker once a home has not been ready for HOME_GRACE_S after the
+first worker was. A task with no home goes to the least-loaded ready worker, where a worker that
+was already sent the task counts AFFINITY_CALLS calls fewer. Candidates that cannot be placed
+yet wait in a driver-side queue (`free_slots` subtracts them, so the queue stays bounded by the
+capacity).
 
 Device-model pinning: timings of different GPU models are never compared. The first model a
 task is dispatched to pins it; later candidates of that task only go to workers of that model,
@@ -38,6 +42,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -55,6 +61,7 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
 AFFINITY_CALLS = 2  # a worker that has a task prepared takes its candidates unless this much busier
+HOME_GRACE_S = 30.0  # a task's home not ready this long after the first worker was: others take its work
 WAKEUP_S = 1.0  # poll re-checks deadlines, restarts and pins at least this often
 START_TIMEOUT_S_DEFAULT = 300.0  # no worker ready this long: the campaign stops (resumable)
 
@@ -74,6 +81,12 @@ def call_timeout_for(spec: WorkerSpec) -> float:
     return START_TIMEOUT_S + PREPARE_TIMEOUT_S + spec.eval.timeout_s + own_s + compile_s + 60.0
 
 
+def share_tasks(tasks: Sequence[str], workers: int) -> dict[str, int]:
+    """Each task's home worker: round robin in the campaign's order, so every worker holds about
+    len(tasks) / workers of them and the campaign's first tasks start on every worker at once."""
+    return {task: i % max(1, workers) for i, task in enumerate(dict.fromkeys(tasks))}
+
+
 def _kill(actor: Any) -> None:
     try:
         ray.kill(actor)
@@ -91,7 +104,10 @@ class RayExecutor:
                  max_in_flight_per_worker: int = 2, call_timeout_s: float = 600.0,
                  stuck_after_s: float | None = None, max_consecutive_failures: int = 5,
                  restart_backoff_s: float = 1.0, poison_after: int = POISON_AFTER,
-                 start_timeout_s: float = START_TIMEOUT_S_DEFAULT):
+                 start_timeout_s: float = START_TIMEOUT_S_DEFAULT,
+                 worker_factories: Sequence[EvaluatorFactory] | None = None, homes: Mapping[str, int] | None = None):
+        """`worker_factories`: one factory per worker, in place of `evaluator_factory` (each worker's
+        own spec: its share of the tasks built first); `homes`: task -> the index of its home worker."""
         if not ray.is_initialized():
             raise RuntimeError("Ray is not connected: call cluster.start.connect() first")
         if max_in_flight_per_worker < 1 or call_timeout_s <= 0 or poison_after < 1:
@@ -111,7 +127,10 @@ class RayExecutor:
         self._start_timeout_s = start_timeout_s
         self._strikes = Strikes(poison_after)
         self._notices: list[str] = []
-        self._factory_ref = ray.put(evaluator_factory)  # shipped once, not once per actor
+        self._factory_refs = [ray.put(f) for f in worker_factories] if worker_factories else \
+            [ray.put(evaluator_factory)]  # shipped once, not once per actor
+        self._homes = {t: i % num_workers for t, i in (homes or {}).items()}
+        self._first_ready_at: float | None = None
         self._slots = [Slot(i) for i in range(num_workers)]
         self._waiting: dict[Any, tuple[Slot, Call | None]] = {}  # ObjectRef -> owner
         self._pending: deque[Candidate] = deque()
@@ -134,7 +153,12 @@ class RayExecutor:
         options.setdefault("stuck_after_s", spec.eval.timeout_s + spec.tune.time_budget_s + 60.0)
         if options["call_timeout_s"] <= spec.eval.timeout_s:
             raise ValueError("call_timeout_s must exceed the evaluator's own timeout (eval.timeout_s)")
-        return cls(gpu_evaluator_factory(spec), num_workers=num_workers, **options)
+        workers = max(1, num_workers if num_workers is not None else int(ray.cluster_resources().get("GPU", 0)))
+        homes = share_tasks([t.name for t in spec.tasks], workers)
+        factories = [gpu_evaluator_factory(replace(spec, warm=tuple(t for t in spec.warm if homes.get(t) == w)))
+                     for w in range(workers)]
+        return cls(gpu_evaluator_factory(spec), num_workers=num_workers, worker_factories=factories, homes=homes,
+                   **options)
 
     # --- Executor ---------------------------------------------------------------------------
 
@@ -208,13 +232,11 @@ class RayExecutor:
     # --- the workers ------------------------------------------------------------------------
 
     def busy_fraction(self) -> float:
-        """Worker-seconds spent evaluating over worker-seconds alive since each became ready."""
-        now = self._closed_at or time.monotonic()
-        busy = alive = 0.0
-        for slot in self._slots:
-            b, a = slot.busy_alive_s(now)
-            busy, alive = busy + b, alive + a
-        return busy / alive if alive > 0 else 0.0
+        """Worker-seconds spent evaluating candidates (not starting or preparing) over
+        worker-seconds alive since each became ready."""
+        stats = self.worker_stats()
+        alive = sum(w.alive_s for w in stats)
+        return sum(w.shares()[0] * w.alive_s for w in stats) / alive if alive > 0 else 0.0
 
     def worker_stats(self) -> list[WorkerStats]:
         """Per-slot counters, for progress displays and the run summary."""
@@ -261,13 +283,31 @@ class RayExecutor:
             if not fits:
                 kept.append(candidate)
                 continue
+            slot = self._place(candidate.task, fits, now)
+            if slot is None:
+                kept.append(candidate)
+                continue
             self._pins.setdefault(candidate.task, model)
-            slot = min(fits, key=lambda s: len(s.calls) - (AFFINITY_CALLS if candidate.task in s.tasks else 0))
             self._send(slot, candidate, now)
             if len(slot.calls) >= self._max:
                 open_slots.remove(slot)
         kept.extend(self._pending)
         self._pending = kept
+
+    def _place(self, task: str, fits: list[Slot], now: float) -> Slot | None:
+        """The open worker for a candidate of `task` (None: it waits): its home while the home has
+        room; else a worker with nothing to do, or any, once the home is gone or slow to start;
+        a task without a home goes to the least loaded, counting AFFINITY_CALLS for one that has it."""
+        home = self._slots[self._homes[task]] if task in self._homes else None
+        if home is None or home.retired:
+            return min(fits, key=lambda s: len(s.calls) - (AFFINITY_CALLS if task in s.tasks else 0))
+        if home in fits:
+            return home
+        idle = [s for s in fits if not s.calls]
+        if idle:
+            return min(idle, key=lambda s: (task not in s.tasks, s.index))
+        late = home.info is None and self._first_ready_at is not None and now - self._first_ready_at > HOME_GRACE_S
+        return min(fits, key=lambda s: len(s.calls)) if late else None
 
     def _preferred_model(self, open_slots: list[Slot]) -> str:
         """For a task not yet pinned: the model with the most live workers among those free."""
@@ -346,6 +386,7 @@ class RayExecutor:
             self._strikes.forget(call.candidate.id)
             slot.busy_reported_s, slot.failures = busy_s, 0
             slot.evaluations += 1
+            slot.setup_s += evaluation.setup_s
             slot.calls.remove(call)
             if slot.calls and slot.calls[0].started_at is None:
                 slot.calls[0].started_at = now
@@ -377,6 +418,7 @@ class RayExecutor:
             self._replace_actor(slot, reason)
             return
         slot.model, slot.ready_at, slot.busy_reported_s = slot.info.device.name, now, 0.0
+        self._first_ready_at = self._first_ready_at or now
         log.info("worker %s ready on %s after %.1f s", slot.name, slot.model, now - slot.created_at)
 
     def _expire(self, now: float, out: list[Evaluation]) -> None:
@@ -450,6 +492,7 @@ class RayExecutor:
                 break
             self._strikes.forget(c.candidate.id)
             slot.evaluations += 1
+            slot.setup_s += evaluation.setup_s
             out.append(evaluation)
             settled += 1
         return settled
@@ -484,7 +527,8 @@ class RayExecutor:
         # Resources are declared here rather than on the class so that one definition serves
         # real GPUs and the fake GPUs of a test cluster alike. num_cpus=0: the actor mostly
         # waits on its GPU child, and must not be starved of a CPU slot by other Ray work.
-        slot.actor = GpuWorkerActor.options(num_gpus=1, num_cpus=0, max_concurrency=self._max).remote(self._factory_ref)
+        factory = self._factory_refs[slot.index % len(self._factory_refs)]
+        slot.actor = GpuWorkerActor.options(num_gpus=1, num_cpus=0, max_concurrency=self._max).remote(factory)
         slot.ready_ref = slot.actor.info.remote()
         slot.created_at, slot.restart_at, slot.slow_start_warned = now, None, False
         slot.tasks = set()  # a new actor has nothing prepared

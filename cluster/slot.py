@@ -42,6 +42,7 @@ class Slot:
     retired: bool = False
     slow_start_warned: bool = False
     evaluations: int = 0
+    setup_s: float = 0.0  # the evaluations' seconds waiting on setup (child start, task preparation)
     crashes: int = 0
     timeouts: int = 0
     restarts: int = 0
@@ -67,7 +68,8 @@ class Slot:
     def stats(self, now: float) -> WorkerStats:
         busy, alive = self.busy_alive_s(now)
         return WorkerStats(self.name, self.state, self.model, len(self.calls), self.evaluations,
-                           self.crashes, self.timeouts, self.restarts, busy, alive, self.lost, self.requeued)
+                           self.crashes, self.timeouts, self.restarts, busy, alive, self.lost, self.requeued,
+                           min(self.setup_s, busy))
 
     def busy_alive_s(self, now: float) -> tuple[float, float]:
         """Seconds evaluating and seconds alive, over all of this slot's actors: the current

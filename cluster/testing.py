@@ -81,3 +81,50 @@ class MarkedEvaluatorFactory:
         gpu_ids = ray.get_runtime_context().get_accelerator_ids().get("GPU", []) if ray.is_initialized() else []
         index = int(gpu_ids[0]) if gpu_ids else 0
         return MarkedEvaluator(self.latency_s, self.models[index % len(self.models)], self.effects)
+
+
+@dataclass
+class PreparingEvaluator:
+    """A GPU worker that holds at most `capacity` prepared tasks (the least recently used dropped)
+    and pays `prepare_s` to prepare one it does not hold: what re-preparing costs a campaign is
+    read off the evaluations (`setup_s` > 0 where a preparation was paid)."""
+
+    capacity: int
+    prepare_s: float
+    latency_s: float
+
+    def __post_init__(self) -> None:
+        self.inner = FakeEvaluator(fixed_us=100.0)
+        self.gpu = threading.Lock()
+        self.held: list[str] = []
+
+    def evaluate(self, candidate: Candidate) -> Evaluation:
+        with self.gpu:
+            setup_s = 0.0
+            if candidate.task in self.held:
+                self.held.remove(candidate.task)
+            else:
+                time.sleep(self.prepare_s)
+                setup_s = self.prepare_s
+                del self.held[:max(0, len(self.held) - self.capacity + 1)]
+            self.held.append(candidate.task)
+            time.sleep(self.latency_s)
+        return replace(self.inner.evaluate(candidate), device="FakeGPU", setup_s=setup_s)
+
+    def device(self) -> DeviceInfo:
+        return DeviceInfo(name="FakeGPU", arch="sm_90")
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class PreparingEvaluatorFactory:
+    """Builds a PreparingEvaluator in the worker."""
+
+    capacity: int = 3
+    prepare_s: float = 0.05
+    latency_s: float = 0.01
+
+    def __call__(self) -> PreparingEvaluator:
+        return PreparingEvaluator(self.capacity, self.prepare_s, self.latency_s)

@@ -50,6 +50,8 @@ def parse(text: str, task: Task, origin: Origin | None = None) -> Candidate:
     """Read a candidate from `.cu` text and check it against the task; raises HeaderError."""
     match = HEADER_RE.search(text)
     if match is None:
+        if re.search(r"/\*\s*fsr\b", text):
+            raise HeaderError("unterminated '/* fsr' header: no '*/' closes it")
         raise HeaderError("no '/* fsr ... */' header: the launches must be declared (see README)")
     try:
         data = tomllib.loads(match.group(1))

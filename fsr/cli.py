@@ -1,7 +1,8 @@
 """The `fsr` command: argument parsing and config loading only; the work is in fsr.commands.
 
-Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input (unknown task, missing
-file, malformed header or config); 3 no CUDA device (what needs none was still done).
+Exit codes: 0 success; 1 the candidate's verdict is not OK (for `fsr import`: a file was
+skipped); 2 bad input (unknown task, missing file, malformed header or config); 3 no CUDA device
+(what needs none was still done).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import sys
 import typing
 
+import fsr
 from fsr.commands import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, at_least, bad_input_errors, config_option
 
 
@@ -19,13 +21,31 @@ class Parser(argparse.ArgumentParser):
     """argparse with bad input reported like every other: one line on stderr, exit code 2."""
 
     def error(self, message: str) -> typing.NoReturn:
+        if message.startswith("unrecognized arguments") and any(o in message.split() for o in GLOBAL_OPTIONS):
+            message += " (--tasks-dir and --config go before the command: fsr --tasks-dir DIR tasks)"
         self.exit(EXIT_USAGE, f"fsr: error: {message} (see {self.prog} --help)\n")
+
+
+GLOBAL_OPTIONS = ("--tasks-dir", "--config")
+
+
+def non_empty(what: str) -> typing.Callable[[str], str]:
+    """An argparse `type=` for a path that may not be empty (an empty one would mean the default)."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {what}, not an empty string")
+        return text
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="fsr", description="Search for fast, correct CUDA kernels.")
-    parser.add_argument("--tasks-dir", help="folder of task directories (default: the built-in tasks/)")
-    parser.add_argument("--config", help="TOML config file (sections: eval, tune, search, llm)")
+    parser.add_argument("--version", action="version", version=f"fsr {fsr.__version__}")
+    parser.add_argument("--tasks-dir", type=non_empty("a folder"),
+                        help="folder of task directories (default: the built-in tasks/); before the command")
+    parser.add_argument("--config", type=non_empty("a TOML file"),
+                        help="TOML config file (sections: eval, tune, search, llm); before the command")
     sub = parser.add_subparsers(dest="command", required=True)
 
     from fsr.commands import tasks as tasks_command
@@ -64,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import importer as import_command
 
     import_command.add_parser(sub)
+    from fsr.commands import prompt as prompt_command
+
+    prompt_command.add_parser(sub)
     return parser
 
 
@@ -73,6 +96,7 @@ COMMANDS = {
     "run": ("fsr.commands.run", "run_command"), "bench": ("fsr.commands.bench", "bench_command"),
     "report": ("fsr.commands.report", "report_command"), "explore": ("fsr.commands.explore", "explore_command"),
     "launch": ("fsr.commands.launch", "launch_command"), "import": ("fsr.commands.importer", "import_command"),
+    "prompt": ("fsr.commands.prompt", "prompt_command"),
 }
 
 

@@ -45,10 +45,14 @@ class EvalConfig:
     # tuned PyTorch reaches) or "off". Compiled once per GPU child and task; its compile time is
     # recorded apart (torch_compile_s), never in the comparator's latency.
     torch_compile: str = "default"
-    # Prepared tasks (benchmark inputs, float64 references, device buffers) a GPU child keeps, in
-    # bytes; past it the least recently used task is dropped and prepared again when needed.
-    # 0 = a third of the GPU's memory.
+    # Prepared tasks' device buffers (benchmark inputs, expected outputs) a GPU child keeps, in
+    # bytes; past it the least recently used task is dropped and prepared again when needed, by an
+    # upload of its host contents. 0 = 65% of the GPU's memory.
     prepared_max_bytes: int = 0
+    # Tasks' host contents (benchmark inputs and float64 references) a GPU child keeps, in bytes;
+    # past it the least recently used are dropped and built again when needed. 0 = 40% of the
+    # host's memory times the worker's share of its cores.
+    prepared_host_max_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,11 @@ class LLMConfig:
     models: str = ""  # an ensemble on one endpoint, e.g. "gpt-4.1=3,gpt-4.1-mini=1"
     ensemble_by_island: bool = False
     send_seed: bool = True
+    # Each kernel's digested machine-code facts in the feedback (fsr.evaluate.diagnose); with
+    # diagnostics_by_island, islands alternate (even ones see them, odd ones do not), an ablation
+    # within one campaign that the report shows side by side.
+    diagnostics: bool = True
+    diagnostics_by_island: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +156,7 @@ RANGES: dict[str, Range] = {
     "eval.compile_cache_max_bytes": AT_LEAST_ONE, "eval.compile_timeout_s": POSITIVE,
     "eval.compile_max_bytes": Range(256 * 1024**2),  # below that, honest compiles fail
     "eval.prepared_max_bytes": Range(0),
+    "eval.prepared_host_max_bytes": Range(0),
     "tune.time_budget_s": POSITIVE, "tune.trial_bench_budget_s": POSITIVE, "tune.trial_max_samples": AT_LEAST_ONE,
     "tune.trial_stop_ratio": Range(1),  # below 1, a trial as fast as the best is stopped
     "tune.trial_cut_ratio": Range(1),

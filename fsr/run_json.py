@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from fsr import __version__
-from fsr.lineage import LineageError, atomic_write
+from fsr.files import atomic_write
+from fsr.lineage import LineageError
 
 SECRET_WORDS = ("api_key", "token", "secret")
 # Names that contain a secret word but hold no secret: an environment variable's *name*, and a

@@ -17,9 +17,11 @@ so that no candidate is ever judged WRONG for the task's own fault.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import math
+import re
 import tomllib
 import traceback
 from dataclasses import replace
@@ -64,7 +66,26 @@ def tasks_dir(override: str | Path | None = None) -> Path:
 def list_tasks(root: str | Path | None = None) -> list[str]:
     """Names of the tasks under `root` (each a directory with a task.toml)."""
     base = _existing_root(root)
-    return sorted(p.parent.name for p in base.glob("*/task.toml"))
+    return sorted((p.parent.name for p in base.glob("*/task.toml")), key=natural)
+
+
+def natural(name: str) -> list[Any]:
+    """Sort key that orders the numbers in a name by value: kb1_2 before kb1_10."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
+
+
+ALL_NAMED = 20  # up to this many tasks, an unknown name's error lists them all
+
+
+def _unknown(name: str, root: str | Path | None) -> str:
+    """The error for a task name not found: every known name where there are few, else the
+    closest few (an imported folder holds about a hundred)."""
+    known = list_tasks(root)
+    if len(known) <= ALL_NAMED:
+        return f"unknown task {name!r} (known: {', '.join(known) or 'none'})"
+    close = difflib.get_close_matches(name, known, n=4, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return f"unknown task {name!r} ({hint}fsr tasks lists all {len(known)} in {tasks_dir(root)})"
 
 
 def _existing_root(root: str | Path | None) -> Path:
@@ -82,8 +103,7 @@ def load(name_or_path: str | Path, root: str | Path | None = None) -> Task:
     if not (path / "task.toml").is_file():
         path = _existing_root(root) / str(name_or_path)
     if not (path / "task.toml").is_file():
-        known = ", ".join(list_tasks(root)) or "none"
-        raise TaskError(f"unknown task {str(name_or_path)!r} (known: {known})")
+        raise TaskError(_unknown(str(name_or_path), root))
     try:
         data = tomllib.loads((path / "task.toml").read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:

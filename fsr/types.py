@@ -274,6 +274,7 @@ class Evaluation:
     wall_s: float = 0.0
     setup_s: float = 0.0  # of wall_s, the worker's own setup paid during this call: starting its GPU
     # child, preparing the task there (inputs, references, library and baseline timing)
+    diagnostics: str = ""  # digested facts from the machine code (fsr.evaluate.diagnose); "" where not compiled
 
     @property
     def speedup(self) -> float | None:
@@ -283,9 +284,6 @@ class Evaluation:
         return self.baseline_us / self.timing.median_us
 
 
-
-
-WARM_MAX = 8  # tasks a GPU child prepares ahead, from its start
 
 
 @dataclass(frozen=True)
@@ -300,16 +298,17 @@ class WorkerSpec:
     tune: TuneConfig = field(default_factory=TuneConfig)
     journal_dir: str | None = None  # the Optuna journal of tuning studies goes here (None: no journal)
     host_threads: int = 0  # the GPU child's BLAS threads; 0: the worker's share of its node's cores
-    warm: tuple[str, ...] = ()  # task names whose benchmark inputs each GPU child builds at once
-    # (the campaign's first WARM_MAX: a campaign of hundreds of tasks prepares the rest on demand)
+    warm: tuple[str, ...] = ()  # task names whose benchmark contents each GPU child builds from its
+    # start, in order, within its host budget (the rest are built when asked for); an executor
+    # that gives each worker a share of the tasks gives each its own order (its share first)
 
     @classmethod
     def of(cls, config: Config, tasks: Sequence[Task], journal_dir: str | None = None,
            warm: bool = False) -> WorkerSpec:
-        """The spec of `config` for `tasks` (the first WARM_MAX of them warmed with `warm`);
+        """The spec of `config` for `tasks` (all of them warmed, in order, with `warm`);
         `eval.host_threads` set wins over each worker's share."""
         return cls(tuple(tasks), config.eval, config.tune, journal_dir, config.eval.host_threads,
-                   tuple(t.name for t in tasks[:WARM_MAX]) if warm else ())
+                   tuple(t.name for t in tasks) if warm else ())
 
     def task(self, name: str) -> Task | None:
         """The task of this name, or None when the campaign has none."""

@@ -45,7 +45,7 @@ def _clock(seconds: float) -> str:
 
 def headline(p: Progress) -> str:
     """One line: elapsed, evaluations, rate, in flight, GPU busy fraction (when known)."""
-    busy = f"  gpu busy {p.busy_fraction:.0%}" if p.busy_fraction is not None else ""
+    busy = f"  gpu evaluating {p.busy_fraction:.0%}" if p.busy_fraction is not None else ""
     extra = f"  dup {p.duplicates_dropped}  invalid {p.proposals_dropped}"
     if p.proposer_errors:
         extra += f"  proposer errors {p.proposer_errors}"

@@ -1,5 +1,6 @@
 """Shared test set-up: `gpu` tests skip cleanly on machines without a CUDA device; compiled
-programs are cached in a temporary folder, never in the real ~/.cache."""
+programs are cached in a temporary folder, never in the real ~/.cache; `compiler` is a compile
+service for the tests that compile."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from fsr.evaluate.compile import CompileService
 
 
 @functools.cache
@@ -42,12 +47,15 @@ def compile_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
         yield home
 
 
-@pytest.fixture(autouse=True)
-def compile_cache(compile_cache_home: Path) -> Path:
-    """Each test starts with this process's disk cache of compiled programs in the session's
-    temporary folder (whatever an earlier test pointed it at)."""
-    from fsr.evaluate import compile as nvcompile
+@pytest.fixture
+def compiler(compile_cache_home: Path) -> Iterator[CompileService]:
+    """A compile service for trusted test code: NVRTC in this process, with the node's disk cache
+    in the session's temporary folder."""
+    from fsr.evaluate import compile_cache
+    from fsr.evaluate.compile import CompileService
 
-    root = nvcompile.use_disk_cache("")
-    assert root is not None and root.is_relative_to(compile_cache_home)
-    return root
+    disk = compile_cache.open_cache("")
+    assert disk is not None and disk.root.is_relative_to(compile_cache_home)
+    service = CompileService(disk)
+    yield service
+    service.close()

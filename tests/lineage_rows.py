@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fsr import lineage
+from fsr import lineage_schema
 
 T0 = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
 
@@ -41,13 +41,13 @@ def row(**values: Any) -> dict[str, Any]:
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows through the lineage schema, so column types are those of a real lineage."""
-    return pa.Table.from_pylist(rows, schema=lineage.EVALUATIONS).to_pandas()
+    return pa.Table.from_pylist(rows, schema=lineage_schema.EVALUATIONS).to_pandas()
 
 
 def write_run(run_dir: Path, rows: list[dict[str, Any]], extra: dict[str, Any] | None = None,
               trials: list[dict[str, Any]] | None = None) -> Path:
     """A run directory holding `rows` (and `trials`) as one part each and a run.json."""
-    for table, items, schema in (("evaluations", rows, lineage.EVALUATIONS), ("trials", trials, lineage.TRIALS)):
+    for table, items, schema in (("evaluations", rows, lineage_schema.EVALUATIONS), ("trials", trials, lineage_schema.TRIALS)):
         if items is not None:
             (run_dir / table).mkdir(parents=True, exist_ok=True)
             pq.write_table(pa.Table.from_pylist(items, schema=schema), run_dir / table / "part-0.parquet")

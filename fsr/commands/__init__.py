@@ -6,6 +6,7 @@ Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input; 3 no CU
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -35,9 +36,23 @@ def config_option(section: str, name: str) -> Callable[[str], Any]:
         try:
             return config.parse_text(section, name, text)
         except ValueError as e:
-            raise argparse.ArgumentTypeError(f"{e}, not {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{e}, not {text!r}{_out_of_range(text)}") from None
 
     return parse
+
+
+def _out_of_range(text: str) -> str:
+    """Why a number that reads as one is still refused: "" where it is not that."""
+    try:
+        if abs(int(text)) >= 2**63:
+            return " (past the largest integer a setting holds, 2**63 - 1)"
+    except ValueError:
+        try:
+            if not math.isfinite(float(text)):
+                return " (not a finite number)"
+        except ValueError:
+            pass
+    return ""
 
 
 def at_least(low: int) -> Callable[[str], int]:

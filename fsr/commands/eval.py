@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -39,6 +40,18 @@ def load_candidate(task: Task, file: str) -> Candidate:
         raise UsageError(f"{file}: {e}") from None
 
 
+def check_arch(arch: str) -> None:
+    """An architecture this NVRTC compiles for ("" is the device's own); UsageError naming them
+    if not: an unknown one would otherwise be the candidate's COMPILE_ERROR."""
+    if not arch:
+        return
+    from fsr.evaluate.compile import _library
+
+    supported = tuple(_library().getSupportedArchs())
+    if int(re.sub(r"^(sm|compute)_", "", arch).rstrip("af")) not in supported:
+        raise UsageError(f"architecture {arch}: this NVRTC compiles for {', '.join(f'sm_{a}' for a in supported)}")
+
+
 def check_lineage_dir(run_dir: str | None) -> None:
     """`--lineage` must name a directory (or nothing yet), and a run.json there must be readable."""
 
@@ -60,23 +73,22 @@ def eval_command(args: argparse.Namespace) -> int:
     if args.tune_trials is not None:
         overrides["tune"]["trials"] = args.tune_trials
     config = cfg_mod.load(args.config, overrides)
+    check_arch(config.eval.arch)
     task = tasks.load(args.task, args.tasks_dir)
     cand = load_candidate(task, args.file)
     check_lineage_dir(args.lineage)
     tune = args.tune or (args.tune_trials or 0) > 0
 
-    from fsr.evaluate.compile import use_disk_cache
-    from fsr.evaluate.compile_pool import use_compile_pool
     from fsr.evaluate.evaluator import GpuEvaluator, static_stage
     from fsr.evaluate.sandbox import NoDevice
 
-    use_disk_cache(config.eval.compile_cache_dir, config.eval.compile_cache_max_bytes)  # before the first compile
-    use_compile_pool(1, config.eval.compile_timeout_s, config.eval.compile_max_bytes)
-    static = static_stage(cand, task, config.eval.arch or "sm_90")
-    if static.verdict is not None:
-        return report(static.verdict, task, args, [])
+    # Built first (its GPU child starts with `device`), so that the static stage compiles through
+    # the evaluator's compile service: bounded processes and the node's disk cache.
     evaluator = GpuEvaluator(WorkerSpec.of(config, [task], journal_dir=args.lineage))
     try:
+        static = static_stage(cand, task, config.eval.arch or "sm_90", evaluator.compiler)
+        if static.verdict is not None:
+            return report(static.verdict, task, args, [])
         try:
             evaluator.device()
         except NoDevice as e:

@@ -172,6 +172,9 @@ def template_of(task: Task, file: str | None) -> Candidate:
         from fsr.commands.eval import load_candidate
 
         return load_candidate(task, file)
+    if not (task.template_source or task.baseline_source):  # an imported task: nothing to explore yet
+        raise UsageError(f"{task.name} has no template.cu or baseline.cu: name a template file "
+                         f"(fsr explore {task.name} FILE.cu)")
     return cfmt.parse(task.template_source or task.baseline_source, task)
 
 

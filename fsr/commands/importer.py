@@ -4,28 +4,41 @@ files as task folders, benchmarked at the files' sizes or at smaller ones that f
 Each file is imported in a child process (fsr.kernelbench.one) under a time bound: a file that
 hangs or exhausts memory is skipped with that reason and a fresh child takes the next file. One
 line per file (imported, or skipped and why), then the counts.
+
+Exit codes: 0 every file imported; 1 a file was skipped (the others are written); 2 bad input
+(a path, an option, --out) or an importing process that cannot start (torch missing: one line
+says how to get it).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
+from typing import IO
 
-from fsr.commands import EXIT_OK, UsageError, at_least
+import fsr
+from fsr.commands import EXIT_OK, EXIT_VERDICT, UsageError, at_least
 from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES
 
 START_S = 120  # a child's torch import on a loaded machine
+TORCH_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cpu (the CPU build is enough)"
+EXIT_WAIT_S = 5.0  # after its stdout ends, how long an importing process may take to exit
+STDERR_TAIL = 300  # characters of a dead child's stderr quoted in its line
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     imp = sub.add_parser("import", help="turn KernelBench-format problem files into task folders")
     imp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR", help="problem files, or folders of them")
-    imp.add_argument("--out", metavar="TASKS_DIR", help="where the task folders go (default: --tasks-dir or tasks/)")
+    imp.add_argument("--out", metavar="TASKS_DIR", help="where the task folders go (default: --tasks-dir, or the checkout's tasks/; an installed "
+                          "fsr needs one of them)")
     imp.add_argument("--timeout", type=at_least(1), default=300, help="seconds one file may take (default 300)")
     imp.add_argument("--jobs", type=at_least(1), default=1, help="files imported at once (default 1)")
     imp.add_argument("--max-bench-bytes", type=byte_count, default=DEFAULT_MAX_BENCH_BYTES, metavar="BYTES",
@@ -42,7 +55,10 @@ def byte_count(text: str) -> int:
     match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-zA-Z]*)\s*", text)
     if match is None or match.group(2).lower() not in UNITS:
         raise argparse.ArgumentTypeError(f"expected a byte count such as 4GiB, 512MiB or 1000000, not {text!r}")
-    return int(float(match.group(1)) * UNITS[match.group(2).lower()])
+    value = float(match.group(1)) * UNITS[match.group(2).lower()]
+    if value != int(value):  # 0.5 would round to 0, which means no bound at all
+        raise argparse.ArgumentTypeError(f"expected a whole number of bytes, not {text!r}")
+    return int(value)
 
 
 def problem_files(paths: list[str]) -> list[Path]:
@@ -69,14 +85,24 @@ class Child:
         self.out = out
         self.max_bench_bytes = max_bench_bytes
         self.proc: subprocess.Popen[str] | None = None
+        self.stderr: IO[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-m", "fsr.kernelbench.one", str(self.out), str(self.max_bench_bytes)], text=True,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.stderr = tempfile.TemporaryFile("w+")  # read back when the child dies: its last words
+        proc = subprocess.Popen(child_command(self.out, self.max_bench_bytes), env=child_env(), text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
         if self._line(proc, START_S) != "ready":
             self._stop(proc)
-            raise UsageError("the importing process did not start (is torch installed? pip install -e '.[import]')")
+            raise UsageError(f"the importing process did not start{self._last_words(': ')}")
         return proc
+
+    def _last_words(self, lead: str) -> str:
+        """The end of the child's stderr on one line, after `lead`; "" if it said nothing."""
+        if self.stderr is None:
+            return ""
+        self.stderr.seek(0)
+        text = " ".join(self.stderr.read().split())
+        return lead + ("..." + text[-STDERR_TAIL:] if len(text) > STDERR_TAIL else text) if text else ""
 
     def run(self, path: Path, timeout_s: float) -> dict[str, object]:
         if self.proc is None or self.proc.poll() is not None:
@@ -86,10 +112,14 @@ class Child:
         self.proc.stdin.flush()
         line = self._line(self.proc, timeout_s)
         if line is None:
-            code = self.proc.poll()
+            try:  # its stdout closed as it died, a moment before its exit status is there to read
+                code: int | None = self.proc.wait(timeout=EXIT_WAIT_S)
+            except subprocess.TimeoutExpired:  # still running: past its time
+                code = None
             self._stop(self.proc)
             self.proc = None
-            why = f"took longer than {timeout_s:g} s" if code is None else f"the importing process died (exit code {code})"
+            why = (f"took longer than {timeout_s:g} s" if code is None
+                   else f"the importing process died (exit code {code}){self._last_words(': ')}")
             return {"ok": False, "reason": why}
         return dict(json.loads(line))
 
@@ -109,17 +139,60 @@ class Child:
     def close(self) -> None:
         if self.proc is not None:
             self._stop(self.proc)
+        if self.stderr is not None:
+            self.stderr.close()
+
+
+def child_command(out: Path, max_bench_bytes: int) -> list[str]:
+    """The importing process: -P keeps the working directory off sys.path, so a folder named fsr
+    there (a clone's, from its parent folder) is not the fsr it imports."""
+    return [sys.executable, "-P", "-m", "fsr.kernelbench.one", str(out), str(max_bench_bytes)]
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment with the folder holding this fsr first on PYTHONPATH: the child
+    imports the same fsr, however this one was found (installed, editable, or a checkout)."""
+    root = str(Path(fsr.__file__).resolve().parent.parent)
+    rest = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + rest if rest else "")}
+
+
+def output_dir(args: argparse.Namespace) -> Path:
+    """Where the task folders go: --out, else --tasks-dir, else the checkout's tasks/ (where `fsr
+    tasks` looks). An installed fsr's built-in tasks live in site-packages, where imported tasks
+    would be lost on reinstall, so it asks for a folder. Created here; raises UsageError if it
+    cannot be."""
+    from fsr import tasks
+
+    if args.out or args.tasks_dir:
+        out = Path(args.out or args.tasks_dir)
+    elif (tasks.DEFAULT_TASKS_DIR.parent / "pyproject.toml").is_file():
+        out = tasks.DEFAULT_TASKS_DIR
+    else:
+        raise UsageError("an installed fsr has no tasks folder to import into: pass --out DIR "
+                         "(then fsr --tasks-dir DIR tasks lists what was imported)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"--out {out} is a file, not a folder") from None
+    except OSError as e:
+        raise UsageError(f"cannot create --out {out}: {e.strerror or e}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write in --out {out}: permission denied")
+    return out
 
 
 def import_command(args: argparse.Namespace) -> int:
     from fsr.kernelbench.write import task_name
 
     files = problem_files(args.paths)
-    out = Path(args.out or args.tasks_dir or Path(__file__).resolve().parents[2] / "tasks")
-    out.mkdir(parents=True, exist_ok=True)
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError(f"fsr import needs torch, which is not installed: {TORCH_HINT}")
+    out = output_dir(args)
     results: dict[int, dict[str, object]] = {}
     queue = list(enumerate(files))
     lock = threading.Lock()
+    failures: list[Exception] = []  # a child that cannot start: raised here, not in its thread
 
     def work() -> None:
         child = Child(out, args.max_bench_bytes)
@@ -133,6 +206,10 @@ def import_command(args: argparse.Namespace) -> int:
                 with lock:
                     results[i] = result
                     _print(path, task_name(path), result)
+        except UsageError as e:
+            with lock:
+                failures.append(e)
+                queue.clear()
         finally:
             child.close()
 
@@ -141,9 +218,11 @@ def import_command(args: argparse.Namespace) -> int:
         t.start()
     for t in threads:
         t.join()
+    if failures:
+        raise failures[0]
     imported = sum(1 for r in results.values() if r.get("ok"))
     print(f"imported {imported}, skipped {len(files) - imported} (into {out})")
-    return EXIT_OK
+    return EXIT_OK if imported == len(files) else EXIT_VERDICT
 
 
 def _print(path: Path, name: str, result: dict[str, object]) -> None:

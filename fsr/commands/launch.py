@@ -37,6 +37,7 @@ from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError, at_l
 from fsr.types import Candidate, Size, Task, size_label
 
 DEFAULT_ARCH = "sm_90"  # compile target without a device, as `fsr eval` uses
+MAX_BLOCK_THREADS = 1024  # threads a block may hold on every CUDA architecture
 
 
 def parse_define(text: str) -> tuple[str, int]:
@@ -117,6 +118,16 @@ def planned(cand: Candidate, sizes: list[Size]) -> list[SizeRun]:
             for size in sizes]
 
 
+def check_blocks(runs: list[SizeRun]) -> None:
+    """Every launch's block within CUDA's limit; UsageError naming the first that is not (a -D
+    value, or a header, that no GPU can launch)."""
+    for run in runs:
+        for kernel, _, block, _ in run.launches:
+            if math.prod(block) > MAX_BLOCK_THREADS:
+                raise UsageError(f"{kernel}: block {block} at {size_label(run.size)} holds {math.prod(block)} "
+                                 f"threads; CUDA allows at most {MAX_BLOCK_THREADS}")
+
+
 def device_problem() -> str | None:
     """Why no CUDA device can be used here, or None."""
     import cupy as cp
@@ -131,12 +142,19 @@ def device_problem() -> str | None:
 
 def launch_command(args: argparse.Namespace) -> int:
     from fsr.commands.eval import load_candidate
-    from fsr.evaluate.compile import CompileFailed, compile_candidate
+    from fsr.evaluate.compile import CompileFailed, CompileService
 
     task = tasks.load(args.task, args.tasks_dir)
     cand = cfmt.with_defines(load_candidate(task, args.file), dict(args.define))
     cfmt.check(cand, task)  # the defines may break a launch expression: HeaderError, one line
     runs = planned(cand, choose_sizes(task, args.size))
+    check_blocks(runs)
+    from fsr.evaluate import guards
+
+    reason = guards.check(cand)  # what `fsr eval` rejects is not launched here either
+    if reason:
+        print(f"REJECTED {args.file}: {reason}", file=sys.stderr)
+        return EXIT_VERDICT
     problem = device_problem()
     arch = DEFAULT_ARCH
     if problem is None:
@@ -144,7 +162,7 @@ def launch_command(args: argparse.Namespace) -> int:
 
         arch = device_info().arch
     try:
-        compiled = compile_candidate(cand, arch)
+        compiled = CompileService().compile(cand, arch)  # the user's own file: compiled here, uncached
     except CompileFailed as e:
         print(f"COMPILE_ERROR {args.file}:\n{e.log}", file=sys.stderr)
         return EXIT_VERDICT

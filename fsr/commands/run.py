@@ -14,6 +14,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_o
 from fsr.execute.base import Executor, WorkerStats
 from fsr.propose.base import Proposer, has_baseline, speedup_basis, speedup_words
 from fsr.types import Task
+
+DEPTH = 8  # rounds of the fsr strategy
 
 
 def add_where_arguments(parser: argparse.ArgumentParser) -> Any:
@@ -51,7 +54,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> Any:
     model.add_argument("--model", help="model name at an OpenAI-compatible endpoint")
     model.add_argument("--base-url", type=config_option("llm", "base_url"),
                        help="endpoint, e.g. http://localhost:8000/v1 (default: OpenAI's)")
-    model.add_argument("--max-cost", type=config_option("llm", "max_cost"), help="USD the model may cost this run")
+    model.add_argument("--max-cost", type=config_option("llm", "max_cost"),
+                       help="USD the model may cost this run (only with a model)")
     return model
 
 
@@ -70,7 +74,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     model = add_model_arguments(run)
     model.add_argument("--strategy", choices=("islands", "fsr"), default="islands",
                        help="islands (fsr's search) or fsr (the paper's loop, for comparison)")
-    model.add_argument("--depth", type=at_least(1), default=8, help="rounds of the fsr strategy")
+    model.add_argument("--depth", type=at_least(1), help=f"rounds of the fsr strategy (default {DEPTH}; "
+                                                         "only with --strategy fsr)")
     model.add_argument("--replay", metavar="RUN_DIR", help="serve model replies from that run's cache")
     run.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 
@@ -98,8 +103,6 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
     try:
         if args.local:
             executor.devices()  # the GPU child is up (or EvaluatorUnavailable) before anything is written
-        if _uses_model(args, config):
-            _share_device(executor, proposer)
         if fresh:
             _write_run_json(args, config, task_list, run_dir)
         print(f"fsr: run {run_dir.name}: {', '.join(t.name for t in task_list)}; lineage in {run_dir}/",
@@ -128,7 +131,20 @@ def _setup(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[Task]]:
         names = args.tasks
     if not names:
         raise UsageError("name at least one task (fsr tasks lists them)")
+    check_options(args, config)
     return run_dir, config, [tasks.load(n, args.tasks_dir) for n in names]
+
+
+def check_options(args: argparse.Namespace, config: cfg_mod.Config) -> None:
+    """Options that contradict each other, or that nothing would read: UsageError, since each
+    changes what runs or what the user believes runs."""
+    if args.local and (args.address or args.gpus):
+        raise UsageError(f"--local runs one GPU without Ray: it takes no {'--address' if args.address else '--gpus'}")
+    if getattr(args, "depth", None) is not None and getattr(args, "strategy", "fsr") != "fsr":
+        raise UsageError("--depth sets the rounds of --strategy fsr; the islands search has no depth "
+                         "(its budget is --max-evaluations)")
+    if args.max_cost is not None and not _uses_model(args, config):
+        raise UsageError("--max-cost bounds a model's spending, and no model is set (--model or [llm] model)")
 
 
 def startable(task_list: list[Task], proposer: Proposer) -> list[Task]:
@@ -136,9 +152,7 @@ def startable(task_list: list[Task], proposer: Proposer) -> list[Task]:
     template), else from a first kernel the proposer writes. A task without baseline.cu (one made
     by `fsr import`) under a proposer that cannot write one (the offline mutator) is left out
     with one line, and the campaign goes on with the others; with none left, that is bad input."""
-    if proposer.writes_first_kernel:
-        return task_list
-    ready = [t for t in task_list if has_baseline(t) or t.template_source]
+    ready = [t for t in task_list if has_baseline(t) or t.template_source or proposer.describe(t).writes_first_kernel]
     why = ("no baseline.cu and no model: the offline proposer needs a kernel to start from; "
            "configure a model (docs/models.md) or add baseline.cu")
     if not ready:
@@ -168,10 +182,13 @@ def _resumed(args: argparse.Namespace) -> tuple[Path, cfg_mod.Config, list[str]]
         raise UsageError("--config with --resume: a resumed run keeps the config in its run.json "
                          "(options such as --max-evaluations still apply)")
     config = cfg_mod.from_dict(_merged(recorded.get("config", {}), _overrides(args)))
-    names = args.tasks or recorded["tasks"]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+    if not isinstance(recorded["tasks"], list) or not all(isinstance(n, str) for n in recorded["tasks"]):
         raise UsageError(f"{run_dir / 'run.json'}: 'tasks' is not a list of task names")
-    return run_dir, config, names
+    others = [n for n in args.tasks if n not in recorded["tasks"]]
+    if others:
+        raise UsageError(f"--resume {args.resume}: {', '.join(others)} is not a task of that run "
+                         f"({', '.join(recorded['tasks'])}); start a new run for it")
+    return run_dir, config, args.tasks or recorded["tasks"]
 
 
 def _merged(sections: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -244,7 +261,7 @@ def _proposer(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path) -
 def _check_endpoint(llm: cfg_mod.LLMConfig) -> None:
     """Reach the endpoint before the run starts: a server that cannot be reached, or that refuses
     the key, is bad input."""
-    from fsr.propose.llm_client import EndpointError, check_endpoint
+    from fsr.propose.endpoint import EndpointError, check_endpoint
 
     try:
         check_endpoint(llm)
@@ -263,6 +280,13 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
         from fsr.execute.local import LocalExecutor
 
         return LocalExecutor(lambda: GpuEvaluator(spec), max_in_flight=2)  # the next one queued: no round trip between
+    if not args.address:
+        from fsr.commands.launch import device_problem
+
+        problem = device_problem()  # the embedded Ray would take seconds to find no GPU
+        if problem is not None:
+            print(f"fsr: a search needs a CUDA device; {problem}", file=sys.stderr)
+            return None
     from cluster.executor import NoWorkerError, RayExecutor
     from cluster.start import ClusterError, connect
 
@@ -276,26 +300,29 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
         return None
 
 
-def _share_device(executor: Executor, proposer: Proposer) -> None:
-    """A model's prompt describes the GPU: give it the first worker's device (this waits for the
-    workers to start, so it is done only for a model)."""
-    devices = executor.devices()
-    if devices:
-        proposer.set_device(next(iter(devices.values())))
+def _fsr_strategy(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], executor: Executor,
+                  proposer: Proposer, writer: lineage.LineageWriter, run_dir: Path) -> str:
+    """The paper's loop, task after task; its totals go to run.json as the island search's do."""
+    from fsr.search.fsr_strategy import run_fsr
+
+    lines, started, reasons, stops = [], time.perf_counter(), set(), {}
+    for task in task_list:
+        s = run_fsr(task, executor, proposer, config.search, writer, args.depth or DEPTH,
+                    config.llm.candidates_per_request)
+        best = f"{s.best.latency_us:.1f} us" if s.best and s.best.ok else "none correct"
+        lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
+        reasons.add(s.stopped_by)
+        stops[task.name] = {"evaluations": s.evaluations, "note": f"stopped by {s.stopped_by}"}
+    run_json.record_campaign(run_dir, {"evaluations": sum(v["evaluations"] for v in stops.values()),
+                                      "wall_s": round(time.perf_counter() - started, 3),
+                                      "stopped_by": ", ".join(sorted(reasons)), "tasks": stops})
+    return "\n".join(lines)
 
 
 def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Task], executor: Executor,
             proposer: Proposer, writer: lineage.LineageWriter, run_dir: Path) -> str:
     if args.strategy == "fsr":
-        from fsr.search.fsr_strategy import run_fsr
-
-        lines = []
-        for task in task_list:
-            s = run_fsr(task, executor, proposer, config.search, writer, args.depth,
-                        config.llm.candidates_per_request)
-            best = f"{s.best.latency_us:.1f} us" if s.best and s.best.ok else "none correct"
-            lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
-        return "\n".join(lines)
+        return _fsr_strategy(args, config, task_list, executor, proposer, writer, run_dir)
     from fsr.search.loop import run_campaign
     from fsr.search.pace import Ceilings
     from fsr.view import make_view
@@ -309,7 +336,9 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
                            candidates_per_request=config.llm.candidates_per_request)
     run_json.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
-                                      "stopped_by": summary.stopped_by})
+                                      "stopped_by": summary.stopped_by,
+                                      # why a task stopped short of its budget: the report says it
+                                      "tasks": {t.task: {"evaluations": t.finished, "note": t.note} for t in summary.tasks}})
     bases = {t.name: speedup_basis(t) for t in task_list}
     lines = [f"{t.task}: best {t.best_us:.1f} us, {speedup_words(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
@@ -320,10 +349,13 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
 
 
 def _worker_lines(stats: list[WorkerStats]) -> list[str]:
-    """One line per GPU worker: where it ran, what it did, how busy it was once ready."""
+    """One line per GPU worker: where it ran, what it did, and where its time went once ready
+    (evaluating candidates, preparing: starting its GPU child and preparing tasks, idle)."""
     lines = []
     for w in stats:
-        busy = f"busy {w.busy_s / w.alive_s:.0%} of {w.alive_s:.0f} s" if w.alive_s > 0 else "never ready"
+        evaluating, preparing, idle = w.shares()
+        busy = f"evaluating {evaluating:.0%}, preparing {preparing:.0%}, idle {idle:.0%} of {w.alive_s:.0f} s" \
+            if w.alive_s > 0 else "never ready"
         faults = f", lost {w.lost} time{'s' * (w.lost != 1)} ({w.requeued} evaluations re-queued)" if w.lost else ""
         if w.crashes or w.timeouts or w.restarts:
             faults += f", {w.crashes} crashed, {w.timeouts} timed out, {w.restarts} restarts"

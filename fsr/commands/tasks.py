@@ -13,6 +13,7 @@ import re
 import shutil
 import sys
 import textwrap
+import warnings
 
 from fsr import config as cfg_mod
 from fsr import tasks
@@ -35,10 +36,18 @@ def tasks_command(args: argparse.Namespace) -> int:
     if args.config:
         cfg_mod.load(args.config)  # a missing or malformed config is bad input here too
     if args.names:
-        loaded = [tasks.load(name, args.tasks_dir) for name in args.names]  # TaskError: exit 2
+        loaded = [quiet_load(name, args.tasks_dir) for name in args.names]  # TaskError: exit 2
         print("\n\n".join(describe(name, t, _width()) for name, t in zip(args.names, loaded, strict=True)))
         return EXIT_OK
     return list_tasks(args.tasks_dir)
+
+
+def quiet_load(name: str, root: str | None) -> Task:
+    """tasks.load without the warnings a task's reference.py raises as it runs its module (an
+    imported task's PyTorch code warns of deprecated arguments): a listing is no place for them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tasks.load(name, root)
 
 
 NAME_COLUMN_MAX = 32  # longer names sit on their own line, so the text keeps its width
@@ -51,7 +60,7 @@ def list_tasks(root: str | None) -> int:
     column = min(max((len(n) for n in names), default=0) + 2, NAME_COLUMN_MAX)
     for name in names:
         try:
-            t = tasks.load(name, root)
+            t = quiet_load(name, root)
         except tasks.TaskError as e:
             broken.append(str(e))
             continue
@@ -95,7 +104,7 @@ def describe(name: str, task: Task, width: int) -> str:
     def para(text: str) -> str:
         return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent * 2)
 
-    lines = [f"{name}  ({task.directory})", para(task.description)]
+    lines = [f"{name}  ({task.directory})", *keep_lines(task.description, width, indent)]
     lines.append(para(f"bench size {size_label(task.bench_size)}; test sizes "
                       + "; ".join(size_label(s) for s in task.test_sizes)))
     for arg in task.args:
@@ -104,6 +113,30 @@ def describe(name: str, task: Task, width: int) -> str:
         lines.append(indent + "constants " + ", ".join(f"{k} = {v:g}" for k, v in task.constants))
     lines.append(f"{indent}library comparator: {'yes' if task.has_library else 'none'}")
     return "\n".join(lines)
+
+
+HARD_WRAPPED = 72  # a line of prose at least this long that ends mid-sentence goes on in the next
+
+
+def keep_lines(text: str, width: int, indent: str) -> list[str]:
+    """The description as its author broke it into lines (an imported task's holds a table of
+    arguments and the module's Python source): a long line of prose is wrapped, an indented one
+    (code, a table) is kept whole; prose the author wrapped by hand (a long line that ends
+    mid-sentence) is joined to the next line first, so that it is wrapped to this width."""
+    lines: list[str] = []
+    for line in text.strip("\n").splitlines():
+        if (lines and line.strip() and not line[:1].isspace() and len(lines[-1]) >= HARD_WRAPPED
+                and not lines[-1].rstrip().endswith((".", ":"))):
+            lines[-1] = lines[-1].rstrip() + " " + line
+        else:
+            lines.append(line)
+    out = []
+    for line in lines:
+        if len(indent + line) <= width or line[:1].isspace():
+            out.append((indent + line).rstrip())
+        else:
+            out += textwrap.wrap(line, width, initial_indent=indent, subsequent_indent=indent * 2)
+    return out
 
 
 def _width() -> int:

@@ -1,10 +1,10 @@
 """NVRTC compilation to a cubin for one architecture, with the compiler's resource report.
 
 Runs on machines without a GPU (NVRTC is a library). Results are cached by content: the same
-source, defines, options and architecture compile once per process, and, once `use_disk_cache`
-names a folder (the GPU worker and its child do, from `eval.compile_cache_dir`), once per node
-(`fsr.evaluate.compile_cache`), keyed by the source, kernel names, options, NVRTC's version and
-the cache's format.
+source, defines, options and architecture compile once per `CompileService`, and, where the
+service has the node's disk cache (the GPU worker's and its child's do, from
+`eval.compile_cache_dir`), once per node (`fsr.evaluate.compile_cache`), keyed by the source,
+kernel names, options, NVRTC's version and the cache's format.
 """
 
 from __future__ import annotations
@@ -108,85 +108,66 @@ class Compiler(Protocol):
         ...
 
 
-class Programs:
-    """A process's compiled programs: the last `size` in memory, and the node's disk cache once
-    `use_disk_cache` names one. A process has one (`PROGRAMS`); tests `reset` it."""
+class CompileService:
+    """Compiled programs by content: the last `size` in memory, then the node's disk cache `disk`
+    (fsr.evaluate.compile_cache.open_cache; None: no disk cache). A miss compiles in `pool`, the
+    bounded compile processes that proposer code needs (fsr.evaluate.compile_pool.worker_compiler
+    builds a service with both from the configuration), or, without one, in this process, for
+    trusted code only: task baselines in tests and tools, a user's own file in `fsr launch`.
+    Whoever compiles is handed one; the one who built it closes it."""
 
-    def __init__(self, size: int = 512):
+    def __init__(self, disk: compile_cache.DiskCache | None = None, pool: Compiler | None = None,
+                 size: int = 512) -> None:
         self.size = size
         self.memory: OrderedDict[str, Compiled] = OrderedDict()
         self.lock = threading.Lock()  # tuning trials compile on several threads at once
-        self.disk: compile_cache.DiskCache | None = None
-        # Where a miss is compiled: in this process (the default, for trusted code: task
-        # baselines in tests and tools), or in a bounded compile pool
-        # (fsr.evaluate.compile_pool.use_compile_pool).
-        self.pool: Compiler | None = None
+        self.disk = disk
+        self.pool = pool
 
-    def get(self, key: str) -> Compiled | None:
+    def compile(self, cand: Candidate, arch: str) -> Compiled:
+        """Compile for `arch` (e.g. "sm_90"); raises CompileFailed with the compiler's log. Looks
+        in memory, then on disk; failures are not cached."""
+        bad = [o for o in cand.compile_options if not ALLOWED_OPTIONS.match(o)]
+        if bad:
+            raise CompileFailed(f"compile option(s) not allowed: {' '.join(bad)}")
+        source = full_source(cand)
+        kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
+        options = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
+        key = hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
+        result = self._get(key)
+        if result is not None:
+            return result
+        disk = self.disk
+        result = _from_disk(disk, key, kernels, options) if disk else None
+        if result is None:
+            result = self._miss(source, kernels, options)  # outside the lock: compiles run concurrently
+            if disk:
+                compile_cache.store(disk, key, compile_cache.Entry(
+                    result.cubin, result.lowered, result.kernel_resources, result.log, result.ptx))
+        self._put(key, result)
+        return result
+
+    def close(self) -> None:
+        """Stop the compile pool's processes, if there is a pool."""
+        if self.pool is not None:
+            self.pool.close()
+
+    def _get(self, key: str) -> Compiled | None:
         with self.lock:
             if key not in self.memory:
                 return None
             self.memory.move_to_end(key)
             return self.memory[key]
 
-    def put(self, key: str, compiled: Compiled) -> None:
+    def _put(self, key: str, compiled: Compiled) -> None:
         with self.lock:
             self.memory[key] = compiled
             if len(self.memory) > self.size:
                 self.memory.popitem(last=False)
 
-    def reset(self) -> None:
-        """Nothing in memory, no disk cache, no compile pool (its processes stopped), problems
-        with a folder logged again."""
-        with self.lock:
-            self.memory.clear()
-        self.disk = None
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
-        compile_cache.forget_warnings()
-
-    def compile(self, source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
-        """A miss: compiled in the pool when one is in use, else here."""
+    def _miss(self, source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
         pool = self.pool
         return pool.compile(source, kernels, options) if pool is not None else nvrtc(source, kernels, options)
-
-
-PROGRAMS = Programs()
-
-
-def use_disk_cache(setting: str | os.PathLike[str] | None,
-                   max_bytes: int = compile_cache.DEFAULT_CACHE_MAX_BYTES) -> Path | None:
-    """Share compiled programs with every process of this node through a directory, for this
-    process: `setting` is `eval.compile_cache_dir` ("" = the default folder, "off" or None = no
-    disk cache) or a path. Returns the directory in use, or None. Until this is called a process
-    compiles without the disk cache."""
-    PROGRAMS.disk = compile_cache.open_cache(setting, max_bytes)
-    return PROGRAMS.disk.root if PROGRAMS.disk is not None else None
-
-
-def compile_candidate(cand: Candidate, arch: str) -> Compiled:
-    """Compile for `arch` (e.g. "sm_90"); raises CompileFailed with the compiler's log. Looks in
-    this process's cache, then in the disk cache (see `use_disk_cache`); failures are not cached."""
-    bad = [o for o in cand.compile_options if not ALLOWED_OPTIONS.match(o)]
-    if bad:
-        raise CompileFailed(f"compile option(s) not allowed: {' '.join(bad)}")
-    source = full_source(cand)
-    kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
-    options = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
-    key = hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
-    result = PROGRAMS.get(key)
-    if result is not None:
-        return result
-    disk = PROGRAMS.disk
-    result = _from_disk(disk, key, kernels, options) if disk else None
-    if result is None:
-        result = PROGRAMS.compile(source, kernels, options)  # outside the lock: compiles run concurrently
-        if disk:
-            compile_cache.store(disk, key, compile_cache.Entry(
-                result.cubin, result.lowered, result.kernel_resources, result.log, result.ptx))
-    PROGRAMS.put(key, result)
-    return result
 
 
 @functools.cache

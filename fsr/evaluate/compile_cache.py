@@ -1,8 +1,8 @@
 """The disk cache of compiled programs, shared by every process of a node (GPU workers, their GPU
 children, `fsr eval`, a resumed run): one JSON file per program, named by the key
 `fsr.evaluate.compile` computes (everything that decides the cubin, with `CACHE_FORMAT`), least
-recently used entries pruned past a byte limit. Off in a process until
-`fsr.evaluate.compile.use_disk_cache` names a folder (`open_cache` here).
+recently used entries pruned past a byte limit. A `fsr.evaluate.compile.CompileService` uses the
+folder `open_cache` opens here; one built without it compiles without a disk cache.
 
 One file per program (never pickle: a cache folder is only data), written to a temp file beside
 it and renamed into place, so readers see a whole entry or none and two processes storing one

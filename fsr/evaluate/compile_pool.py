@@ -28,11 +28,15 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from fsr.evaluate import compile as compiler
-from fsr.evaluate.compile import Compiled, CompileFailed
+from fsr.evaluate import compile_cache
+from fsr.evaluate.compile import Compiled, CompileFailed, CompileService
 from fsr.types import bytes_text
+
+if TYPE_CHECKING:
+    from fsr.config import EvalConfig
 
 WATCH_S = 0.02  # how often a waiting compile checks its process's memory
 START_TIMEOUT_S = 60.0  # a compile process that is not ready by then is a fault of the machine
@@ -250,28 +254,17 @@ def _expect(proc: _Process, word: str, timeout_s: float) -> None:
         raise EOFError(f"expected {word!r}, got {got!r}")
 
 
-# ---- a process's pool ------------------------------------------------------------------------
+# ---- a worker's compile service ---------------------------------------------------------------
 
-def use_compile_pool(processes: int, deadline_s: float, max_bytes: int) -> CompilePool:
-    """Compile this process's misses in `processes` bounded compile processes from now on
-    (`eval.compile_timeout_s`, `eval.compile_max_bytes`): the GPU worker and its GPU child do,
-    since they compile proposer code. A pool already in use with the same bounds and at least
-    as many processes is kept; any other is closed and replaced."""
-    limits = Limits(deadline_s, max_bytes)
-    old = compiler.PROGRAMS.pool
-    if isinstance(old, CompilePool) and old.limits == limits and old.size >= processes:
-        return old
-    pool = compiler.PROGRAMS.pool = CompilePool(processes, limits)
-    if old is not None:
-        old.close()
-    return pool
-
-
-def close_compile_pool() -> None:
-    """Stop this process's compile processes; later misses compile in this process."""
-    pool, compiler.PROGRAMS.pool = compiler.PROGRAMS.pool, None
-    if pool is not None:
-        pool.close()
+def worker_compiler(cfg: EvalConfig, processes: int, deadline_s: float | None = None) -> CompileService:
+    """The compile service of a process that compiles proposer code (the GPU worker, its GPU
+    child, `fsr eval`): the node's disk cache (`cfg.compile_cache_dir`, `compile_cache_max_bytes`)
+    and misses compiled in `processes` bounded compile processes, each compile within
+    `deadline_s` (default `cfg.compile_timeout_s`) and `cfg.compile_max_bytes`. Its caller
+    closes it."""
+    limits = Limits(cfg.compile_timeout_s if deadline_s is None else deadline_s, cfg.compile_max_bytes)
+    disk = compile_cache.open_cache(cfg.compile_cache_dir, cfg.compile_cache_max_bytes)
+    return CompileService(disk, CompilePool(processes, limits))
 
 
 # ---- the compile process ------------------------------------------------------------------------

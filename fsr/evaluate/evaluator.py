@@ -24,9 +24,9 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, guards
-from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate, nvrtc_version, use_disk_cache
-from fsr.evaluate.compile_pool import close_compile_pool, use_compile_pool
+from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards
+from fsr.evaluate.compile import Compiled, CompileFailed, CompileService, nvrtc_version
+from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
@@ -36,6 +36,8 @@ from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSp
 log = logging.getLogger(__name__)
 
 DEFAULT_ARCH = "sm_90"
+READY_POLL_S = 0.05  # how often a call waiting for its task's host contents asks again
+READY_TIMEOUT_S = 60.0  # answering "ready" is a lookup: this only bounds a wedged child
 
 
 class EvaluatorError(RuntimeError):
@@ -51,8 +53,8 @@ class Static:
     compiled: Compiled | None
 
 
-def static_stage(cand: Candidate, task: Task, arch: str) -> Static:
-    """Header check, guards, compile and the guards on the compiled program; a
+def static_stage(cand: Candidate, task: Task, arch: str, compiler: CompileService) -> Static:
+    """Header check, guards, compile (by `compiler`) and the guards on the compiled program; a
     REJECTED/COMPILE_ERROR Evaluation or the cubin."""
     try:
         cfmt.check(cand, task)
@@ -62,7 +64,7 @@ def static_stage(cand: Candidate, task: Task, arch: str) -> Static:
     if reason:
         return Static(Evaluation(cand.id, cand.task, Verdict.REJECTED, reason), None)
     try:
-        compiled = compile_candidate(cand, arch)
+        compiled = compiler.compile(cand, arch)
     except CompileFailed as e:
         return Static(Evaluation(cand.id, cand.task, Verdict.COMPILE_ERROR, e.log), None)
     reason = guards.check_compiled(compiled.ptx, compiled.cubin)  # what runs, before any GPU time
@@ -157,18 +159,18 @@ class _TaskTimes:
 class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
-    def __init__(self, spec: WorkerSpec):
+    def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None):
         """`spec`: the campaign's tasks (the only ones this evaluator takes), the configuration,
         the journal place, and `host_threads`, this worker's share of the host's cores for the
         GPU child's host work (0: every core, one worker per host); the GPU child builds the
-        benchmark inputs and references of `spec.warm` as soon as it starts, all at once."""
+        benchmark inputs and references of `spec.warm` as soon as it starts, all at once.
+        `compiler`: the compile service to use (and close), else one built from `spec.eval`."""
         threads = spec.host_threads or os.cpu_count() or 1
         self.spec = replace(spec, host_threads=threads)
         self.cfg = spec.eval
-        use_disk_cache(self.cfg.compile_cache_dir, self.cfg.compile_cache_max_bytes)
         compile_threads = max(1, min(threads, 16))
         # Proposer code is compiled in bounded processes, never in this worker's own.
-        use_compile_pool(compile_threads, self.cfg.compile_timeout_s, self.cfg.compile_max_bytes)
+        self.compiler = compiler or worker_compiler(self.cfg, compile_threads)
         self.sandbox = Sandbox(self.spec)
         self._gpu = threading.RLock()  # the child: one request at a time (a baseline inside a prepare)
         self._compiles = ThreadPoolExecutor(compile_threads, thread_name_prefix="fsr-trials")
@@ -182,6 +184,10 @@ class GpuEvaluator:
             return self.sandbox.ensure_started()
 
     def evaluate(self, candidate: Candidate, tune: bool = True) -> Evaluation:
+        """Judge one candidate. Its `wall_s` is the worker time it adds; its `setup_s`, the part of
+        that spent waiting on setup (a GPU child's start, its task's preparation) rather than
+        overlapping other evaluations: a wait for host contents while other candidates ran on the
+        GPU is theirs, not preparation."""
         started = self._worker_time.begin()
         try:
             task = self._task(candidate.task)
@@ -189,11 +195,14 @@ class GpuEvaluator:
             result = Evaluation(candidate.id, candidate.task, Verdict.REJECTED, str(e))
         else:
             result = self._evaluate(candidate, task, tune)
-        return replace(result, wall_s=self._worker_time.charge(started, time.perf_counter()))
+        end = time.perf_counter()
+        charged = self._worker_time.charge(started, end)
+        after_setup_s = result.wall_s  # _evaluate's own: seconds from the end of its setup to now
+        return replace(result, wall_s=charged, setup_s=min(result.setup_s, max(0.0, charged - after_setup_s)))
 
     def close(self) -> None:
         self._compiles.shutdown(wait=False, cancel_futures=True)
-        close_compile_pool()
+        self.compiler.close()
         with self._gpu:
             self.sandbox.close()
 
@@ -204,8 +213,8 @@ class GpuEvaluator:
         device = known if known is not None else self.device()  # the first call starts the GPU child
         setup_s = time.perf_counter() - clock
         trials = self.spec.tune.trials if tune else 0
-        ahead = trial_compiles(cand, task, device.arch, trials, self.spec.tune.seed, self._compiles) if trials and cand.tunables else {}
-        static = static_stage(cand, task, device.arch)
+        ahead = trial_compiles(cand, task, device.arch, trials, self.spec.tune.seed, self._compiles, self.compiler) if trials and cand.tunables else {}
+        static = static_stage(cand, task, device.arch, self.compiler)
         if static.verdict is not None:
             for future, _ in ahead.values():
                 future.cancel()
@@ -213,11 +222,13 @@ class GpuEvaluator:
         compiled = static.compiled
         assert compiled is not None
         programs = compiled_trials(ahead)  # host work, done before taking the GPU child
+        setup_s += self._await_contents(task)
         with self._gpu:
             clock = time.perf_counter()
             device = self.sandbox.ensure_started()  # after a CRASH, a new child
             times = self._prepare(task)
-            setup_s += time.perf_counter() - clock
+            setup_end = time.perf_counter()
+            setup_s += setup_end - clock
             journal_dir = self.spec.journal_dir
             journal = str(Path(journal_dir) / "optuna.journal") if journal_dir and trials else None
             request = EvalRequest(cand, compiled.cubin, compiled.lowered, trials, journal_path=journal,
@@ -241,7 +252,7 @@ class GpuEvaluator:
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
                           baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,
                           torch_compile_us=times.torch_compile_us, torch_compile_s=times.torch_compile_s,
-                          setup_s=setup_s)
+                          setup_s=setup_s, wall_s=time.perf_counter() - setup_end)
         if isinstance(reply, TimedOut):
             during = f" (during {reply.doing})" if reply.doing else ""
             return _noting(replace(base, verdict=Verdict.TIMEOUT, message=f"still running after {reply.seconds:.1f} s"
@@ -249,7 +260,8 @@ class GpuEvaluator:
         if isinstance(reply, Died):
             return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed)
         assert isinstance(reply, ChildResult)
-        return _noting(self._judge(base, reply, task, device), failed)
+        judged = self._judge(base, reply, task, device)
+        return _noting(replace(judged, diagnostics=diagnose.of_evaluation(cand, compiled, judged, task, device, self.compiler)), failed)
 
     def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources
@@ -275,6 +287,24 @@ class GpuEvaluator:
             known = ", ".join(t.name for t in self.spec.tasks) or "none"
             raise tasks.TaskError(f"task {name!r} is not one of this evaluator's tasks ({known})")
         return task
+
+    def _await_contents(self, task: Task) -> float:
+        """Seconds waited until the GPU child can prepare `task` at once (prepared already, or its
+        host contents built): the child builds them in the background while this call lets go of
+        it between questions, so other candidates run on the GPU meanwhile."""
+        started = time.perf_counter()
+        if self._prepared_in.get(task.name) == self.sandbox.restarts:
+            return 0.0  # prepared: no question, and no wait for the GPU child charged as preparing
+        while time.perf_counter() - started < PREPARE_TIMEOUT_S:
+            with self._gpu:
+                self.sandbox.ensure_started()
+                if self._prepared_in.get(task.name) == self.sandbox.restarts:
+                    break
+                reply = self.sandbox.call("ready", task.name, READY_TIMEOUT_S)
+            if reply is not False:  # ready, or a failure that the preparation itself will meet
+                break
+            time.sleep(READY_POLL_S)
+        return time.perf_counter() - started
 
     def _prepare(self, task: Task) -> _TaskTimes:
         """Load the task in the current child; time its baseline once per evaluator."""

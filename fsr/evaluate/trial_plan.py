@@ -14,7 +14,7 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 from fsr import candidate as cfmt
 from fsr.evaluate import guards
-from fsr.evaluate.compile import Compiled, CompileFailed, compile_candidate
+from fsr.evaluate.compile import Compiled, CompileFailed, CompileService
 from fsr.evaluate.wire import TrialPrograms
 from fsr.types import Candidate, Defines, Task
 
@@ -27,11 +27,11 @@ class Refused(CompileFailed):
     another value of a tunable may compile to code that reads a clock. `log` is the reason."""
 
 
-def compile_trial(trial: Candidate, task: Task, arch: str) -> Compiled:
-    """One tuning trial's program: its header checked against the task, compiled, and what was
-    compiled checked by the guards; raises HeaderError, CompileFailed or Refused."""
+def compile_trial(trial: Candidate, task: Task, arch: str, compiler: CompileService) -> Compiled:
+    """One tuning trial's program: its header checked against the task, compiled by `compiler`,
+    and what was compiled checked by the guards; raises HeaderError, CompileFailed or Refused."""
     cfmt.check(trial, task)
-    compiled = compile_candidate(trial, arch)
+    compiled = compiler.compile(trial, arch)
     reason = guards.check_compiled(compiled.ptx, compiled.cubin)
     if reason:
         raise Refused(reason)
@@ -53,8 +53,9 @@ def first_points(cand: Candidate, trials: int, seed: int, start_defines: Defines
 
 
 def trial_compiles(cand: Candidate, task: Task, arch: str, trials: int, seed: int, pool: ThreadPoolExecutor,
-                   start_defines: Defines = ()) -> dict[Defines, tuple[Future[Compiled], bool]]:
-    """The compiles of the configurations `cand`'s tuning measures first, started on `pool`, each
+                   compiler: CompileService, start_defines: Defines = ()) -> dict[Defines, tuple[Future[Compiled], bool]]:
+    """The compiles of the configurations `cand`'s tuning measures first, started on `pool` and
+    compiled by `compiler`, each
     with whether the tuning needs it first; in a small space (at most SMALL_SPACE_TRIALS times
     the budget) every other configuration too, as the tuner's later asks land there. The
     candidate's own configuration is left out (the static stage compiles it)."""
@@ -70,7 +71,7 @@ def trial_compiles(cand: Candidate, task: Task, arch: str, trials: int, seed: in
         trial = cfmt.with_defines(cand, values)
         key = trial.resolved_defines()
         if key != cand.resolved_defines() and key not in ahead:
-            ahead[key] = (pool.submit(compile_trial, trial, task, arch), needed)
+            ahead[key] = (pool.submit(compile_trial, trial, task, arch, compiler), needed)
     return ahead
 
 
@@ -91,14 +92,22 @@ def compiled_trials(ahead: dict[Defines, tuple[Future[Compiled], bool]]) -> Tria
     return tuple(out)
 
 
+def compile_threads(threads: int | None = None) -> int:
+    """How many trials the GPU child compiles at once: `threads`, else the worker's share of the
+    host's cores (OMP_NUM_THREADS, which the sandbox sets), at most MAX_COMPILE_THREADS."""
+    share = threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or 1
+    return max(1, min(share, MAX_COMPILE_THREADS))
+
+
 class TrialCompiles:
     """The GPU child's trial compiles beyond those the parent shipped: each started once, on the
     worker's share of the host's cores (the sandbox sets the BLAS thread variables to it, at most
-    MAX_COMPILE_THREADS; NVRTC releases the GIL), kept by trial id until `forget`."""
+    MAX_COMPILE_THREADS; NVRTC releases the GIL) and compiled by `compiler`, kept by trial id until
+    `forget`."""
 
-    def __init__(self, threads: int | None = None):
-        share = threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or 1
-        self.threads = max(1, min(share, MAX_COMPILE_THREADS))
+    def __init__(self, compiler: CompileService, threads: int | None = None):
+        self.compiler = compiler
+        self.threads = compile_threads(threads)
         self._pool: ThreadPoolExecutor | None = None  # started with the first compile
         self._started: dict[str, Future[Compiled]] = {}
 
@@ -108,7 +117,7 @@ class TrialCompiles:
         if future is None:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fsr-compile")
-            future = self._started[trial.id] = self._pool.submit(compile_trial, trial, task, arch)
+            future = self._started[trial.id] = self._pool.submit(compile_trial, trial, task, arch, self.compiler)
         return future
 
     def forget(self) -> None:

@@ -31,6 +31,15 @@ class WorkerStats:
     alive_s: float
     lost: int = 0  # actors lost (process died, node gone, unreachable, hung, evaluator raised)
     requeued: int = 0  # unanswered calls of lost actors, sent to the queue again
+    setup_s: float = 0.0  # of busy_s, waiting on setup: starting the GPU child, preparing tasks
+
+    def shares(self) -> tuple[float, float, float]:
+        """(evaluating, preparing, idle) fractions of the seconds alive: busy_s less setup_s is
+        evaluating, setup_s preparing, the rest idle."""
+        if self.alive_s <= 0:
+            return 0.0, 0.0, 0.0
+        busy, setup = min(self.busy_s, self.alive_s), min(self.setup_s, self.busy_s)
+        return (busy - setup) / self.alive_s, setup / self.alive_s, 1.0 - busy / self.alive_s
 
 
 class Evaluator(Protocol):
@@ -82,7 +91,8 @@ class Executor(Protocol):
         ...
 
     def busy_fraction(self) -> float:
-        """Worker-seconds spent evaluating over worker-seconds ready, in [0, 1]."""
+        """Worker-seconds spent evaluating candidates (not starting or preparing) over
+        worker-seconds ready, in [0, 1]."""
         ...
 
     def worker_stats(self) -> list[WorkerStats]:

@@ -58,6 +58,7 @@ class LocalExecutor:
         self._ready_at: float | None = None
         self._stopped_at: float | None = None
         self._busy_s = 0.0
+        self._setup_s = 0.0  # of _busy_s, the evaluations' waits on setup (child start, preparing)
         self._busy_since: float | None = None
         self._evaluations = 0
         self._crashes = 0  # evaluations that raised (an evaluator bug), given CRASH here
@@ -121,18 +122,19 @@ class LocalExecutor:
     # --- the worker -------------------------------------------------------------------------
 
     def busy_fraction(self) -> float:
-        """Seconds spent evaluating over seconds since the evaluator was ready (0 before)."""
-        busy, alive = self._busy_alive_s()
-        return min(1.0, busy / alive) if alive > 0 else 0.0
+        """Seconds spent evaluating candidates (not starting or preparing) over seconds since the
+        evaluator was ready (0 before)."""
+        return self.worker_stats()[0].shares()[0]
 
     def worker_stats(self) -> list[WorkerStats]:
         """The one worker's counters (no restarts: a local evaluator that fails stops the run)."""
         busy, alive = self._busy_alive_s()
         with self._lock:
-            evaluations, crashes = self._evaluations, self._crashes
+            evaluations, crashes, setup = self._evaluations, self._crashes, self._setup_s
         state = "stopped" if self._closed else "ready" if self._ready_at is not None else "starting"
         device = self._device.name if self._device else ""
-        return [WorkerStats(WORKER_NAME, state, device, self._in_flight, evaluations, crashes, 0, 0, busy, alive)]
+        return [WorkerStats(WORKER_NAME, state, device, self._in_flight, evaluations, crashes, 0, 0, busy, alive,
+                            setup_s=min(setup, busy))]
 
     def pin(self, task: str, device_name: str) -> None:
         """Refuse `task`'s candidates unless this GPU is a `device_name` (checked on submit)."""
@@ -211,7 +213,10 @@ class LocalExecutor:
         with self._lock:
             self._busy_since = time.monotonic()
         try:
-            return evaluator.evaluate(candidate)
+            evaluation = evaluator.evaluate(candidate)
+            with self._lock:
+                self._setup_s += evaluation.setup_s
+            return evaluation
         except Exception as e:
             # The protocol says evaluate never raises; if it does, that is an evaluator bug, and
             # the search must stay total: the candidate gets CRASH with the reason, loudly logged.

@@ -150,6 +150,17 @@ def _ties(source: str, bench: dict[str, int], at_bench: Shapes) -> sizes.Ties:
     return ties
 
 
+def _fails(source: str, s: dict[str, int], bench: dict[str, int]) -> str:
+    """Why the sizes `s` do not run with the benchmark size's signature, naming the sizes that
+    differ from the file's (a broadcast that holds only at the file's sizes shows here)."""
+    at = ", ".join(f"{n} = {v}" for n, v in s.items() if v != bench[n])
+    try:
+        probe.shapes(source, s)
+    except ProblemError as e:
+        return f"at {at}: {e}"
+    return f"at {at} the arguments' number, ranks or dtypes differ from those at the file's sizes"
+
+
 def _too_big(source: str, at_bench: Shapes, s: dict[str, int], ties: sizes.Ties | None = None,
              elements_max: int = LARGE_ELEMENTS, flops_max: int = LARGE_FLOPS) -> bool | None:
     """Whether `s` (followers set) passes the bounds; None where it does not run with the
@@ -183,7 +194,8 @@ def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes, layout: di
     for s in sizes.candidates(bench, names, large, step, ties):
         verdict = too_big(s, CPU_ELEMENTS, CPU_FLOPS)
         if verdict is not False:  # it does not run, or it is too large to run on the CPU
-            reasons += ["the sizes that run are too large to run on the CPU"] if verdict else []
+            reasons.append("the sizes that run are too large to run on the CPU" if verdict
+                           else _fails(source, sizes.tied(s, ties), bench))
             continue
         try:
             kept.append((s, probe.values(source, layout, s)))
@@ -194,7 +206,10 @@ def _test_sizes(source: str, bench: dict[str, int], at_bench: Shapes, layout: di
         if len(kept) == WANTED:
             break
     if len(kept) < LEAST:
-        why = f": {reasons[0]}" if reasons else ": the others fail on the meta device or change the signature"
+        if not reasons and names:  # every candidate came out as the file's sizes: no other runs
+            half = sizes.tied({**bench, names[0]: bench[names[0]] // 2}, ties)
+            reasons.append(f"no sizes but the file's run; {_fails(source, half, bench)}")
+        why = f": {reasons[0]}" if reasons else ""
         raise ProblemError(f"only {len(kept)} test sizes run (at least {LEAST} needed){why}")
     kept.sort(key=lambda sv: _cost(probe.shapes(source, sv[0])))
     return tuple(s for s, _ in kept), [v for _, v in kept]

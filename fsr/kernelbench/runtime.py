@@ -4,7 +4,8 @@ and PyTorch's own module on the task's arrays (the comparators' side).
 This file is copied verbatim into every imported task's reference.py, which also holds the problem
 file's text (so that a task is one module that needs nothing from fsr and no file beside it: a
 campaign ships that text to its workers), and the importer uses it for its own probing, so both
-run the module alike. It needs only the standard library, NumPy and torch.
+run the module alike. It needs only the standard library, NumPy and torch (and takes fsr's torch
+lock where fsr is importable).
 
 A problem file defines `Model`, `get_inputs()`, `get_init_inputs()` and module-level integer
 sizes. `load(source, sizes)` executes the file's text with those sizes' assignments (`n = ...`,
@@ -24,15 +25,16 @@ FILENAME = "problem.py"  # what tracebacks from the problem file name
 _TREES: dict[str, ast.Module] = {}  # by source text
 
 
-def torch_lock() -> Any:
-    """The process's one lock around torch work that reads or sets the default dtype. forward64
-    sets it to float64 (tensors a forward makes without a dtype must be float64 too) and torch's
-    default dtype is process-wide: a file's inputs drawn in another thread meanwhile came out
-    float64 where the task declares float32 (a kernel then read them as garbage). Every imported
-    task holds its own copy of this file, so the lock lives on the torch module, not here."""
-    import torch
+try:
+    from fsr.torch_lock import torch_lock
+except ImportError:  # a task's reference.py run where fsr is not installed
+    def torch_lock() -> threading.RLock:
+        """The process's one lock around torch work that reads or sets the default dtype (see
+        fsr/torch_lock.py). Without fsr, every task's copy of this file must still find the same
+        lock, so it lives on the torch module."""
+        import torch
 
-    return torch.__dict__.setdefault("_fsr_default_dtype_lock", threading.RLock())
+        return torch.__dict__.setdefault("_fsr_default_dtype_lock", threading.RLock())
 
 
 def load(source: str, sizes: dict[str, int]) -> dict[str, Any]:

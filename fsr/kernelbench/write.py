@@ -80,6 +80,22 @@ def _imported(folder: Path) -> bool:
     return (folder / "problem.py").is_file() or reference.is_file() and reference.read_text().startswith(MARKER)
 
 
+def problem_text(reference: str) -> str | None:
+    """The problem file's text held by a reference.py this module wrote (its `_SOURCE`; "" if
+    that cannot be read back), or None for any other reference.py."""
+    if not reference.startswith(MARKER):
+        return None
+    try:
+        tree = ast.parse(reference)
+    except SyntaxError:
+        return ""
+    for node in reversed(tree.body):
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["_SOURCE"]
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return ""
+
+
 def literal(text: str) -> str:
     """`text` as a Python literal that reads like the file: a raw triple-quoted string where
     that gives `text` back exactly, else repr."""

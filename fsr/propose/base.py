@@ -96,6 +96,9 @@ class ProposalRequest:
     `asked` is how many requests the island made before this one (None where the caller keeps no
     count), so a proposer can open an island boldly; `feature_scores` are the policy's posterior
     mean log-speedups of the features it has observed (what their toggles did to parents).
+    `device` is the GPU the candidates will be timed on (a model's prompt describes it; None:
+    unknown, or the proposer's own default); proposers that write the same kernels for every
+    GPU ignore it.
     """
 
     task: Task
@@ -112,6 +115,7 @@ class ProposalRequest:
     temperature_scale: float = 1.0
     asked: int | None = None
     feature_scores: tuple[tuple[str, float], ...] = ()
+    device: DeviceInfo | None = None
 
     @property
     def first(self) -> bool:
@@ -137,42 +141,45 @@ class Proposals:
     throttles: tuple[float | None, ...] = ()  # HTTP 429s met on the way: the Retry-After each asked
 
 
+@dataclass(frozen=True)
+class ProposerTraits:
+    """What a proposer can do for one task, as it stands when asked (`Proposer.describe`)."""
+
+    # Whether it can write the task's first kernel from the description alone (a request with no
+    # parents): a model can; the offline mutator needs a kernel to start from.
+    writes_first_kernel: bool
+    # The features it can act on: the feature policy chooses among these (a model: the whole
+    # catalogue; the offline mutator: the template's switches and what its transforms add).
+    features: tuple[str, ...]
+    # What would let the search of the task go further when the proposer keeps answering with
+    # nothing new (a clause for the user: "a feature template", "another model" ...).
+    exhausted_hint: str
+
+
 class Proposer(Protocol):
     """Writes candidates. Implementations must allow several requests in flight at once (the
-    loop starts many for a slow proposer) and calls from any thread. Everything
-    the search loops and `fsr run` ask of a proposer is here, so every proposer answers it."""
+    loop starts many for a slow proposer) and calls from any thread. Everything the search
+    loops and `fsr run` ask of a proposer is here, so every proposer answers it."""
 
-    name: str
-
-    @property
-    def writes_first_kernel(self) -> bool:
-        """Whether it can write a task's first kernel from the description alone (a request with
-        no parents): a model can; the offline mutator needs a kernel to start from."""
-        ...
-
-    def propose(self, request: ProposalRequest) -> Proposals:
+    def start(self, request: ProposalRequest) -> Future[Proposals]:
         """Up to `request.n` new candidates derived from `request.parents` (written from the
         task's description alone when there are none, by a proposer that `writes_first_kernel`;
-        another answers such a request with no candidates and says why in `errors`).
+        another answers such a request with no candidates and says why in `errors`), as a
+        future: a model proposer returns while its request is in flight (the search keeps
+        hundreds in flight, with no thread each); a proposer that answers in well under a
+        millisecond answers before returning (`answered_now`). The request is read now: what it
+        says is what the proposal uses.
 
         Every returned candidate has passed `fsr.candidate.parse`, names its parents and sets
         `origin` (proposer, model, move, features_requested); the loop sets `island` and
-        `generation`. Invalid output is counted in `Proposals.dropped`, never raised; a proposer
-        raises only for its own faults (the loop counts those too and carries on).
+        `generation`. Invalid output is counted in `Proposals.dropped`, never raised; the future
+        holds an exception only for the proposer's own faults (the loop counts those too and
+        carries on).
         """
         ...
 
-    def start(self, request: ProposalRequest) -> Future[Proposals]:
-        """`propose`, returning at once with the answer's future: a model proposer returns
-        while its request is in flight (the search keeps hundreds in flight, with no thread
-        each); a proposer that answers in well under a millisecond answers before returning
-        (`answered_now`). The request is read now: what it says is what the proposal uses."""
-        ...
-
-    def supported_features(self, task: Task) -> tuple[str, ...]:
-        """The features this proposer can act on for `task`: the feature policy chooses among
-        these (a model: the whole catalogue; the offline mutator: the template's switches and
-        the features its source transforms add)."""
+    def describe(self, task: Task) -> ProposerTraits:
+        """What this proposer can do for `task` now (the hint may change as a budget is spent)."""
         ...
 
     @property
@@ -181,15 +188,10 @@ class Proposer(Protocol):
         spent); a search stops asking then. Always False for a proposer without a budget."""
         ...
 
-    def exhausted_hint(self, task: Task) -> str:
-        """What would let the search of `task` go further when this proposer keeps answering
-        with nothing new (a clause for the user: "a feature template", "another model" ...)."""
-        ...
 
-    def set_device(self, device: DeviceInfo) -> None:
-        """The GPU the candidates will be timed on (a model's prompt describes it); proposers
-        that write the same kernels for every GPU ignore it."""
-        ...
+def propose(proposer: Proposer, request: ProposalRequest) -> Proposals:
+    """`proposer.start(request)`, waited for: for a caller that has nothing else to do."""
+    return proposer.start(request).result()
 
 
 def answered_now(propose: Callable[[ProposalRequest], Proposals], request: ProposalRequest) -> Future[Proposals]:

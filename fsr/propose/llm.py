@@ -26,10 +26,11 @@ from pathlib import Path
 from fsr.candidate import HeaderError, parse
 from fsr.config import LLMConfig
 from fsr.propose import reply
-from fsr.propose.base import ProposalRequest, Proposals
+from fsr.propose.base import ProposalRequest, Proposals, ProposerTraits
+from fsr.propose.endpoint import gate_for, safe_url
 from fsr.propose.features import NAMES
 from fsr.propose.llm_cache import ResponseCache, Sample
-from fsr.propose.llm_client import ChatClient, LLMOptions, gate_for, safe_url
+from fsr.propose.llm_client import ChatClient
 from fsr.propose.llm_gate import CallGate, Meter, submit
 from fsr.propose.prompt import build
 from fsr.types import Candidate, DeviceInfo, Origin, Task
@@ -63,20 +64,19 @@ class LLMProposer:
     """Proposes candidates with one chat model (`proposer = "llm"`); see the module docstring."""
 
     name = "llm"
-    writes_first_kernel = True  # from the task's description, signature and reference
 
-    def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, device: DeviceInfo | None = None,
+    def __init__(self, config: LLMConfig, *, device: DeviceInfo | None = None,
                  cache_dir: str | Path | None = None, replay_from: str | Path | None = None,
                  meter: Meter | None = None, memory: ReplyMemory | None = None,
                  gate: CallGate | None = None) -> None:
         """`cache_dir` receives every sample (and serves a resumed run); `replay_from` is a cache
-        directory to serve from instead of the endpoint (no network at all)."""
+        directory to serve from instead of the endpoint (no network at all); `device` is the GPU
+        a prompt describes when its request names none."""
         if not config.model:
             raise ValueError("llm.model is empty: name the model to use (or use the offline mutator)")
         self.config = config
-        self.options = options or LLMOptions.from_config(config)
         self.device = device
-        self.client = ChatClient(config, self.options, cache=ResponseCache(cache_dir) if cache_dir else None,
+        self.client = ChatClient(config, cache=ResponseCache(cache_dir) if cache_dir else None,
                                  replay_from=ResponseCache(replay_from) if replay_from else None, meter=meter,
                                  gate=gate)
         self.memory = memory or ReplyMemory()
@@ -93,17 +93,10 @@ class LLMProposer:
         """True once the token or money budget is spent: no further call will be made."""
         return self.meter.refusal() is not None
 
-    def set_device(self, device: DeviceInfo) -> None:
-        """The GPU the candidates will be timed on (the search learns it from the executor)."""
-        self.device = device
-
-    def exhausted_hint(self, task: Task) -> str:
-        """The spent budget, if that is why nothing new came; else a bolder or another model."""
-        return _hint(self.meter, self.config.temperature, self.config.model)
-
-    def supported_features(self, task: Task) -> tuple[str, ...]:
-        """A model can act on every feature of the catalogue."""
-        return NAMES
+    def describe(self, task: Task) -> ProposerTraits:
+        """First kernels from the task's description, signature and reference; every feature of
+        the catalogue; the spent budget as the hint, if that is why nothing new came."""
+        return _traits(self.meter, self.config.temperature, self.config.model)
 
     def propose(self, request: ProposalRequest) -> Proposals:
         """Up to `request.n` candidates, one per sample that holds a valid kernel. Endpoint
@@ -115,7 +108,8 @@ class LLMProposer:
         (late binding: a request is built when it is sent, never queued), and the call and the
         reading of its replies run on the model-request loop, not on a thread of their own."""
         shown = self.memory.take(request.task.name, request.island)
-        prompt = build(request, self.device, shown, self.options.prompt_budget_tokens)
+        prompt = build(request, request.device or self.device, shown, self.config.prompt_budget_tokens,
+                       diagnostics=shows_diagnostics(self.config, request.island))
         temperature = self.config.temperature * request.temperature_scale
         return submit(self._answer(request, prompt.as_dicts(), shown, temperature))
 
@@ -166,7 +160,6 @@ class LLMEnsemble:
     or at random by weight, seeded by the request's seed (so a rerun picks the same)."""
 
     name = "llm"
-    writes_first_kernel = True
 
     def __init__(self, members: Sequence[LLMProposer], weights: Sequence[float] | None = None,
                  by_island: bool = False) -> None:
@@ -185,17 +178,10 @@ class LLMEnsemble:
     def exhausted(self) -> bool:
         return all(m.exhausted for m in self.members)
 
-    def set_device(self, device: DeviceInfo) -> None:
-        for m in self.members:
-            m.set_device(device)
-
-    def exhausted_hint(self, task: Task) -> str:
-        """As a member's, naming every model (the members share one budget)."""
+    def describe(self, task: Task) -> ProposerTraits:
+        """As a member's, naming every model in the hint (the members share one budget)."""
         first = self.members[0]
-        return _hint(first.meter, first.config.temperature, ", ".join(m.config.model for m in self.members))
-
-    def supported_features(self, task: Task) -> tuple[str, ...]:
-        return NAMES
+        return _traits(first.meter, first.config.temperature, ", ".join(m.config.model for m in self.members))
 
     def pick(self, request: ProposalRequest) -> LLMProposer:
         if self.by_island:
@@ -209,11 +195,17 @@ class LLMEnsemble:
         return self.pick(request).start(request)
 
 
-def _hint(meter: Meter, temperature: float, models: str) -> str:
+def shows_diagnostics(config: LLMConfig, island: int) -> bool:
+    """Whether an island's prompts carry the diagnostics (`llm.diagnostics`, alternating by
+    island with `llm.diagnostics_by_island`)."""
+    return config.diagnostics and not (config.diagnostics_by_island and island % 2)
+
+
+def _traits(meter: Meter, temperature: float, models: str) -> ProposerTraits:
     refusal = meter.refusal()
-    if refusal is not None:
-        return f"a larger model budget ({refusal})"
-    return f"a higher temperature (llm.temperature, now {temperature:g}) or another model than {models}"
+    hint = f"a larger model budget ({refusal})" if refusal is not None else \
+        f"a higher temperature (llm.temperature, now {temperature:g}) or another model than {models}"
+    return ProposerTraits(writes_first_kernel=True, features=NAMES, exhausted_hint=hint)
 
 
 def parse_models(spec: str) -> list[tuple[str, float]]:
@@ -231,22 +223,20 @@ def parse_models(spec: str) -> list[tuple[str, float]]:
 
 
 def make_llm_proposer(config: LLMConfig, run_dir: str | Path | None = None, *, device: DeviceInfo | None = None,
-                      replay: str | Path | None = None,
-                      options: LLMOptions | None = None) -> LLMProposer | LLMEnsemble:
+                      replay: str | Path | None = None) -> LLMProposer | LLMEnsemble:
     """The model proposer for a run: one model, or an ensemble when `models` lists several (all
     on `config.base_url`, sharing one budget, one reply memory and the endpoint's ceilings). Samples are cached under
     `<run_dir>/llm_cache/`; `replay` names an earlier run directory to serve them from instead
     of the endpoint. Raises ValueError for a config that cannot work (no model, no key for a
     remote endpoint, a money budget for a model of unknown price)."""
-    options = options or LLMOptions.from_config(config)
     cache_dir = Path(run_dir) / CACHE_DIR if run_dir else None
     replay_from = Path(replay) / CACHE_DIR if replay else None
     if replay_from is not None and not replay_from.is_dir():
         raise ValueError(f"replay: {replay_from} does not exist (was the run made with a model?)")
-    models = parse_models(options.models) or [(config.model, 1.0)]
-    meter, memory, gate = Meter(options.max_cost, options.max_total_tokens), ReplyMemory(), gate_for(config)
-    members = [LLMProposer(replace(config, model=name), options, device=device, cache_dir=cache_dir,
+    models = parse_models(config.models) or [(config.model, 1.0)]
+    meter, memory, gate = Meter(config.max_cost, config.max_total_tokens), ReplyMemory(), gate_for(config)
+    members = [LLMProposer(replace(config, model=name), device=device, cache_dir=cache_dir,
                            replay_from=replay_from, meter=meter, memory=memory, gate=gate) for name, _ in models]
     if len(members) == 1:
         return members[0]
-    return LLMEnsemble(members, [w for _, w in models], options.ensemble_by_island)
+    return LLMEnsemble(members, [w for _, w in models], config.ensemble_by_island)

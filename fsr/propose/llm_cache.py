@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fsr.lineage import atomic_write
+from fsr.files import atomic_write
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Chat completions against any OpenAI-compatible endpoint, with what a long search needs around
 them: hundreds of calls in flight as coroutines on one thread (fsr.propose.llm_gate), the
-endpoint's ceilings, retries that honour Retry-After, token and money budgets that calls in
-flight cannot overrun, and a response cache under the run directory that lets a run be replayed
-without the endpoint.
+endpoint's ceilings, retries that honour Retry-After (fsr.propose.retry), token and money
+budgets that calls in flight cannot overrun, and a response cache under the run directory that
+lets a run be replayed without the endpoint (fsr.propose.endpoint: its prices, its check).
 
 The API key is read from the environment variable the config names, handed to the `openai`
 client, and nowhere else: it is never stored in a cache entry, a log line or a repr, and it is
@@ -19,10 +19,7 @@ same ones again on replay.
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import email.utils
 import os
-import random
 import re
 import ssl
 import threading
@@ -30,91 +27,20 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from fsr.config import LLMConfig
+from fsr.propose.endpoint import gate_for, is_local, price_of, safe_url
 from fsr.propose.llm_cache import ResponseCache, Sample, prompt_sha
 from fsr.propose.llm_gate import CallGate, Meter, Reservation, submit
 from fsr.propose.prompt import estimate_tokens
+from fsr.propose.retry import THROTTLES, CallFailed, sending, with_retries
 
-# USD per million tokens (input, output), as published by OpenAI in 2025. The longest matching
-# prefix of the model name wins; override with LLMOptions.input/output_price_per_mtok.
-PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1-nano": (0.1, 0.4),
-    "gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6), "o3": (2.0, 8.0), "o3-mini": (1.1, 4.4),
-    "o4-mini": (1.1, 4.4), "gpt-5": (1.25, 10.0), "gpt-5-mini": (0.25, 2.0), "gpt-5-nano": (0.05, 0.4),
-}
 # OpenAI reasoning models take max_completion_tokens and no temperature.
 REASONING = re.compile(r"^(o\d|gpt-5)")
-RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx
-LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 SHARD_CONNECTIONS = 32  # keep-alive connections of one HTTP client (see ChatClient._connect)
 BUDGET_POLL_S = 0.05  # how often a call whose worst case does not fit yet looks again
-
-
-@dataclass(frozen=True)
-class LLMOptions:
-    """Settings beyond LLMConfig's current fields; `from_config` reads each from the LLMConfig
-    when it has a field of the same name, so adding them there is all the wiring needed."""
-
-    max_cost: float = 0.0  # USD for the whole run; 0 = no limit
-    max_total_tokens: int = 0  # prompt + completion tokens for the whole run; 0 = no limit
-    input_price_per_mtok: float = -1.0  # USD per million prompt tokens; < 0 = from PRICES
-    output_price_per_mtok: float = -1.0
-    prompt_budget_tokens: int = 16_000  # size limit of one prompt (tokens estimated as characters / 4)
-    models: str = ""  # an ensemble on the same endpoint: "gpt-4.1=3,gpt-4.1-mini=1"
-    ensemble_by_island: bool = False  # island i uses model i (mod count) instead of weights
-    send_seed: bool = True  # pass a per-sample seed (OpenAI, vLLM, SGLang, Ollama accept it)
-    backoff_s: float = 1.0  # first retry wait without Retry-After; doubles per attempt
-    max_wait_s: float = 120.0  # the longest Retry-After honoured; longer gives up at once
-
-    @classmethod
-    def from_config(cls, config: LLMConfig) -> LLMOptions:
-        return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)})
-
-
-def price_of(model: str, options: LLMOptions, base_url: str) -> tuple[float, float] | None:
-    """(input, output) USD per million tokens; free on a local server; None if unknown."""
-    if options.input_price_per_mtok >= 0 and options.output_price_per_mtok >= 0:
-        return options.input_price_per_mtok, options.output_price_per_mtok
-    if is_local(base_url):
-        return 0.0, 0.0
-    matches = [p for p in PRICES if model == p or model.startswith(p + "-")]
-    return PRICES[max(matches, key=len)] if matches else None
-
-
-def is_local(base_url: str) -> bool:
-    return bool(base_url) and (urlsplit(base_url).hostname or "") in LOCAL_HOSTS
-
-
-def safe_url(base_url: str) -> str:
-    """The endpoint without credentials embedded in it (user:password@)."""
-    return re.sub(r"(://)[^/@\s]+@", r"\1", base_url)
-
-
-class EndpointError(Exception):
-    """The endpoint cannot serve a run: it cannot be reached, or it refused the API key. One line."""
-
-
-def check_endpoint(config: LLMConfig) -> None:
-    """Reach the endpoint before a run starts (raises EndpointError). A server without a model
-    list (404, 501) passes: whether it serves the model is left to the first request."""
-    import openai
-
-    url = safe_url(config.base_url) or "the OpenAI API"
-    client = openai.OpenAI(base_url=config.base_url or None, api_key=os.environ.get(config.api_key_env) or "none",
-                           timeout=min(config.timeout_s, 10.0), max_retries=0)
-    try:
-        client.models.list()
-    except openai.APIConnectionError as e:
-        raise EndpointError(f"cannot reach {url}: {e.__cause__ or e}") from None
-    except openai.AuthenticationError:
-        raise EndpointError(f"{url} refused the API key in {config.api_key_env}") from None
-    except openai.APIStatusError:
-        pass
 
 
 @dataclass(frozen=True)
@@ -134,14 +60,6 @@ class Completion:
         return sum(s.completion_tokens for s in self.samples)
 
 
-class CallFailed(Exception):
-    """A call that failed for good (after `attempts` tries); the message says why."""
-
-    def __init__(self, message: str, attempts: int = 1) -> None:
-        super().__init__(message)
-        self.attempts = attempts
-
-
 class ChatClient:
     """One model at one endpoint. Thread-safe; its calls run on the process's model-request loop
     (fsr.propose.llm_gate.submit), at most `config.concurrency` in flight per endpoint gate.
@@ -152,15 +70,15 @@ class ChatClient:
     by the clients of one endpoint (an ensemble's models).
     """
 
-    def __init__(self, config: LLMConfig, options: LLMOptions | None = None, *, cache: ResponseCache | None = None,
+    def __init__(self, config: LLMConfig, *, cache: ResponseCache | None = None,
                  replay_from: ResponseCache | None = None, meter: Meter | None = None,
                  gate: CallGate | None = None) -> None:
-        self.config, self.options = config, options or LLMOptions.from_config(config)
+        self.config = config
         self.model = config.model
         self.cache, self.replay_from = cache, replay_from
-        self.meter = meter or Meter(self.options.max_cost, self.options.max_total_tokens)
+        self.meter = meter or Meter(config.max_cost, config.max_total_tokens)
         self.gate = gate or gate_for(config)
-        self.price = price_of(config.model, self.options, config.base_url)
+        self.price = price_of(config.model, config, config.base_url)
         if self.meter.max_cost and self.price is None and replay_from is None:
             raise ValueError(f"max_cost is set but the price of model {config.model!r} is unknown: set "
                              "llm.input_price_per_mtok and llm.output_price_per_mtok")
@@ -198,7 +116,7 @@ class ChatClient:
             if self._tls is None:
                 self._tls = ssl.create_default_context()  # loading the CA store takes 0.2 s: once
             http = openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.config.timeout_s, verify=self._tls,
-                                                  event_hooks={"request": [_sending]})
+                                                  event_hooks={"request": [sending]})
             self._clients.append(openai.AsyncOpenAI(base_url=self.config.base_url or None, api_key=self._key,
                                                     timeout=self.config.timeout_s, max_retries=0,
                                                     http_client=http))
@@ -320,7 +238,8 @@ class ChatClient:
         started = time.perf_counter()
         samples: list[Sample] = []
         try:
-            response, attempts = await self._with_retries(kwargs, worst_tokens, prompt_bound)
+            response, attempts = await with_retries(self._send, kwargs, self.config, self.gate, worst_tokens,
+                                                    prompt_bound, self._redact)
             choices = sorted(response.choices or [], key=lambda c: c.index or 0)[: len(indices)]
             samples = self._samples(messages, response, choices, indices)
         except CallFailed as e:
@@ -334,6 +253,15 @@ class ChatClient:
         self._log(sha, indices, samples, started, attempts, None)
         return samples
 
+    async def _send(self, kwargs: dict[str, Any]) -> Any:
+        """One attempt of a call, on the least busy HTTP client."""
+        shard = self._connect()
+        self._busy[shard] += 1
+        try:
+            return await self._clients[shard].chat.completions.create(**kwargs)
+        finally:
+            self._busy[shard] -= 1
+
     def _arguments(self, messages: Sequence[Mapping[str, str]], n: int, temperature: float,
                    seed: int) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": list(messages)}
@@ -344,62 +272,9 @@ class ChatClient:
             kwargs["temperature"] = temperature
         if n > 1:
             kwargs["n"] = n
-        if self.options.send_seed:
+        if self.config.send_seed:
             kwargs["seed"] = seed % 2**31
         return kwargs
-
-    async def _with_retries(self, kwargs: dict[str, Any], worst_tokens: int, prompt_tokens: int) -> tuple[Any, int]:
-        """The call, retried as the module docstring says; each attempt passes the gate (so
-        retries count against the endpoint's ceilings) and a 429 holds every caller of it."""
-        import openai
-
-        last = ""
-        for attempt in range(1, self.config.retries + 2):
-            wait = self._backoff(attempt)
-            entry = await self.gate.enter(worst_tokens)
-            used = prompt_tokens  # what the endpoint may count for a failed attempt
-            shard = self._connect()
-            self._busy[shard] += 1
-            SENT.set((self.gate, entry))
-            try:
-                response = await self._clients[shard].chat.completions.create(**kwargs)
-                usage = getattr(response, "usage", None)
-                used = int(getattr(usage, "total_tokens", 0) or 0) or worst_tokens
-                return response, attempt
-            except openai.APIStatusError as e:
-                status = e.status_code
-                last = f"HTTP {status}: {_status_text(e)}"
-                if status not in RETRIED_STATUS and status < 500:
-                    raise CallFailed(self._redact(f"{last} (not retried)"), attempt) from None
-                asked = retry_after_s(e.response.headers)
-                if asked is not None:
-                    if asked > self.options.max_wait_s:
-                        raise CallFailed(self._redact(f"{last}; the server asks to wait {asked:.0f} s, more "
-                                                      f"than max_wait_s {self.options.max_wait_s:.0f} s"),
-                                         attempt) from None
-                    wait = asked
-                if status == 429:
-                    used = 0  # refused, not counted
-                    self.gate.throttled(wait if asked is not None else None)
-                    if (met := THROTTLES.get()) is not None:
-                        met.append(asked)
-            except openai.APITimeoutError:
-                last = f"no reply within {self.config.timeout_s:g} s"
-            except openai.APIConnectionError as e:
-                last = f"connection failed: {e.__cause__ or e}"
-            except (openai.OpenAIError, ValueError, TypeError) as e:  # an unreadable response
-                raise CallFailed(self._redact(f"bad response: {type(e).__name__}: {e}"), attempt) from None
-            finally:
-                self._busy[shard] -= 1
-                self.gate.leave(entry, used)
-            if attempt <= self.config.retries:
-                await asyncio.sleep(wait)  # outside the gate: waiting does not hold a call slot
-        raise CallFailed(self._redact(f"gave up after {self.config.retries + 1} attempts: {last}"),
-                         self.config.retries + 1)
-
-    def _backoff(self, attempt: int) -> float:
-        base = min(self.options.max_wait_s, self.options.backoff_s * 2 ** (attempt - 1))
-        return base * random.uniform(0.5, 1.0)  # jitter: clients that failed together spread out
 
     def _samples(self, messages: Sequence[Mapping[str, str]], response: Any, choices: list[Any],
                  indices: list[int]) -> list[Sample]:
@@ -441,56 +316,3 @@ class ChatClient:
         if len(key) >= 4 and key != "none":
             text = text.replace(key, "***")
         return text
-
-
-# The gate entries of the call this task is making: its request hook dates them to when the
-# request leaves, not to when the call entered the gate (the SDK's own work lies between).
-THROTTLES: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar("fsr_throttles", default=None)
-SENT: contextvars.ContextVar[tuple[CallGate, list[list[float]]] | None] = contextvars.ContextVar("fsr_sent", default=None)
-
-
-async def _sending(request: Any) -> None:
-    if (sent := SENT.get()) is not None:
-        sent[0].sending(sent[1])
-
-
-def gate_for(config: LLMConfig, window_s: float = 60.0) -> CallGate:
-    """The ceilings of `config`'s endpoint as a gate (share it among the clients of one endpoint)."""
-    return CallGate(config.concurrency, config.max_requests_per_minute, config.max_tokens_per_minute, window_s)
-
-
-def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds a server asks to wait: `retry-after-ms`, or `retry-after` in seconds or as an HTTP
-    date; None when absent or unreadable."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _status_text(e: Any) -> str:
-    body = getattr(e, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        msg = err.get("message") if isinstance(err, dict) else err
-        if msg:
-            return str(msg)[:500]
-    return str(getattr(e, "message", e))[:500]

@@ -24,7 +24,8 @@ from importlib import resources
 from pathlib import Path
 
 from fsr import tasks
-from fsr.evaluate import guards
+from fsr.evaluate import diagnose, guards
+from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.features import BY_NAME
 from fsr.types import DeviceInfo, Evaluation, Task, Verdict, size_label
@@ -93,16 +94,18 @@ def system_prompt() -> str:
 
 
 def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tuple[str, ...] = (),
-          budget_tokens: int = 16_000) -> Prompt:
+          budget_tokens: int = 16_000, diagnostics: bool = True) -> Prompt:
     """The system and user messages for a request, within `budget_tokens` where possible (the
-    device, the task and the kernel to improve are never dropped)."""
+    device, the task and the kernel to improve are never dropped). `diagnostics` (`llm.diagnostics`)
+    adds each kernel's digested machine-code facts to the parent, the fastest and the slower one."""
     task, parent = request.task, (request.parents[0] if request.parents else None)
     sections = [
         Section("device", 90, (device_section(device, task),)) if device else None,
-        Section("task", 80, (task_section(task, REFERENCE_CHARS, device), task_section(task, 1200, device))),
-        Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS), parent_section(parent, task, 6000)))
-        if parent else None,
-        performance_section(request),
+        Section("task", 80, tuple(dict.fromkeys(task_section(task, n, device, comparators(request))
+                                                for n in (REFERENCE_CHARS, 1200)))),
+        Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS, diagnostics),
+                                parent_section(parent, task, 6000, diagnostics))) if parent else None,
+        performance_section(request, diagnostics),
         second_parent_section(request),
         failures_section(request.failures, task),
         reply_errors_section(reply_errors),
@@ -141,17 +144,49 @@ def device_section(device: DeviceInfo, task: Task) -> str:
                         "reaches a third of it)") if device.tensor_tflops else "not measured")
 
 
-def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None) -> str:
+def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None,
+                 timed: str = "") -> str:
+    """The problem: its buffers, sizes, tolerance and floors, then the built-in reference (NumPy),
+    or for an imported task its module's source, once, and no line of the importer's runtime."""
     signature = "\n".join(f"- `{a.name}`: {a.dtype}[{', '.join(a.shape)}], "
                           f"{'input (read-only)' if a.intent == 'in' else 'output'}" for a in task.args)
     constants = ""
     if task.constants:
         constants = " Constants (passed as `float`): " + ", ".join(f"{k} = {v:g}" for k, v in task.constants) + "."
-    return fill("task.md", name=task.name, description=task.description, signature=signature,
-                size_names=", ".join(task.size_names), constants=constants,
-                test_sizes="\n".join(f"- {size_label(s)}" for s in task.test_sizes),
-                bench_size=size_label(task.bench_size), floor=(" " + floors(task, device)) if device else "", atol=f"{task.atol:g}",
-                rtol=f"{task.rtol:g}", reference=clip(reference_source(task), reference_chars))
+    common = dict(name=task.name, signature=signature, size_names=", ".join(task.size_names), constants=constants,
+                  test_sizes="\n".join(f"- {size_label(s)}" for s in task.test_sizes),
+                  bench_size=size_label(task.bench_size), floor="",
+                  comparators=timed, atol=f"{task.atol:g}", rtol=f"{task.rtol:g}")
+    if device is not None and (floor := floors(task, device)):
+        common["floor"] = " " + floor
+    module = imported_module(task)
+    if module is not None:  # the description already holds the module's source where the import wrote it
+        described = task.description if module.strip() in task.description else (
+            f"{task.description}\n\nThe module's source:\n\n```python\n{module.rstrip()}\n```")
+        return fill("task_module.md", description=described, **common)
+    return fill("task.md", description=task.description, reference=clip(reference_source(task), reference_chars),
+                **common)
+
+
+def imported_module(task: Task) -> str | None:
+    """The problem file's text of a task `fsr import` wrote, else None (a built-in task)."""
+    try:
+        return write.problem_text((Path(task.directory) / "reference.py").read_text())
+    except OSError:
+        return None
+
+
+def comparators(request: ProposalRequest) -> str:
+    """What PyTorch eager and torch.compile take at the benchmark size, as a sentence, where an
+    evaluation in the request carries them ("" in a first round: nothing is timed yet)."""
+    members = [*request.parents, request.best, request.contrast, *request.failures]
+    evs = [m.evaluation for m in members if m is not None and m.evaluation is not None]
+    eager = next((e.torch_us for e in evs if e.torch_us), None)
+    compiled = next((e.torch_compile_us for e in evs if e.torch_compile_us), None)
+    parts = [f"PyTorch eager takes {_us(eager)}" if eager else "",
+             f"torch.compile {_us(compiled)}" if compiled else ""]
+    said = " and ".join(p for p in parts if p)
+    return f" There, {said}." if said else ""
 
 
 def floors(task: Task, device: DeviceInfo) -> str:
@@ -168,11 +203,12 @@ def floors(task: Task, device: DeviceInfo) -> str:
     return ("At the benchmark size " + "; ".join(parts) + ".") if parts else ""
 
 
-def parent_section(parent: Scored, task: Task, source_chars: int) -> str:
-    return fill("parent.md", result=describe(parent, task), source=clip(parent.candidate.source, source_chars))
+def parent_section(parent: Scored, task: Task, source_chars: int, diagnostics: bool = False) -> str:
+    return fill("parent.md", result=describe(parent, task, diagnostics=diagnostics),
+                source=clip(parent.candidate.source, source_chars))
 
 
-def performance_section(request: ProposalRequest) -> Section | None:
+def performance_section(request: ProposalRequest, diagnostics: bool = False) -> Section | None:
     """The fastest kernel so far and a slower correct one, side by side (performance feedback)."""
     if request.first:
         return None
@@ -199,6 +235,10 @@ def performance_section(request: ProposalRequest) -> Section | None:
         if gained or lost:
             text += (f"\n\nThe fastest has {', '.join(gained) or 'nothing'} that the slower lacks, and lacks "
                      f"{', '.join(lost) or 'nothing'} that it has.")
+    for label, s in rows if diagnostics else ():
+        facts = diagnosed(s.evaluation)
+        if facts and s.id != parent.id:  # the parent's are with the parent
+            text += f"\n\nMachine code ({label}, {s.id[:8]}), static counts:\n{facts}"
     full = text
     if best.id != parent.id:
         full += f"\n\nThe fastest so far:\n\n```cuda\n{clip(best.candidate.source, SOURCE_CHARS)}\n```"
@@ -272,7 +312,7 @@ def ask_section(request: ProposalRequest) -> str:
 
 # ---- describing results -------------------------------------------------------------------------
 
-def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS) -> str:
+def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS, diagnostics: bool = False) -> str:
     """One kernel's evaluation in a few lines: verdict, what went wrong or how fast, resources."""
     ev = member.evaluation
     if ev is None:
@@ -290,7 +330,17 @@ def describe(member: Scored, task: Task, log_chars: int = LOG_CHARS) -> str:
     if ev.message:
         lines.append(_message(ev, log_chars))
     lines.append(_resources(ev, member))
+    facts = diagnosed(ev) if diagnostics else ""
+    if facts:
+        lines.append(f"Machine code (static counts):\n{facts}")
     return "\n".join(line for line in lines if line)
+
+
+def diagnosed(ev: Evaluation | None) -> str:
+    """An evaluation's diagnostics, or "" where there are none to show."""
+    if ev is None or not ev.diagnostics or ev.diagnostics.startswith(diagnose.UNAVAILABLE):
+        return ""
+    return ev.diagnostics
 
 
 def _message(ev: Evaluation, log_chars: int) -> str:

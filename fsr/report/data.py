@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from fsr import lineage, run_json
+from fsr import lineage, lineage_schema, run_json
 from fsr.report import costs, kernels, tables
 
 # What the report calls the latency at the measured ceiling. Not "device ceiling": it is the rate
@@ -80,7 +80,7 @@ def load_run(path: str | Path) -> Run:
     for record in held:  # parts skipped beside readable rows: worth a warning each
         logging.getLogger(record.name).handle(record)
     if trials is None:
-        trials = lineage.TRIALS.empty_table().to_pandas()
+        trials = lineage_schema.TRIALS.empty_table().to_pandas()
     return Run(run_dir, info or {}, evaluations, trials)
 
 

@@ -37,14 +37,19 @@ def feature_effects(frame: pd.DataFrame) -> pd.DataFrame:
     kernels whose source has it and those whose source lacks it (`features_detected`): how many,
     the share that came out correct, the geometric-mean speedup over the baseline of the correct
     timed ones, and `effect`, the ratio of those means (above 1: kernels with it were faster).
-    A feature no kernel of the task had is left out."""
+    Only the kernels the search proposed count: the seeds (baseline, template) are what it
+    started from, and a feature that every proposed kernel has would otherwise be credited with
+    the whole gain over the baseline, which merely lacks it. A feature that no proposed kernel
+    has, or that every one has, is left out: there is nothing to compare."""
     out = []
+    if "proposer" in frame:
+        frame = frame[frame["proposer"] != "seed"]
     for task, rows in frame.groupby("task", sort=True):
         detected = rows["features_detected"].map(lambda xs: frozenset(xs) if xs is not None else frozenset())
         seen = frozenset().union(*detected)
         for feature in [*CATALOGUE, *sorted(seen - set(CATALOGUE))]:
-            if feature in seen:
-                has = detected.map(lambda xs, f=feature: f in xs).astype(bool)
+            has = detected.map(lambda xs, f=feature: f in xs).astype(bool)
+            if has.any() and not has.all():
                 out.append(_feature_row(str(task), feature, rows, has))
     return pd.DataFrame(out, columns=list(EFFECT_COLUMNS))
 

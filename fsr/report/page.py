@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from fsr.report import plots
+from fsr.report import notes, plots
 from fsr.report.data import RunTables, comparison, tasks_in_one_run
 from fsr.report.text import (
     COMPARED_MD,
@@ -23,7 +23,8 @@ from fsr.report.text import (
 )
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1360px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1360px; color: #222;
+  box-sizing: border-box; padding-right: 5em; }
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 2px solid #ccc; margin-top: 2em; } h3 { margin-top: 1.6em; }
 .meta, .note { color: #555; font-size: 0.9em; } .note { margin: 0.2em 0; }
 nav.toc { font-size: 0.9em; background: #f7f7f7; border: 1px solid #e2e2e2; padding: 0.4em 1em; }
@@ -39,6 +40,8 @@ table.fsr tr.geomean td { font-weight: 600; border-top: 2px solid #999; }
 details.run > summary { font-size: 1.1em; cursor: pointer; margin: 0.6em 0; }
 pre.diff { font-size: 0.8em; background: #f8f8f8; padding: 6px; overflow-x: auto; max-height: 30em; }
 """
+# The page's right gutter (padding-right above) holds the fixed "top" link, so that it never
+# covers a plot's legend, however narrow the window.
 # Opens the folded sections holding a link's target (a run's details on a comparison page), and
 # redraws plots in a section when it opens: plotly sizes a plot drawn while hidden by default.
 SCRIPT = """
@@ -84,13 +87,24 @@ def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None, links
     return f"<table class='fsr'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def summary_html(summary: pd.DataFrame, links: dict[str, str]) -> str:
-    """One run's task summary, a geometric-mean row last, each task linking to its section."""
+def summary_html(t: RunTables, links: dict[str, str]) -> str:
+    """One run's task summary, a geometric-mean row last, each task linking to its section;
+    then where each winner is, and which searches stopped short and why."""
+    summary = t.summary
     shown, means = with_geomean(summary)
-    return "\n".join([table_html(shown, summary_columns(summary), links, "geomean"),
-                       f"<p class='note'>{html.escape(means)}</p>",
-                       f"<p class='note'>{html.escape(fast_p_note(summary))}</p>",
-                       f"<p class='note'>{html.escape(ROOFLINE_NOTE)}</p>"])
+    parts = [table_html(shown, summary_columns(summary), links, "geomean"),
+             f"<p class='note'>{html.escape(means)}</p>",
+             f"<p class='note'>{html.escape(fast_p_note(summary))}</p>",
+             f"<p class='note'>{html.escape(ROOFLINE_NOTE)}</p>"]
+    for heading, lines in ((WINNERS, notes.winner_notes(t)), (STOPPED, notes.stop_notes(t))):
+        if lines:
+            items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+            parts.append(f"<p class='note'>{heading}</p><ul class='note'>{items}</ul>")
+    return "\n".join(parts)
+
+
+WINNERS = "The winners (the best kernel of each task, the values tuning chose, its file):"
+STOPPED = "Searches that stopped short of their budget, or never beat the kernel they started from:"
 
 
 def figure_html(fig: go.Figure) -> str:
@@ -136,7 +150,8 @@ def costs_html(t: RunTables, ident: str) -> str:
                f"(open it with <code>optuna-dashboard {html.escape(str(t.journal))}</code>).</p>" if t.journal else "")
     tokens = table_html(t.tokens) if not t.tokens.empty else "<p>No model was used: no tokens, no cost.</p>"
     driver = (table_html(t.driver) if not t.driver.empty
-              else "<p>No campaign of this run has ended yet: the driver's time is written when one does.</p>")
+              else f"<p>{html.escape(notes.campaign_note(t))} The driver's time is written when a campaign of "
+                   "fsr run ends.</p>")
     return "\n".join([
         _top("Where the time went", ident), "<div class='grid'>", figure_html(plots.stage_figure(t.stages)),
         figure_html(plots.occupancy_figure(t.workers)), "</div>", table_html(t.workers),
@@ -159,8 +174,9 @@ def run_html(t: RunTables, number: int, folded: bool = False) -> str:
     command = " ".join(command) if isinstance(command, list) else str(command)
     head = [_top(f"Run {run.run_id}", ids["run"], 2),
             f"<p class='meta'>{html.escape(run.device)}; {len(run.evaluations)} evaluations; started "
-            f"{html.escape(str(info.get('created_at', '?')))}; <code>{html.escape(command)}</code></p>",
-            summary_html(t.summary, ids)]
+            f"{html.escape(notes.readable_time(info.get('created_at')))}; <code>{html.escape(command)}</code></p>",
+            f"<p class='meta'>{html.escape(notes.campaign_note(t))}</p>",
+            summary_html(t, ids)]
     body = [*(task_html(t, task, ids[task]) for task in t.summary["task"]), costs_html(t, ids["costs"])]
     if folded:
         body = [f"<details class='run'><summary>Run {html.escape(run.run_id)}: each task's plots and lineage, "
@@ -174,7 +190,8 @@ def comparison_html(runs: list[RunTables]) -> str:
     summary, curves = comparison(runs)
     alone = tasks_in_one_run(curves)
     shared = [task for task in sorted(curves["task"].unique()) if task not in alone]
-    parts = [_top("Runs compared", "compare", 2), table_html(summary, COMPARED_MD, {t: anchor("compare", t) for t in shared}),
+    parts = [_top("Runs compared", "compare", 2),
+             table_html(summary, summary_columns(summary, COMPARED_MD), {t: anchor("compare", t) for t in shared}),
              f"<p class='note'>best / first run's: the run's best latency over that of the first run listed "
              f"({html.escape(runs[0].run.label)}); below 1.00x is faster.</p>"]
     if alone:
@@ -196,7 +213,8 @@ def contents_html(runs: list[RunTables]) -> str:
         _, curves = comparison(runs)
         alone = set(tasks_in_one_run(curves))
         shared = [t for t in sorted(curves["task"].unique()) if t not in alone]
-        items.append(f"<li><a href='#compare'>Runs compared</a>: {links({t: anchor('compare', t) for t in shared}, shared)}</li>")
+        listed = f": {links({t: anchor('compare', t) for t in shared}, shared)}" if shared else ""
+        items.append(f"<li><a href='#compare'>Runs compared</a>{listed}</li>")
     for number, t in enumerate(runs, 1):
         ids = run_anchors(number, t)
         tasks = [str(task) for task in t.summary["task"]]

@@ -37,11 +37,15 @@ AXIS_TITLES = {"evaluation": "evaluations (all islands)", "elapsed_s": "wall tim
 AXIS_STYLE = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#999999", "automargin": True}
 
 
+TOOLBAR_PX = 30  # plotly's toolbar, drawn at the figure's top right: titles sit below it
+
+
 def _figure(traces: list[Any], title: str, x: Mapping[str, Any], y: Mapping[str, Any], height: int = 360,
             **layout: Any) -> go.Figure:
     return go.Figure(data=traces, layout={
-        "title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"}, "height": height,
-        "template": "none", "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "plot_bgcolor": "white",
+        "title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left", "yref": "container",
+                  "y": 1 - TOOLBAR_PX / height, "yanchor": "top"}, "height": height,
+        "template": "none", "margin": {"l": 60, "r": 20, "t": 50 + TOOLBAR_PX, "b": 50}, "plot_bgcolor": "white",
         "paper_bgcolor": "white", "legend": {"font": {"size": 10}}, "xaxis": {**AXIS_STYLE, **x},
         "yaxis": {**AXIS_STYLE, **y}, **layout})
 
@@ -149,8 +153,9 @@ def verdict_figure(mix: pd.DataFrame, task: str) -> go.Figure:
 
 def feature_figure(effects: pd.DataFrame, task: str) -> go.Figure:
     """What paid off for one task: per feature, the geometric-mean speedup over the baseline of
-    correct kernels with it and without it (from `kernels.feature_effects`), on a log axis,
-    features in order of effect."""
+    correct kernels with it and without it (from `kernels.feature_effects`), features in order
+    of effect, on an axis from 0 (a bar's length is its speedup: an axis cut short would make
+    a 1.0x bar look many times a 0.6x one)."""
     mine = effects[effects["task"] == task].sort_values("effect", ascending=False)
     traces = [
         go.Bar(x=mine["feature"], y=mine["speedup_with"], name="kernels with it",
@@ -160,8 +165,7 @@ def feature_figure(effects: pd.DataFrame, task: str) -> go.Figure:
     ]
     return _figure(traces, f"{task}: what paid off, kernels with and without each feature",
                    {"type": "category"},
-                   _log_axis(latency_scale([*mine["speedup_with"], *mine["speedup_without"]]),
-                             "geomean speedup over baseline"),
+                   {"title": {"text": "geomean speedup over baseline"}, "rangemode": "tozero", "ticksuffix": "x"},
                    barmode="group")
 
 
@@ -201,7 +205,7 @@ def stage_figure(stages: pd.DataFrame) -> go.Figure:
               for stage, bars in stages.groupby("stage", sort=False)]
     return _figure(traces, "Where an evaluation's time went", {"title": {"text": "seconds per evaluation"}},
                    {"type": "category"}, height=220 + 32 * stages["task"].nunique(), barmode="stack",
-                   margin={"l": 60, "r": 20, "t": 80, "b": 50},
+                   margin={"l": 60, "r": 20, "t": 80 + TOOLBAR_PX, "b": 50},
                    legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "traceorder": "normal",
                            "font": {"size": 10}})
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fsr.report import costs, tables
+from fsr.report import ablation, costs, notes, tables
 from fsr.report.data import RunTables, comparison, records
 
 SUMMARY_MD = {"task": "task", "device": "device", "evaluations": "evaluations", "best_us": "best us",
@@ -108,7 +108,13 @@ def run_markdown(t: RunTables) -> str:
     run = t.run
     summary, means = with_geomean(t.summary)
     parts = [f"## Run {run.run_id} ({run.device}, {len(run.evaluations)} evaluations)",
+             f"Started {notes.readable_time(run.info.get('created_at'))}. {notes.campaign_note(t)}",
              markdown_table(summary, summary_columns(t.summary)), means, fast_p_note(t.summary), ROOFLINE_NOTE]
+    for heading, lines in (("The winners:", notes.winner_notes(t)),
+                           ("Searches that stopped short:", notes.stop_notes(t))):
+        if lines:
+            parts.append("\n".join([heading, *(f"- {line}" for line in lines)]))
+    parts += ablation.diagnostics_lines(run.evaluations, run.info.get("config", {}) or {})
     for task, chain in t.chains.items():
         if not chain.empty:
             parts += [f"### {task}: the winner's lineage", markdown_table(chain.drop(columns="diff"))]
@@ -134,7 +140,7 @@ def markdown(runs: list[RunTables]) -> str:
     parts = []
     if len(runs) > 1:
         summary, _ = comparison(runs)
-        parts += ["## Runs compared", markdown_table(summary, COMPARED_MD)]
+        parts += ["## Runs compared", markdown_table(summary, summary_columns(summary, COMPARED_MD))]
     return "\n\n".join(parts + [run_markdown(t) for t in runs]) + "\n"
 
 
@@ -148,6 +154,8 @@ def run_json(t: RunTables) -> dict[str, Any]:
         "winners": {task: records(chain) for task, chain in t.chains.items()}, "stages": records(t.stages),
         "workers": records(t.workers), "tokens": records(t.tokens), "driver": records(t.driver),
         "optuna_journal": str(t.journal) if t.journal else None,
+        "created_at": notes.readable_time(run.info.get("created_at")), "campaign": notes.campaign_note(t),
+        "winner_notes": notes.winner_notes(t), "stop_notes": notes.stop_notes(t),
     }
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from fsr.candidate import parse
 from fsr.config import SearchConfig
 from fsr.execute.base import Executor
-from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored, has_baseline, task_speedup
+from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored, has_baseline, propose, task_speedup
 from fsr.propose.features import detect
 from fsr.types import Candidate, Evaluation, Origin, Task
 
@@ -84,6 +84,7 @@ def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchCo
     """Run the FSR loop on one task to `depth` rounds of `n_per_round` candidates (see the module
     docstring). `config` supplies max_evaluations, max_wall_s, target_speedup and seed. The
     caller owns and closes executor and writer (flushed here at the end)."""
+    device = next(iter(executor.devices().values()), None)  # what the prompts describe
     run = _Run(task, executor, writer, config)
     parent = _baseline(run) if has_baseline(task) else None  # None: the model writes the first kernel
     failures: deque[Scored] = deque(maxlen=FAILURES_SHOWN)
@@ -97,7 +98,7 @@ def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchCo
         n = min(max(1, n_per_round), config.max_evaluations - run.evaluations)
         request = ProposalRequest(task=task, parents=(parent,) if parent else (), n=n, seed=_seed(config.seed, task.name, index),
                                   island=0, generation=index, best=run.best, contrast=run.second(),
-                                  failures=tuple(failures))
+                                  failures=tuple(failures), device=device)
         proposals = _propose(proposer, request)
         run.tokens(proposals)
         scored = run.evaluate([replace(c, island=0, generation=index) for c in proposals.candidates], proposals)
@@ -122,7 +123,7 @@ def _baseline(run: _Run) -> Scored:
 
 def _propose(proposer: Proposer, request: ProposalRequest) -> Proposals:
     try:
-        return proposer.propose(request)
+        return propose(proposer, request)
     except Exception as e:  # a proposer's own fault: the round is spent, the run goes on
         return Proposals((), errors=(f"{type(e).__name__}: {e}",))
 

@@ -71,7 +71,7 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
     model: fsr.search.pace); None runs them inline (the offline mutator). Lineage rows are appended on a background thread
     (fsr.search.sink); the caller owns and closes executor and writer.
     """
-    state = CampaignState(tasks, config, proposer.supported_features)
+    state = CampaignState(tasks, config, lambda task: proposer.describe(task).features)
     resumed = 0
     if resume is not None:
         from fsr.lineage import read
@@ -81,7 +81,8 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
             if ts.device:
                 executor.pin(ts.task.name, ts.device)
     # A paced model's workers are up by now (its prompts name their GPU), so asking is cheap.
-    pool = ProposalPool(proposer, pace, gpus=len(executor.devices()) if pace is not None else 0)
+    devices = executor.devices() if pace is not None else {}
+    pool = ProposalPool(proposer, pace, gpus=len(devices), device=next(iter(devices.values()), None))
     sink = BackgroundSink(writer) if writer is not None else None
     try:
         return Driver(state, executor, pool, sink, view, candidates_per_request, resumed).run()
@@ -285,7 +286,7 @@ class Driver:
         for name, ts in self.state.tasks.items():
             if ts.note or not self._exhausted(name):
                 continue
-            hint = self.pool.proposer.exhausted_hint(ts.task)
+            hint = self.pool.proposer.describe(ts.task).exhausted_hint
             best = f"best {speedup_words(ts.best_speedup, ts.speedup_basis)}" if ts.best_speedup else "no correct kernel"
             ts.note = (f"{name}: nothing new to try after {ts.finished} evaluations ({best}); "
                        + (f"to go further: {hint}" if hint else "the proposer has no more"))

@@ -15,10 +15,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from fsr.propose.base import ProposalRequest, Proposals, Proposer
+from fsr.propose.base import ProposalRequest, Proposals, Proposer, propose
 from fsr.search.pace import Ceilings, Pacer, PaceStats
+from fsr.types import DeviceInfo
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,13 @@ class Answer:
 
 class ProposalPool:
     """Runs proposal requests and hands back their answers. `pace` None: inline, one request
-    at a time; else paced within those ceilings, for `gpus` GPUs (0: unknown)."""
+    at a time; else paced within those ceilings, for `gpus` GPUs (0: unknown). `device`, where
+    known, is set on every request."""
 
     def __init__(self, proposer: Proposer, pace: Ceilings | None = None,
-                 clock: Callable[[], float] = time.monotonic, gpus: int = 0) -> None:
+                 clock: Callable[[], float] = time.monotonic, gpus: int = 0, device: DeviceInfo | None = None) -> None:
         self.proposer = proposer
+        self.device = device  # stamped on every request: the GPU its candidates will be timed on
         self.pacer = Pacer(pace, gpus) if pace is not None else None
         self.clock = clock
         # Requests not yet collected, by sequence number (oldest first); the numbers of those
@@ -66,6 +69,8 @@ class ProposalPool:
         """Start a request (inline: run it now)."""
         now, seq = self.clock(), self._seq
         self._seq += 1
+        if self.device is not None:
+            request = replace(request, device=self.device)
         if self.pacer is None:
             self._pending[seq] = (request, now, self._run(request))
             self._done.append(seq)
@@ -127,7 +132,7 @@ class ProposalPool:
 
     def _run(self, request: ProposalRequest) -> Answer:
         try:
-            return Answer(request, self.proposer.propose(request))
+            return Answer(request, propose(self.proposer, request))
         except Exception as e:  # a proposer's own fault: counted by the loop, the search goes on
             return Answer(request, Proposals(()), f"{type(e).__name__}: {e}")
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from fsr.evaluate.compile import CompileService
 from fsr.evaluate.evaluator import static_stage
 from fsr.execute.base import Evaluator
 from fsr.tasks import load
@@ -314,12 +315,14 @@ class StandInEvaluator:
     default_us: float = 500.0
     baseline_us: float = 4650.0
     calls: list[str] = field(default_factory=list)
+    # The scripted kernels are fsr's own: compiled in this process.
+    compiler: CompileService = field(default_factory=CompileService)
     _tasks: dict[str, Task] = field(default_factory=dict)
 
     def evaluate(self, cand: Candidate) -> Evaluation:
         self.calls.append(cand.id)
         task = self._tasks.setdefault(cand.task, load(cand.task))
-        static = static_stage(cand, task, "sm_90")
+        static = static_stage(cand, task, "sm_90", self.compiler)
         if static.verdict is not None:
             return static.verdict
         assert static.compiled is not None

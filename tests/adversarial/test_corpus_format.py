@@ -17,14 +17,14 @@ NEW = [e for e in all_entries() if e.caught_by or e.twin_of or e.fails_at]
 
 
 @pytest.mark.parametrize("entry", NEW, ids=[e.name for e in NEW])
-def test_compiles_as_a_candidate_of_its_task(entry):
+def test_compiles_as_a_candidate_of_its_task(entry, compiler):
     task = tasks.load(entry.task)
     cand = candidate.parse(entry.path.read_text(), task)
     values = [cand]
     if entry.fails_at:  # the bad configuration compiles too: it fails only when run
         values.append(candidate.with_defines(cand, {entry.fails_at[0]: entry.fails_at[1]}))
     for c in values:
-        result = static_stage(c, task, "sm_90")
+        result = static_stage(c, task, "sm_90", compiler)
         if entry.expect == "REJECTED":  # refused from what it compiled to, before any GPU time
             assert result.verdict is not None and result.verdict.verdict == "REJECTED", entry.name
             continue

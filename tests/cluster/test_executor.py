@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from cluster.executor import NoWorkerError, RayExecutor
-from cluster.testing import MarkedEvaluatorFactory, candidates
+from cluster.executor import NoWorkerError, RayExecutor, share_tasks
+from cluster.testing import MarkedEvaluatorFactory, PreparingEvaluatorFactory, candidates
 from fsr.types import Evaluation, Verdict
 from tests.cluster.conftest import RAY_WAIT_S, collect
 from tests.contract.executor_contract import ExecutorContract
@@ -141,3 +141,32 @@ def test_a_resumed_campaign_keeps_each_task_on_the_gpu_model_it_started_on(make,
     assert summary.resumed == 6 and summary.evaluations == 8
     assert resumed.pinned == [(task.name, "ModelB")]
     assert set(read(tmp_path).column("device").to_pylist()) == {"ModelB"}
+
+
+def _preparations(homes):
+    """Four workers that each hold three prepared tasks; twelve tasks visited in turn, eight
+    candidates each: the most times one worker prepared one task."""
+    ex = RayExecutor(PreparingEvaluatorFactory(capacity=3), num_workers=4, max_in_flight_per_worker=2, homes=homes)
+    try:
+        ex.devices(RAY_WAIT_S)
+        names = [f"task{i:02d}" for i in range(12)]
+        made = {t: iter(candidates(8, task=t)) for t in names}
+        order = [next(made[t]) for _ in range(8) for t in names]
+        got: list[Evaluation] = []
+        while order or len(got) < 96:
+            while order and ex.free_slots():
+                ex.submit(order.pop(0))
+            got += ex.poll(5.0)
+        prepared = Counter((ex.worker_of(e.candidate_id), e.task) for e in got if e.setup_s > 0)
+        return max(prepared.values())
+    finally:
+        ex.close()
+
+
+def test_a_campaign_of_more_tasks_than_a_worker_holds_prepares_each_task_at_most_twice():
+    # Each worker holds three tasks, the campaign has twelve: shared out by home (share_tasks, as
+    # from_config does), each worker cycles through its own three and prepares each once; sent to
+    # whichever worker is least loaded, every worker cycles through all twelve and prepares a task
+    # at every visit (the thrash a 16-task suite met on one GPU and on four).
+    assert _preparations(share_tasks([f"task{i:02d}" for i in range(12)], 4)) <= 2
+    assert _preparations(None) > 2  # the same campaign without homes: the check can fail

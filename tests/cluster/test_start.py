@@ -43,7 +43,7 @@ def test_the_embedded_default_declares_the_requested_gpus_and_runs_a_worker():
     out = run("import ray\n"
               "from cluster.start import connect\n"
               "from cluster.executor import RayExecutor\n"
-              "from tests.cluster.evaluators import MarkedEvaluatorFactory, candidates\n"
+              "from cluster.testing import MarkedEvaluatorFactory, candidates\n"
               "connect(None, num_gpus=2)\n"
               "ex = RayExecutor(MarkedEvaluatorFactory(latency_s=0.0))\n"
               "ex.submit(candidates(1)[0])\n"

@@ -20,7 +20,7 @@ import pytest
 
 from cluster import processes
 from fsr.lineage import read
-from tests.llm_server import GOOD_KERNEL, ScriptedServer, fenced, reply
+from fsr.testing.llm_server import GOOD_KERNEL, ScriptedServer, fenced, reply
 
 pytestmark = pytest.mark.cluster
 
@@ -45,7 +45,7 @@ FAKE_FSR = """
 import sys
 import cluster.executor, cluster.start
 from fsr.cli import main
-from tests.cluster.evaluators import MarkedEvaluatorFactory
+from cluster.testing import MarkedEvaluatorFactory
 cluster.executor.gpu_evaluator_factory = lambda *a, **k: MarkedEvaluatorFactory(latency_s=0.05)
 cluster.start.SHIPPED_PACKAGES += ("tests",)
 sys.exit(main(sys.argv[1:]))

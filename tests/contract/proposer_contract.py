@@ -1,8 +1,11 @@
 """The Proposer contract. An implementation's test module subclasses `ProposerContract` and
 provides `make_proposer` (and, for a proposer whose bad output does not come from its parents,
-`make_unusable`); every test here then runs against it:
+`make_unusable`) and the name its candidates' origin carries; every test here then runs
+against it, through the protocol alone:
 
     class TestMutateProposer(ProposerContract):
+        origin_name = "mutate"
+
         def make_proposer(self):
             return MutateProposer()
 
@@ -12,10 +15,11 @@ baseline kernel.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import replace
 
 from fsr.candidate import check, parse
-from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored
+from fsr.propose.base import ProposalRequest, Proposals, Proposer, ProposerTraits, Scored
 from fsr.propose.features import detect
 from fsr.testing.fakes import softmax_task
 from fsr.types import DeviceInfo, Task
@@ -38,8 +42,14 @@ def unmakeable_request(n: int = 2) -> ProposalRequest:
     return replace(req, parents=(Scored(bad, None, detect(bad)),))
 
 
+def answer(proposer: Proposer, req: ProposalRequest) -> Proposals:
+    return proposer.start(req).result(timeout=60)
+
+
 class ProposerContract:
     """Behaviour every Proposer must have."""
+
+    origin_name = ""  # what `Origin.proposer` says of this proposer's candidates
 
     def make_proposer(self) -> Proposer:
         raise NotImplementedError
@@ -52,58 +62,55 @@ class ProposerContract:
 
     def test_proposals_are_checked_candidates_of_the_task_that_name_their_parent(self):
         proposer, req = self.make_proposer(), request(n=2)
-        out = proposer.propose(req)
+        out = answer(proposer, req)
         assert isinstance(out, Proposals) and 1 <= len(out.candidates) <= 2, out
         for cand in out.candidates:
             check(cand, req.task)  # raises HeaderError for a candidate that did not pass `parse`
             assert cand.task == req.task.name and cand.id != req.parents[0].id
             assert req.parents[0].id in cand.parents
-            assert cand.origin.proposer == proposer.name
+            assert cand.origin.proposer == self.origin_name
             assert cand.origin.features_requested == req.features_requested
 
-    def test_start_answers_through_a_future_as_propose_does(self):
-        proposer, req = self.make_proposer(), request(n=2)
-        future = proposer.start(req)
+    def test_start_returns_a_future_that_holds_the_answer(self):
+        future = self.make_proposer().start(request(n=2))
+        assert isinstance(future, Future)
         out = future.result(timeout=60)
         assert isinstance(out, Proposals) and 1 <= len(out.candidates) <= 2, out
-        for cand in out.candidates:
-            check(cand, req.task)
-            assert req.parents[0].id in cand.parents
 
     def test_no_more_candidates_than_asked_for(self):
-        assert len(self.make_proposer().propose(request(n=1)).candidates) <= 1
+        assert len(answer(self.make_proposer(), request(n=1)).candidates) <= 1
 
-    def test_supported_features_are_distinct_names(self):
-        features = self.make_proposer().supported_features(softmax_task())
+    def test_the_traits_name_distinct_features_and_a_one_line_hint(self):
+        traits = self.make_proposer().describe(softmax_task())
+        assert isinstance(traits, ProposerTraits) and isinstance(traits.writes_first_kernel, bool)
+        features = traits.features
         assert features and len(set(features)) == len(features)
         assert all(isinstance(f, str) and f and f.strip() == f for f in features)
+        assert isinstance(traits.exhausted_hint, str) and "\n" not in traits.exhausted_hint
 
-    def test_the_device_and_budget_hooks_answer(self):
+    def test_a_request_naming_its_device_is_answered_and_nothing_is_spent_before(self):
         proposer = self.make_proposer()
-        proposer.set_device(DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", sm_count=132))
         assert proposer.exhausted is False  # nothing spent yet
-        hint = proposer.exhausted_hint(softmax_task())
-        assert isinstance(hint, str) and "\n" not in hint
-        assert proposer.propose(request(n=1)).candidates  # a device given does not stop it
+        device = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", sm_count=132)
+        assert answer(proposer, replace(request(n=1), device=device)).candidates
 
     def test_a_request_for_a_first_kernel_is_answered_as_the_proposer_says_it_can(self):
         """No parents: a proposer that `writes_first_kernel` writes kernels naming none; another
         answers with nothing and says why (a task without baseline.cu under the offline mutator)."""
         proposer = self.make_proposer()
-        writes = proposer.writes_first_kernel
-        assert isinstance(writes, bool)
         first = replace(request(n=2, task=softmax_task(None)), parents=(), features_wanted=())
+        writes = proposer.describe(first.task).writes_first_kernel
         assert first.first
-        out = proposer.propose(first)
+        out = answer(proposer, first)
         if not writes:
             assert out.candidates == () and out.errors, out
             return
         assert 1 <= len(out.candidates) <= 2, out
         for cand in out.candidates:
             check(cand, first.task)
-            assert cand.parents == () and cand.origin.proposer == proposer.name
+            assert cand.parents == () and cand.origin.proposer == self.origin_name
 
     def test_unusable_output_is_dropped_never_raised(self):
         proposer, req = self.make_unusable()
-        out = proposer.propose(req)
+        out = answer(proposer, req)
         assert out.candidates == () and out.dropped >= 1 and out.errors, out

@@ -10,19 +10,22 @@ import pytest
 from fsr.config import LLMConfig
 from fsr.propose.base import ProposalRequest, Proposer
 from fsr.propose.llm import LLMEnsemble, LLMProposer
-from fsr.propose.llm_client import LLMOptions
 from fsr.propose.mutate import MutateProposer
 from fsr.testing.llm_server import FAST_KERNEL, GOOD_KERNEL, ScriptedServer, fenced, reply
 from tests.contract.proposer_contract import ProposerContract, request
 
 
 class TestMutateProposer(ProposerContract):
+    origin_name = "mutate"
+
     def make_proposer(self) -> MutateProposer:
         return MutateProposer()
 
 
 class TestLLMProposer(ProposerContract):
     """Each request is answered with fresh kernels; `make_unusable` scripts prose without code."""
+
+    origin_name = "llm"
 
     @pytest.fixture(autouse=True)
     def server(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
@@ -32,8 +35,8 @@ class TestLLMProposer(ProposerContract):
             yield s
 
     def model(self, name: str = "scripted-model") -> LLMProposer:
-        config = LLMConfig(model=name, base_url=self.endpoint.base_url, retries=0, timeout_s=5.0)
-        return LLMProposer(config, LLMOptions(backoff_s=0.01))
+        return LLMProposer(LLMConfig(model=name, base_url=self.endpoint.base_url, retries=0, timeout_s=5.0,
+                                     backoff_s=0.01))
 
     def make_proposer(self) -> Proposer:
         kernels = (GOOD_KERNEL, FAST_KERNEL) * 4

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from fsr import cli, lineage, run_json
+from fsr import cli, lineage, lineage_schema, run_json
 from fsr.commands import bench
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, timing
 from fsr.types import Candidate, Evaluation, LaunchSpec, Verdict
@@ -32,7 +32,7 @@ def row(task: str, n: int, verdict: Verdict = Verdict.OK, median_us: float | Non
 
 
 def frame(rows: list[dict]):
-    return pa.Table.from_pylist(rows, schema=lineage.EVALUATIONS).to_pandas()
+    return pa.Table.from_pylist(rows, schema=lineage_schema.EVALUATIONS).to_pandas()
 
 
 def hand_built():

@@ -72,16 +72,19 @@ def test_run_summary_has_a_line_per_worker_and_names_faults_only_when_there_were
     from fsr.commands.run import _worker_lines
     from fsr.execute.base import WorkerStats
 
-    def stats(name, evaluations, busy_s, alive_s, crashes=0, timeouts=0, restarts=0, lost=0, requeued=0):
+    def stats(name, evaluations, busy_s, alive_s, crashes=0, timeouts=0, restarts=0, lost=0, requeued=0, setup_s=0.0):
         return WorkerStats(name, "ready", "NVIDIA H200", 0, evaluations, crashes, timeouts, restarts, busy_s,
-                           alive_s, lost, requeued)
+                           alive_s, lost, requeued, setup_s)
 
-    first, second, third = _worker_lines([stats("w00@10.0.0.1/gpu0", 49, 99.0, 100.0),
+    first, second, third = _worker_lines([stats("w00@10.0.0.1/gpu0", 49, 99.0, 100.0, setup_s=6.0),
                                           stats("w01@10.0.0.1/gpu1", 3, 0.0, 0.0, crashes=1, restarts=1),
                                           stats("w02@10.0.0.2/gpu0", 7, 5.0, 10.0, lost=1, requeued=2)])
-    assert first == "  worker w00@10.0.0.1/gpu0 (NVIDIA H200): 49 evaluations, busy 99% of 100 s"
+    # preparing (child start, task preparation) is told apart from evaluating candidates
+    assert first == ("  worker w00@10.0.0.1/gpu0 (NVIDIA H200): 49 evaluations, evaluating 93%, preparing 6%, "
+                     "idle 1% of 100 s")
     assert second.endswith("3 evaluations, never ready, 1 crashed, 0 timed out, 1 restarts")
-    assert third.endswith("7 evaluations, busy 50% of 10 s, lost 1 time (2 evaluations re-queued)")
+    assert third.endswith("7 evaluations, evaluating 50%, preparing 0%, idle 50% of 10 s, lost 1 time "
+                          "(2 evaluations re-queued)")
     assert _worker_lines([]) == []  # an executor without workers to report adds nothing
 
 
@@ -110,7 +113,7 @@ def test_import_writes_tasks_skips_a_hanging_file_in_one_line_and_counts(tmp_pat
                                          "def get_inputs():\n    return [torch.rand(N)]\n"
                                          "def get_init_inputs():\n    return []\n")
     out = fsr("import", str(problems), "--out", str(tmp_path / "tasks"), "--timeout", "20")
-    assert out.returncode == 0, out
+    assert out.returncode == 1, out  # a file was skipped
     lines = out.stdout.splitlines()
     assert lines[0].startswith("imported 1_relu: 6 test sizes")
     assert lines[1] == f"skipped {problems / '2_hangs.py'}: took longer than 20 s"

@@ -97,3 +97,54 @@ def test_a_tasks_dir_that_is_a_file_says_so(capsys, tmp_path):
 def test_an_unknown_task_name_is_one_line(capsys):
     code, out, err = run(capsys, "tasks", "softmax", "nope")
     assert code == commands.EXIT_USAGE and out == "" and err.count("\n") == 1 and "unknown task 'nope'" in err
+
+
+def test_names_are_in_natural_order(tmp_path):
+    from fsr import tasks
+
+    for name in ("kb1_10_b", "kb1_2_c", "kb1_1_a", "kb10_1_d", "kb2_1_e"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "task.toml").write_text("")
+    assert tasks.list_tasks(tmp_path) == ["kb1_1_a", "kb1_2_c", "kb1_10_b", "kb2_1_e", "kb10_1_d"]
+
+
+def test_an_unknown_name_among_many_tasks_gets_the_close_ones_not_all(capsys, tmp_path):
+    for i in range(1, 100):
+        (tmp_path / f"kb1_{i}_task").mkdir()
+        (tmp_path / f"kb1_{i}_task" / "task.toml").write_text("")
+    code, _, err = run(capsys, "--tasks-dir", str(tmp_path), "tasks", "kb1_19_tsak")
+    assert code == 2 and err.count("\n") == 1 and len(err) < 300, err
+    assert "did you mean kb1_19_task" in err and "lists all 99" in err and "kb1_50_task" not in err, err
+    code, _, err = run(capsys, "--tasks-dir", str(tmp_path), "tasks", "zzz")
+    assert code == 2 and "did you mean" not in err and len(err) < 300, err
+    code, _, err = run(capsys, "tasks", "softmaks")  # few tasks: all of them named
+    assert code == 2 and "known: attention" in err and "softmax" in err, err
+
+
+def test_a_description_keeps_its_lines_and_joins_prose_wrapped_by_hand():
+    from dataclasses import replace
+
+    from fsr import tasks
+    from fsr.commands.tasks import describe
+
+    prose = ("A sentence that its author wrapped by hand at about ninety columns, as the built-in tasks do,\n"
+             "and which goes on here.\n")
+    code = "The module's source:\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    shown = describe("t", replace(tasks.load(SOFTMAX), description=prose + code), 200)
+    assert "do, and which goes on here." in shown
+    assert "  The module's source:\n\n  class Model(nn.Module):\n      def forward(self, x):\n" in shown
+    assert "          return torch.relu(x)\n" in shown
+
+
+def test_warnings_a_task_raises_as_it_loads_are_not_printed(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    shutil.copytree(SOFTMAX, tmp_path / "softmax")
+    with open(tmp_path / "softmax" / "reference.py", "a") as f:
+        f.write("\nimport warnings\nwarnings.warn('a deprecated argument', UserWarning)\n")
+    for args in (("tasks",), ("tasks", "softmax")):
+        out = subprocess.run([sys.executable, "-m", "fsr", "--tasks-dir", str(tmp_path), *args], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 0 and out.stderr == "" and "softmax" in out.stdout, out

@@ -39,24 +39,24 @@ class Stored:
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
     root = tmp_path_factory.mktemp("stored")
-    programs = nvcompile.PROGRAMS
-    disk, programs.disk = programs.disk, None
-    programs.memory.clear()
-    nvcompile.use_disk_cache(str(root))
-    compiled = nvcompile.compile_candidate(BASE, ARCH)
-    programs.memory.clear()
-    programs.disk = disk
+    compiled = nvcompile.CompileService(cache.open_cache(str(root))).compile(BASE, ARCH)
     [path] = entries(root)
     return Stored(compiled, path.relative_to(root), path.read_bytes())
 
 
 @pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh disk cache in use, an empty in-memory cache, no problem logged yet."""
-    nvcompile.PROGRAMS.reset()
-    folder = tmp_path / "cache"
-    assert nvcompile.use_disk_cache(str(folder)) == folder
-    return folder
+def root(tmp_path: Path) -> Path:
+    """A fresh disk cache's folder, no problem logged yet."""
+    cache.forget_warnings()
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def compiler(root: Path) -> nvcompile.CompileService:
+    """Compiles in this process with the disk cache in `root` and an empty in-memory cache."""
+    disk = cache.open_cache(str(root))
+    assert disk is not None and disk.root == root
+    return nvcompile.CompileService(disk)
 
 
 def entries(root: Path) -> list[Path]:
@@ -70,9 +70,9 @@ def seed(root: Path, stored: Stored, data: bytes | None = None) -> Path:
     return path
 
 
-def forget() -> None:
+def forget(compiler: nvcompile.CompileService) -> None:
     """What a second process starts with: nothing in memory."""
-    nvcompile.PROGRAMS.memory.clear()
+    compiler.memory.clear()
 
 
 def forbid_nvrtc(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,8 +98,8 @@ def same_program(a: nvcompile.Compiled, b: nvcompile.Compiled) -> bool:
         (b.cubin, b.lowered, b.resources, b.kernel_resources, b.options)
 
 
-def test_a_compile_stores_one_json_entry_in_a_two_character_subfolder(root):
-    compiled = nvcompile.compile_candidate(BASE, ARCH)
+def test_a_compile_stores_one_json_entry_in_a_two_character_subfolder(root, compiler):
+    compiled = compiler.compile(BASE, ARCH)
     [path] = entries(root)
     assert path.parent.name == path.stem[:2] and len(path.stem) == 64
     entry = json.loads(path.read_bytes())
@@ -110,32 +110,32 @@ def test_a_compile_stores_one_json_entry_in_a_two_character_subfolder(root):
         (0o700, 0o700, 0o600)
 
 
-def test_a_second_compile_is_served_from_disk_without_nvrtc(root, monkeypatch):
-    first = nvcompile.compile_candidate(BASE, ARCH)
-    forget()
+def test_a_second_compile_is_served_from_disk_without_nvrtc(root, monkeypatch, compiler):
+    first = compiler.compile(BASE, ARCH)
+    forget(compiler)
     forbid_nvrtc(monkeypatch)
-    second = nvcompile.compile_candidate(BASE, ARCH)
+    second = compiler.compile(BASE, ARCH)
     assert second is not first and same_program(second, first) and second.log == first.log
     assert second.resources.registers > 0
     assert second.seconds < first.seconds / 5  # the lookup's time, not the original compile's
 
 
-def test_another_process_is_served_from_disk(root, stored, monkeypatch):
+def test_another_process_is_served_from_disk(root, stored, monkeypatch, compiler):
     """The key is the same in every process (no per-process hashing or ordering in it)."""
     code = ("import sys; from fsr import candidate, tasks; from fsr.evaluate import compile as c; "
-            "t = tasks.load('softmax'); c.use_disk_cache(sys.argv[1]); "
-            "c.compile_candidate(candidate.parse(t.baseline_source, t), 'sm_90')")
+            "from fsr.evaluate import compile_cache; t = tasks.load('softmax'); "
+            "c.CompileService(compile_cache.open_cache(sys.argv[1])).compile(candidate.parse(t.baseline_source, t), 'sm_90')")
     subprocess.run([sys.executable, "-c", code, str(root)], check=True, timeout=300)
     assert [p.relative_to(root) for p in entries(root)] == [stored.relative]
     forbid_nvrtc(monkeypatch)
-    assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
+    assert same_program(compiler.compile(BASE, ARCH), stored.compiled)
 
 
-def test_a_hit_from_a_read_only_cache_needs_no_write(root, stored, monkeypatch):
+def test_a_hit_from_a_read_only_cache_needs_no_write(root, stored, monkeypatch, compiler):
     seed(root, stored)
     monkeypatch.setattr(cache.tempfile, "mkstemp", lambda **kw: pytest.fail("wrote on a hit"))
     forbid_nvrtc(monkeypatch)
-    assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
+    assert same_program(compiler.compile(BASE, ARCH), stored.compiled)
 
 
 def _nvrtc_99(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,7 +146,7 @@ def _nvrtc_99(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("change", ["source", "option", "arch", "nvrtc version", "format"])
-def test_a_change_to_anything_in_the_key_misses(root, stored, monkeypatch, request, change):
+def test_a_change_to_anything_in_the_key_misses(root, stored, monkeypatch, request, change, compiler):
     seed(root, stored)
     request.addfinalizer(nvcompile.toolchain_id.cache_clear)  # computed again without the patches
     cand, arch = BASE, ARCH
@@ -161,7 +161,7 @@ def test_a_change_to_anything_in_the_key_misses(root, stored, monkeypatch, reque
     else:
         monkeypatch.setattr(cache, "CACHE_FORMAT", cache.CACHE_FORMAT + 1)
     calls = count_nvrtc(monkeypatch)
-    nvcompile.compile_candidate(cand, arch)
+    compiler.compile(cand, arch)
     assert len(calls) == 1 and len(entries(root)) == 2
 
 
@@ -188,27 +188,28 @@ def _damaged(data: bytes, how: str) -> bytes:
 
 @pytest.mark.parametrize("how", ["truncated", "empty", "not json", "another format", "another key",
                                  "cubin not base64", "a field missing", "a field of the wrong type"])
-def test_a_damaged_entry_is_compiled_again_and_repaired(root, stored, monkeypatch, how):
+def test_a_damaged_entry_is_compiled_again_and_repaired(root, stored, monkeypatch, how, compiler):
     path = seed(root, stored, _damaged(stored.data, how))
     calls = count_nvrtc(monkeypatch)
-    assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
+    assert same_program(compiler.compile(BASE, ARCH), stored.compiled)
     assert len(calls) == 1
     assert json.loads(path.read_bytes())["format"] == cache.CACHE_FORMAT
-    forget()
+    forget(compiler)
     forbid_nvrtc(monkeypatch)
-    assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
+    assert same_program(compiler.compile(BASE, ARCH), stored.compiled)
 
 
 def test_off_writes_nothing_and_the_default_folder_follows_xdg_cache_home(tmp_path, monkeypatch):
-    nvcompile.PROGRAMS.reset()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert nvcompile.use_disk_cache("off") is None
+    assert cache.open_cache("off") is None
+    compiler = nvcompile.CompileService(cache.open_cache("off"))
     calls = count_nvrtc(monkeypatch)
-    nvcompile.compile_candidate(BASE, ARCH)
-    forget()
-    nvcompile.compile_candidate(BASE, ARCH)
+    compiler.compile(BASE, ARCH)
+    forget(compiler)
+    compiler.compile(BASE, ARCH)
     assert len(calls) == 2 and not list(tmp_path.iterdir())
-    assert nvcompile.use_disk_cache("") == tmp_path / "xdg" / "fsr" / "compile"  # where "" would have written
+    default = cache.open_cache("")
+    assert default is not None and default.root == tmp_path / "xdg" / "fsr" / "compile"  # where "" would have written
 
 
 class _FullDisk:
@@ -228,10 +229,11 @@ class _FullDisk:
 
 
 @pytest.mark.parametrize("problem", ["a file where the folder should be", "read-only", "disk full"])
-def test_an_unusable_cache_still_compiles_and_is_logged_once(root, monkeypatch, caplog, problem):
+def test_an_unusable_cache_still_compiles_and_is_logged_once(root, monkeypatch, caplog, problem, compiler):
     if problem == "a file where the folder should be":
         (root.parent / "file").write_text("")
-        assert nvcompile.use_disk_cache(str(root.parent / "file")) is None
+        compiler = nvcompile.CompileService(cache.open_cache(str(root.parent / "file")))
+        assert compiler.disk is None
     elif problem == "read-only":
         def read_only(**kw):
             raise OSError(errno.EROFS, "Read-only file system")
@@ -241,9 +243,9 @@ def test_an_unusable_cache_still_compiles_and_is_logged_once(root, monkeypatch, 
         monkeypatch.setattr(os, "fdopen", lambda fd, *a, **kw: _FullDisk(real(fd, *a, **kw)))
     calls = count_nvrtc(monkeypatch)
     with caplog.at_level(logging.DEBUG, logger=cache.__name__):
-        first = nvcompile.compile_candidate(BASE, ARCH)
-        forget()
-        second = nvcompile.compile_candidate(BASE, ARCH)
+        first = compiler.compile(BASE, ARCH)
+        forget(compiler)
+        second = compiler.compile(BASE, ARCH)
     assert first.cubin and same_program(first, second) and len(calls) == 2
     assert len(caplog.records) == 1 and caplog.records[0].levelno == logging.WARNING
     assert not entries(root) and not list(root.parent.rglob("*.tmp"))
@@ -263,8 +265,8 @@ def test_pruning_keeps_the_cache_under_its_limit_removing_the_oldest_first(root,
     fresh.write_bytes(b"x")
     os.utime(stale, (now - 2 * cache.STALE_TEMP_S,) * 2)
     limit = len(stored.data) + 50_000  # about half the fakes go (the real entry is the newest)
-    nvcompile.use_disk_cache(str(root), limit)
-    nvcompile.compile_candidate(BASE, ARCH)  # the process's first store checks the size
+    compiler = nvcompile.CompileService(cache.open_cache(str(root), limit))
+    compiler.compile(BASE, ARCH)  # the process's first store checks the size
     kept = [p.exists() for p in fakes]
     assert (root / stored.relative).exists()
     assert sum(p.stat().st_size for p in entries(root)) <= limit
@@ -272,28 +274,28 @@ def test_pruning_keeps_the_cache_under_its_limit_removing_the_oldest_first(root,
     assert not stale.exists() and fresh.exists()
 
 
-def test_pruning_is_rare(root, monkeypatch):
+def test_pruning_is_rare(root, monkeypatch, compiler):
     scans = []
     monkeypatch.setattr(cache, "_prune", scans.append)
     for i in range(3):
-        nvcompile.compile_candidate(dataclasses.replace(BASE, source=BASE.source + f"\n// variant {i}\n"), ARCH)
+        compiler.compile(dataclasses.replace(BASE, source=BASE.source + f"\n// variant {i}\n"), ARCH)
     assert len(entries(root)) == 3 and len(scans) == 1
 
 
-def test_a_hit_refreshes_an_old_entry_age_and_leaves_a_recent_one(root, stored, monkeypatch):
+def test_a_hit_refreshes_an_old_entry_age_and_leaves_a_recent_one(root, stored, monkeypatch, compiler):
     path = seed(root, stored)
     forbid_nvrtc(monkeypatch)
     for age, refreshed in ((2 * cache.TOUCH_AFTER_S, True), (10.0, False)):
         old = time.time() - age
         os.utime(path, (old, old))
-        forget()
-        nvcompile.compile_candidate(BASE, ARCH)
+        forget(compiler)
+        compiler.compile(BASE, ARCH)
         assert (path.stat().st_mtime > old + 1) == refreshed
 
 
 def test_concurrent_stores_of_one_entry_leave_one_whole_entry(root, stored):
     """Writers replace the entry atomically: a reader never sees a part of one."""
-    disk = nvcompile.PROGRAMS.disk
+    disk = cache.open_cache(str(root))
     assert disk is not None
     key = stored.relative.stem
     kernels = tuple(k for k, _ in stored.compiled.lowered)
@@ -322,18 +324,20 @@ def test_concurrent_stores_of_one_entry_leave_one_whole_entry(root, stored):
 def test_the_evaluator_uses_the_configured_folder(tmp_path, stored, monkeypatch):
     from fsr.evaluate.evaluator import GpuEvaluator
 
-    nvcompile.PROGRAMS.reset()
     folder = tmp_path / "configured"
     seed(folder, stored)
-    GpuEvaluator(WorkerSpec((), EvalConfig(compile_cache_dir=str(folder)))).close()
+    evaluator = GpuEvaluator(WorkerSpec((), EvalConfig(compile_cache_dir=str(folder))))
+    evaluator.compiler.pool = None  # nothing compiles: a miss would call NVRTC here, which is forbidden
     forbid_nvrtc(monkeypatch)
-    assert same_program(nvcompile.compile_candidate(BASE, ARCH), stored.compiled)
-    GpuEvaluator(WorkerSpec((), EvalConfig(compile_cache_dir="off"))).close()
+    assert same_program(evaluator.compiler.compile(BASE, ARCH), stored.compiled)
+    evaluator.close()
+    evaluator = GpuEvaluator(WorkerSpec((), EvalConfig(compile_cache_dir="off")))
+    evaluator.compiler.pool = None
     calls = []
     monkeypatch.setattr(nvcompile, "nvrtc", lambda *args: calls.append(args) or stored.compiled)
-    forget()
-    nvcompile.compile_candidate(BASE, ARCH)
-    assert len(calls) == 1
+    evaluator.compiler.compile(BASE, ARCH)
+    evaluator.close()
+    assert len(calls) == 1 and evaluator.compiler.disk is None
 
 
 @pytest.mark.parametrize(("name", "value", "allowed"), [

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from fsr.evaluate.compile import CompileFailed, nvrtc
-from fsr.evaluate.compile_pool import CompileLimit, CompilePool, Limits, use_compile_pool
+from fsr.evaluate.compile_pool import CompileLimit, CompilePool, Limits, PoolBroken, worker_compiler
 
 OPTIONS = ("--gpu-architecture=sm_90", "--std=c++17", "-Xptxas=-v")
 HONEST = 'extern "C" __global__ void add(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] += 1.0f; }'
@@ -88,7 +88,7 @@ def test_a_compile_past_its_deadline_fails_in_one_line_and_the_next_compiles(poo
     pids_before = pool.pids()
     start = time.monotonic()
     with pytest.raises(CompileLimit) as e:
-        pool.compile("#define G 40\n" + EXPLODING, ("k",), OPTIONS)
+        pool.compile("#define G 60\n" + EXPLODING, ("k",), OPTIONS)
     assert time.monotonic() - start < 2.0 + 3.0
     assert str(e.value) == "compile exceeded 2 s"
     assert "\n" not in str(e.value)
@@ -113,7 +113,7 @@ def test_a_compiler_that_dies_mid_compile_is_a_crash_with_its_signal(pool):
     # A stand-in for NVRTC crashing: the compile process gets SIGSEGV while it compiles.
     threading.Timer(0.5, os.kill, (pid, signal.SIGSEGV)).start()
     with pytest.raises(CompileLimit, match=r"^the compiler crashed: SIGSEGV$"):
-        pool.compile("#define G 40\n" + EXPLODING, ("k",), OPTIONS)
+        pool.compile("#define G 60\n" + EXPLODING, ("k",), OPTIONS)
     pool.compile(HONEST, ("add",), OPTIONS)
     assert not alive(pid)
 
@@ -186,23 +186,22 @@ HUNGRY_SOFTMAX = SOFTMAX_HEADER + '__device__ int table[1 << 24] = {1};\n' \
 
 
 @pytest.fixture
-def bounded_programs(request):
-    """This process compiles through a small bounded pool, and forgets it afterwards."""
-    from fsr.evaluate import compile as nvcompile
+def bounded(request):
+    """A compile service on a small bounded pool and no disk cache, closed afterwards."""
+    from fsr.evaluate.compile import CompileService
 
     deadline_s, max_bytes = getattr(request, "param", (3.0, 300 * 1024**2))
-    nvcompile.PROGRAMS.reset()
-    pool = use_compile_pool(1, deadline_s, max_bytes)
-    yield pool
-    nvcompile.PROGRAMS.reset()
+    pool = CompilePool(1, Limits(deadline_s, max_bytes))
+    yield CompileService(pool=pool)
+    pool.close()
     assert gone_within(pool.pids(), 5.0) or not pool.pids()
 
 
-@pytest.mark.parametrize("bounded_programs, source, reason", [
+@pytest.mark.parametrize("bounded, source, reason", [
     ((3.0, 4 * 1024**3), EXPLODING_SOFTMAX, "compile exceeded 3 s"),
     ((60.0, 300 * 1024**2), HUNGRY_SOFTMAX, "compile exceeded 300 MiB of memory"),
-], indirect=["bounded_programs"])
-def test_a_bounded_compile_is_a_compile_error_and_the_next_candidate_compiles(bounded_programs, source, reason):
+], indirect=["bounded"])
+def test_a_bounded_compile_is_a_compile_error_and_the_next_candidate_compiles(bounded, source, reason):
     from fsr import candidate as cfmt
     from fsr import tasks
     from fsr.evaluate.evaluator import static_stage
@@ -210,27 +209,66 @@ def test_a_bounded_compile_is_a_compile_error_and_the_next_candidate_compiles(bo
 
     task = tasks.load("softmax")
     start = time.monotonic()
-    static = static_stage(cfmt.parse(source, task), task, "sm_90")
-    assert time.monotonic() - start < bounded_programs.limits.deadline_s + 5.0
+    static = static_stage(cfmt.parse(source, task), task, "sm_90", bounded)
+    assert time.monotonic() - start < bounded.pool.limits.deadline_s + 5.0
     assert static.verdict is not None and static.verdict.verdict == Verdict.COMPILE_ERROR
     assert static.verdict.message == reason
-    honest = static_stage(cfmt.parse(HONEST_SOFTMAX, task), task, "sm_90")
+    honest = static_stage(cfmt.parse(HONEST_SOFTMAX, task), task, "sm_90", bounded)
     assert honest.verdict is None and honest.compiled is not None
-    assert len(bounded_programs.pids()) == 1  # the replacement, and nothing else
+    assert len(bounded.pool.pids()) == 1  # the replacement, and nothing else
 
 
-@pytest.mark.parametrize("bounded_programs", [(60.0, 300 * 1024**2)], indirect=True)
-def test_a_bounded_compile_is_never_cached(bounded_programs, tmp_path):
+@pytest.mark.parametrize("bounded", [(60.0, 300 * 1024**2)], indirect=True)
+def test_a_bounded_compile_is_never_cached(bounded, tmp_path):
     from fsr import candidate as cfmt
     from fsr import tasks
-    from fsr.evaluate import compile as nvcompile
+    from fsr.evaluate import compile_cache
 
-    nvcompile.use_disk_cache(tmp_path)
+    bounded.disk = compile_cache.open_cache(tmp_path)
     task = tasks.load("softmax")
     with pytest.raises(CompileLimit):
-        nvcompile.compile_candidate(cfmt.parse(HUNGRY_SOFTMAX, task), "sm_90")
-    assert not nvcompile.PROGRAMS.memory
+        bounded.compile(cfmt.parse(HUNGRY_SOFTMAX, task), "sm_90")
+    assert not bounded.memory
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".json"]
+
+
+def test_a_workers_compile_service_is_built_from_its_configuration(tmp_path):
+    from fsr.config import EvalConfig
+
+    cfg = EvalConfig(compile_cache_dir=str(tmp_path / "cache"), compile_timeout_s=7.0, compile_max_bytes=512 * 1024**2)
+    service = worker_compiler(cfg, 3)
+    assert service.disk is not None and service.disk.root == tmp_path / "cache"
+    assert isinstance(service.pool, CompilePool) and service.pool.size == 3
+    assert service.pool.limits == Limits(7.0, 512 * 1024**2)
+    child = worker_compiler(EvalConfig(compile_cache_dir="off"), 1, deadline_s=2.5)
+    assert child.disk is None and isinstance(child.pool, CompilePool) and child.pool.limits.deadline_s == 2.5
+    service.close()
+    with pytest.raises(PoolBroken):  # closed: proposer code never falls back to compiling in this process
+        service.compile(_candidate(HONEST_SOFTMAX), "sm_90")
+
+
+def test_the_gpu_evaluator_compiles_proposer_code_in_bounded_processes_and_closes_them():
+    from fsr.config import EvalConfig
+    from fsr.evaluate.evaluator import GpuEvaluator
+    from fsr.types import WorkerSpec
+
+    evaluator = GpuEvaluator(WorkerSpec((), EvalConfig(compile_timeout_s=9.0)), None)
+    assert isinstance(evaluator.compiler.pool, CompilePool) and evaluator.compiler.pool.limits.deadline_s == 9.0
+    evaluator.close()
+    given = worker_compiler(EvalConfig(compile_cache_dir="off"), 1)
+    evaluator = GpuEvaluator(WorkerSpec((), EvalConfig()), given)
+    assert evaluator.compiler is given
+    evaluator.close()
+    with pytest.raises(PoolBroken):
+        given.compile(_candidate(HONEST_SOFTMAX), "sm_90")
+
+
+def _candidate(source: str):
+    from fsr import candidate as cfmt
+    from fsr import tasks
+
+    task = tasks.load("softmax")
+    return cfmt.parse(source, task)
 
 
 def test_fsr_eval_ends_within_the_compile_deadline_with_the_reason(tmp_path):

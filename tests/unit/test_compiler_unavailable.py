@@ -23,7 +23,6 @@ def no_nvrtc(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(nvrtc, "getVersion", missing)
     nvcompile._library.cache_clear()
     nvcompile.toolchain_id.cache_clear()
-    nvcompile.PROGRAMS.reset()
     yield
     nvcompile._library.cache_clear()
     nvcompile.toolchain_id.cache_clear()

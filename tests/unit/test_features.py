@@ -206,7 +206,7 @@ def test_search_learns_a_planted_good_feature(tmp_path):
     config = SearchConfig(max_evaluations=120, seed=3)
     with LineageWriter(tmp_path) as writer:
         run_campaign([task], FakeExecutor(evaluator, slots=8), MutateProposer(), config, writer)
-    state = CampaignState([task], config, MutateProposer().supported_features)
+    state = CampaignState([task], config, lambda t: MutateProposer().describe(t).features)
     state.load(read(tmp_path))
     policy = state.tasks[task.name].policy
     assert policy.posterior("VEC4")[0] > 0.3 > abs(policy.posterior("UNROLL")[0])

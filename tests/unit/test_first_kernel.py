@@ -14,7 +14,6 @@ from fsr.config import LLMConfig, SearchConfig
 from fsr.lineage import LineageWriter, read
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.llm import LLMProposer
-from fsr.propose.llm_client import LLMOptions
 from fsr.propose.mutate import MutateProposer
 from fsr.propose.prompt import build, reference_source
 from fsr.search.fsr_strategy import run_fsr
@@ -45,8 +44,8 @@ def imported(tmp_path: Path):
 
 
 def model(server: ScriptedServer) -> LLMProposer:
-    return LLMProposer(LLMConfig(model="scripted-model", base_url=server.base_url, retries=0, timeout_s=5.0),
-                       LLMOptions(backoff_s=0.01))
+    return LLMProposer(LLMConfig(model="scripted-model", base_url=server.base_url, retries=0, timeout_s=5.0,
+                                 backoff_s=0.01))
 
 
 def variants(count: int) -> list:

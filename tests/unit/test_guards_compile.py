@@ -42,30 +42,30 @@ def test_guard_allows_device_code(extra):
     assert guards.check(with_body(extra)) is None
 
 
-def test_compile_reports_resources_and_caches():
-    first = nvcompile.compile_candidate(BASE, "sm_90")
+def test_compile_reports_resources_and_caches(compiler):
+    first = compiler.compile(BASE, "sm_90")
     assert first.cubin and first.resources.registers > 0 and first.resources.spill_bytes == 0
     assert dict(first.lowered)["softmax_baseline"] == "softmax_baseline"
-    assert nvcompile.compile_candidate(BASE, "sm_90") is first
+    assert compiler.compile(BASE, "sm_90") is first
 
 
-def test_compile_error_carries_the_log_with_file_line_numbers():
+def test_compile_error_carries_the_log_with_file_line_numbers(compiler):
     bad = dataclasses.replace(BASE, source=BASE.source.replace("fmaxf(m, xr[c])", "fmaxf(m, xr[c]"))
     with pytest.raises(nvcompile.CompileFailed) as info:
-        nvcompile.compile_candidate(bad, "sm_90")
+        compiler.compile(bad, "sm_90")
     line = next(i for i, t in enumerate(BASE.source.splitlines(), 1) if "fmaxf" in t)
     assert f"candidate.cu({line})" in info.value.log
 
 
-def test_c_plus_plus_kernel_names_are_lowered():
+def test_c_plus_plus_kernel_names_are_lowered(compiler):
     src = BASE.source.replace('extern "C" ', "")
-    compiled = nvcompile.compile_candidate(dataclasses.replace(BASE, source=src), "sm_90")
+    compiled = compiler.compile(dataclasses.replace(BASE, source=src), "sm_90")
     assert dict(compiled.lowered)["softmax_baseline"].startswith("_Z")
 
 
-def test_disallowed_compile_option_is_refused():
+def test_disallowed_compile_option_is_refused(compiler):
     with pytest.raises(nvcompile.CompileFailed, match="not allowed"):
-        nvcompile.compile_candidate(dataclasses.replace(BASE, compile_options=("-I/etc",)), "sm_90")
+        compiler.compile(dataclasses.replace(BASE, compile_options=("-I/etc",)), "sm_90")
 
 
 def test_parse_resources_from_ptxas_log():
@@ -119,12 +119,12 @@ CLOCK_CHEATS = {
 
 
 @pytest.mark.parametrize("name", sorted(CLOCK_CHEATS))
-def test_clock_reads_the_old_rules_missed_are_rejected_at_the_static_stage(name):
+def test_clock_reads_the_old_rules_missed_are_rejected_at_the_static_stage(name, compiler):
     from fsr.evaluate.evaluator import static_stage
 
-    result = static_stage(with_body(CLOCK_CHEATS[name]), SOFTMAX, "sm_90")
+    result = static_stage(with_body(CLOCK_CHEATS[name]), SOFTMAX, "sm_90", compiler)
     assert result.verdict is not None and result.verdict.verdict == "REJECTED" and "timer" in result.verdict.message
-    compiled = nvcompile.compile_candidate(with_body(CLOCK_CHEATS[name]), "sm_90")
+    compiled = compiler.compile(with_body(CLOCK_CHEATS[name]), "sm_90")
     reason = guards.check_ptx(compiled.ptx)  # the compiled program is refused on its own
     assert reason is not None and reason.startswith("timer") and "PTX" in reason
 
@@ -143,14 +143,14 @@ def test_adjacent_string_literals_are_joined_as_the_compiler_joins_them():
     assert guards.join_strings("x = '\"'; y = \"a\";") == "x = '\"'; y = \"a\";"
 
 
-def test_what_the_preprocessor_builds_is_caught_in_the_ptx():
+def test_what_the_preprocessor_builds_is_caught_in_the_ptx(compiler):
     """A register name made by stringising a macro argument is in no source line; the PTX has it."""
     from fsr.evaluate.evaluator import static_stage
 
     extra = ("#define REG(x) \"mov.u64 %0, %%glob\" #x \";\"\nextern \"C\" __global__ void z(unsigned long long* y) "
              "{ unsigned long long v; asm volatile(REG(altimer) : \"=l\"(v)); y[0] = v; }")
     assert guards.check(with_body(extra)) is None  # the source rules see no timer
-    result = static_stage(with_body(extra), SOFTMAX, "sm_90")
+    result = static_stage(with_body(extra), SOFTMAX, "sm_90", compiler)
     assert result.verdict is not None and result.verdict.verdict == "REJECTED", result.verdict
     assert "'%globaltimer'" in result.verdict.message and "PTX" in result.verdict.message
 
@@ -160,8 +160,8 @@ def test_what_the_preprocessor_builds_is_caught_in_the_ptx():
     ("#define P(f) f\nextern \"C\" __global__ void z(float* y) { P(printf)(\"%f\", y[0]); }", "printf"),
     ("#define S \"%%sm\" \"id\"\nextern \"C\" __global__ void z(unsigned* y) { unsigned v; asm(\"mov.u32 %0, \" S \";\" : \"=r\"(v)); y[0] = v; }", "sm-id"),
 ])
-def test_calls_and_registers_are_refused_in_the_ptx(extra, rule):
-    compiled = nvcompile.compile_candidate(with_body(extra), "sm_90")
+def test_calls_and_registers_are_refused_in_the_ptx(extra, rule, compiler):
+    compiled = compiler.compile(with_body(extra), "sm_90")
     reason = guards.check_ptx(compiled.ptx)
     assert reason is not None and reason.startswith(rule), reason
 
@@ -175,21 +175,21 @@ def test_ptx_comments_do_not_run_and_assert_is_allowed():
     assert guards.check_ptx(ptx + "mov.u32 %r1, %warpid;\n").startswith("sm-id")
 
 
-def test_honest_code_with_literals_passes_every_guard():
+def test_honest_code_with_literals_passes_every_guard(compiler):
     extra = ("__device__ int sep() { return 1'000'000; }  // a digit separator is not a character literal\n"
              "__device__ char q() { return '\\''; }\n"
              "__device__ unsigned lane() { unsigned v; asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(v)); return v; }")
     cand = with_body(extra)
     assert guards.check(cand) is None
-    compiled = nvcompile.compile_candidate(cand, "sm_90")
+    compiled = compiler.compile(cand, "sm_90")
     assert guards.check_compiled(compiled.ptx, compiled.cubin) is None
 
 
-def test_a_16_mib_device_array_is_rejected_before_any_gpu_time():
+def test_a_16_mib_device_array_is_rejected_before_any_gpu_time(compiler):
     from fsr.evaluate.evaluator import static_stage
 
     extra = "__device__ float stash[4 << 20];\nextern \"C\" __global__ void z(float* y) { stash[threadIdx.x] = y[0]; }"
-    result = static_stage(with_body(extra), SOFTMAX, "sm_90")
+    result = static_stage(with_body(extra), SOFTMAX, "sm_90", compiler)
     assert result.verdict is not None and result.verdict.verdict == "REJECTED"
     assert "16777216 bytes" in result.verdict.message and "__device__" in result.verdict.message
-    assert static_stage(BASE, SOFTMAX, "sm_90").verdict is None
+    assert static_stage(BASE, SOFTMAX, "sm_90", compiler).verdict is None

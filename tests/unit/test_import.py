@@ -182,6 +182,19 @@ def test_a_file_that_cannot_be_imported_gets_one_line_why(tmp_path, kind):
     assert not (tmp_path / "tasks" / kind).exists()
 
 
+def test_a_broadcast_valid_only_at_the_files_sizes_is_named_as_the_cause(tmp_path):
+    # KernelBench's 100_HingeLoss: (batch, n) * (batch,) broadcasts only where batch == n.
+    path = tmp_path / "hinge.py"
+    path.write_text(HEAD + "    def forward(self, p, t):\n        return torch.mean(torch.clamp(1 - p * t, min=0))\n"
+                    "\nbatch_size = 4096\ninput_shape = (4096,)\n\ndef get_inputs():\n"
+                    "    return [torch.rand(batch_size, *input_shape), torch.rand(batch_size)]\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    result = one.import_one(path, tmp_path / "tasks")
+    assert not result["ok"], result
+    assert "at batch_size = 2048: RuntimeError" in str(result["reason"]), result
+    assert "broadcast" in str(result["reason"]), result
+
+
 def test_files_without_sizes_or_functions_are_skipped(tmp_path):
     for name, source, why in (("nosizes", HEAD + "    def forward(self, x):\n        return x\n", "no module-level integer sizes"),
                               ("nofuncs", "import torch\nN = 16\nclass Model(torch.nn.Module):\n    pass\n", "no get_inputs")):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from fsr import lineage, run_json
+from fsr import lineage, lineage_schema, run_json
 from fsr.types import (
     Candidate,
     Evaluation,
@@ -84,7 +84,7 @@ def test_full_row_round_trips_through_parquet(tmp_path: Path) -> None:
         w.append(c, e, features_detected=["coalesced"], worker="gpu0", started_at=started,
                  prompt_tokens=1200, completion_tokens=800)
     table = lineage.read(tmp_path / "r1")
-    assert table.schema.equals(lineage.EVALUATIONS)
+    assert table.schema.equals(lineage_schema.EVALUATIONS)
     row = table.to_pylist()[0]
     assert lineage.candidate_from_row(row) == c and lineage.evaluation_from_row(row) == e
     assert row["run_id"] == "r1" and row["speedup"] == pytest.approx(2.0)
@@ -99,7 +99,7 @@ def test_failed_row_has_null_timing(tmp_path: Path) -> None:
     with lineage.LineageWriter(tmp_path) as w:
         w.append(c, e, error="nvrtc failed")
     row = lineage.read(tmp_path).to_pylist()[0]
-    for col in lineage.TIMING_COLUMNS + ("speedup", "baseline_us", "prompt_tokens", "started_at"):
+    for col in lineage_schema.TIMING_COLUMNS + ("speedup", "baseline_us", "prompt_tokens", "started_at"):
         assert row[col] is None, col
     assert row["error"] == "nvrtc failed" and row["verdict"] == "COMPILE_ERROR"
     assert lineage.evaluation_from_row(row) == e and lineage.candidate_from_row(row) == c
@@ -164,10 +164,10 @@ def test_batches_by_age(tmp_path: Path) -> None:
 
 
 def test_empty_read_has_full_schema(tmp_path: Path) -> None:
-    for name, schema in lineage.SCHEMAS.items():
+    for name, schema in lineage_schema.SCHEMAS.items():
         table = lineage.read(tmp_path / "nothing", name)
         assert table.num_rows == 0 and table.schema.equals(schema)
-    assert list(lineage.read_pandas(tmp_path, "trials").columns) == lineage.TRIALS.names
+    assert list(lineage.read_pandas(tmp_path, "trials").columns) == lineage_schema.TRIALS.names
 
 
 def test_compaction_keeps_each_row_once(tmp_path: Path) -> None:
@@ -274,7 +274,7 @@ def test_part_written_before_a_nullable_column_existed_reads_back_with_nulls(tmp
         pq.write_table(pq.read_table(f).drop_columns(["setup_s"]), f)
     write_rows(tmp_path, 2)  # and newer rows beside it
     table = lineage.read(tmp_path)
-    assert table.schema == lineage.EVALUATIONS
+    assert table.schema == lineage_schema.EVALUATIONS
     assert table.column("setup_s").to_pylist() == [None] * 3 + [1.7] * 2
     assert lineage.evaluation_from_row(table.to_pylist()[0]).setup_s == 0.0
     lineage.compact(tmp_path, "evaluations")

@@ -22,8 +22,8 @@ from fsr.config import LLMConfig
 from fsr.lineage import LineageWriter
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.llm import LLMEnsemble, LLMProposer, make_llm_proposer
-from fsr.propose.llm_client import LLMOptions, retry_after_s
 from fsr.propose.prompt import build
+from fsr.propose.retry import retry_after_s
 from fsr.run_json import write_run_json
 from fsr.testing.fakes import softmax_task, timing
 from fsr.testing.llm_server import (
@@ -45,7 +45,6 @@ from fsr.types import Evaluation, Verdict
 KEY_ENV = "FSR_TEST_LLM_KEY"
 KEY = "sk-fsr-test-DISTINCTIVE-4f9c2e71"
 TASK = softmax_task(None)
-FAST_RETRY = LLMOptions(backoff_s=0.02)
 
 
 @pytest.fixture(autouse=True)
@@ -62,12 +61,12 @@ def server() -> Iterator[ScriptedServer]:
 
 def config(server: ScriptedServer, **kw: object) -> LLMConfig:
     values: dict = {"model": "scripted-model", "base_url": server.base_url, "api_key_env": KEY_ENV,
-                    "timeout_s": 2.0, "retries": 2, "concurrency": 4} | kw
+                    "timeout_s": 2.0, "retries": 2, "concurrency": 4, "backoff_s": 0.02} | kw
     return LLMConfig(**values)
 
 
-def proposer(server: ScriptedServer, options: LLMOptions = FAST_RETRY, **kw: object) -> LLMProposer:
-    return LLMProposer(config(server, **kw), options, device=StandInEvaluator().device())
+def proposer(server: ScriptedServer, **kw: object) -> LLMProposer:
+    return LLMProposer(config(server, **kw), device=StandInEvaluator().device())
 
 
 def baseline() -> Scored:
@@ -93,6 +92,18 @@ def test_a_good_reply_becomes_a_candidate_with_parents_origin_and_tokens(server:
     body = server.bodies[0]
     assert body["model"] == "scripted-model" and body["temperature"] == pytest.approx(1.0)
     assert [m["role"] for m in body["messages"]] == ["system", "user"] and "n" not in body
+
+
+def test_the_prompt_describes_the_device_the_request_names_else_the_proposers_own(server: ScriptedServer) -> None:
+    server.push(reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)))
+    p = proposer(server)
+    own, named = "stand-in H200", "NVIDIA H100 80GB HBM3"
+    assert p.device is not None and p.device.name == own
+    p.propose(replace(request(), device=replace(p.device, name=named)))
+    p.propose(request(seed=3))
+    first, second = (json.dumps(body["messages"]) for body in server.bodies)
+    assert named in first and own not in first
+    assert own in second and named not in second
 
 
 def test_prose_with_several_blocks_gives_the_kernel(server: ScriptedServer) -> None:
@@ -167,7 +178,7 @@ def test_empty_choices_are_an_error(server: ScriptedServer) -> None:
 
 def test_missing_usage_is_estimated_and_marked_in_the_cache(server: ScriptedServer, tmp_path: Path) -> None:
     server.push(reply(fenced(GOOD_KERNEL), usage=False))
-    p = LLMProposer(config(server), FAST_RETRY, cache_dir=tmp_path / "llm_cache")
+    p = LLMProposer(config(server), cache_dir=tmp_path / "llm_cache")
     out = p.propose(request())
     assert out.prompt_tokens and out.prompt_tokens > 1000 and out.completion_tokens
     entries = [json.loads(f.read_text()) for f in (tmp_path / "llm_cache").glob("*.json")]
@@ -255,7 +266,7 @@ def test_concurrent_calls_stay_within_the_limit(server: ScriptedServer) -> None:
 def test_the_api_key_is_sent_but_never_written_to_the_run_directory(server: ScriptedServer, tmp_path: Path) -> None:
     run = tmp_path / "runs" / "r1"
     cfg = config(server)
-    p = make_llm_proposer(cfg, run, options=FAST_RETRY)
+    p = make_llm_proposer(cfg, run)
     server.push(EchoKey(), reply(fenced(GOOD_KERNEL)))
     refused = p.propose(request())
     assert "HTTP 401" in refused.errors[0] and KEY not in refused.errors[0] and "***" in refused.errors[0]
@@ -284,14 +295,14 @@ def test_a_remote_endpoint_without_a_key_is_refused_and_a_local_one_gets_a_dummy
 
 def worst_tokens(p: LLMProposer, req: ProposalRequest) -> int:
     """What the client reserves for one call of `req` before the server has reported usage."""
-    messages = build(req, p.device, (), p.options.prompt_budget_tokens).as_dicts()
+    messages = build(req, p.device, (), p.config.prompt_budget_tokens).as_dicts()
     return p.meter.prompt_bound(sum(len(m["content"].encode()) for m in messages), len(messages)) \
         + req.n * p.config.max_tokens
 
 
 def test_a_token_budget_smaller_than_a_calls_worst_case_makes_no_call(server: ScriptedServer) -> None:
     server.push(reply(fenced(GOOD_KERNEL)))
-    p = proposer(server, options=LLMOptions(backoff_s=0.02, max_total_tokens=100))
+    p = proposer(server, max_total_tokens=100)
     out = p.propose(request())
     assert out.candidates == () and "budget spent" in out.errors[0] and p.exhausted
     assert server.bodies == [] and p.meter.tokens == 0
@@ -299,9 +310,9 @@ def test_a_token_budget_smaller_than_a_calls_worst_case_makes_no_call(server: Sc
 
 def test_a_token_budget_is_never_overrun_by_calls_in_flight(server: ScriptedServer) -> None:
     server.push(*(Slow(0.2, reply(fenced(GOOD_KERNEL + f"// {i}\n"))) for i in range(8)))
-    p = proposer(server, options=LLMOptions(backoff_s=0.02))
+    p = proposer(server)
     budget = worst_tokens(p, request()) + 3_000  # one worst case, then room for what calls really use
-    p = proposer(server, options=LLMOptions(backoff_s=0.02, max_total_tokens=budget))
+    p = proposer(server, max_total_tokens=budget)
     with ThreadPoolExecutor(8) as pool:  # without reservations, all 8 would be sent at once
         outs = list(pool.map(p.propose, [request(seed=s) for s in range(8)]))
     made = sum(len(o.candidates) for o in outs)
@@ -313,9 +324,9 @@ def test_a_token_budget_is_never_overrun_by_calls_in_flight(server: ScriptedServ
 def test_a_money_budget_uses_the_price_table_and_reserves_the_worst_case(server: ScriptedServer) -> None:
     server.push(reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)))
     prices = {"input_price_per_mtok": 2.0, "output_price_per_mtok": 8.0}
-    p = proposer(server, options=LLMOptions(backoff_s=0.02, **prices))  # type: ignore[arg-type]
+    p = proposer(server, **prices)
     worst = worst_tokens(p, request()) * 8.0 / 1e6  # every token priced as output: above the worst cost
-    p = proposer(server, options=LLMOptions(backoff_s=0.02, max_cost=worst, **prices))  # type: ignore[arg-type]
+    p = proposer(server, max_cost=worst, **prices)
     p.propose(request())
     assert 0 < p.meter.cost_usd < worst  # ~2000 prompt tokens at $2/M and ~900 completion at $8/M
     out = p.propose(request(seed=13))
@@ -326,9 +337,9 @@ def test_a_money_budget_uses_the_price_table_and_reserves_the_worst_case(server:
 
 def test_a_money_budget_for_a_model_of_unknown_price_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="price"):
-        LLMProposer(LLMConfig(model="my-finetune", base_url="https://llm.example.invalid/v1", api_key_env=KEY_ENV),
-                    LLMOptions(max_cost=5.0))
-    known = LLMProposer(LLMConfig(model="gpt-4.1-2025-04-14", api_key_env=KEY_ENV), LLMOptions(max_cost=5.0))
+        LLMProposer(LLMConfig(model="my-finetune", base_url="https://llm.example.invalid/v1", api_key_env=KEY_ENV,
+                              max_cost=5.0))
+    known = LLMProposer(LLMConfig(model="gpt-4.1-2025-04-14", api_key_env=KEY_ENV, max_cost=5.0))
     assert known.client.price == (2.0, 8.0)
 
 
@@ -340,12 +351,13 @@ def test_replay_reproduces_a_runs_proposals_without_a_server(tmp_path: Path) -> 
     with ScriptedServer() as server:
         server.push(reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)),
                     reply(fenced(GOOD_KERNEL + "// x\n"), fenced(GOOD_KERNEL + "// y\n")))
-        live = make_llm_proposer(config(server), first, options=FAST_RETRY)
+        live = make_llm_proposer(config(server), first)
         recorded = [live.propose(r) for r in requests]
         dead_url = server.base_url
     assert [len(r.candidates) for r in recorded] == [1, 1, 2]
-    cfg = LLMConfig(model="scripted-model", base_url=dead_url, api_key_env=KEY_ENV, timeout_s=0.5, retries=0)
-    again = make_llm_proposer(cfg, second, replay=first, options=FAST_RETRY)
+    cfg = LLMConfig(model="scripted-model", base_url=dead_url, api_key_env=KEY_ENV, timeout_s=0.5, retries=0,
+                    backoff_s=0.02)
+    again = make_llm_proposer(cfg, second, replay=first)
     replayed = [again.propose(r) for r in requests]
     assert [[c.id for c in r.candidates] for r in replayed] == [[c.id for c in r.candidates] for r in recorded]
     assert [(r.prompt_tokens, r.completion_tokens) for r in replayed] == \
@@ -373,8 +385,7 @@ def test_an_ensemble_picks_a_model_per_island_or_by_seeded_weights(server: Scrip
 
 
 def test_make_llm_proposer_builds_an_ensemble_sharing_one_budget(server: ScriptedServer) -> None:
-    options = LLMOptions(models="model-a=3, model-b", max_total_tokens=50, backoff_s=0.02)
-    ens = make_llm_proposer(config(server), options=options)
+    ens = make_llm_proposer(config(server, models="model-a=3, model-b", max_total_tokens=50))
     assert isinstance(ens, LLMEnsemble) and [m.config.model for m in ens.members] == ["model-a", "model-b"]
     assert ens.weights == (3.0, 1.0) and ens.members[0].meter is ens.members[1].meter
     server.push(reply(fenced(GOOD_KERNEL)))
@@ -389,24 +400,10 @@ def test_importing_the_proposer_loads_neither_the_client_nor_cuda_nor_ray() -> N
     assert out.stdout.strip() == "[]"
 
 
-def test_options_are_read_from_llm_config_fields_of_the_same_name() -> None:
-    from dataclasses import dataclass as frozen_dataclass
-
-    @frozen_dataclass(frozen=True)
-    class Extended(LLMConfig):
-        max_cost: float = 2.5
-        prompt_budget_tokens: int = 8000
-        models: str = "a=1,b=2"
-
-    options = LLMOptions.from_config(Extended(model="m"))
-    assert (options.max_cost, options.prompt_budget_tokens, options.models) == (2.5, 8000, "a=1,b=2")
-    assert options.max_total_tokens == 0  # not in the config: the default
-
-
 def test_the_endpoint_check_refuses_an_unreachable_server_and_passes_one_without_a_model_list():
     import socket
 
-    from fsr.propose.llm_client import EndpointError, check_endpoint
+    from fsr.propose.endpoint import EndpointError, check_endpoint
 
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))

@@ -15,9 +15,8 @@ import pytest
 from fsr.candidate import parse, with_defines
 from fsr.config import LLMConfig, SearchConfig
 from fsr.lineage import LineageWriter, read
-from fsr.propose.base import ProposalRequest, Proposals, answered_now
+from fsr.propose.base import ProposalRequest, Proposals, ProposerTraits, answered_now
 from fsr.propose.llm import LLMProposer
-from fsr.propose.llm_client import LLMOptions
 from fsr.search.fsr_strategy import run_fsr
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, softmax_task
 from fsr.testing.llm_server import (
@@ -31,7 +30,7 @@ from fsr.testing.llm_server import (
     fenced,
     reply,
 )
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
+from fsr.types import Candidate, Evaluation, Task, Verdict
 
 TASK = softmax_task(None)
 BASE = parse(TASK.baseline_source, TASK)
@@ -71,14 +70,8 @@ class ScriptedProposer:
     def start(self, request: ProposalRequest) -> Future[Proposals]:
         return answered_now(self.propose, request)
 
-    def supported_features(self, task: Task) -> tuple[str, ...]:
-        return ()
-
-    def exhausted_hint(self, task: Task) -> str:
-        return ""
-
-    def set_device(self, device: DeviceInfo) -> None:
-        pass
+    def describe(self, task: Task) -> ProposerTraits:
+        return ProposerTraits(writes_first_kernel=True, features=(), exhausted_hint="")
 
 
 @dataclass
@@ -173,8 +166,8 @@ def test_model_attempts_are_fed_back_and_the_fastest_correct_kernel_wins(server:
     server.push(reply("Use shared memory, it is faster."), reply(fenced(COMPILE_ERROR_KERNEL)),
                 reply(fenced(WRONG_KERNEL)), reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)))
     evaluator = StandInEvaluator()
-    proposer = LLMProposer(LLMConfig(model="scripted-model", base_url=server.base_url, timeout_s=5.0, retries=0),
-                           LLMOptions(backoff_s=0.01), device=evaluator.device(), cache_dir=tmp_path / "run" / "llm_cache")
+    proposer = LLMProposer(LLMConfig(model="scripted-model", base_url=server.base_url, timeout_s=5.0, retries=0,
+                                     backoff_s=0.01), device=evaluator.device(), cache_dir=tmp_path / "run" / "llm_cache")
     with LineageWriter(tmp_path / "run") as writer:
         summary = run_fsr(TASK, FakeExecutor(evaluator, slots=2), proposer,  # type: ignore[arg-type]
                           SearchConfig(max_evaluations=50), writer, depth=5, n_per_round=1)

@@ -11,7 +11,6 @@ import pytest
 from fsr.config import LLMConfig, SearchConfig
 from fsr.lineage import LineageWriter, read
 from fsr.propose.llm import LLMProposer
-from fsr.propose.llm_client import LLMOptions
 from fsr.search.loop import run_campaign
 from fsr.search.pace import Ceilings
 from fsr.testing.fakes import FakeExecutor, softmax_task
@@ -39,8 +38,8 @@ def test_the_island_loop_runs_on_model_proposals(server: ScriptedServer, tmp_pat
     server.push(reply(fenced(COMPILE_ERROR_KERNEL)), reply(fenced(GOOD_KERNEL)), reply(fenced(FAST_KERNEL)),
                 *(reply(fenced(GOOD_KERNEL + f"// variant {i}\n")) for i in range(6)))
     evaluator = StandInEvaluator()
-    proposer = LLMProposer(LLMConfig(model="scripted-model", base_url=server.base_url, retries=0, timeout_s=5.0),
-                           LLMOptions(backoff_s=0.01), device=evaluator.device())
+    proposer = LLMProposer(LLMConfig(model="scripted-model", base_url=server.base_url, retries=0, timeout_s=5.0,
+                                     backoff_s=0.01), device=evaluator.device())
     with LineageWriter(tmp_path / "run") as writer:
         summary = run_campaign([softmax_task(None)], FakeExecutor(evaluator, slots=1),  # type: ignore[arg-type]
                                proposer, SearchConfig(islands=1, max_evaluations=6), writer, pace=Ceilings(max_in_flight=1))

@@ -16,14 +16,13 @@ import pytest
 from fsr.candidate import parse
 from fsr.config import LLMConfig
 from fsr.propose.base import ProposalRequest, Scored
+from fsr.propose.endpoint import gate_for
 from fsr.propose.llm import LLMEnsemble, LLMProposer
-from fsr.propose.llm_client import LLMOptions, gate_for
 from fsr.testing.fakes import softmax_task, timing
 from fsr.testing.llm_server import GOOD_KERNEL, ScriptedServer, Slow, StandInEvaluator, Status, fenced, reply
 from fsr.types import Evaluation, Verdict
 
 TASK = softmax_task(None)
-FAST_RETRY = LLMOptions(backoff_s=0.02)
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +40,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
 
 
 def config(server: ScriptedServer, **kw: Any) -> LLMConfig:
-    return replace(LLMConfig(model="scripted-model", base_url=server.base_url, timeout_s=10.0, retries=2), **kw)
+    return replace(LLMConfig(model="scripted-model", base_url=server.base_url, timeout_s=10.0, retries=2,
+                             backoff_s=0.02), **kw)
 
 
 def request(seed: int = 0, n: int = 1, island: int = 0) -> ProposalRequest:
@@ -56,7 +56,7 @@ def kernels(count: int, tag: str = "") -> list[str]:
 
 def test_hundreds_of_requests_in_flight_need_no_thread_each(server: ScriptedServer) -> None:
     server.push(*(Slow(1.0, reply(k)) for k in kernels(300)))
-    p = LLMProposer(config(server), FAST_RETRY, device=StandInEvaluator().device())
+    p = LLMProposer(config(server), device=StandInEvaluator().device())
     before = {t.ident for t in threading.enumerate()}
     started = time.monotonic()
     futures = [p.start(request(seed=i)) for i in range(300)]
@@ -75,7 +75,7 @@ def test_hundreds_of_requests_in_flight_need_no_thread_each(server: ScriptedServ
 def test_requests_per_window_are_kept_at_the_call_level(server: ScriptedServer) -> None:
     server.push(*(reply(k) for k in kernels(25)))
     cfg = config(server, max_requests_per_minute=10)
-    p = LLMProposer(cfg, FAST_RETRY, device=StandInEvaluator().device(), gate=gate_for(cfg, window_s=3.0))
+    p = LLMProposer(cfg, device=StandInEvaluator().device(), gate=gate_for(cfg, window_s=3.0))
     outs = [f.result(timeout=30) for f in [p.start(request(seed=i)) for i in range(25)]]
     assert sum(len(o.candidates) for o in outs) == 25
     arrivals = server.arrivals
@@ -85,7 +85,7 @@ def test_requests_per_window_are_kept_at_the_call_level(server: ScriptedServer) 
 
 def test_a_429_holds_every_caller_for_its_retry_after(server: ScriptedServer) -> None:
     server.push(Status(429, "slow down", retry_after="0.6"), *(reply(k) for k in kernels(3)))
-    p = LLMProposer(config(server), FAST_RETRY, device=StandInEvaluator().device())
+    p = LLMProposer(config(server), device=StandInEvaluator().device())
     first = p.start(request(seed=1))
     while not server.arrivals:
         time.sleep(0.01)
@@ -102,8 +102,8 @@ def test_n_is_learnt_per_model_of_an_ensemble(server: ScriptedServer) -> None:
         server.push(reply(*kernels(3, "a")), reply(*kernels(3, "b")))
         ignores_n.push(*(reply(k) for k in kernels(6, "c")))
         device = StandInEvaluator().device()
-        honours = LLMProposer(config(server), FAST_RETRY, device=device)
-        ignores = LLMProposer(config(ignores_n, model="other-model"), FAST_RETRY, device=device)
+        honours = LLMProposer(config(server), device=device)
+        ignores = LLMProposer(config(ignores_n, model="other-model"), device=device)
         ensemble = LLMEnsemble([honours, ignores], by_island=True)
         assert honours.client.n_honoured is None and ignores.client.n_honoured is None  # not assumed
         for seed in (1, 2):

@@ -10,7 +10,6 @@ import pytest
 
 from fsr import candidate, tasks
 from fsr.evaluate import device_globals, guards
-from fsr.evaluate.compile import compile_candidate
 from tests.adversarial.corpus import side_channels
 
 SOURCE = r"""
@@ -76,21 +75,21 @@ CORPUS = {c.name: c for c, _ in side_channels()}
 
 
 @pytest.mark.parametrize("name", sorted(n for n, c in CORPUS.items() if "module-global-bound" in c.caught_by))
-def test_the_corpus_global_tables_are_over_the_bound_and_their_twins_under(name):
+def test_the_corpus_global_tables_are_over_the_bound_and_their_twins_under(name, compiler):
     cheat = CORPUS[name]
     task = tasks.load(cheat.task)
-    compiled = compile_candidate(candidate.parse(cheat.path.read_text(), task), "sm_90")
+    compiled = compiler.compile(candidate.parse(cheat.path.read_text(), task), "sm_90")
     reason = guards.check_module(device_globals.read(compiled.cubin))
     assert reason is not None and "__device__" in reason
     twin = cheat.path.with_name(cheat.path.stem + ".twin.cu")
-    honest = compile_candidate(candidate.parse(twin.read_text(), task), "sm_90")
+    honest = compiler.compile(candidate.parse(twin.read_text(), task), "sm_90")
     assert guards.check_module(device_globals.read(honest.cubin)) is None
 
 
-def test_a_launch_counter_is_within_the_bound():
+def test_a_launch_counter_is_within_the_bound(compiler):
     cheat = CORPUS["sgemm/launch_count"]
     task = tasks.load(cheat.task)
-    compiled = compile_candidate(candidate.parse(cheat.path.read_text(), task), "sm_90")
+    compiled = compiler.compile(candidate.parse(cheat.path.read_text(), task), "sm_90")
     module = device_globals.read(compiled.cubin)
     assert module.total_bytes >= 4 and guards.check_module(module) is None  # reset, not refused
 

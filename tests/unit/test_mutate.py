@@ -151,9 +151,9 @@ def test_a_broken_transform_is_dropped_and_counted(monkeypatch):
 
 
 def test_supported_features_are_template_switches_plus_transform_features():
-    features = MutateProposer().supported_features(softmax_task())
+    features = MutateProposer().describe(softmax_task()).features
     assert {"VEC4", "WARP_SHUFFLE", "ONLINE", "UNROLL", "READONLY", "LAUNCH_BOUNDS", "FAST_MATH"} == set(features)
-    assert set(MutateProposer().supported_features(softmax_task(None))) == set(transforms.BY_FEATURE)
+    assert set(MutateProposer().describe(softmax_task(None)).features) == set(transforms.BY_FEATURE)
 
 
 # ---- generic transforms -------------------------------------------------------------------------
@@ -260,8 +260,10 @@ def test_ldg_reads_only_pointers_to_global_memory():
 
 @pytest.fixture(scope="module")
 def nvrtc():
+    from fsr.evaluate.compile import CompileService
+
+    compile_candidate = CompileService().compile
     try:
-        from fsr.evaluate.compile import compile_candidate
         compile_candidate(parse(load("softmax").baseline_source, load("softmax")), "sm_90")
     except Exception as e:  # no NVRTC on this machine
         pytest.skip(f"NVRTC unavailable: {e}")

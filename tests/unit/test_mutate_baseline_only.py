@@ -208,9 +208,9 @@ def test_an_exhausted_task_does_not_stop_the_others(tmp_path):
 
 def test_the_hint_names_only_what_the_task_lacks(tmp_path):
     proposer = MutateProposer()
-    bare = proposer.exhausted_hint(make_task(tmp_path, HEADER + ONE_PER_THREAD))
+    bare = proposer.describe(make_task(tmp_path, HEADER + ONE_PER_THREAD)).exhausted_hint
     assert "tunables" in bare and "template.cu" in bare and bare.endswith("or a language model (--model)")
-    assert proposer.exhausted_hint(load("softmax")) == "a language model (--model)"
+    assert proposer.describe(load("softmax")).exhausted_hint == "a language model (--model)"
 
 
 def test_both_views_print_the_line_once_as_it_comes(tmp_path):

@@ -66,7 +66,7 @@ def test_stack_builds_on_the_best_instance_and_prefers_switches_that_paid_off():
     picked: Counter[str] = Counter()
     for seed in range(60):
         req = request((parent,), seed, best=best, feature_scores=(("SMEM_TILE", 0.8), ("ASYNC_COPY", -0.7)))
-        made = MutateProposer()._stack(req, random.Random(seed))
+        made = MutateProposer().switches.stack(req, random.Random(seed))
         assert made is not None and made.move.startswith("stack +")
         cand = made.result
         assert isinstance(cand, Candidate)
@@ -92,8 +92,8 @@ def test_prune_turns_one_switch_off_preferring_the_worst_scored():
     everything = evaluated(with_defines(TEMPLATE, dict.fromkeys(SWITCHES, 1)), 400.0)
     dropped: Counter[str] = Counter()
     for seed in range(40):
-        made = MutateProposer()._prune(request((everything,), seed, feature_scores=(("ASYNC_COPY", -0.8),)),
-                                       random.Random(seed))
+        made = MutateProposer().switches.prune(request((everything,), seed, feature_scores=(("ASYNC_COPY", -0.8),)),
+                                                random.Random(seed))
         assert made is not None and isinstance(made.result, Candidate)
         lost = on(everything.candidate) - on(made.result)
         assert len(lost) == 1 and on(made.result) < on(everything.candidate)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from fsr.config import LLMConfig, SearchConfig
+from fsr.propose.endpoint import gate_for
 from fsr.propose.llm import LLMProposer
-from fsr.propose.llm_client import gate_for
 from fsr.search.loop import run_campaign
 from fsr.search.pace import Ceilings
 from fsr.testing.fake_gpu import FakeGpuWorkers

@@ -58,12 +58,12 @@ def test_what_no_running_evaluation_can_overlap_is_forgotten() -> None:
     assert clock.charge(clock.begin(10.0), 10.5) == pytest.approx(0.5)
 
 
-def test_the_parent_compiles_the_points_the_tuner_measures_first() -> None:
+def test_the_parent_compiles_the_points_the_tuner_measures_first(compiler) -> None:
     task = tasks.load("softmax")
     cand = cfmt.parse(task.template_source, task)
     trials = 8
     with ThreadPoolExecutor(4) as pool:
-        ahead = trial_compiles(cand, task, "sm_90", trials, 0, pool)
+        ahead = trial_compiles(cand, task, "sm_90", trials, 0, pool, compiler)
         programs = compiled_trials(ahead)
     names = {t.name for t in cand.tunables}
     start = {k: v for k, v in cand.resolved_defines() if k in names}
@@ -77,25 +77,25 @@ def test_the_parent_compiles_the_points_the_tuner_measures_first() -> None:
     assert len(ahead) == len(expected)  # 20 points, more than twice the budget: the first ones only
 
 
-def test_a_small_space_is_compiled_whole_ahead() -> None:
+def test_a_small_space_is_compiled_whole_ahead(compiler) -> None:
     task = tasks.load("layernorm")
     cand = cfmt.parse(task.template_source, task)
     assert tune.space_size(cand.tunables) == 12
     with ThreadPoolExecutor(4) as pool:
-        ahead = trial_compiles(cand, task, "sm_90", 8, 0, pool)
+        ahead = trial_compiles(cand, task, "sm_90", 8, 0, pool, compiler)
         for future, _ in ahead.values():
             future.result()
         programs = compiled_trials(ahead)
     assert len(ahead) == len(programs) == 11  # every point but the candidate's own
 
 
-def test_a_trial_that_does_not_compile_is_left_to_the_child() -> None:
+def test_a_trial_that_does_not_compile_is_left_to_the_child(compiler) -> None:
     task = tasks.load("softmax")
     cand = cfmt.parse(task.template_source, task)
     broken = cfmt.with_defines(cand, {})
     broken = type(broken)(**{**broken.__dict__, "source": broken.source + "\n#error never compiles\n"})
     with ThreadPoolExecutor(2) as pool:
-        ahead = trial_compiles(broken, task, "sm_90", 4, 0, pool)
+        ahead = trial_compiles(broken, task, "sm_90", 4, 0, pool, compiler)
         for future, _ in ahead.values():
             future.exception()  # all finished: none is dropped for being late
         assert ahead and compiled_trials(ahead) == ()

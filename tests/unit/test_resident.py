@@ -12,7 +12,7 @@ import numpy as np
 from fsr import tasks
 from fsr.evaluate.gpu.inputs import InputPool, TaskState
 from fsr.evaluate.gpu.resident import Resident, footprint
-from fsr.types import WARM_MAX, WorkerSpec
+from fsr.types import WorkerSpec
 
 MB = 1 << 20
 
@@ -81,10 +81,11 @@ def test_a_dropped_tasks_input_thread_ends_and_its_arrays_are_let_go():
     assert state.sets == [] and state.contents == [] and all(q == [] for q in state.pool.items)
 
 
-def test_a_campaign_warms_only_its_first_tasks():
+def test_a_campaign_warms_all_its_tasks_in_order():
+    # the GPU child's host budget, not a count, decides how many are built ahead (gpu/contents.py)
     from fsr.config import Config
 
-    many = [tasks.load("softmax")] * (WARM_MAX + 5)
-    assert len(WorkerSpec.of(Config(), many, warm=True).warm) == WARM_MAX
-    assert WorkerSpec.of(Config(), many[:2], warm=True).warm == ("softmax", "softmax")
+    many = [tasks.load("softmax"), tasks.load("gelu")] * 10
+    assert len(WorkerSpec.of(Config(), many, warm=True).warm) == 20
+    assert WorkerSpec.of(Config(), many[:2], warm=True).warm == ("softmax", "gelu")
     assert WorkerSpec.of(Config(), many).warm == ()

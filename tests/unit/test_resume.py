@@ -74,11 +74,11 @@ def test_killed_search_resumes_to_its_budget_without_repeating_a_candidate(tmp_p
 def test_loaded_state_equals_the_state_that_wrote_the_lineage(tmp_path):
     task, config = softmax_task(), SearchConfig(max_evaluations=80, seed=9, migrate_every=10)
     proposer = MutateProposer()
-    live = CampaignState([task], config, proposer.supported_features)
+    live = CampaignState([task], config, lambda t: proposer.describe(t).features)
     executor = FakeExecutor(FakeEvaluator(effects={"ONLINE": 1.5}, fail_fraction=0.1), slots=6)
     with LineageWriter(tmp_path) as writer:
         Driver(live, executor, ProposalPool(proposer), writer, None).run()
-    loaded = CampaignState([task], config, proposer.supported_features)
+    loaded = CampaignState([task], config, lambda t: proposer.describe(t).features)
     assert loaded.load(read(tmp_path)) == 80
     a, b = live.tasks[task.name], loaded.tasks[task.name]
     assert b.submitted == b.finished == 80 and loaded.seen == live.seen

@@ -16,7 +16,7 @@ import pytest
 
 from fsr.candidate import parse
 from fsr.config import SearchConfig
-from fsr.propose.base import ProposalRequest, Proposals, Scored, answered_now
+from fsr.propose.base import ProposalRequest, Proposals, ProposerTraits, Scored, answered_now
 from fsr.propose.mutate import MutateProposer
 from fsr.search import select
 from fsr.search.island import Island, settings_for
@@ -117,7 +117,7 @@ def test_migration_moves_the_best_to_the_next_island_as_the_same_member():
 
 
 def test_request_carries_best_contrast_failures_and_policy_features():
-    state = CampaignState([TASK], SearchConfig(islands=2, seed=0), MutateProposer().supported_features)
+    state = CampaignState([TASK], SearchConfig(islands=2, seed=0), lambda t: MutateProposer().describe(t).features)
     fast, slow = member(0, 100.0, {"VEC4"}), member(1, 400.0)
     for m in (fast, slow):
         state.tell(m.candidate, m.evaluation, m.features)
@@ -157,17 +157,10 @@ def test_search_finds_the_planted_optimum():
 class Stubborn:
     """A proposer that always writes the same kernel."""
 
-    name = "stubborn"
     exhausted = False
 
-    def supported_features(self, task: Task) -> tuple[str, ...]:
-        return ()
-
-    def exhausted_hint(self, task: Task) -> str:
-        return ""
-
-    def set_device(self, device: DeviceInfo) -> None:
-        pass
+    def describe(self, task: Task) -> ProposerTraits:
+        return ProposerTraits(writes_first_kernel=False, features=(), exhausted_hint="")
 
     def propose(self, request: ProposalRequest) -> Proposals:
         return Proposals((replace(BASE, defines=(("BLOCK", 64),), parents=(request.parents[0].id,)),))
@@ -261,6 +254,7 @@ class SlowProposer:
         self.calls = 0
         self.active = self.max_active = 0
         self.threads: set[str] = set()
+        self.devices: set[DeviceInfo | None] = set()  # what the requests said of the GPU
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(4, "slow-model")  # the model's own workers, not the loop's
 
@@ -269,17 +263,12 @@ class SlowProposer:
 
     exhausted = False
 
-    def supported_features(self, task: Task) -> tuple[str, ...]:
-        return self.inner.supported_features(task)
-
-    def exhausted_hint(self, task: Task) -> str:
-        return self.inner.exhausted_hint(task)
-
-    def set_device(self, device: DeviceInfo) -> None:
-        pass
+    def describe(self, task: Task) -> ProposerTraits:
+        return self.inner.describe(task)
 
     def propose(self, request: ProposalRequest) -> Proposals:
         with self.lock:
+            self.devices.add(request.device)
             self.calls += 1
             self.active += 1
             self.max_active = max(self.max_active, self.active)
@@ -305,6 +294,16 @@ def test_slow_proposals_run_alongside_evaluations():
     assert proposer.max_active > 1 and summary.wall_s < proposer.calls * 0.02  # they overlapped
 
 
+def test_a_paced_proposers_requests_name_the_gpu_and_inline_ones_need_not_wait_for_it():
+    ex = FakeExecutor(FakeEvaluator(), slots=2, models=("NVIDIA H100 80GB HBM3",))
+    paced = SlowProposer()
+    search(ex, SearchConfig(max_evaluations=8, seed=0), proposer=paced, pace=Ceilings(max_in_flight=2))
+    assert {d.name if d else None for d in paced.devices} == {"NVIDIA H100 80GB HBM3"}
+    inline = SlowProposer()
+    search(ex, SearchConfig(max_evaluations=8, seed=0), proposer=inline)
+    assert inline.devices == {None}  # inline: the workers are not waited for to learn their GPU
+
+
 def test_importing_the_search_loads_neither_ray_nor_cupy():
     code = ("import sys, fsr.search.loop, fsr.search.state, fsr.propose.mutate, fsr.view; "
             "bad = [m for m in ('ray', 'cupy', 'rich') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
@@ -319,7 +318,7 @@ def test_line_view_prints_every_n_evaluations_and_at_the_end():
     summary, _ = search(view=LineView(stream, every=20))
     lines = stream.getvalue().splitlines()
     assert 2 <= len(lines) <= 4 and "softmax: 60/60" in lines[-1] and "evals 60" in lines[-1]
-    assert "gpu busy" in lines[-1]
+    assert "gpu evaluating" in lines[-1]
 
 
 def test_live_view_renders_tasks_and_islands():

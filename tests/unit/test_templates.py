@@ -25,10 +25,11 @@ import pytest
 
 from fsr import candidate, tasks
 from fsr.evaluate import guards
-from fsr.evaluate.compile import CompileFailed, compile_candidate
+from fsr.evaluate.compile import CompileFailed, CompileService
 from fsr.types import Candidate, Task
 
 ARCH = "sm_90"
+COMPILER = CompileService()  # fsr's own templates: compiled in this process
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = tuple(tasks.list_tasks())  # every built-in task has a template
 REGS_PER_BLOCK = 65536
@@ -81,7 +82,7 @@ def problems(task: Task, cand: Candidate, values: dict[str, int]) -> list[str]:
     """Why this combination would not compile or launch at some size; empty if it would."""
     one = candidate.with_defines(cand, values)
     try:
-        compiled = compile_candidate(one, ARCH)
+        compiled = COMPILER.compile(one, ARCH)
     except CompileFailed as e:
         return [f"{values}: compile error\n{e.log[:3000]}"]
     refused = guards.check(one) or guards.check_compiled(compiled.ptx, compiled.cubin)

@@ -95,11 +95,11 @@ def test_the_first_tuning_points_start_from_the_requests_values_else_the_candida
     assert first_points(cand, 8, 0, tuple(other.items()))[0] == other
 
 
-def test_trial_compiles_start_once_per_trial_until_forgotten():
+def test_trial_compiles_start_once_per_trial_until_forgotten(compiler):
     task = tasks.load("softmax")
     cand = candidate.parse(task.baseline_source, task)
     broken = dataclasses.replace(cand, source=cand.source.replace("{", "{ nonsense;", 1))
-    compiles = TrialCompiles(threads=1)
+    compiles = TrialCompiles(compiler, threads=1)
     first = compiles.submit(broken, task, "sm_90")
     assert compiles.submit(broken, task, "sm_90") is first
     with pytest.raises(CompileFailed, match="nonsense"):

@@ -21,11 +21,12 @@ import numpy as np
 
 from fsr import tasks
 from fsr.evaluate import configurations, guards
-from fsr.evaluate.compile import Compiled, use_disk_cache
-from fsr.evaluate.compile_pool import use_compile_pool
+from fsr.evaluate.compile import Compiled
+from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.gpu import ceilings, timing, tuning
 from fsr.evaluate.gpu.buffers import Buffers, make_buffers, scratch_buffers
 from fsr.evaluate.gpu.comparators import Comparators, import_torch_soon
+from fsr.evaluate.gpu.contents import HostContents, host_budget_bytes
 from fsr.evaluate.gpu.inputs import (
     BenchSet,
     Content,
@@ -42,11 +43,11 @@ from fsr.evaluate.gpu.programs import (
     is_context_error,
     synchronize,
 )
-from fsr.evaluate.gpu.resident import Resident
+from fsr.evaluate.gpu.resident import Resident, footprint
 from fsr.evaluate.gpu.sample_plan import SamplePlan
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
-from fsr.evaluate.trial_plan import TrialCompiles
+from fsr.evaluate.trial_plan import TrialCompiles, compile_threads
 from fsr.evaluate.wire import ChildResult, EvalRequest, Prepared, Stages
 from fsr.types import (
     Candidate,
@@ -61,30 +62,30 @@ from fsr.types import (
 
 log = logging.getLogger(__name__)
 
+DEVICE_SHARE = 0.65  # of the GPU's memory: prepared tasks' device buffers kept (eval.prepared_max_bytes = 0)
+
 
 class Child:
     """Everything the child holds: device, stream, flusher, per-task inputs."""
 
     def __init__(self, spec: WorkerSpec, known: DeviceInfo | None = None):
-        """`spec.warm`: tasks whose benchmark contents are built on host threads from the start,
-        all at once, so a campaign's later tasks are ready when their first candidate arrives. A
-        child replacing a crashed one (`known` set) builds them one at a time instead: the task
-        a request needs is then built at once by `prepare` if its turn has not come, rather than
-        sharing the host with every other task's rebuild."""
+        """`spec.warm`: tasks whose benchmark contents are built on host threads from the start, a
+        few at a time, in order, so a campaign's later tasks are ready when their first candidate
+        arrives (fsr.evaluate.gpu.contents). A child replacing a crashed one (`known` set) builds
+        them one at a time instead: the task a request needs is then built at once by `prepare`
+        if its turn has not come, rather than sharing the host with every other task's rebuild."""
         self.spec, self.cfg = spec, spec.eval
-        use_disk_cache(self.cfg.compile_cache_dir, self.cfg.compile_cache_max_bytes)  # trials compile here too
-        self.compiles = TrialCompiles()  # tuning trials the parent did not ship
-        # Bounded like the parent's, and within the candidate's own deadline: a trial whose
-        # compile explodes fails as that trial's compile error instead of timing the candidate out.
-        use_compile_pool(self.compiles.threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2),
-                         self.cfg.compile_max_bytes)
-        self.building: dict[str, Future[list[Content]]] = {}
+        # Tuning trials the parent did not ship compile here, bounded like the parent's and within
+        # the candidate's own deadline: a trial whose compile explodes fails as that trial's
+        # compile error instead of timing the candidate out.
+        trial_threads = compile_threads()
+        self.compiles = TrialCompiles(worker_compiler(
+            self.cfg, trial_threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2)), trial_threads)
+        threads = spec.host_threads or os.cpu_count() or 1
+        self.contents = HostContents(self._contents, host_budget_bytes(self.cfg.prepared_host_max_bytes, threads))
         warm = [task for task in map(spec.task, dict.fromkeys(spec.warm)) if task is not None]
-        if warm:
-            builder = ThreadPoolExecutor(len(warm) if known is None else 1, thread_name_prefix="warm")
-            for task in warm:
-                self.building[task.name] = builder.submit(self._contents, task)
-            builder.shutdown(wait=False)
+        sets = max(self.cfg.input_sets, 2)  # each build runs a thread per input set
+        self.contents.warm(warm, 1 if known is not None else max(1, threads // sets))
         if known is None:  # the first child times the PyTorch comparators: import it meanwhile
             import_torch_soon()
         self.stream = cp.cuda.Stream(non_blocking=True)
@@ -98,8 +99,10 @@ class Child:
         self.device = info
         self.flusher = timing.L2Flusher(info.l2_bytes)
         self.comparators = Comparators(self.cfg, self.stream, self.flusher, self.hold)
-        budget = self.cfg.prepared_max_bytes or int(cp.cuda.Device().mem_info[1]) // 3
-        self.tasks: Resident[TaskState] = Resident(budget, release=TaskState.close)
+        budget = self.cfg.prepared_max_bytes or int(cp.cuda.Device().mem_info[1] * DEVICE_SHARE)
+        # Device bytes only: the host contents they are built from are kept apart (self.contents).
+        self.tasks: Resident[TaskState] = Resident(budget, size=lambda state: footprint(state.sets),
+                                                   release=TaskState.close)
         # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
         self.note: Callable[[str, float | None], None] = lambda text, deadline_s: None
 
@@ -113,11 +116,7 @@ class Child:
         task = self.task(name)
         evicted = self.tasks.make_room() if name not in self.tasks else []
         state = TaskState(task, InputPool(task, self.cfg.seed))
-        ahead = self.building.pop(name, None)
-        if ahead is not None and ahead.cancel():  # not started yet: build it now, first
-            ahead = None
-        state.contents = ahead.result() if ahead is not None else self._contents(task)
-        host_s = time.perf_counter() - started
+        state.contents, host_s = self.contents.get(task)  # built ahead, kept, or built now
         size = dict(task.bench_size)
         state.sets = [BenchSet(make_buffers(task, no_scratch(task), size, inputs), i,
                                {k: DeviceExpected.upload(v, self.stream) for k, v in expected.items()})
@@ -138,6 +137,12 @@ class Child:
         compiled_us, compile_s = self.comparators.pytorch_us(state, self.cfg.torch_compile) if compiled else (None, None)
         device_s = time.perf_counter() - started - host_s - (compile_s or 0.0)
         return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s, tuple(evicted))
+
+    def ready(self, name: str) -> bool:
+        """Whether preparing the task would start uploading at once (prepared already, or its host
+        contents built); if not, its contents are built in the background, so the parent can run
+        other tasks' candidates on the GPU meanwhile."""
+        return name in self.tasks or self.contents.ensure(self.task(name))
 
     def task(self, name: str) -> Task:
         """A task of the campaign, as the driver loaded it; raises TaskError for another."""
@@ -353,7 +358,8 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
                 tune_module.flush_journals(timeout_s=30.0)
             return
         try:
-            reply = child.prepare(*payload) if kind == "prepare" else child.evaluate(payload)
+            reply = child.prepare(*payload) if kind == "prepare" else child.ready(payload) if kind == "ready" \
+                else child.evaluate(payload)
             conn.send(("ok", reply))
         except ContextLost as e:
             log.error("GPU child: %s", e, exc_info=True)

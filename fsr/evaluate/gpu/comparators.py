@@ -54,7 +54,7 @@ class Comparators:
         try:
             import torch
 
-            from fsr.kernelbench.runtime import torch_lock
+            from fsr.torch_lock import torch_lock
 
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False

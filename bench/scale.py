@@ -1,0 +1,85 @@
+"""The scale gate: `fsr bench --plain` on the built-in suite from a cold start, and where each
+worker's time went.
+
+Runs `python -m fsr --config NOCACHE bench --plain ...` (compile cache off) in `--root` (a checkout;
+default this one) on the GPUs of `--gpus` (CUDA_VISIBLE_DEVICES), times the command from its start
+to its end, then reads the run's lineage and prints: evaluations, wall, evaluations per
+GPU-minute (evaluations / (GPUs x wall minutes)), per worker the evaluations, the seconds charged
+to evaluations and the part of them spent waiting on setup (starting the GPU child, preparing a
+task), the preparing share, and how many times each task was prepared on each worker (an
+evaluation that paid for a preparation has setup_s > 0: the same reading for any tree, old or
+new). The last line is the one BENCHMARKS.md quotes:
+
+    scale: 1 GPU N evaluations per GPU-minute, preparing P%, at most K preparations of a task per worker
+
+    python bench/scale.py --gpus 0 [--root DIR] [--out DIR] [-- EXTRA fsr bench ARGS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SETUP_S = 0.05  # an evaluation that waited this long on setup paid for a preparation (or a start)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", default="0", help="CUDA_VISIBLE_DEVICES for the campaign (default: 0)")
+    parser.add_argument("--root", default=".", help="the checkout to run (default: this one)")
+    parser.add_argument("--out", default="", help="where the run directory goes (default: a temporary one)")
+    parser.add_argument("--label", default="", help="a name for this run in the printed lines")
+    parser.add_argument("extra", nargs="*", help="more `fsr bench` arguments, after --")
+    args = parser.parse_args()
+    root = Path(args.root).resolve()
+    out = Path(args.out or tempfile.mkdtemp(prefix="fsr-scale-")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    nocache = out / "nocache.toml"
+    nocache.write_text('[eval]\ncompile_cache_dir = "off"\n')
+    gpus = len(args.gpus.split(","))
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": args.gpus, "PYTHONPATH": f"{root}:{os.environ.get('PYTHONPATH', '')}"}
+    command = [sys.executable, "-m", "fsr", "--config", str(nocache), "bench", "--plain",
+               "--runs-dir", str(out / "runs"), *args.extra]
+    label = args.label or f"{root.name} on {gpus} GPU{'s' if gpus > 1 else ''}"
+    print(f"[{label}] {' '.join(command)}", flush=True)
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=root, env=env)
+    wall_s = time.monotonic() - started
+    runs = sorted((out / "runs").glob("*/"))
+    if not runs:
+        print(f"[{label}] no run directory (exit {done.returncode})")
+        return 1
+    report(label, runs[-1], gpus, wall_s)
+    return done.returncode
+
+
+def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> None:
+    """Print the campaign's figures from its lineage (see the module's docstring)."""
+    from fsr import lineage
+
+    frame = lineage.read_pandas(run_dir)
+    frame["setup_s"] = frame["setup_s"].fillna(0.0)
+    rate = len(frame) / (gpus * wall_s / 60.0)
+    print(f"[{label}] {len(frame)} evaluations in {wall_s:.0f} s on {gpus} GPU(s): {rate:.1f} per GPU-minute "
+          f"({run_dir})")
+    shares, most = [], 0
+    for worker, rows in frame.groupby("worker"):
+        charged, setup = rows["wall_s"].sum(), rows["setup_s"].sum()
+        prepared = rows[rows["setup_s"] > SETUP_S].groupby("task").size()
+        most = max(most, int(prepared.max()) if len(prepared) else 0)
+        shares.append(setup / charged if charged else 0.0)
+        print(f"[{label}]   worker {worker}: {len(rows)} evaluations, {charged:.0f} s charged, {setup:.0f} s of it "
+              f"setup ({setup / charged if charged else 0:.0%}); preparations per task: "
+              f"{', '.join(f'{t} {n}' for t, n in prepared.sort_values(ascending=False).items()) or 'none'}")
+    share = max(shares, default=0.0)
+    print(f"scale: {gpus} GPU{'s' if gpus > 1 else ''} {rate:.0f} evaluations per GPU-minute, preparing "
+          f"{share:.0%} (the busiest worker), at most {most} preparations of a task per worker [{label}]")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
