@@ -193,12 +193,15 @@ class GpuEvaluator:
             task = self._task(candidate.task)
         except tasks.TaskError as e:
             result = Evaluation(candidate.id, candidate.task, Verdict.REJECTED, str(e))
+            setup_end = time.perf_counter()
         else:
-            result = self._evaluate(candidate, task, tune)
+            result, setup_end = self._evaluate(candidate, task, tune)
         end = time.perf_counter()
         charged = self._worker_time.charge(started, end)
-        after_setup_s = result.wall_s  # _evaluate's own: seconds from the end of its setup to now
-        return replace(result, wall_s=charged, setup_s=min(result.setup_s, max(0.0, charged - after_setup_s)))
+        # What it added past its setup is its own work; of the rest, only what no other evaluation
+        # already covered is charged as preparing.
+        setup_s = min(result.setup_s, max(0.0, charged - (end - setup_end)))
+        return replace(result, wall_s=charged, setup_s=setup_s)
 
     def close(self) -> None:
         self._compiles.shutdown(wait=False, cancel_futures=True)
@@ -207,7 +210,8 @@ class GpuEvaluator:
             self.sandbox.close()
 
     # -- internals ------------------------------------------------------------------------------
-    def _evaluate(self, cand: Candidate, task: Task, tune: bool) -> Evaluation:
+    def _evaluate(self, cand: Candidate, task: Task, tune: bool) -> tuple[Evaluation, float]:
+        """The evaluation, and when its setup (the child's start, the task's preparation) ended."""
         clock = time.perf_counter()
         known = self.sandbox.device
         device = known if known is not None else self.device()  # the first call starts the GPU child
@@ -218,7 +222,7 @@ class GpuEvaluator:
         if static.verdict is not None:
             for future, _ in ahead.values():
                 future.cancel()
-            return replace(static.verdict, device=device.name, setup_s=setup_s)
+            return replace(static.verdict, device=device.name, setup_s=setup_s), clock + setup_s
         compiled = static.compiled
         assert compiled is not None
         programs = compiled_trials(ahead)  # host work, done before taking the GPU child
@@ -252,16 +256,17 @@ class GpuEvaluator:
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
                           baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,
                           torch_compile_us=times.torch_compile_us, torch_compile_s=times.torch_compile_s,
-                          setup_s=setup_s, wall_s=time.perf_counter() - setup_end)
+                          setup_s=setup_s)
         if isinstance(reply, TimedOut):
             during = f" (during {reply.doing})" if reply.doing else ""
             return _noting(replace(base, verdict=Verdict.TIMEOUT, message=f"still running after {reply.seconds:.1f} s"
-                                   f"{during}; the GPU child was killed and replaced"), failed)
+                                   f"{during}; the GPU child was killed and replaced"), failed), setup_end
         if isinstance(reply, Died):
-            return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed)
+            return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed), setup_end
         assert isinstance(reply, ChildResult)
         judged = self._judge(base, reply, task, device)
-        return _noting(replace(judged, diagnostics=diagnose.of_evaluation(cand, compiled, judged, task, device, self.compiler)), failed)
+        diagnostics = diagnose.of_evaluation(cand, compiled, judged, task, device, self.compiler)
+        return _noting(replace(judged, diagnostics=diagnostics), failed), setup_end
 
     def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources
@@ -329,7 +334,7 @@ class GpuEvaluator:
         return self._times[task.name]
 
     def _baseline_us(self, task: Task) -> float:
-        baseline = self._evaluate(cfmt.parse(task.baseline_source, task), task, tune=False)
+        baseline, _ = self._evaluate(cfmt.parse(task.baseline_source, task), task, tune=False)
         if baseline.verdict != Verdict.OK or baseline.timing is None:
             del self._times[task.name]
             raise RuntimeError(f"task {task.name}: its baseline kernel is {baseline.verdict}: "
