@@ -19,7 +19,8 @@ SOFTMAX = tasks.load("softmax")
 
 
 class FakeSandbox:
-    """Answers `prepare`, and `evaluate` with the replies given, in order; counts the children."""
+    """Answers `ready` (the task's host contents are built) and `prepare`, and `evaluate` with the
+    replies given, in order; counts the children."""
 
     def __init__(self, replies: list[Any]):
         self.device = DeviceInfo("fake", "sm_90")
@@ -29,8 +30,11 @@ class FakeSandbox:
         return self.device
 
     def call(self, kind: str, payload: Any, timeout_s: float) -> Any:
+        if kind == "ready":
+            return True
         if kind == "prepare":
             return Prepared(None)
+        assert kind == "evaluate", kind
         self.calls += 1
         reply = self.replies.pop(0)
         if isinstance(reply, (Faulted, Died)):
