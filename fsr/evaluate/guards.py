@@ -38,24 +38,23 @@ class Rule:
 
 RULES = (
     Rule("host-api", re.compile(r"\bcuda(Malloc|Free|Memcpy|Memset|Stream|Event|DeviceSynchronize|Launch|Graph|SetDevice)\w*\s*\("),
-         "host CUDA API calls: fsr owns allocation, streams and launches, so work cannot escape the timer"),
+         "host CUDA API calls: fsr owns memory, streams and launches, so no work escapes the timer"),
     Rule("host-main", re.compile(r"\b(int|void)\s+main\s*\("),
-         "a main function: candidates are device code only"),
+         "a main function: device code only"),
     Rule("kernel-launch", re.compile(r"<<<"),
-         "a kernel launch inside the code: fsr launches what the header declares, on its own stream"),
+         "a launch in the code: fsr makes the header's launches, on its own stream"),
     Rule("timer", re.compile(r"\bclock(64)?\s*\(|globaltimer|%clock|\bclock_t\b|\bchrono\b|get_sreg_(clock|globaltimer)"),
-         "reading clocks or timers: a kernel could tell timing runs from checking runs"),
+         "clocks or timers: a kernel could tell timed runs from checked ones"),
     Rule("sm-id", re.compile(r"%(smid|warpid)\b|get_sreg_(smid|warpid)"),
-         "reading the SM or warp-slot id: it makes where a thread runs repeatable, so memory a "
-         "launch left in that place could be found again"),
+         "the SM or warp-slot id: with it a launch finds what an earlier one left in place"),
     Rule("printf", re.compile(r"\bprintf\s*\("),
          "printf: output floods the worker and distorts timing"),
     Rule("device-heap", re.compile(r"\b(malloc|free|new|delete)\s*[\(\[]|\bnew\s+\w"),
-         "device-side heap allocation: slow and unbounded; declare a [[scratch]] buffer instead"),
+         "device-side heap allocation: slow and unbounded; use a [[scratch]] buffer"),
     Rule("host-function", re.compile(r"__host__(?!\s+__device__)(?<!__device__\s__host__)"),
-         "a host-only function: candidates are device code only (__host__ __device__ is fine)"),
+         "a host-only function (__host__ __device__ is fine): device code only"),
     Rule("file-access", re.compile(r"\b(fopen|FILE\s*\*|system\s*\(|popen|fork\s*\(|exec[lv]p?\s*\()"),
-         "file or process access: candidates are device code only"),
+         "file or process access: device code only"),
 )
 
 # Headers that hold device code only. Any other #include is refused: includes could pull in
