@@ -78,10 +78,11 @@ class HostContents:
             if task.name in self._held:
                 return True
             future = self._building.get(task.name)
-            if future is None or (future.done() and not future.result()):  # none, or skipped at the budget
+            skipped = future is not None and future.done() and future.exception() is None and not future.result()
+            if future is None or skipped:  # none, or skipped at the budget: build it now, in the background
                 self._building[task.name] = self._urgent().submit(self._build_kept, task)
                 return False
-            return future.done()
+            return future.done()  # a build that failed is done: `get` raises its error where it is prepared
 
     def _urgent(self) -> ThreadPoolExecutor:
         """A pool for builds asked for now, beside the warming one (which may be busy with others)."""
