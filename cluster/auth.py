@@ -72,6 +72,18 @@ def prepare_client(address: str, gcs_address: str | None) -> str | None:
         ray_compat.enable_token_auth()  # harmless against a cluster without auth
     if gcs_address is None or ray_compat.probe_token(gcs_address, os.environ) != "refused":
         return None
+    return refusal(address, os.environ)
+
+
+def is_refusal(error: BaseException) -> bool:
+    """Whether Ray refused to connect for want of the cluster's auth token (what a probe that could
+    not ask the head in advance leaves to `ray.init`)."""
+    return type(error).__name__ == "AuthenticationError" or "authentication token" in str(error).lower()
+
+
+def refusal(address: str, environ: Mapping[str, str]) -> str:
+    """The one line for a cluster at `address` that refused this client: why, and how to mend it."""
+    mode, source = environ.get(MODE_ENV), token_source(environ)
     where = f"the Ray cluster at {address}"
     fix = "copy the head node's ~/.ray/auth_token to ~/.ray/auth_token here (mode 0600)"
     if mode is not None and mode.lower() != "token":

@@ -123,6 +123,8 @@ def _join(address: str, num_gpus: int | None, options: dict[str, Any], ship_code
     try:
         ray.init(address=target, **options)
     except Exception as e:
+        if auth.is_refusal(e):  # the probe could not tell in advance (an older head, a ray:// address)
+            raise ClusterError(auth.refusal(address, os.environ)) from e
         raise ClusterError(f"could not join the Ray cluster at {address!r}: {_one_line(e)}") from e
 
 
