@@ -25,8 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-SETUP_S = 0.05  # an evaluation that waited this long on setup paid for a preparation (or a start)
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -59,24 +57,24 @@ def main() -> int:
 
 
 def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> None:
-    """Print the campaign's figures from its lineage (see the module's docstring)."""
+    """Print the campaign's figures from its lineage (see the module's docstring), read the way
+    `fsr report` reads them (fsr.report.costs.worker_occupancy)."""
     from fsr import lineage
+    from fsr.report.costs import SETUP_PAID_S, worker_occupancy
 
     frame = lineage.read_pandas(run_dir)
     frame["setup_s"] = frame["setup_s"].fillna(0.0)
     rate = len(frame) / (gpus * wall_s / 60.0)
     print(f"[{label}] {len(frame)} evaluations in {wall_s:.0f} s on {gpus} GPU(s): {rate:.1f} per GPU-minute "
           f"({run_dir})")
-    shares, most = [], 0
-    for worker, rows in frame.groupby("worker"):
-        charged, setup = rows["wall_s"].sum(), rows["setup_s"].sum()
-        prepared = rows[rows["setup_s"] > SETUP_S].groupby("task").size()
-        most = max(most, int(prepared.max()) if len(prepared) else 0)
-        shares.append(setup / charged if charged else 0.0)
-        print(f"[{label}]   worker {worker}: {len(rows)} evaluations, {charged:.0f} s charged, {setup:.0f} s of it "
-              f"setup ({setup / charged if charged else 0:.0%}); preparations per task: "
-              f"{', '.join(f'{t} {n}' for t, n in prepared.sort_values(ascending=False).items()) or 'none'}")
-    share = max(shares, default=0.0)
+    workers = worker_occupancy(frame)
+    workers["share"] = (workers["setup_s"] / workers["busy_s"]).where(workers["busy_s"] > 0, 0.0)
+    for w in workers.itertuples():
+        paid = frame[(frame["worker"] == w.worker) & (frame["setup_s"] > SETUP_PAID_S)].groupby("task").size()
+        print(f"[{label}]   worker {w.worker}: {w.evaluations} evaluations, {w.busy_s:.0f} s charged, "
+              f"{w.setup_s:.0f} s of it setup ({w.share:.0%}); preparations per task: "
+              f"{', '.join(f'{t} {n}' for t, n in paid.sort_values(ascending=False).items()) or 'none'}")
+    share, most = workers["share"].max(), int(workers["preparations"].max())
     print(f"scale: {gpus} GPU{'s' if gpus > 1 else ''} {rate:.0f} evaluations per GPU-minute, preparing "
           f"{share:.0%} (the busiest worker), at most {most} preparations of a task per worker [{label}]")
 
