@@ -281,7 +281,8 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
         from fsr.evaluate.evaluator import GpuEvaluator
         from fsr.execute.local import LocalExecutor
 
-        return LocalExecutor(lambda: GpuEvaluator(spec), max_in_flight=2)  # the next one queued: no round trip between
+        # comparators timed beside the first candidates: a campaign does not wait for them
+        return LocalExecutor(lambda: GpuEvaluator(spec, beside=True), max_in_flight=2)  # the next one queued
     if not args.address:
         from fsr.commands.launch import device_problem
 

@@ -151,12 +151,15 @@ class _TaskTimes:
 class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
-    def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None):
+    def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None, beside: bool = False):
         """`spec`: the campaign's tasks (the only ones this evaluator takes), the configuration,
         the journal place, and `host_threads`, this worker's share of the host's cores for the
         GPU child's host work (0: every core, one worker per host); the GPU child builds the
         benchmark inputs and references of `spec.warm` as soon as it starts, all at once.
-        `compiler`: the compile service to use (and close), else one built from `spec.eval`."""
+        `compiler`: the compile service to use (and close), else one built from `spec.eval`.
+        `beside`: a task's comparators are timed beside its first candidates (a campaign: its
+        first evaluations carry no comparator figures, later ones do) instead of before them
+        (one evaluation that must report them: fsr eval, fsr explore)."""
         threads = spec.host_threads or os.cpu_count() or 1
         self.spec = replace(spec, host_threads=threads)
         self.cfg = spec.eval
@@ -169,6 +172,10 @@ class GpuEvaluator:
         self._worker_time = WorkerTime()
         self._times: dict[str, _TaskTimes] = {}
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in
+        self._beside = beside
+        self._compared: set[str] = set()  # tasks whose comparators are timed (or could not be)
+        self._asked: dict[str, int] = {}  # task -> sandbox generation asked to time them beside
+        self._owed_s = 0.0  # the comparators' GPU seconds not yet charged to an evaluation
         self._toolchain = ""
 
     def device(self) -> DeviceInfo:
@@ -191,9 +198,11 @@ class GpuEvaluator:
         end = time.perf_counter()
         charged = self._worker_time.charge(started, end)
         # What it added past its setup is its own work; of the rest, only what no other evaluation
-        # already covered is charged as preparing.
+        # already covered is charged as preparing; and the GPU time comparators took beside it.
         setup_s = min(result.setup_s, max(0.0, charged - (end - setup_end)))
-        return replace(result, wall_s=charged, setup_s=setup_s)
+        with self._gpu:
+            owed, self._owed_s = self._owed_s, 0.0
+        return replace(result, wall_s=charged, setup_s=min(charged, setup_s + owed))
 
     def close(self) -> None:
         self._compiles.shutdown(wait=False, cancel_futures=True)
@@ -238,6 +247,7 @@ class GpuEvaluator:
                 return self.sandbox.call("evaluate", replace(request, failed=failed), timeout)
 
             reply, failed = configurations.with_retries(attempt, {t.name for t in cand.tunables} if trials else set())
+            times = self._take_compared(task)
         base = Evaluation(cand.id, task.name, Verdict.OK, resources=compiled.resources, device=device.name,
                           toolchain=self._toolchain_once(), compile_s=compiled.seconds,
                           baseline_us=times.baseline_us, library_us=times.library_us, torch_us=times.torch_us,
@@ -297,12 +307,35 @@ class GpuEvaluator:
             time.sleep(READY_POLL_S)
         return time.perf_counter() - started
 
+    def _take_compared(self, task: Task) -> _TaskTimes:
+        """The task's times, with the comparators the child timed beside candidates since the
+        last call merged in (their GPU seconds owed to the next evaluation); the caller holds
+        the GPU lock."""
+        for c in self.sandbox.compared:
+            if c.task in self._times:
+                self._times[c.task] = replace(self._times[c.task], library_us=c.library_us, torch_us=c.torch_us,
+                                              torch_compile_us=c.torch_compile_us,
+                                              torch_compile_s=c.torch_compile_s)
+            self._compared.add(c.task)
+            self._owed_s += c.gpu_s
+        self.sandbox.compared.clear()
+        return self._times[task.name]
+
+    def _comparators(self, task: Task) -> str:
+        """What the next preparation of `task` asks of its comparators: "now", "beside" or ""."""
+        if not self._beside:
+            return "now" if task.name not in self._times else ""  # timed once per evaluator
+        if task.name in self._compared or self._asked.get(task.name) == self.sandbox.restarts:
+            return ""  # timed, or asked of this child already
+        self._asked[task.name] = self.sandbox.restarts
+        return "beside"
+
     def _prepare(self, task: Task) -> _TaskTimes:
         """Load the task in the current child; time its baseline once per evaluator."""
         if self._prepared_in.get(task.name) != self.sandbox.restarts:
             started = time.perf_counter()
-            first = task.name not in self._times  # comparators are timed once per evaluator
-            reply = self.sandbox.call("prepare", (task.name, first), PREPARE_TIMEOUT_S)
+            first = task.name not in self._times
+            reply = self.sandbox.call("prepare", (task.name, self._comparators(task)), PREPARE_TIMEOUT_S)
             if isinstance(reply, (Died, TimedOut)):
                 raise RuntimeError(f"task {task.name}: preparing its inputs failed: {reply}")
             self._prepared_in[task.name] = self.sandbox.restarts

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fsr.evaluate import START_TIMEOUT_S
-from fsr.evaluate.wire import Died, TimedOut
+from fsr.evaluate.wire import Compared, Died, TimedOut
 from fsr.types import DeviceInfo, WorkerSpec
 
 # The thread-count variables of the BLAS and OpenMP runtimes NumPy may be built on. Ray sets
@@ -37,6 +37,7 @@ class Sandbox:
         self.process: Any = None
         self.conn: Any = None
         self.restarts = 0
+        self.compared: list[Compared] = []  # comparators timed beside candidates, not yet taken
 
     def ensure_started(self) -> DeviceInfo:
         """Start the child if none is running; returns the device it holds."""
@@ -69,7 +70,8 @@ class Sandbox:
         """Send one request; the reply, or Died / TimedOut (after which the child is gone). The
         child may send notes of what it is running before its reply (("note", text), or ("note",
         (text, seconds)): that part may run `seconds` at most, within `timeout_s`); a death or a
-        timeout names the last one."""
+        timeout names the last one. Comparator figures that finished meanwhile (("compared",
+        records)) are kept in `compared`."""
         self.ensure_started()
         started = time.monotonic()
         deadline = started + timeout_s
@@ -82,6 +84,9 @@ class Sandbox:
                     self.kill()
                     return TimedOut(time.monotonic() - started, doing)
                 status, reply = self.conn.recv()
+                if status == "compared":
+                    self.compared.extend(reply)
+                    continue
                 if status != "note":
                     break
                 doing, limit = (reply, None) if isinstance(reply, str) else reply

@@ -70,6 +70,20 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class Compared:
+    """A task's comparators timed beside candidates (fsr.evaluate.gpu.beside), sent before the
+    reply of the request during which they finished: the medians as in Prepared, and the seconds
+    their timing held the GPU (preparation, charged to the evaluation that receives them)."""
+
+    task: str
+    library_us: float | None
+    torch_us: float | None
+    torch_compile_us: float | None
+    torch_compile_s: float | None
+    gpu_s: float
+
+
+@dataclass(frozen=True)
 class Died:
     """The GPU child died or broke its context while handling a request."""
 

@@ -28,7 +28,7 @@ _TREES: dict[str, ast.Module] = {}  # by source text
 try:
     from fsr.torch_lock import torch_lock
 except ImportError:  # a task's reference.py run where fsr is not installed
-    def torch_lock() -> threading.RLock:
+    def torch_lock() -> threading.RLock:  # type: ignore[misc]  # fsr's CountedRLock where fsr is installed
         """The process's one lock around torch work that reads or sets the default dtype (see
         fsr/torch_lock.py). Without fsr, every task's copy of this file must still find the same
         lock, so it lives on the torch module."""

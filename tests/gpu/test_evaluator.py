@@ -254,6 +254,33 @@ def test_torch_compile_is_timed_apart_from_its_compile_and_off_means_off():
     assert off.torch_compile_us is None and off.torch_compile_s is None and off.torch_us
 
 
+def test_comparators_timed_beside_candidates_reach_later_evaluations_and_are_charged():
+    """A campaign's evaluator (beside=True) does not wait for torch.compile: the first candidates
+    of a task carry no comparator figures, later ones carry the same kind of figures the
+    foreground path gives (torch.compile's compile apart from its latency), and the seconds the
+    comparators held the GPU are charged as preparing (the total setup exceeds the first
+    evaluation's)."""
+    pytest.importorskip("torch")
+    softmax = tasks.load("softmax")
+    kernel = candidate.parse(softmax.baseline_source, softmax)
+    ev = GpuEvaluator(WorkerSpec((softmax,), EvalConfig(torch_compile="default"), TuneConfig(trials=0)), beside=True)
+    try:
+        results = [ev.evaluate(kernel)]
+        deadline = time.monotonic() + 240
+        while not results[-1].torch_compile_us and time.monotonic() < deadline:
+            results.append(ev.evaluate(kernel))
+    finally:
+        ev.close()
+    first, last = results[0], results[-1]
+    assert all(r.verdict == Verdict.OK for r in results), [r.message for r in results]
+    assert first.torch_us is None and first.torch_compile_us is None  # not waited for
+    assert len(results) > 1, "the comparators were not timed beside the first candidate"
+    assert last.torch_us and last.torch_compile_us and last.torch_compile_s and last.library_us
+    assert last.torch_compile_s > last.torch_compile_us * 1e-6 * 100
+    assert 0.2 < last.torch_compile_us / last.torch_us < 5
+    assert sum(r.setup_s for r in results[1:]) > 0  # the comparators' GPU seconds, charged
+
+
 def test_tasks_dropped_to_stay_within_the_budget_are_prepared_again_when_needed():
     """A budget of one byte holds one task at a time: every switch of task drops the other, and
     each evaluation is still OK (the parent prepares the dropped task again)."""

@@ -89,3 +89,20 @@ def test_a_campaign_warms_all_its_tasks_in_order():
     assert len(WorkerSpec.of(Config(), many, warm=True).warm) == 20
     assert WorkerSpec.of(Config(), many[:2], warm=True).warm == ("softmax", "gelu")
     assert WorkerSpec.of(Config(), many).warm == ()
+
+
+def test_a_pinned_task_is_never_dropped_until_unpinned():
+    """The GPU child's comparator thread reads a task's buffers while candidates of other tasks
+    are prepared: the task is pinned meanwhile, and dropped only once unpinned."""
+    released = []
+    r: Resident[Held] = Resident(10 * MB, release=released.append)
+    a, b, c = held(4), held(4), held(4)
+    r.add("a", a)
+    r.pin("a")
+    r.pin("a")
+    r.add("b", b)
+    assert r.add("c", c) == ["b"]  # "a" is the least recently used, but pinned
+    r.unpin("a")
+    assert r.make_room(4 * MB) == ["c"]  # still pinned once
+    r.unpin("a")
+    assert r.make_room(8 * MB) == ["a"] and released == [b, c, a]

@@ -4,6 +4,8 @@ task's copy of the runtime take the same lock, with fsr importable or not."""
 from __future__ import annotations
 
 import importlib.util
+import threading
+import time
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -39,3 +41,29 @@ def test_without_fsr_the_copies_still_share_one_lock(tmp_path: Path, monkeypatch
     a, b = task_copy(tmp_path, "a"), task_copy(tmp_path, "b")
     assert a.torch_lock() is not torch_lock()
     assert a.torch_lock() is b.torch_lock()
+
+
+def test_the_lock_counts_the_threads_waiting_for_it() -> None:
+    """The GPU child's comparator thread asks this before it waits for the GPU gate while holding
+    the lock (fsr.evaluate.gpu.beside): a count that stayed 0 would let the two locks deadlock."""
+    lock = torch_lock()
+    entered = threading.Event()
+
+    def wait_for_it() -> None:
+        with lock:
+            entered.set()
+
+    with lock:
+        assert lock.waiting == 0
+        thread = threading.Thread(target=wait_for_it)
+        thread.start()
+        deadline = time.monotonic() + 5
+        while lock.waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert lock.waiting == 1 and not entered.is_set()
+    thread.join(5)
+    assert entered.is_set() and lock.waiting == 0
+    assert lock.acquire(blocking=False)  # free again, and reentrant for its holder
+    assert lock.acquire(timeout=0.01)
+    lock.release()
+    lock.release()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,6 +25,7 @@ from fsr.evaluate import configurations, guards
 from fsr.evaluate.compile import Compiled
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.gpu import ceilings, timing, tuning
+from fsr.evaluate.gpu.beside import Beside
 from fsr.evaluate.gpu.buffers import Buffers, make_buffers, scratch_buffers
 from fsr.evaluate.gpu.comparators import Comparators, import_torch_soon
 from fsr.evaluate.gpu.contents import HostContents, host_budget_bytes
@@ -103,15 +105,21 @@ class Child:
         # Device bytes only: the host contents they are built from are kept apart (self.contents).
         self.tasks: Resident[TaskState] = Resident(budget, size=lambda state: footprint(state.sets),
                                                    release=TaskState.close)
+        # One thing on the GPU at a time: a request (prepare, evaluate) or the comparator thread's
+        # timing (fsr.evaluate.gpu.beside), which compiles torch.compile beside candidates.
+        self.gate = threading.RLock()
+        self.beside = Beside(self.comparators, self.gate, self.tasks, self.cfg.torch_compile)
         # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
         self.note: Callable[[str, float | None], None] = lambda text, deadline_s: None
 
     # -- requests ---------------------------------------------------------------------------
-    def prepare(self, name: str, comparators: bool = True) -> Prepared:
+    def prepare(self, name: str, comparators: str = "now") -> Prepared:
         """Load a task: the input pool, the benchmark input sets and their references (built
         ahead if the task was named in `warm`), uploaded, within the prepared tasks' budget;
-        then, with `comparators`, the library, PyTorch eager and torch.compile timed (a child that
-        replaces a crashed one need not time them again)."""
+        then its comparators (the library, PyTorch eager and torch.compile) timed: "now", before
+        the reply, or "beside", on the comparator thread while candidates run (their figures
+        come with a later reply, wire.Compared); "" for neither (a child that replaces a crashed
+        one need not time them again)."""
         started = time.perf_counter()
         task = self.task(name)
         evicted = self.tasks.make_room() if name not in self.tasks else []
@@ -131,9 +139,12 @@ class Child:
         if evicted:
             log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
                      self.tasks.held_bytes / 2**30, self.tasks.budget_bytes / 2**30)
-        library_us = self.comparators.library_us(state) if comparators and task.has_library else None
-        torch_us = self.comparators.pytorch_us(state, None)[0] if comparators else None
-        compiled = comparators and torch_us and self.cfg.torch_compile != "off"
+        if comparators == "beside":
+            self.beside.submit(name, state)
+        now = comparators == "now"
+        library_us = self.comparators.library_us(state) if now and task.has_library else None
+        torch_us = self.comparators.pytorch_us(state, None)[0] if now else None
+        compiled = now and torch_us and self.cfg.torch_compile != "off"
         compiled_us, compile_s = self.comparators.pytorch_us(state, self.cfg.torch_compile) if compiled else (None, None)
         device_s = time.perf_counter() - started - host_s - (compile_s or 0.0)
         return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s, tuple(evicted))
@@ -352,8 +363,14 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
                 tune_module.flush_journals(timeout_s=30.0)
             return
         try:
-            reply = child.prepare(*payload) if kind == "prepare" else child.ready(payload) if kind == "ready" \
-                else child.evaluate(payload)
+            if kind == "ready":  # host work only: the comparator thread may hold the GPU meanwhile
+                reply: Any = child.ready(payload)
+            else:
+                with child.gate:
+                    reply = child.prepare(*payload) if kind == "prepare" else child.evaluate(payload)
+            compared = child.beside.finished()
+            if compared:
+                conn.send(("compared", compared))
             conn.send(("ok", reply))
         except ContextLost as e:
             log.error("GPU child: %s", e, exc_info=True)

@@ -22,6 +22,9 @@ from fsr.evaluate.gpu.programs import ContextLost, synchronize
 
 log = logging.getLogger(__name__)
 
+# One call of a task's PyTorch comparator: (inputs, sizes, torch stream or None for its own).
+TorchRun = Callable[..., None]
+
 
 class Comparators:
     """Times a prepared task's comparators on `stream`, each like a candidate (L2 flushed, held
@@ -46,11 +49,19 @@ class Comparators:
         model's forward alone, its arguments made ahead. (None, ...), logged once per task, when
         the task has no `torch_eager`, torch cannot be imported, or the function does not compile
         or raises: a missing comparator is no verdict."""
+        run, compile_s = self.torch_run(state, mode, self.stream)
+        return (self.torch_median_us(state, run, mode) if run is not None else None), compile_s
+
+    def torch_run(self, state: TaskState, mode: str | None, stream: cp.cuda.Stream) -> tuple[TorchRun | None, float | None]:
+        """The task's PyTorch call, made on `stream` and, under torch.compile (`mode` set),
+        compiled there by calling it once per benchmark set; and the seconds compiling took.
+        (None, ...) as `pytorch_us` says. The GPU work of compiling (Inductor's autotuning, the
+        first calls) runs on `stream`: a stream of its own keeps it out of fsr's timed queue."""
         functions = tasks.functions(state.task)
         if getattr(functions, "torch_eager", None) is None:
             return None, None
         size, views = dict(state.task.bench_size), _views(state)
-        started, compile_s = time.perf_counter(), None
+        started = time.perf_counter()
         try:
             import torch
 
@@ -59,21 +70,40 @@ class Comparators:
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
             with torch_lock():  # an imported task's reference may set torch's default dtype in another thread
-                run = _torch_call(functions, views, size, mode, self.stream.ptr)
-                if mode is not None:
-                    for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
-                        run(v, size)
-                    synchronize(self.stream)
-                    compile_s = time.perf_counter() - started
-                return self._median_us(state, run), compile_s
+                run = _torch_call(functions, views, size, mode, stream.ptr)
+                if mode is None:
+                    return run, None
+                for v in views:  # compiles (and, for a guard that differs per set, recompiles) now
+                    run(v, size)
+                synchronize(stream)
+            return run, time.perf_counter() - started
         except ContextLost:
             raise
         except Exception as e:  # ImportError, the op does not compile, or the task's function failed
-            what = "PyTorch eager" if mode is None else f"torch.compile ({mode})"
-            first = str(e).splitlines()[0][:300] if str(e) else ""
-            log.warning("task %s: %s not timed (%s: %s)", state.task.name, what, type(e).__name__, first)
-            synchronize(self.stream)
-            return None, compile_s
+            self._missing(state, mode, e, stream)
+            return None, None
+
+    def torch_median_us(self, state: TaskState, run: TorchRun, mode: str | None) -> float | None:
+        """`run`'s median on fsr's stream (None, logged, if it raises)."""
+        try:
+            import torch
+
+            from fsr.torch_lock import torch_lock
+
+            on = torch.cuda.ExternalStream(self.stream.ptr)
+            with torch_lock():
+                return self._median_us(state, lambda inputs, at: run(inputs, at, on))
+        except ContextLost:
+            raise
+        except Exception as e:
+            self._missing(state, mode, e, self.stream)
+            return None
+
+    def _missing(self, state: TaskState, mode: str | None, e: Exception, stream: cp.cuda.Stream) -> None:
+        what = "PyTorch eager" if mode is None else f"torch.compile ({mode})"
+        first = str(e).splitlines()[0][:300] if str(e) else ""
+        log.warning("task %s: %s not timed (%s: %s)", state.task.name, what, type(e).__name__, first)
+        synchronize(stream)
 
     def _median_us(self, state: TaskState, call: Any) -> float:
         """Median of `call(inputs, size)` over the benchmark input sets, fsr's timing protocol.
@@ -95,11 +125,11 @@ class Comparators:
 
 
 def _torch_call(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[str, int], mode: str | None,
-                stream_ptr: int) -> Callable[[dict[str, cp.ndarray], dict[str, int]], None]:
-    """A call of the PyTorch comparator on fsr's stream, eager (`mode` None) or compiled in that
-    torch.compile mode: the task's `torch_module` model with each input set's arguments made
-    ahead (so a call is the model's forward only), else `torch_eager` whole. Compiling happens
-    at the first call."""
+                stream_ptr: int) -> TorchRun:
+    """A call of the PyTorch comparator on the stream at `stream_ptr` (or the torch stream a call
+    names), eager (`mode` None) or compiled in that torch.compile mode: the task's `torch_module`
+    model with each input set's arguments made ahead (so a call is the model's forward only),
+    else `torch_eager` whole. Compiling happens at the first call."""
     import torch
 
     torch_stream = torch.cuda.ExternalStream(stream_ptr)
@@ -113,8 +143,8 @@ def _torch_call(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[s
                 raise ValueError("torch_eager returns nothing, so torch.compile would drop its work: return the op's outputs")
         eager = functions.torch_eager if mode is None else torch.compile(functions.torch_eager, mode=compile_mode)
 
-        def run_eager(inputs: dict[str, cp.ndarray], at: dict[str, int]) -> None:
-            with torch.cuda.stream(torch_stream):
+        def run_eager(inputs: dict[str, cp.ndarray], at: dict[str, int], on: Any = None) -> None:
+            with torch.cuda.stream(on or torch_stream):
                 eager(inputs, at)
 
         return run_eager
@@ -123,8 +153,8 @@ def _torch_call(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[s
         model = model if mode is None else torch.compile(model, mode=compile_mode)
         args = {_key(v): module(v, size)[1] for v in views}
 
-    def run_model(inputs: dict[str, cp.ndarray], at: dict[str, int]) -> None:
-        with torch.cuda.stream(torch_stream), torch.no_grad():
+    def run_model(inputs: dict[str, cp.ndarray], at: dict[str, int], on: Any = None) -> None:
+        with torch.cuda.stream(on or torch_stream), torch.no_grad():
             model(*args[_key(inputs)])
 
     return run_model

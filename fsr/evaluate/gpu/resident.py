@@ -10,7 +10,7 @@ rather than sending a candidate to a task that is gone.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -46,6 +46,7 @@ class Resident(Generic[T]):
         self.budget_bytes = budget_bytes
         self._size, self._release = size, release
         self._items: OrderedDict[str, tuple[T, int]] = OrderedDict()
+        self._pins: Counter[str] = Counter()  # names in use elsewhere: never evicted meanwhile
 
     def __contains__(self, name: str) -> bool:
         return name in self._items
@@ -59,6 +60,16 @@ class Resident(Generic[T]):
             return None
         self._items.move_to_end(name)
         return self._items[name][0]
+
+    def pin(self, name: str) -> None:
+        """Keep `name` from eviction until as many `unpin` calls (its buffers are in use on
+        another thread)."""
+        self._pins[name] += 1
+
+    def unpin(self, name: str) -> None:
+        self._pins[name] -= 1
+        if self._pins[name] <= 0:
+            del self._pins[name]
 
     @property
     def held_bytes(self) -> int:
@@ -85,7 +96,7 @@ class Resident(Generic[T]):
         for name in list(self._items):
             if self.held_bytes <= limit:
                 break
-            if name == keep:
+            if name == keep or name in self._pins:
                 continue
             value, _ = self._items.pop(name)
             self._release(value)
