@@ -318,6 +318,8 @@ class GpuEvaluator:
                                               torch_compile_s=c.torch_compile_s)
             self._compared.add(c.task)
             self._owed_s += c.gpu_s
+            for line in c.missed:
+                log.warning("task %s: %s", c.task, line)
         self.sandbox.compared.clear()
         return self._times[task.name]
 

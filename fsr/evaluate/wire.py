@@ -81,6 +81,7 @@ class Compared:
     torch_compile_us: float | None
     torch_compile_s: float | None
     gpu_s: float
+    missed: tuple[str, ...] = ()  # why a comparator is left out, one line each
 
 
 @dataclass(frozen=True)

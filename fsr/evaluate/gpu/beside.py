@@ -43,8 +43,11 @@ class Beside:
     """The comparator thread of one GPU child (started with its first task)."""
 
     def __init__(self, comparators: Comparators, gate: threading.RLock, prepared: Resident[TaskState],
-                 torch_compile: str):
+                 torch_compile: str, torch_import: threading.Thread | None = None):
+        """`torch_import`: the thread importing PyTorch since the child's start, waited for before
+        any torch work here (a second import while the first runs can meet a half-made module)."""
         self._comparators, self._gate, self._prepared = comparators, gate, prepared
+        self._torch_import = torch_import
         self._mode = None if torch_compile == "off" else torch_compile
         self._jobs: queue.SimpleQueue[tuple[str, TaskState]] = queue.SimpleQueue()
         self._done: list[Compared] = []
@@ -58,7 +61,6 @@ class Beside:
         self._jobs.put((name, state))
         if self._thread is None:
             self._stream = cp.cuda.Stream(non_blocking=True)
-            gate_inductor_benchmarks(self._gate)
             self._thread = threading.Thread(target=self._serve, daemon=True, name="fsr-comparators")
             self._thread.start()
 
@@ -69,6 +71,9 @@ class Beside:
         return tuple(done)
 
     def _serve(self) -> None:
+        if self._torch_import is not None:
+            self._torch_import.join()
+        gate_inductor_benchmarks(self._gate)
         while True:
             name, state = self._jobs.get()
             try:
@@ -77,7 +82,7 @@ class Beside:
                 return
             except Exception as e:  # a missing comparator is never a verdict, nor the child's end
                 log.warning("task %s: comparators not timed (%s: %s)", name, type(e).__name__, e)
-                compared = Compared(name, None, None, None, None, 0.0)
+                compared = Compared(name, None, None, None, None, 0.0, (f"comparators not timed ({type(e).__name__}: {e})",))
             finally:
                 with self._gate:
                     self._prepared.unpin(name)
@@ -97,7 +102,8 @@ class Beside:
             torch_us = c.pytorch_us(state, None)[0] if has_torch else None
             compiled_us = c.torch_median_us(state, compiled, self._mode) if compiled is not None and torch_us else None
             gpu_s = time.perf_counter() - started
-        return Compared(name, library_us, torch_us, compiled_us, compile_s if compiled_us else None, gpu_s)
+        missed, c.missed[:] = tuple(c.missed), []
+        return Compared(name, library_us, torch_us, compiled_us, compile_s if compiled_us else None, gpu_s, missed)
 
 
 @contextlib.contextmanager

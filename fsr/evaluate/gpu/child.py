@@ -88,8 +88,8 @@ class Child:
         warm = [task for task in map(spec.task, dict.fromkeys(spec.warm)) if task is not None]
         sets = max(self.cfg.input_sets, 2)  # each build runs a thread per input set
         self.contents.warm(warm, 1 if known is not None else max(1, threads // sets))
-        if known is None:  # the first child times the PyTorch comparators: import it meanwhile
-            import_torch_soon()
+        # the first child times the PyTorch comparators: import it meanwhile
+        self.torch_import = import_torch_soon() if known is None else None
         self.stream = cp.cuda.Stream(non_blocking=True)
         info = ceilings.device_info(self.cfg.arch)
         self.hold = timing.Hold()
@@ -108,7 +108,7 @@ class Child:
         # One thing on the GPU at a time: a request (prepare, evaluate) or the comparator thread's
         # timing (fsr.evaluate.gpu.beside), which compiles torch.compile beside candidates.
         self.gate = threading.RLock()
-        self.beside = Beside(self.comparators, self.gate, self.tasks, self.cfg.torch_compile)
+        self.beside = Beside(self.comparators, self.gate, self.tasks, self.cfg.torch_compile, self.torch_import)
         # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
         self.note: Callable[[str, float | None], None] = lambda text, deadline_s: None
 

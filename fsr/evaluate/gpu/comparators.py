@@ -32,6 +32,7 @@ class Comparators:
 
     def __init__(self, cfg: EvalConfig, stream: cp.cuda.Stream, flusher: timing.L2Flusher, hold: timing.Hold):
         self.cfg, self.stream, self.flusher, self.hold = cfg, stream, flusher, hold
+        self.missed: list[str] = []  # why comparators were left out, one line each, until taken
 
     def library_us(self, state: TaskState) -> float | None:
         fn = tasks.functions(state.task).library
@@ -103,6 +104,7 @@ class Comparators:
         what = "PyTorch eager" if mode is None else f"torch.compile ({mode})"
         first = str(e).splitlines()[0][:300] if str(e) else ""
         log.warning("task %s: %s not timed (%s: %s)", state.task.name, what, type(e).__name__, first)
+        self.missed.append(f"{what} not timed ({type(e).__name__}: {first})")
         synchronize(stream)
 
     def _median_us(self, state: TaskState, call: Any) -> float:
