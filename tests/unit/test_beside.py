@@ -119,3 +119,14 @@ def test_a_campaign_evaluator_asks_each_child_once_and_merges_what_comes_back():
         assert now._comparators(softmax) == ""
     finally:
         now.close()
+
+
+def test_the_switch_interval_is_short_only_while_compiling():
+    import sys
+
+    from fsr.evaluate.gpu.beside import SWITCH_S, short_switches
+
+    before = sys.getswitchinterval()
+    with short_switches():
+        assert abs(sys.getswitchinterval() - min(before, SWITCH_S)) < 1e-9 and sys.getswitchinterval() < 0.005
+    assert sys.getswitchinterval() == before

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +37,7 @@ from fsr.torch_lock import torch_lock
 
 log = logging.getLogger(__name__)
 
+SWITCH_S = 2e-4  # Python's thread switch interval while torch.compile compiles here
 GATE_POLL_S = 0.05  # how often a gated benchmark that waits checks whether it blocks the gate's holder
 
 
@@ -95,7 +97,8 @@ class Beside:
         compiled, compile_s = None, None
         if has_torch and self._mode is not None:
             assert self._stream is not None
-            compiled, compile_s = c.torch_run(state, self._mode, self._stream)  # host work: no gate
+            with short_switches():
+                compiled, compile_s = c.torch_run(state, self._mode, self._stream)  # host work: no gate
         with both(self._gate):
             started = time.perf_counter()
             library_us = c.library_us(state) if state.task.has_library else None
@@ -104,6 +107,20 @@ class Beside:
             gpu_s = time.perf_counter() - started
         missed, c.missed[:] = tuple(c.missed), []
         return Compared(name, library_us, torch_us, compiled_us, compile_s if compiled_us else None, gpu_s, missed)
+
+
+@contextlib.contextmanager
+def short_switches(interval_s: float = SWITCH_S) -> Iterator[None]:
+    """Python's thread switch interval shortened meanwhile: a compile holds the GIL in long
+    stretches of Python, and the child's loop, which gives the GIL up at every wait on the GPU,
+    would wait up to the default 5 ms for it each time (a candidate's dozens of waits took
+    seconds beside the first compile)."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, interval_s))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 @contextlib.contextmanager
