@@ -81,6 +81,11 @@ class Tolerance:
     rtol: float
     floor: float = 0.0
 
+    def label(self) -> str:
+        """'atol 1e-06, rtol 0.0001', with the magnitude floor where there is one."""
+        floor = f", floor {self.floor:g} x mean |ref|" if self.floor else ""
+        return f"atol {self.atol:g}, rtol {self.rtol:g}{floor}"
+
 
 def default_tolerance(output_dtypes: list[str]) -> Tolerance | None:
     """The tolerance a task whose outputs have these dtypes gets when task.toml gives none: None

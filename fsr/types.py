@@ -282,6 +282,7 @@ class Evaluation:
     # child, preparing the task there (inputs, references, library and baseline timing)
     diagnostics: str = ""  # digested facts from the machine code (fsr.evaluate.diagnose); "" where not compiled
     worker: str = ""  # the GPU worker that gave the verdict, stamped by the executor ("" before)
+    dtype: str = ""  # the task's dtype (Task.dtype), stamped by the evaluator ("" where the task is unknown)
 
     @property
     def speedup(self) -> float | None:

@@ -200,17 +200,10 @@ def show(task: Task, cand: Candidate, runs: list[SizeRun], resources: Any, as_js
         parts = [f"{k} grid {g} block {b} smem {s} B" for k, g, b, s in r.launches]
         print(f"{size_label(r.size)}: {'; '.join(parts)}")
         if r.error is not None:
-            print(f"  worst error / tolerance ({tolerance_label(task)}): "
+            print(f"  worst error / tolerance ({tasks.tolerance(task).label()}): "
                   + ", ".join(f"{k} ({kinds[k]}) {v:.3g}" for k, v in r.error.items())
                   + ("; library " + ", ".join(f"{k} {v:.3g}" for k, v in r.library_error.items())
                      if r.library_error else ""))
-
-
-def tolerance_label(task: Task) -> str:
-    """The task's tolerance as --error measures against it: 'atol 1e-06, rtol 0.0001', with the
-    magnitude floor where the task has one (its outputs' dtype's default, or its own)."""
-    floor = f", floor {task.floor:g} x mean |ref|" if task.floor else ""
-    return f"atol {task.atol:g}, rtol {task.rtol:g}{floor}"
 
 
 class LaunchFailed(Exception):
