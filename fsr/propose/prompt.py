@@ -21,8 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fsr import dtypes
-from fsr import tasks
+from fsr import dtypes, tasks
 from fsr.evaluate import guards
 from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import cupy as cp
 import numpy as np
 
-from fsr.evaluate.gpu.narrow import LOW_PRECISION_SOURCE
 from fsr.evaluate.gpu.buffers import PAD_BYTES, POISON, Guarded, broken_canaries, scratch_buffers
 from fsr.evaluate.gpu.inputs import TaskState
+from fsr.evaluate.gpu.narrow import LOW_PRECISION_SOURCE
 from fsr.evaluate.gpu.programs import Program, enqueue, plan
 from fsr.evaluate.gpu.sample_plan import SLOTS, SamplePlan, describe, spoil_seed
 from fsr.evaluate.gpu.verify import Expected
