@@ -15,7 +15,9 @@ down, never passes however small the op's outputs are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes  # noqa: F401  # registers bfloat16 and the fp8 types with NumPy
 import numpy as np
@@ -95,6 +97,27 @@ def default_tolerance(output_dtypes: list[str]) -> Tolerance | None:
     if kinds <= {"bfloat16", "float16"} and kinds:
         return Tolerance(0.0, HALF_RTOL, DEFAULT_FLOOR)
     return None
+
+
+def tolerance_of(table: dict[str, Any], output_dtypes: list[str], number: Callable[[Any, str], float]) -> Tolerance:
+    """atol, rtol and floor from a task.toml `table` (each read by `number`, which raises
+    ValueError for a bad one), a missing one from the outputs' dtype's default. float32, integer
+    and fp8 outputs have no default rtol (float32 and integers no default atol either: KeyError,
+    as they always needed both); fp8's atol defaults to 0 and its floor to DEFAULT_FLOOR."""
+    default = default_tolerance(output_dtypes)
+    if default is None and any(k in LOW_PRECISION for k in output_dtypes):
+        if "rtol" not in table:
+            raise ValueError(f"outputs of dtype {'/'.join(dict.fromkeys(output_dtypes))} have no default "
+                             "tolerance: give rtol (and atol or floor if needed)")
+        default = Tolerance(0.0, 0.0, DEFAULT_FLOOR)
+    if default is None:
+        tol = Tolerance(number(table["atol"], "atol"), number(table["rtol"], "rtol"),
+                        number(table.get("floor", 0.0), "floor"))
+    else:
+        tol = Tolerance(*(number(table.get(k, getattr(default, k)), k) for k in ("atol", "rtol", "floor")))
+    if tol.rtol >= 1:
+        raise ValueError(f"rtol {tol.rtol:g} must be below 1: an output of zeros would pass")
+    return tol
 
 
 def magnitude(reference: np.ndarray) -> float:

@@ -144,7 +144,7 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         for size in test_sizes + (bench_size,):
             if expr.evaluate(_text(data[key], key), dict(size)) < 0:
                 raise ValueError(f"{key} is negative at {dict(size)}")
-    tolerance = _tolerance(data, [a for a in args if a.intent == "out"])
+    tolerance = dtypes.tolerance_of(data, [a.dtype for a in args if a.intent == "out"], _number)
     baseline = _read(path / "baseline.cu") if (path / "baseline.cu").is_file() else ""
     template_path = path / "template.cu"
     reference = _read(path / "reference.py")
@@ -169,26 +169,6 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         content_hash=hashlib.sha256(hashed).hexdigest()[:16],
         floor=tolerance.floor,
     )
-
-
-def _tolerance(data: dict[str, Any], outputs: list[Arg]) -> dtypes.Tolerance:
-    """atol, rtol and floor from task.toml, each missing one from the outputs' dtype's default;
-    float32, integer and fp8 outputs have no default rtol (nor atol, but fp8's is 0)."""
-    kinds = [a.dtype for a in outputs]
-    default = dtypes.default_tolerance(kinds)
-    if default is None and any(k in dtypes.LOW_PRECISION for k in kinds):
-        if "rtol" not in data:
-            raise ValueError(f"outputs of dtype {'/'.join(dict.fromkeys(kinds))} have no default tolerance: "
-                             "give rtol (and atol or floor if needed)")
-        default = dtypes.Tolerance(0.0, 0.0, dtypes.DEFAULT_FLOOR)
-    if default is None:  # float32 and integer outputs: the task's own, as always
-        tol = dtypes.Tolerance(_number(data["atol"], "atol"), _number(data["rtol"], "rtol"),
-                               _number(data.get("floor", 0.0), "floor"))
-    else:
-        tol = dtypes.Tolerance(*(_number(data.get(k, getattr(default, k)), k) for k in ("atol", "rtol", "floor")))
-    if tol.rtol >= 1:
-        raise ValueError(f"rtol {tol.rtol:g} must be below 1: an output of zeros would pass")
-    return tol
 
 
 def _arg(table: dict[str, Any], size_names: tuple[str, ...]) -> Arg:
