@@ -143,3 +143,36 @@ def test_the_host_check_of_a_bfloat16_output_passes_rounding_and_fails_zeros_and
     assert not ok and "1 never written" in detail and "y[2, 3]" in detail
     fp8 = ref.astype("float8_e4m3fn")  # a kernel that stored in fp8 (subnormal at this scale)
     assert not compare("y", fp8, want)[0]
+
+
+LOW_PRECISION_CORPUS = sorted(p for task in ("softmax_bf16", "rmsnorm_bf16")
+                              for p in (Path(__file__).resolve().parents[1] / "adversarial" / task).glob("*.cu"))
+
+
+@pytest.mark.parametrize("path", LOW_PRECISION_CORPUS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_bf16_corpus_passes_the_static_stage_and_compiles_with_cuda_bf16_and_fp8_headers(path, compiler):
+    """Each of them is judged only on the GPU (tests/gpu/test_evaluator.py: WRONG): here, that the
+    headers they include are allowed and found on NVRTC's include path."""
+    from fsr.evaluate.evaluator import static_stage
+
+    task = tasks.load(path.parent.name)
+    result = static_stage(candidate.parse(path.read_text(), task), task, "sm_90", compiler)
+    assert result.verdict is None, result.verdict and result.verdict.message[:600]
+    assert result.compiled is not None and result.compiled.cubin
+
+
+@pytest.mark.parametrize("dtype", dtypes.LOW_PRECISION)
+def test_a_kernel_taking_each_low_precision_c_type_compiles(dtype, compiler):
+    from fsr.evaluate.evaluator import static_stage
+
+    task = tasks.load("softmax_bf16")
+    c_type, header = dtypes.C_TYPES[dtype], dtypes.HEADERS[dtype]
+    source = task.baseline_source.split("*/")[0] + f"""*/
+#include <{header}>
+extern "C" __global__ void softmax_bf16_baseline(const {c_type}* x, {c_type}* y, int rows, int cols) {{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows) y[i] = {c_type}(float(x[i]) * 2.0f);
+}}
+"""
+    result = static_stage(candidate.parse(source, task), task, "sm_90", compiler)
+    assert result.verdict is None, result.verdict and result.verdict.message[:600]
