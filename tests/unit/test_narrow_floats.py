@@ -103,3 +103,19 @@ def test_floats_encode_to_the_nearest_even_code(converter, kind):
     assert np.array_equal(got_values, want_values, equal_nan=True)
     numbers = ~np.isnan(want_values)  # a NaN's sign is no value
     assert np.array_equal(np.signbit(got_values[numbers]), np.signbit(want_values[numbers]))
+
+
+def test_a_decoy_spoils_low_precision_values_across_zero_and_others_beyond(tmp_path):
+    """fsr_spoiled picks the mirrored step for the four narrow types (a step beyond v could
+    saturate back onto v) and the plain one for every other type."""
+    main = r"""
+int main() {
+    std::printf("%g %g %g %g %g %g\n", fsr_spoiled(1.0, 3.0, (fsr_bf16*)nullptr), fsr_spoiled(-1.0, 3.0, (fsr_f16*)nullptr),
+                fsr_spoiled(1.0, 3.0, (fsr_e4m3*)nullptr), fsr_spoiled(1.0, 3.0, (fsr_e5m2*)nullptr),
+                fsr_spoiled(1.0, 3.0, (float*)nullptr), fsr_spoiled(1.0, 3.0, (unsigned int*)nullptr));
+}
+"""
+    (tmp_path / "spoil.cpp").write_text(PRELUDE + LOW_PRECISION_SOURCE + main)
+    subprocess.run(["g++", "-std=c++17", "-o", str(tmp_path / "spoil"), str(tmp_path / "spoil.cpp")], check=True)
+    out = subprocess.run([str(tmp_path / "spoil")], capture_output=True, text=True, check=True).stdout.split()
+    assert [float(v) for v in out] == [-2.0, 2.0, -2.0, -2.0, 4.0, 4.0]
