@@ -184,8 +184,10 @@ def launch_command(args: argparse.Namespace) -> int:
 def show(task: Task, cand: Candidate, runs: list[SizeRun], resources: Any, as_json: bool, ran: bool,
          launches: int) -> None:
     defines = dict(cand.resolved_defines())
+    kinds = {a.name: a.dtype for a in task.outputs}
     if as_json:
         print(json.dumps({"task": task.name, "candidate_id": cand.id, "defines": defines, "launched": ran,
+                          "output_dtypes": kinds, "tolerance": dataclasses.asdict(tasks.tolerance(task)),
                           "launches_each": launches, "resources": dataclasses.asdict(resources),
                           "sizes": [{"size": dict(r.size), "launches": [
                               {"kernel": k, "grid": g, "block": b, "smem_bytes": s} for k, g, b, s in r.launches],
@@ -195,7 +197,6 @@ def show(task: Task, cand: Candidate, runs: list[SizeRun], resources: Any, as_js
     print(f"{task.name} candidate {cand.id}: {verb}; {resources.registers} registers, {resources.spill_bytes} B "
           f"spills, {resources.smem_static_bytes} B static smem, {resources.stack_bytes} B stack")
     print("defines: " + (" ".join(f"{k}={v}" for k, v in defines.items()) or "none"))
-    kinds = {a.name: a.dtype for a in task.outputs}
     for r in runs:
         parts = [f"{k} grid {g} block {b} smem {s} B" for k, g, b, s in r.launches]
         print(f"{size_label(r.size)}: {'; '.join(parts)}")
