@@ -30,7 +30,7 @@ import re
 import tomllib
 from dataclasses import replace
 
-from fsr import expr
+from fsr import dtypes, expr
 from fsr.types import Candidate, LaunchSpec, Origin, Scratch, Task, Tunable
 
 HEADER_RE = re.compile(r"/\*\s*fsr\b(.*?)\*/", re.S)
@@ -38,7 +38,7 @@ GLOBAL_RE = re.compile(r"__global__\b(.*?)\b(\w+)\s*\(([^)]*)\)", re.S)
 # Qualifiers with arguments that may sit between __global__ and the kernel's name.
 BOUNDS_RE = re.compile(r"\b(__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\((?:[^()]|\([^()]*\))*\)")
 NAME_RE = re.compile(r"^[A-Za-z_]\w*$")
-DTYPES = {"float32", "float64", "float16", "int32", "int64", "uint32", "int8", "uint8"}
+DTYPES = dtypes.DTYPES
 MAX_LAUNCHES = 8
 
 

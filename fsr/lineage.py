@@ -124,7 +124,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "finished_at": finished_at or datetime.now(UTC), "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens, "error": error, "setup_s": e.setup_s,
         "torch_us": e.torch_us, "torch_compile_us": e.torch_compile_us, "torch_compile_s": e.torch_compile_s,
-        "diagnostics": e.diagnostics,
+        "diagnostics": e.diagnostics, "dtype": e.dtype or None,
     }
 
 
@@ -151,7 +151,8 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       verify_s=row["verify_s"], tune_s=row["tune_s"], bench_s=row["bench_s"],
                       wall_s=row["wall_s"], setup_s=row.get("setup_s") or 0.0, torch_us=row.get("torch_us"),
                       torch_compile_us=row.get("torch_compile_us"), torch_compile_s=row.get("torch_compile_s"),
-                      diagnostics=row.get("diagnostics") or "", worker=row.get("worker") or "")
+                      diagnostics=row.get("diagnostics") or "", worker=row.get("worker") or "",
+                      dtype=row.get("dtype") or "")
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:

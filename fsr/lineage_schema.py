@@ -48,6 +48,7 @@ EVALUATIONS = _schema([
     ("torch_compile_us", F64, True),  # torch.compile of torch_eager; null where not timed
     ("torch_compile_s", F64, True),  # its compile time, once per GPU child and task
     ("diagnostics", STR, True),  # fsr.evaluate.diagnose's lines; null before the column existed
+    ("dtype", STR, True),  # the task's dtype (its outputs'); null where unknown or before the column
 ])
 TRIALS = _schema([
     ("run_id", STR, False), ("candidate_id", STR, False), ("trial", I32, False),

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from fsr import candidate as cfmt
-from fsr import expr
+from fsr import dtypes, expr
 from fsr.types import Arg, Size, Task
 
 BUILTIN_PACKAGE = "fsr_tasks"  # the repository's tasks/ folder, installed under this name (setup.py)
@@ -144,6 +144,7 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         for size in test_sizes + (bench_size,):
             if expr.evaluate(_text(data[key], key), dict(size)) < 0:
                 raise ValueError(f"{key} is negative at {dict(size)}")
+    tolerance = dtypes.tolerance_of(data, [a.dtype for a in args if a.intent == "out"], _number)
     baseline = _read(path / "baseline.cu") if (path / "baseline.cu").is_file() else ""
     template_path = path / "template.cu"
     reference = _read(path / "reference.py")
@@ -157,8 +158,8 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         constants=tuple((str(k), _number(v, f"constant {k}")) for k, v in constants.items()),
         test_sizes=test_sizes,
         bench_size=bench_size,
-        atol=_number(data["atol"], "atol"),
-        rtol=_number(data["rtol"], "rtol"),
+        atol=tolerance.atol,
+        rtol=tolerance.rtol,
         bytes_expr=str(data["bytes"]),
         flops_expr=str(data["flops"]),
         baseline_source=baseline,
@@ -166,6 +167,7 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         reference_source=reference,
         has_library=False,
         content_hash=hashlib.sha256(hashed).hexdigest()[:16],
+        floor=tolerance.floor,
     )
 
 
@@ -340,7 +342,25 @@ def _check_size(task: Task, module: ModuleType, path: Path, size: dict[str, int]
         outputs = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
     except Exception as e:
         raise TaskError(f"{_where(path, e)}: reference(..., {size}) raised {type(e).__name__}: {e}") from None
-    _check_arrays(task, path, f"reference(..., {size})", outputs, list(task.outputs), size, dtypes=False)
+    _check_arrays(task, path, f"reference(..., {size})", outputs, list(task.outputs), size, check_dtypes=False)
+    _check_zeros_fail(task, path, outputs, size)
+
+
+def _check_zeros_fail(task: Task, path: Path, outputs: dict[str, Any], size: dict[str, int]) -> None:
+    """A low-precision output's tolerance must reject an output of zeros at every size whose
+    reference runs at load: an absolute atol above the op's outputs would let one pass."""
+    for arg in task.outputs:
+        if arg.dtype in dtypes.LOW_PRECISION:
+            ref = np.asarray(outputs[arg.name], dtype=np.float64)
+            if bool((np.abs(ref) <= dtypes.bounds(ref, tolerance(task))).all()):
+                raise TaskError(f"{path.parent}/task.toml: at {size}, an output {arg.name} of zeros passes the "
+                                f"tolerance (atol {task.atol:g} against outputs of mean |ref| "
+                                f"{dtypes.magnitude(ref):.3g}): make it relative (atol 0, rtol, floor)")
+
+
+def tolerance(task: Task) -> dtypes.Tolerance:
+    """The task's tolerance rule (fsr.dtypes.bounds)."""
+    return dtypes.Tolerance(task.atol, task.rtol, task.floor)
 
 
 def check_inputs(task: Task, inputs: Any, size: dict[str, int], path: Path | None = None) -> None:
@@ -351,7 +371,7 @@ def check_inputs(task: Task, inputs: Any, size: dict[str, int], path: Path | Non
 
 
 def _check_arrays(task: Task, path: Path, call: str, got: Any, args: list[Arg], size: dict[str, int],
-                  dtypes: bool = True) -> None:
+                  check_dtypes: bool = True) -> None:
     if not isinstance(got, dict):
         raise TaskError(f"{path}: {call} returned {type(got).__name__}, not a dict of arrays")
     wanted = {a.name for a in args}
@@ -363,5 +383,5 @@ def _check_arrays(task: Task, path: Path, call: str, got: Any, args: list[Arg], 
             raise TaskError(f"{path}: {call}[{arg.name!r}] is a {type(value).__name__}, not a NumPy array")
         if value.shape != shape:
             raise TaskError(f"{path}: {call}[{arg.name!r}] has shape {value.shape}, task.toml says {shape}")
-        if dtypes and value.dtype != np.dtype(arg.dtype):
+        if check_dtypes and value.dtype != dtypes.numpy_dtype(arg.dtype):
             raise TaskError(f"{path}: {call}[{arg.name!r}] has dtype {value.dtype}, task.toml says {arg.dtype}")

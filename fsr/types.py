@@ -89,6 +89,7 @@ class Task:
     reference_source: str  # reference.py's text (trusted: written by people, never by a proposer)
     has_library: bool
     content_hash: str  # of the folder's files as read (lineage compatibility: unchanged by the above)
+    floor: float = 0.0  # magnitude floor, a fraction of an output's mean |ref| (fsr.dtypes.bounds)
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
@@ -97,6 +98,12 @@ class Task:
     @property
     def outputs(self) -> tuple[Arg, ...]:
         return tuple(a for a in self.args if a.intent == "out")
+
+    @property
+    def dtype(self) -> str:
+        """The task's dtype as shown beside its name: its outputs' dtype (the precision it is
+        judged in), their dtypes joined with '/' where they differ."""
+        return "/".join(dict.fromkeys(a.dtype for a in self.outputs))
 
 
 @dataclass(frozen=True)
@@ -275,6 +282,7 @@ class Evaluation:
     # child, preparing the task there (inputs, references, library and baseline timing)
     diagnostics: str = ""  # digested facts from the machine code (fsr.evaluate.diagnose); "" where not compiled
     worker: str = ""  # the GPU worker that gave the verdict, stamped by the executor ("" before)
+    dtype: str = ""  # the task's dtype (Task.dtype), stamped by the evaluator ("" where the task is unknown)
 
     @property
     def speedup(self) -> float | None:

@@ -10,8 +10,9 @@ block, dynamic shared memory, poisoned outputs, zeroed or poisoned scratch), `--
 a profiler or sanitizer sees the launches without following child processes.
 
 `--error` then compares the outputs with the task's float64 reference: the worst
-|out - ref| / (atol + rtol * |ref|) over the elements (above 1 fails fsr's check), per output and
-size, worst over `--seeds` input sets, and the same for the task's library on the same inputs.
+|out - ref| / (atol + rtol * max(|ref|, floor * mean |ref|)) over the elements (above 1 fails
+fsr's check; fsr.dtypes.bounds), per output (with its dtype and the tolerance that dtype gets)
+and size, worst over `--seeds` input sets, and the same for the task's library on the same inputs.
 It belongs here rather than in `fsr explore`: it is a property of one fixed configuration on
 given inputs, needs the outputs themselves (an evaluation keeps only pass/fail and the largest
 absolute error), and is worth knowing before a kernel fails, e.g. for a faster but less exact
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from fsr import candidate as cfmt
-from fsr import tasks
+from fsr import dtypes, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError, at_least
 from fsr.types import Candidate, Size, Task, size_label
 
@@ -86,16 +87,16 @@ def choose_sizes(task: Task, specs: list[str]) -> list[Size]:
     return out
 
 
-def error_ratio(got: np.ndarray, reference: np.ndarray, atol: float, rtol: float) -> float:
-    """The worst |got - ref| / (atol + rtol * |ref|): 1 is the tolerance; NaN or a miss where
-    the tolerance is zero reads as infinity."""
+def error_ratio(got: np.ndarray, reference: np.ndarray, tol: dtypes.Tolerance) -> float:
+    """The worst |got - ref| / bound (fsr.dtypes.bounds; `got` in any dtype, converted to
+    float64 first): 1 is the tolerance; NaN or a miss where the tolerance is zero reads as infinity."""
     ref = np.asarray(reference, dtype=np.float64)
-    diff = np.abs(np.asarray(got, dtype=np.float64) - ref)
+    diff = np.abs(np.asarray(got).astype(np.float64) - ref)
     if diff.size == 0:
         return 0.0
     if np.isnan(diff).any():
         return math.inf
-    bound = atol + rtol * np.abs(ref)
+    bound = dtypes.bounds(ref, tol)
     ratio = np.divide(diff, bound, out=np.where(diff > 0, np.inf, 0.0), where=bound > 0)
     return float(ratio.max())
 
@@ -183,8 +184,10 @@ def launch_command(args: argparse.Namespace) -> int:
 def show(task: Task, cand: Candidate, runs: list[SizeRun], resources: Any, as_json: bool, ran: bool,
          launches: int) -> None:
     defines = dict(cand.resolved_defines())
+    kinds = {a.name: a.dtype for a in task.outputs}
     if as_json:
         print(json.dumps({"task": task.name, "candidate_id": cand.id, "defines": defines, "launched": ran,
+                          "output_dtypes": kinds, "tolerance": dataclasses.asdict(tasks.tolerance(task)),
                           "launches_each": launches, "resources": dataclasses.asdict(resources),
                           "sizes": [{"size": dict(r.size), "launches": [
                               {"kernel": k, "grid": g, "block": b, "smem_bytes": s} for k, g, b, s in r.launches],
@@ -198,7 +201,8 @@ def show(task: Task, cand: Candidate, runs: list[SizeRun], resources: Any, as_js
         parts = [f"{k} grid {g} block {b} smem {s} B" for k, g, b, s in r.launches]
         print(f"{size_label(r.size)}: {'; '.join(parts)}")
         if r.error is not None:
-            print("  worst error / tolerance: " + ", ".join(f"{k} {v:.3g}" for k, v in r.error.items())
+            print(f"  worst error / tolerance ({tasks.tolerance(task).label()}): "
+                  + ", ".join(f"{k} ({kinds[k]}) {v:.3g}" for k, v in r.error.items())
                   + ("; library " + ", ".join(f"{k} {v:.3g}" for k, v in r.library_error.items())
                      if r.library_error else ""))
 
@@ -233,7 +237,7 @@ def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches:
     from fsr.evaluate.gpu.buffers import make_buffers
     from fsr.evaluate.gpu.programs import enqueue, plan
 
-    sizes, fn = dict(run.size), tasks.functions(task)
+    sizes, fn, tol = dict(run.size), tasks.functions(task), tasks.tolerance(task)
     worst: dict[str, float] = {}
     library: dict[str, float] = {}
     for seed in range(max(seeds, 1)):
@@ -249,10 +253,11 @@ def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches:
             continue
         reference = fn.reference({k: v.copy() for k, v in inputs.items()}, dict(sizes))
         for name, g in buffers.outputs.items():
-            worst[name] = max(worst.get(name, 0.0), error_ratio(g.array.get(), reference[name], task.atol, task.rtol))
+            worst[name] = max(worst.get(name, 0.0), error_ratio(g.host(), reference[name], tol))
         if task.has_library:
-            got = fn.library({k: cp.asarray(v) for k, v in inputs.items()}, dict(sizes))
+            got = fn.library({k: cp.asarray(np.ascontiguousarray(v).view(dtypes.device_dtype(v.dtype.name)))
+                              for k, v in inputs.items()}, dict(sizes))
             for name in [n for n in buffers.outputs if isinstance(got, dict) and n in got]:
-                library[name] = max(library.get(name, 0.0),
-                                    error_ratio(cp.asnumpy(got[name]), reference[name], task.atol, task.rtol))
+                out = dtypes.host_view(cp.asnumpy(got[name]), buffers.outputs[name].dtype.name)
+                library[name] = max(library.get(name, 0.0), error_ratio(out, reference[name], tol))
     return dataclasses.replace(run, error=worst or None, library_error=library or None)

@@ -74,10 +74,12 @@ def list_tasks(root: str | None) -> int:
 
 
 def _entry(name: str, task: Task, column: int, width: int) -> str:
-    """The task's name (its folder's: what commands take), the gist of its description and its benchmark size, wrapped to `width`."""
+    """The task's name (its folder's: what commands take), the gist of its description, its dtype (its
+    outputs') and its benchmark size, wrapped to `width`."""
     pad = " " * column
     gist = textwrap.fill(summary(task.description), width, initial_indent=pad, subsequent_indent=pad)
-    bench = f"{pad}bench {size_label(task.bench_size)}" + ("; library comparator" if task.has_library else "")
+    bench = (f"{pad}{task.dtype}; bench {size_label(task.bench_size)}"
+             + ("; library comparator" if task.has_library else ""))
     if len(name) + 2 > column:  # a long name (an imported task's) on a line of its own
         return f"{name}\n{gist}\n{bench}"
     return name.ljust(column) + gist[column:] + "\n" + bench
@@ -111,6 +113,7 @@ def describe(name: str, task: Task, width: int) -> str:
         lines.append(f"{indent}{arg.intent:<4}{arg.name}: {arg.dtype} [{', '.join(arg.shape)}]")
     if task.constants:
         lines.append(indent + "constants " + ", ".join(f"{k} = {v:g}" for k, v in task.constants))
+    lines.append(f"{indent}tolerance ({task.dtype} outputs): {tasks.tolerance(task).label()}")
     lines.append(f"{indent}library comparator: {'yes' if task.has_library else 'none'}")
     return "\n".join(lines)
 

@@ -195,6 +195,7 @@ class GpuEvaluator:
             setup_end = time.perf_counter()
         else:
             result, setup_end = self._evaluate(candidate, task, tune)
+            result = replace(result, dtype=task.dtype)
         end = time.perf_counter()
         charged = self._worker_time.charge(started, end)
         # What it added past its setup is its own work; of the rest, only what no other evaluation

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fsr import tasks
+from fsr import dtypes, tasks
 from fsr.evaluate import guards
 from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
@@ -137,14 +137,14 @@ def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = N
     """The problem: its buffers, sizes, tolerance and floors, then the built-in reference (NumPy),
     or for an imported task its module's source, once, and no line of the importer's runtime."""
     signature = "\n".join(f"- `{a.name}`: {a.dtype}[{', '.join(a.shape)}], "
-                          f"{'input (read-only)' if a.intent == 'in' else 'output'}" for a in task.args)
+                          f"{'input (read-only)' if a.intent == 'in' else 'output'}{c_type(a.dtype)}" for a in task.args)
     constants = ""
     if task.constants:
         constants = " Constants (passed as `float`): " + ", ".join(f"{k} = {v:g}" for k, v in task.constants) + "."
     common = dict(name=task.name, signature=signature, size_names=", ".join(task.size_names), constants=constants,
                   test_sizes="\n".join(f"- {size_label(s)}" for s in task.test_sizes),
                   bench_size=size_label(task.bench_size), floor="",
-                  comparators=timed, atol=f"{task.atol:g}", rtol=f"{task.rtol:g}")
+                  comparators=timed, tolerance=tolerance_text(task))
     if device is not None and (floor := floors(task, device)):
         common["floor"] = " " + floor
     module = imported_module(task)
@@ -154,6 +154,24 @@ def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = N
         return fill("task_module.md", description=described, **common)
     return fill("task.md", description=task.description, reference=clip(reference_source(task), reference_chars),
                 **common)
+
+
+def c_type(dtype: str) -> str:
+    """How a kernel declares a low-precision buffer ("" for the others, whose C type is plain)."""
+    if not dtypes.is_low_precision(dtype):
+        return ""
+    return f" (`{dtypes.C_TYPES[dtype]}`, `#include <{dtypes.HEADERS[dtype]}>`)"
+
+
+def tolerance_text(task: Task) -> str:
+    """The check every output element must pass, as the judge applies it (fsr.dtypes.bounds):
+    with a magnitude floor, the output's dtype that gives it and why a shortcut fails."""
+    if not task.floor:
+        return f"|got - expected| <= {task.atol:g} + {task.rtol:g} * |expected|"
+    atol = f"{task.atol:g} + " if task.atol else ""
+    return (f"|got - expected| <= {atol}{task.rtol:g} * max(|expected|, {task.floor:g} * the output's mean "
+            f"|expected|) (outputs in {task.dtype}, compared in float32 or wider with the float64 reference; "
+            f"computing or storing in a narrower type than {task.dtype}, fp8 say, fails)")
 
 
 def imported_module(task: Task) -> str | None:

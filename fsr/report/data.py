@@ -177,7 +177,7 @@ def run_tables(run: Run) -> RunTables:
         driver=costs.driver_time(run.info))
 
 
-COMPARED = ("task", "run", "evaluations", "best_us", "vs_first_run", "ceiling_fraction", "speedup_baseline",
+COMPARED = ("task", "dtype", "run", "evaluations", "best_us", "vs_first_run", "ceiling_fraction", "speedup_baseline",
             "speedup_library", "speedup_torch", "speedup_torch_compile", "evals_per_gpu_minute")
 
 

@@ -11,7 +11,7 @@ from fsr.types import Verdict
 
 VERDICTS = tuple(v.value for v in Verdict)
 SUMMARY_COLUMNS = (
-    "task", "device", "evaluations", "best_us", "ceiling_fraction", "ceiling_us", "baseline_us",
+    "task", "dtype", "device", "evaluations", "best_us", "ceiling_fraction", "ceiling_us", "baseline_us",
     "library_us", "torch_us", "torch_compile_us", "torch_compile_s", "speedup_baseline", "speedup_library",
     "speedup_torch", "speedup_torch_compile", "speedup_pytorch", "evals_per_gpu_minute", "verdicts", *VERDICTS,
 )
@@ -86,8 +86,10 @@ def _task_row(task: str, rows: pd.DataFrame, minutes: float) -> dict[str, object
     fraction = _value(best, "ceiling_fraction")
     refs = {c: _reference(best, rows, c) for c in ("baseline_us", "library_us", "torch_us", "torch_compile_us")}
     pytorch = [v for v in (refs["torch_us"], refs["torch_compile_us"]) if v]
+    dtypes = rows["dtype"].dropna() if "dtype" in rows else pd.Series(dtype=object)
+    dtypes = dtypes[dtypes != ""]
     return {
-        "task": task, "device": device, "evaluations": len(rows), "best_us": best_us,
+        "task": task, "dtype": dtypes.iat[0] if len(dtypes) else None, "device": device, "evaluations": len(rows), "best_us": best_us,
         "ceiling_fraction": fraction,
         "ceiling_us": best_us * fraction if best_us is not None and fraction is not None else None,
         **refs,

@@ -12,12 +12,12 @@ import pandas as pd
 from fsr.report import ablation, costs, notes, tables
 from fsr.report.data import RunTables, comparison, records
 
-SUMMARY_MD = {"task": "task", "device": "device", "evaluations": "evaluations", "best_us": "best us",
+SUMMARY_MD = {"task": "task", "dtype": "dtype", "device": "device", "evaluations": "evaluations", "best_us": "best us",
               "ceiling_fraction": "of roofline", "speedup_baseline": "vs baseline", "speedup_library": "vs library",
               "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
               "torch_compile_s": "torch.compile s", "evals_per_gpu_minute": "evals per GPU-minute",
               "verdicts": "verdicts"}
-COMPARED_MD = {"task": "task", "run": "run", "evaluations": "evaluations", "best_us": "best us",
+COMPARED_MD = {"task": "task", "dtype": "dtype", "run": "run", "evaluations": "evaluations", "best_us": "best us",
                "vs_first_run": "best / first run's", "ceiling_fraction": "of roofline",
                "speedup_baseline": "vs baseline", "speedup_library": "vs library",
                "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
@@ -66,11 +66,14 @@ def column_cells(column: str, values: pd.Series, markdown: bool = True) -> list[
 
 def summary_columns(summary: pd.DataFrame, base: dict[str, str] = SUMMARY_MD) -> dict[str, str]:
     """The summary's columns to show: the device only where the tasks ran on more than one
-    model (otherwise the run's heading names it once); no comparator that no task measured (the
-    baseline of an imported suite, torch.compile in a lineage from before it)."""
+    model (otherwise the run's heading names it once); the dtype where the lineage records it
+    (not in one from before the column); no comparator that no task measured (the baseline of
+    an imported suite, torch.compile in a lineage from before it)."""
     devices = set(summary["device"].dropna()) - {""} if "device" in summary else set()
     unmeasured = {c for c in (*tables.SPEEDUPS, "torch_compile_s")  # e.g. no baseline in an imported suite
                   if c in summary and pd.to_numeric(summary[c], errors="coerce").isna().all()}
+    if "dtype" not in summary or not (set(summary["dtype"].dropna()) - {""}):
+        unmeasured.add("dtype")
     return {c: name for c, name in base.items() if (c != "device" or len(devices) > 1) and c not in unmeasured}
 
 

@@ -1,22 +1,23 @@
 """The built-in library comparators on a real GPU: each computes its task's outputs within the
-task's tolerance of the float64 reference at every test size, and spmv_csr's builds its
-cuSPARSE matrix once per input set (a new set gets its own matrix, the same set reuses it)."""
+task's tolerance of the float64 reference at every test size (bfloat16 buffers passed and returned
+as CuPy arrays of their bits, as fsr holds them), and spmv_csr's builds its cuSPARSE matrix once
+per input set (a new set gets its own matrix, the same set reuses it)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from fsr import tasks
+from fsr import dtypes, tasks
 
 pytestmark = pytest.mark.gpu
-COMPARED = ("spmv_csr", "gelu", "nbody")
+COMPARED = ("spmv_csr", "gelu", "nbody", "softmax_bf16", "rmsnorm_bf16")
 
 
 def _device(inputs: dict[str, np.ndarray]) -> dict:
     import cupy as cp
 
-    return {k: cp.asarray(v) for k, v in inputs.items()}
+    return {k: cp.asarray(np.ascontiguousarray(v).view(dtypes.device_dtype(v.dtype.name))) for k, v in inputs.items()}
 
 
 @pytest.fixture
@@ -38,9 +39,11 @@ def test_library_matches_the_reference_at_every_test_size(name):
         inputs = module.make_inputs(sizes, rng)
         expected = module.reference(inputs, sizes)
         got = module.library(_device(inputs), sizes)
+        kinds = {a.name: a.dtype for a in task.outputs}
         for out, want in expected.items():
-            np.testing.assert_allclose(got[out].get(), want, atol=task.atol, rtol=task.rtol,
-                                       err_msg=f"{name} {sizes} {out}")
+            values = dtypes.host_view(got[out].get(), kinds[out]).astype(np.float64)
+            bound = dtypes.bounds(want, tasks.tolerance(task))
+            assert (np.abs(values - want) <= bound).all(), f"{name} {sizes} {out}"
 
 
 def test_spmv_library_builds_one_matrix_per_input_set(spmv, monkeypatch):

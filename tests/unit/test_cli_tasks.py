@@ -148,3 +148,14 @@ def test_warnings_a_task_raises_as_it_loads_are_not_printed(tmp_path):
         out = subprocess.run([sys.executable, "-m", "fsr", "--tasks-dir", str(tmp_path), *args], capture_output=True,
                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert out.returncode == 0 and out.stderr == "" and "softmax" in out.stdout, out
+
+
+def test_the_list_shows_each_tasks_dtype_and_one_task_its_tolerance(capsys):
+    code, out, _ = run(capsys, "tasks")
+    assert code == 0
+    assert re.search(r"^softmax_bf16 .*\n(?:\s+.*\n)*?\s+bfloat16; bench rows=8192,cols=8192", out, re.M)
+    assert re.search(r"^softmax .*\n(?:\s+.*\n)*?\s+float32; bench rows=8192,cols=8192", out, re.M)
+    code, out, _ = run(capsys, "tasks", "softmax_bf16")
+    assert code == 0 and "tolerance (bfloat16 outputs): atol 0, rtol 0.01, floor 1 x mean |ref|" in out
+    code, out, _ = run(capsys, "tasks", "softmax")
+    assert code == 0 and "tolerance (float32 outputs): atol 1e-07, rtol 0.0001\n" in out

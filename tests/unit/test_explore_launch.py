@@ -28,6 +28,7 @@ from fsr.commands.explore import (
     to_markdown,
 )
 from fsr.commands.launch import choose_sizes, error_ratio, parse_define, planned
+from fsr.dtypes import Tolerance
 from fsr.types import DeviceInfo, Evaluation, Resources, Timing, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,13 +153,22 @@ def test_the_plan_gives_each_launch_at_each_size_from_the_header():
 
 def test_error_ratio_is_one_at_the_tolerance_and_infinite_for_nan_or_a_miss_with_no_tolerance():
     ref = np.array([0.0, 10.0, -4.0])
-    assert error_ratio(ref, ref, 1e-3, 1e-4) == 0.0
+    assert error_ratio(ref, ref, Tolerance(1e-3, 1e-4)) == 0.0
     at_tolerance = ref + np.array([1e-3, 1e-3 + 1e-3, 0.0])  # atol + rtol * |10|
-    assert math.isclose(error_ratio(at_tolerance, ref, 1e-3, 1e-4), 1.0)
-    assert error_ratio(np.array([0.0, 10.0, np.nan]), ref, 1e-3, 1e-4) == math.inf
+    assert math.isclose(error_ratio(at_tolerance, ref, Tolerance(1e-3, 1e-4)), 1.0)
+    assert error_ratio(np.array([0.0, 10.0, np.nan]), ref, Tolerance(1e-3, 1e-4)) == math.inf
     counts = np.array([3, 0, 7])
-    assert error_ratio(counts, counts, 0.0, 0.0) == 0.0
-    assert error_ratio(counts + np.array([0, 1, 0]), counts, 0.0, 0.0) == math.inf
+    assert error_ratio(counts, counts, Tolerance(0.0, 0.0)) == 0.0
+    assert error_ratio(counts + np.array([0, 1, 0]), counts, Tolerance(0.0, 0.0)) == math.inf
+
+
+def test_error_ratio_of_a_bfloat16_output_uses_the_magnitude_floor_and_rejects_zeros():
+    ref = np.array([1e-6, 2.0, -2.0, 4.0])  # mean |ref| 2: the floor holds the small one to 1e-2 * 2
+    tol = Tolerance(0.0, 1e-2, 1.0)
+    near = (ref + np.array([1e-2, 0.0, 0.0, 0.0])).astype("bfloat16")
+    assert 0.45 <= error_ratio(near, ref, tol) <= 0.55  # 1e-2 off on 1e-6: half of 1e-2 * 2
+    assert error_ratio(np.zeros(4, "bfloat16"), ref, tol) >= 50  # |ref| / (rtol |ref|) on the large ones
+    assert error_ratio(near, ref, Tolerance(0.0, 1e-2)) > 100  # without the floor, 1e-2 on 1e-6 fails
 
 
 # -- the commands ----------------------------------------------------------------------------------
@@ -206,3 +216,14 @@ def test_explore_without_a_gpu_is_one_line_and_exit_3():
     out = no_gpu("explore", "softmax", "--combos", "2")
     assert out.returncode == commands.EXIT_NO_DEVICE, out.stderr
     assert out.stderr.count("\n") == 1 and "needs a CUDA device" in out.stderr and not out.stdout
+
+
+def test_launch_of_a_bfloat16_task_without_a_gpu_names_its_dtype_and_floored_tolerance():
+    task = tasks.load("softmax_bf16")
+    path = str(Path(task.directory) / "template.cu")
+    out = no_gpu("launch", "softmax_bf16", path, "-D", "VEC4=1", "--size", "0", "--json")
+    assert out.returncode == commands.EXIT_NO_DEVICE, out.stderr
+    shown = json.loads(out.stdout)
+    assert shown["output_dtypes"] == {"y": "bfloat16"}
+    assert shown["tolerance"] == {"atol": 0.0, "rtol": 0.01, "floor": 1.0}
+    assert shown["sizes"][0]["launches"][0]["kernel"] == "softmax_bf16_template"

@@ -80,10 +80,11 @@ ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem"""
 def test_compare_counts_nan_and_out_of_tolerance_elements():
     import numpy as np
 
+    from fsr.dtypes import Tolerance
     from fsr.evaluate.gpu.verify import compare, expect
 
     ref = np.linspace(-1.0, 1.0, 100).reshape(10, 10)
-    exp = expect(ref, "float32", 1e-6, 1e-4)
+    exp = expect(ref, "float32", Tolerance(1e-6, 1e-4))
     assert compare("y", ref.astype(np.float32), exp)[0]
     bad = ref.astype(np.float32)
     bad[3, 4] = np.nan
@@ -95,10 +96,11 @@ def test_compare_counts_nan_and_out_of_tolerance_elements():
 def test_compare_on_threads_finds_one_bad_element_among_millions():
     import numpy as np
 
+    from fsr.dtypes import Tolerance
     from fsr.evaluate.gpu.verify import PARALLEL_ELEMENTS, compare, expect
 
     ref = np.random.default_rng(0).standard_normal(PARALLEL_ELEMENTS + 12345)
-    exp = expect(ref, "float32", 1e-6, 1e-4)
+    exp = expect(ref, "float32", Tolerance(1e-6, 1e-4))
     got = ref.astype(np.float32)
     assert compare("y", got, exp)[0]
     got[-7] += 1.0

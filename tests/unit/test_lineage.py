@@ -79,7 +79,7 @@ def parts(run_dir: Path, table: str = "evaluations") -> list[Path]:
 
 def test_full_row_round_trips_through_parquet(tmp_path: Path) -> None:
     c, started = make_candidate(), datetime(2026, 11, 22, 2, 30, tzinfo=UTC)
-    e = replace(ok_evaluation(c), worker="gpu0")  # the worker round-trips too
+    e = replace(ok_evaluation(c), worker="gpu0", dtype="bfloat16")  # the worker and the dtype round-trip too
     with lineage.LineageWriter(tmp_path / "r1") as w:
         w.append(c, e, features_detected=["coalesced"], started_at=started,
                  prompt_tokens=1200, completion_tokens=800)
@@ -90,7 +90,7 @@ def test_full_row_round_trips_through_parquet(tmp_path: Path) -> None:
     assert row["run_id"] == "r1" and row["speedup"] == pytest.approx(2.0)
     assert row["started_at"] == started and row["finished_at"].tzinfo is not None
     assert (row["prompt_tokens"], row["completion_tokens"], row["error"]) == (1200, 800, None)
-    assert row["features_detected"] == ["coalesced"] and row["verdict"] == "OK"
+    assert row["features_detected"] == ["coalesced"] and row["verdict"] == "OK" and row["dtype"] == "bfloat16"
 
 
 def test_failed_row_has_null_timing(tmp_path: Path) -> None:

@@ -136,3 +136,16 @@ def test_a_small_budget_shortens_low_priority_sections_first_and_keeps_the_paren
 def test_essentials_alone_over_budget_are_sent_rather_than_dropped(baseline: Scored) -> None:
     tiny = build(ProposalRequest(TASK, (baseline,)), DEVICE, budget_tokens=10)
     assert tiny.tokens > 10 and TASK.baseline_source.strip()[:100] in tiny.messages[1][1]
+
+
+def test_a_bfloat16_task_states_its_dtype_c_type_and_floored_tolerance() -> None:
+    from fsr import tasks
+    from fsr.propose.prompt import task_section
+
+    text = task_section(tasks.load("softmax_bf16"), 400)
+    assert "- `x`: bfloat16[rows, cols], input (read-only) (`__nv_bfloat16`, `#include <cuda_bf16.h>`)" in text
+    assert "Tolerance: |got - expected| <= 0.01 * max(|expected|, 1 * the output's mean |expected|)" in text
+    assert "outputs in bfloat16" in text and "fp8 say, fails" in text
+    plain = task_section(tasks.load("softmax"), 400)  # a float32 task: its own rule, no C type notes
+    assert "Tolerance: |got - expected| <= 1e-07 + 0.0001 * |expected| for every element." in plain
+    assert "mean |expected|" not in plain and "`float`" not in plain.split("Sizes:")[0]

@@ -56,6 +56,15 @@ def test_the_device_column_shows_only_when_tasks_ran_on_several_models() -> None
     assert "device" not in text.summary_columns(one) and "device" in text.summary_columns(two)
 
 
+def test_the_dtype_column_shows_where_the_lineage_records_it() -> None:
+    old = tables.task_summary(frame([row(), row(candidate_id="b", task="sgemm")]))  # before the column
+    new = tables.task_summary(frame([row(dtype="float32"), row(candidate_id="b", task="softmax_bf16", dtype="bfloat16")]))
+    assert "dtype" not in text.summary_columns(old)
+    assert "dtype" in text.summary_columns(new)
+    assert dict(zip(new["task"], new["dtype"], strict=True)) == {"softmax": "float32", "softmax_bf16": "bfloat16"}
+    assert "| softmax_bf16 | bfloat16 |" in text.markdown_table(new, text.summary_columns(new))
+
+
 def test_tuning_bars_are_percent_above_the_best_and_mark_all_infeasible_values() -> None:
     spread = pd.DataFrame({"task": ["t"] * 3, "tunable": ["BLOCK"] * 3, "value": [128, 256, 1024],
                            "trials": [4, 4, 3], "infeasible": [0, 1, 3], "median_ratio": [1.0, 1.1, None],

@@ -93,7 +93,7 @@ def test_task_loads_with_baseline_template_and_library(name):
     task = tasks.load(name)
     assert task.baseline_source and task.template_source
     assert task.has_library
-    assert task.atol > 0 and task.rtol > 0
+    assert task.rtol > 0 and (task.atol > 0 or task.floor > 0)  # absolute, or relative with a floor
     assert task.bench_size not in task.test_sizes
     bench = dict(task.bench_size)
     assert expr.evaluate(task.bytes_expr, bench) > 0 and expr.evaluate(task.flops_expr, bench) > 0

@@ -1,22 +1,18 @@
 """The timed-output check's device code compiles with NVRTC here (no GPU) for every output dtype
-the built-in tasks declare, with the expected values' dtype verify.expect gives it."""
+the built-in tasks declare and every low-precision float, with the expected values' dtype
+verify.expect gives it."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from fsr import tasks
+from fsr import dtypes, tasks
 from fsr.evaluate.gpu import timed_runs
 
 
 def pairs() -> set[tuple[str, str]]:
-    out = set()
-    for name in tasks.list_tasks():
-        for arg in tasks.load(name).outputs:
-            kind = arg.dtype if np.dtype(arg.dtype).kind == "f" else "float64"  # as verify.expect
-            out.add((arg.dtype, kind))
-    return out
+    kinds = {arg.dtype for name in tasks.list_tasks() for arg in tasks.load(name).outputs}
+    return {(kind, dtypes.expected_dtype(kind).name) for kind in kinds | set(dtypes.LOW_PRECISION)}
 
 
 @pytest.mark.parametrize("got,value", sorted(pairs()))

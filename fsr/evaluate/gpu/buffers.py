@@ -14,30 +14,36 @@ import cupy as cp
 import numpy as np
 
 from fsr import candidate as cfmt
-from fsr import tasks
+from fsr import dtypes, tasks
 from fsr.types import Candidate, Task
 
 PAD_BYTES = 64 * 1024  # canary region on each side; a multiple of 256 keeps buffers aligned
 CANARY = 0x5A
-POISON = 0xFF  # all-ones bytes: NaN for float32/float64, -1 for integers
+POISON = 0xFF  # all-ones bytes: NaN for every float dtype fsr has (fp8 e4m3fn's one NaN too), -1 for integers
 
 
 class Guarded:
-    """A device array between two canary regions."""
+    """A device array between two canary regions. `dtype` is the buffer's own (bfloat16, say);
+    `array` holds it as CuPy can (fsr.dtypes.device_dtype: bfloat16 and fp8 as unsigned integers
+    of their width), and `host()` copies it back as `dtype`."""
 
     def __init__(self, shape: tuple[int, ...], dtype: str):
-        self.dtype = np.dtype(dtype)
+        self.dtype = dtypes.numpy_dtype(dtype)
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
         self.raw = cp.empty(self.nbytes + 2 * PAD_BYTES, dtype=cp.uint8)
         self.raw[:PAD_BYTES].fill(CANARY)
         self.raw[PAD_BYTES + self.nbytes:].fill(CANARY)
-        self.array = self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].view(self.dtype).reshape(shape)
+        self.array = self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].view(dtypes.device_dtype(dtype)).reshape(shape)
 
     @classmethod
     def from_host(cls, host: np.ndarray) -> Guarded:
         g = cls(host.shape, host.dtype.name)
-        g.array.set(np.ascontiguousarray(host))
+        g.array.set(np.ascontiguousarray(host).view(g.array.dtype))
         return g
+
+    def host(self) -> np.ndarray:
+        """The buffer's elements on the host, as its own dtype."""
+        return dtypes.host_view(self.array.get(), self.dtype.name)
 
     def fill(self, byte: int) -> None:
         self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].fill(byte)
@@ -80,7 +86,7 @@ def damage(buf: Buffers, host_inputs: dict[str, np.ndarray]) -> str:
     """Why the buffers show a kernel wrote where it may not ("" if they do not): an input
     changed, or a canary region next to a buffer (all canaries checked by one kernel)."""
     for name, g in buf.inputs.items():
-        if not np.array_equal(g.array.get(), host_inputs[name]):
+        if not np.array_equal(g.array.get(), np.ascontiguousarray(host_inputs[name]).view(g.array.dtype)):
             return f"input {name} was modified (inputs are read-only)"
     broken = broken_canaries(buf.all())
     return f"wrote outside buffer {broken[0]} (canary region changed)" if broken else ""

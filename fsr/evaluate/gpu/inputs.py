@@ -28,7 +28,8 @@ def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str
     inputs = module.make_inputs(dict(size), rng)
     tasks.check_inputs(task, inputs, size)  # a kernel reads its buffers' bytes as declared
     reference = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
-    return inputs, {k: expect(v, dtypes[k], task.atol, task.rtol) for k, v in reference.items()}
+    tol = tasks.tolerance(task)
+    return inputs, {k: expect(v, dtypes[k], tol) for k, v in reference.items()}
 
 
 @dataclass

@@ -22,6 +22,7 @@ import numpy as np
 
 from fsr.evaluate.gpu.buffers import PAD_BYTES, POISON, Guarded, broken_canaries, scratch_buffers
 from fsr.evaluate.gpu.inputs import TaskState
+from fsr.evaluate.gpu.narrow import LOW_PRECISION_SOURCE
 from fsr.evaluate.gpu.programs import Program, enqueue, plan
 from fsr.evaluate.gpu.sample_plan import SLOTS, SamplePlan, describe, spoil_seed
 from fsr.evaluate.gpu.verify import Expected
@@ -30,9 +31,10 @@ from fsr.types import Candidate, SizeCheck
 SPOIL_MASK = 63  # a decoy spoils one element in 64 (at random): every tile, row or chunk has some
 GRID_BLOCKS = 1024
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long",
-           "uint32": "unsigned int", "uint8": "unsigned char", "int8": "signed char", "int16": "short"}
+           "uint32": "unsigned int", "uint8": "unsigned char", "int8": "signed char", "int16": "short",
+           "bfloat16": "fsr_bf16", "float16": "fsr_f16", "float8_e4m3fn": "fsr_e4m3", "float8_e5m2": "fsr_e5m2"}
 
-CHECK_SOURCE = r"""
+CHECK_SOURCE = LOW_PRECISION_SOURCE + r"""
 __device__ __forceinline__ unsigned long long fsr_mix(unsigned long long z) {
     z += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -80,14 +82,17 @@ extern "C" __global__ void fsr_fingerprint(const unsigned int* words, long long 
     atomicAdd(out, mine);
 }
 
-// The right answer with one element in (mask + 1) spoiled: v + 1 + 2|v| is finite for any
-// answer a task has and outside any tolerance fsr allows.
+// The right answer with one element in (mask + 1) spoiled by 1 + 2|v| + 4 bound: finite for any
+// answer a task has and outside its tolerance (bound: that element's, however its floor set it).
 template <typename T, typename V>
-__global__ void fsr_decoy(const V* value, T* out, long long n, unsigned long long seed, unsigned long long mask,
-                          unsigned long long k1, unsigned long long k2) {
+__global__ void fsr_decoy(const V* value, const V* bound, T* out, long long n, unsigned long long seed,
+                          unsigned long long mask, unsigned long long k1, unsigned long long k2) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         double v = (double)fsr_unveil(value[i], fsr_veil_word(i, 0, k1, k2));
-        if ((fsr_mix(seed ^ (unsigned long long)i) & mask) == 0) v = v + 1.0 + 2.0 * fabs(v);
+        if ((fsr_mix(seed ^ (unsigned long long)i) & mask) == 0) {
+            const double b = (double)fsr_unveil(bound[i], fsr_veil_word(i, 1, k1, k2));
+            v = fsr_spoiled(v, 1.0 + 2.0 * fabs(v) + 4.0 * b, out);
+        }
         out[i] = (T)v;
     }
 }
@@ -200,7 +205,7 @@ class TimedRuns:
 
     def _decoy(self, g: Guarded, want: DeviceExpected) -> None:
         _, decoy = _kernels(g.dtype.name, want.value.dtype.name)
-        decoy((GRID_BLOCKS,), (256,), (want.value, g.array, np.int64(g.array.size), np.uint64(spoil_seed()),
+        decoy((GRID_BLOCKS,), (256,), (want.value, want.bound, g.array, np.int64(g.array.size), np.uint64(spoil_seed()),
                                        np.uint64(SPOIL_MASK), np.uint64(want.keys[0]), np.uint64(want.keys[1])),
               stream=self.stream)
 

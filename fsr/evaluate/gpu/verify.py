@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import cupy as cp
 import numpy as np
 
+from fsr import dtypes
 from fsr.evaluate.gpu.buffers import Buffers, damage, make_buffers
 from fsr.evaluate.gpu.programs import Program, enqueue, plan, synchronize
 from fsr.types import Candidate, SizeCheck, Task, size_label
@@ -41,7 +42,7 @@ def check_size(program: Program, cand: Candidate, task: Task, size: tuple[tuple[
             enqueue(launches, stream)
             synchronize(stream)
             for name, g in buf.outputs.items():
-                ok, err, detail = compare(name, g.array.get(), expected[name])
+                ok, err, detail = compare(name, g.host(), expected[name])
                 worst = max(worst, err)
                 if not ok:
                     prefix = f"run {run} of {runs}: " if run > 1 else ""
@@ -52,17 +53,18 @@ def check_size(program: Program, cand: Candidate, task: Task, size: tuple[tuple[
 
 @dataclass(frozen=True)
 class Expected:
-    """A float64 reference prepared for fast checks: rounded to the output's dtype (far below
-    any tolerance) with each element's allowed deviation, atol + rtol * |ref|, precomputed."""
+    """A float64 reference prepared for fast checks: in the dtype fsr.dtypes.expected_dtype gives
+    the output (float32 for float32 and the low-precision floats, rounding far below any
+    tolerance) with each element's allowed deviation (fsr.dtypes.bounds) precomputed."""
 
     value: np.ndarray
     bound: np.ndarray
 
 
-def expect(reference: np.ndarray, dtype: str, atol: float, rtol: float) -> Expected:
+def expect(reference: np.ndarray, dtype: str, tol: dtypes.Tolerance) -> Expected:
     ref = np.asarray(reference, dtype=np.float64)
-    kind = np.dtype(dtype) if np.dtype(dtype).kind == "f" else np.dtype(np.float64)
-    return Expected(ref.astype(kind), (atol + rtol * np.abs(ref)).astype(kind))
+    kind = dtypes.expected_dtype(dtype)
+    return Expected(ref.astype(kind), dtypes.bounds(ref, tol).astype(kind))
 
 
 def _chunk_check(got: np.ndarray, value: np.ndarray, bound: np.ndarray) -> tuple[bool, float]:
@@ -91,7 +93,8 @@ def _compare_pool() -> ThreadPoolExecutor:
 
 
 def compare(name: str, got: np.ndarray, expected: Expected) -> tuple[bool, float, str]:
-    """(passed, max abs error, first mismatches) of every element against the reference."""
+    """(passed, max abs error, first mismatches) of every element against the reference; a
+    low-precision output is converted to the expected values' dtype (exactly) first."""
     got = got.astype(expected.value.dtype, copy=False)
     ok, worst = _fast_pass(got, expected)
     if ok:

@@ -1,0 +1,19 @@
+// expect: WRONG — skips the normalisation: x * weight, each row left at its own scale
+/* fsr
+[tunables]
+BLOCK = [256]
+
+[[launch]]
+kernel = "k"
+grid = ["cdiv(rows * cols, BLOCK)"]
+block = ["BLOCK"]
+args = ["x", "weight", "y", "rows", "cols", "eps"]
+*/
+#include <cuda_bf16.h>
+
+extern "C" __global__ void k(const __nv_bfloat16* x, const __nv_bfloat16* weight, __nv_bfloat16* y, int rows,
+                             int cols, float eps) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < (long long)rows * cols)
+        y[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * __bfloat162float(weight[i % cols]));
+}
