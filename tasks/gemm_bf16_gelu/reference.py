@@ -1,7 +1,9 @@
 """bfloat16 GEMM with bias and GELU (tanh form): A uniform(-1, 1), B uniform(-1, 1) * sqrt(3 / K)
 and bias uniform(-1, 1), all rounded to bfloat16, so that A @ B + bias (standard deviation about
 0.8) spans GELU's curve at every K; float64 reference from those bfloat16 values; cuBLAS and
-PyTorch's GELU kernel through torch on bfloat16 tensors."""
+PyTorch's GELU kernel through torch on bfloat16 tensors (CuPy has no bfloat16: the buffers reach
+`library` and `torch_eager` as CuPy uint16 arrays of bfloat16 bits, which PyTorch views without a
+copy)."""
 
 import math
 
@@ -40,18 +42,21 @@ def reference(inputs, sizes):
     return {"C": gelu_tanh(x)}
 
 
-def _bf16_tensor(a):
-    """A bfloat16 CUDA tensor viewing device array `a` (no copy): a tensor already, an array that
-    speaks DLPack in bfloat16, or 16-bit integers holding bfloat16 bits."""
+def _bf16(a):
+    """A bfloat16 tensor viewing a CuPy array of bfloat16 bits, as fsr holds such a buffer on the
+    device (uint16: CuPy has no bfloat16), through int16, which both know; no copy."""
+    import cupy as cp
     import torch
 
-    if isinstance(a, torch.Tensor):
-        t = a
-    elif hasattr(a, "__dlpack__"):
-        t = torch.from_dlpack(a)
-    else:
-        t = torch.as_tensor(a, device="cuda")
-    return t if t.dtype == torch.bfloat16 else t.view(torch.bfloat16)
+    return torch.as_tensor(a.view(cp.int16), device="cuda").view(torch.bfloat16)
+
+
+def _bits(t):
+    """A bfloat16 tensor's bits as a CuPy uint16 array, as fsr holds bfloat16 outputs."""
+    import cupy as cp
+    import torch
+
+    return cp.asarray(t.view(torch.int16)).view(cp.uint16)
 
 
 def _gemm_gelu(inputs):
@@ -59,12 +64,12 @@ def _gemm_gelu(inputs):
     # nn.Linear; GELU is then one elementwise kernel: the library's best without a compiler
     import torch
 
-    x = torch.addmm(_bf16_tensor(inputs["bias"]), _bf16_tensor(inputs["A"]), _bf16_tensor(inputs["B"]))
+    x = torch.addmm(_bf16(inputs["bias"]), _bf16(inputs["A"]), _bf16(inputs["B"]))
     return torch.nn.functional.gelu(x, approximate="tanh")
 
 
 def library(inputs, sizes):
-    return {"C": _gemm_gelu(inputs)}
+    return {"C": _bits(_gemm_gelu(inputs))}
 
 
 def torch_eager(inputs, sizes):
