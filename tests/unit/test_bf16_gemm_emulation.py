@@ -59,6 +59,7 @@ def load(name: str) -> tuple[Task, Candidate]:
         task = tasks.load(name)
     except tasks.TaskError as e:
         pytest.skip(f"{name} does not load here: {e}")
+    assert task.template_source
     return task, candidate.parse(task.template_source, task)
 
 
