@@ -47,9 +47,10 @@ inline void ldmatrix_x4_trans(unsigned* lo, unsigned* hi, unsigned addr) {
 }
 inline void mma_bf16(float* c, const unsigned* a, const unsigned* b) { emu_mma(c, a, b); }
 """
-# ragged on every dimension, tiny, multiples of 8 in partial tiles, whole tiles of most blocks
+# ragged on every dimension, tiny, multiples of 8 in partial tiles, whole tiles of most blocks, and
+# a deep K in 16-byte rows (the cp.async pipeline goes round its stages many times)
 SIZES = ({"M": 1, "N": 1, "K": 1}, {"M": 33, "N": 65, "K": 17}, {"M": 77, "N": 136, "K": 72},
-         {"M": 200, "N": 264, "K": 136}, {"M": 256, "N": 512, "K": 192})
+         {"M": 200, "N": 264, "K": 136}, {"M": 256, "N": 512, "K": 192}, {"M": 40, "N": 72, "K": 1000})
 # (LATE, ORDER): copies at issue with warps in lockstep, at the wait with warps one at a time
 MODES = ((0, 0), (1, 1), (0, 2))
 
