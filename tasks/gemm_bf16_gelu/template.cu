@@ -1,0 +1,368 @@
+/* fsr
+[tunables]
+WM = [64, 32]          # rows of C per warp (m16 tiles of the MMA: a multiple of 16)
+WN = [64, 32]          # columns of C per warp (pairs of n8 tiles: a multiple of 16)
+WARPS_M = [2, 1, 4]    # warps along M: BM = WARPS_M * WM
+WARPS_N = [4, 2, 1]    # warps along N, capped at 8 / WARPS_M (8 warps at most): BN = WARPS_N * WN
+BK = [64, 32, 16]      # depth of a shared-memory k tile (k16 steps of the MMA)
+STAGES = [3, 4, 2, 5, 6]  # k tiles in flight (cp.async pipeline), capped so that they fit 227 KiB
+
+[features]
+SWIZZLE = [0, 1]        # XOR-swizzled 16-byte chunks in the shared tiles instead of rows padded by 16 bytes (less shared memory, conflict-free either way)
+FRAG_PREFETCH = [0, 1]  # ldmatrix of k16 step s + 1 issued before the MMAs of step s (two fragment sets)
+BLOCK_SWIZZLE = [0, 1]  # blocks walk C in bands of 8 block rows (column by column) for L2 reuse of A and B
+FULL_TILES = [0, 1]     # blocks wholly inside C (K % BK == 0) copy their tiles without bounds checks
+VEC4 = [0, 1]           # C tile staged in shared memory, then written in coalesced 16-byte vectors where N % 8 == 0
+LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__ asking for 2 blocks an SM where the accumulators leave room (warp tiles up to 64 x 32)
+FAST_MATH = [0, 1]      # GELU as x / (1 + __expf(-2u)) instead of 0.5 x (1 + tanhf(u))
+
+[[launch]]
+kernel = "gemm_bf16_gelu_template"
+grid = ["cdiv(N, WN * min(WARPS_N, 8 // WARPS_M))", "cdiv(M, WM * WARPS_M)"]
+block = ["32 * WARPS_M * min(WARPS_N, 8 // WARPS_M)"]
+smem = "max(min(STAGES, 232448 // (2 * (WARPS_M * WM * (BK + 8 - 8 * SWIZZLE) + BK * (WN * min(WARPS_N, 8 // WARPS_M) + 8 - 8 * SWIZZLE)))) * 2 * (WARPS_M * WM * (BK + 8 - 8 * SWIZZLE) + BK * (WN * min(WARPS_N, 8 // WARPS_M) + 8 - 8 * SWIZZLE)), VEC4 * 2 * WARPS_M * WM * (WN * min(WARPS_N, 8 // WARPS_M) + 8))"
+args = ["A", "B", "bias", "C", "M", "N", "K"]
+*/
+// Feature template: C = gelu(A @ B + bias) in bfloat16 on the tensor cores, float32 accumulators,
+// row-major; the bias and GELU (tanh form) are applied to the float32 accumulators in the
+// epilogue, before C's one rounding to bfloat16.
+// A block computes a BM x BN tile of C with WARPS_M x WARPS_N warps, each a WM x WN sub-tile of
+// m16n8k16 MMAs (mma.sync, bf16 operands, f32 accumulators). K is walked in BK-deep tiles, STAGES
+// of them in flight in shared memory: cp.async copies tile t + STAGES - 1 while tile t is
+// multiplied, fragments are read with ldmatrix (.trans for B, which is k-major in shared memory as
+// in global). Every combination is correct for any M, N, K: cp.async takes 16-byte chunks (8
+// elements), so it runs where K and N are multiples of 8 and A and B are 16-byte aligned, chunks
+// past the edges zero-filled; otherwise the tiles are gathered element by element, zeros past
+// the edges. Stores of C are guarded.
+#include <cuda_bf16.h>
+
+#define WARPS_NE (WARPS_N < 8 / WARPS_M ? WARPS_N : 8 / WARPS_M)  // the header's min(WARPS_N, 8 // WARPS_M)
+#define NWARPS (WARPS_M * WARPS_NE)
+#define NT (32 * NWARPS)  // threads per block
+#define BM (WARPS_M * WM)
+#define BN (WARPS_NE * WN)
+#define MT (WM / 16)  // m16 tiles per warp
+#define NT8 (WN / 8)  // n8 tiles per warp
+#define KSTEPS (BK / 16)  // k16 steps per shared tile
+#define CPA (BK / 8)  // 16-byte chunks in a row of the A tile
+#define CPB (BN / 8)  // and of the B tile
+#define CDIV(a, b) (((a) + (b) - 1) / (b))
+static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "whole m16n8k16 tiles, n8 tiles in pairs");
+
+#if SWIZZLE
+#define PAD 0
+#else
+#define PAD 8  // 16 bytes a row: 8 rows read by one ldmatrix fall in 8 different bank groups
+#endif
+#define LDA (BK + PAD)  // elements between rows of an A tile in shared memory
+#define LDB (BN + PAD)
+#define A_STAGE (BM * LDA)  // elements
+#define B_STAGE (BK * LDB)
+#define STAGE_BYTES (2 * (A_STAGE + B_STAGE))
+#define SMEM_MAX 232448  // 227 KiB, sm_90's largest opt-in
+#define NSTAGES (STAGES * STAGE_BYTES <= SMEM_MAX ? STAGES : SMEM_MAX / STAGE_BYTES)  // as the header's smem
+static_assert(NSTAGES >= 2, "two stages fit");
+
+#if LAUNCH_BOUNDS
+// Two blocks an SM halve the registers a thread may have: only where a warp's accumulators (WM x
+// WN / 32 a thread) leave room for the fragments (up to 64 of 128 registers).
+#define MIN_BLOCKS (WM * WN <= 2048 && NT <= 256 ? 2 : 1)
+#define BOUNDS __launch_bounds__(NT, MIN_BLOCKS)
+#else
+#define BOUNDS
+#endif
+
+typedef float Acc[MT][NT8][4];  // MMA (mi, ni)'s accumulators: rows g, g, g + 8, g + 8 of its tile
+
+// Element offset of 16-byte chunk c of row r in a tile whose rows hold CPR chunks. Padded rows, or
+// with SWIZZLE the chunk index XORed with bits of the row chosen so that the 8 rows one ldmatrix
+// reads (at one chunk) and the chunks one warp's cp.async writes land in distinct bank groups:
+// rows shorter than 128 bytes share a 128-byte line, so the row's line within 8 decides.
+template <int CPR, int LD>
+__device__ __forceinline__ int chunk_at(int r, int c) {
+#if SWIZZLE
+    constexpr int ROWS_PER_LINE = CPR >= 8 ? 1 : 8 / CPR;
+    constexpr int MASK = (CPR >= 8 ? 8 : CPR) - 1;
+    return r * CPR * 8 + ((c ^ (r / ROWS_PER_LINE & MASK)) << 3);
+#else
+    return r * LD + c * 8;
+#endif
+}
+#define A_AT(r, c) chunk_at<CPA, LDA>(r, c)
+#define B_AT(r, c) chunk_at<CPB, LDB>(r, c)
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// ---- global -> shared --------------------------------------------------------------------------
+// 16 bytes from src to shared dst, or 16 zero bytes where !ok (src is then not read).
+__device__ __forceinline__ void copy16(unsigned dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+struct Operands {
+    const __nv_bfloat16* A;
+    const __nv_bfloat16* B;
+    int M, N, K, m0, n0;
+    bool vec;  // K % 8 == 0, N % 8 == 0, A and B 16-byte aligned: cp.async copies whole chunks
+};
+
+// Elements [k, k + 8) of row `row` of a matrix with `cols` columns (`rows` rows), zeros outside,
+// packed in pairs as the 16 bytes of a shared chunk; four 4-byte stores into dst.
+__device__ __forceinline__ void gather8(unsigned* dst, const __nv_bfloat16* base, int row, int k, int rows, int cols) {
+    const unsigned short* p = reinterpret_cast<const unsigned short*>(base) + (size_t)row * cols;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int c = k + 2 * j;
+        const unsigned lo = row < rows && c < cols ? p[c] : 0u;
+        const unsigned hi = row < rows && c + 1 < cols ? p[c + 1] : 0u;
+        dst[j] = lo | hi << 16;
+    }
+}
+
+// One operand's tile (ROWS x CPR chunks, at row r0 and element column c0 of a matrix with `rows`
+// rows and `cols` columns) into shared tile `dst`. A thread copies chunk column tid % CPR of rows
+// tid / CPR + j * NT / CPR (NT is a multiple of CPR). vec: cp.async chunks (cols % 8 == 0,
+// 16-byte aligned base), else gathered element by element, one chunk at a time (few registers:
+// this path shares the k loop with the fast one); FULL: no bounds checks.
+template <int ROWS, int CPR, int LD, bool FULL>
+__device__ __forceinline__ void load_chunks(__nv_bfloat16* dst, const __nv_bfloat16* src, int r0, int c0, int rows,
+                                            int cols, bool vec) {
+    static_assert(NT % CPR == 0, "a thread keeps one chunk column");
+    constexpr int RS = NT / CPR;  // rows between a thread's chunks
+    const int r = threadIdx.x / CPR, c = threadIdx.x % CPR, col = c0 + 8 * c;
+    if (FULL || vec) {
+#pragma unroll
+        for (int j = 0; j < CDIV(ROWS, RS); ++j) {
+            const int rj = r + j * RS;
+            if (ROWS % RS != 0 && rj >= ROWS) break;
+            const bool ok = FULL || (r0 + rj < rows && col < cols);
+            copy16(smem_u32(dst + chunk_at<CPR, LD>(rj, c)), ok ? src + ((size_t)(r0 + rj) * cols + col) : src, ok);
+        }
+    } else {
+#pragma unroll 1
+        for (int rj = r; rj < ROWS; rj += RS)
+            gather8(reinterpret_cast<unsigned*>(dst + chunk_at<CPR, LD>(rj, c)), src, r0 + rj, col, rows, cols);
+    }
+}
+
+// Tile kt of A (BM x BK at m0, kt * BK) and of B (BK x BN at kt * BK, n0) into stage buffers as, bs.
+template <bool FULL>
+__device__ __forceinline__ void load_tile(const Operands& g, int kt, __nv_bfloat16* as, __nv_bfloat16* bs) {
+    load_chunks<BM, CPA, LDA, FULL>(as, g.A, g.m0, kt * BK, g.M, g.K, g.vec);
+    load_chunks<BK, CPB, LDB, FULL>(bs, g.B, kt * BK, g.n0, g.K, g.N, g.vec);
+}
+
+// ---- shared -> tensor cores --------------------------------------------------------------------
+__device__ __forceinline__ void ldmatrix_x4(unsigned* r, unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned* lo, unsigned* hi, unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(lo[0]), "=r"(lo[1]), "=r"(hi[0]), "=r"(hi[1])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void mma_bf16(float* c, const unsigned* a, const unsigned* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+struct Frags {
+    unsigned a[MT][4];   // m16 x k16 tile mi: registers (rows g | g + 8) x (k 2t.. | 2t + 8..)
+    unsigned b[NT8][2];  // k16 x n8 tile ni: registers k 2t.. and 2t + 8.., column g
+};
+
+// Fragments of k16 step s of a stage. ldmatrix lane l gives the address of row l % 16 and
+// chunk l / 16 of a 16 x 16 block: for A its four 8 x 8 matrices are exactly the MMA's a0..a3,
+// for B (rows k, transposed) the k halves of two n8 tiles.
+__device__ __forceinline__ void load_frags(const __nv_bfloat16* as, const __nv_bfloat16* bs, int wm, int wn, int s,
+                                           Frags& f) {
+    const int lane = threadIdx.x % 32, r = lane % 16, h = lane / 16;
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) ldmatrix_x4(f.a[mi], smem_u32(as + A_AT(wm + 16 * mi + r, 2 * s + h)));
+#pragma unroll
+    for (int nj = 0; nj < NT8 / 2; ++nj)
+        ldmatrix_x4_trans(f.b[2 * nj], f.b[2 * nj + 1], smem_u32(bs + B_AT(16 * s + r, (wn + 16 * nj) / 8 + h)));
+}
+
+__device__ __forceinline__ void mma_frags(const Frags& f, Acc& acc) {
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NT8; ++ni) mma_bf16(acc[mi][ni], f.a[mi], f.b[ni]);
+}
+
+// acc += the stage's A tile (rows wm..) times its B tile (columns wn..).
+__device__ __forceinline__ void compute(const __nv_bfloat16* as, const __nv_bfloat16* bs, int wm, int wn, Acc& acc) {
+#if FRAG_PREFETCH
+    Frags f[2];
+    load_frags(as, bs, wm, wn, 0, f[0]);
+#pragma unroll
+    for (int s = 0; s < KSTEPS; ++s) {
+        if (s + 1 < KSTEPS) load_frags(as, bs, wm, wn, s + 1, f[(s + 1) % 2]);
+        mma_frags(f[s % 2], acc);
+    }
+#else
+#pragma unroll
+    for (int s = 0; s < KSTEPS; ++s) {
+        Frags f;
+        load_frags(as, bs, wm, wn, s, f);
+        mma_frags(f, acc);
+    }
+#endif
+}
+
+// The k loop. One barrier a tile: at iteration t, tile t has landed (all but the newest
+// NSTAGES - 2 copy groups are done) and every warp has finished tile t - 1, whose stage is then
+// refilled with tile t + NSTAGES - 1 while tile t is multiplied. One group is committed per
+// iteration, empty or not, so the count stays right; the gathered path stores synchronously and
+// rides on the same barriers.
+template <bool FULL>
+__device__ __forceinline__ void gemm_k(const Operands& g, __nv_bfloat16* smem, int wm, int wn, Acc& acc) {
+    const int ntiles = CDIV(g.K, BK);
+#pragma unroll
+    for (int s = 0; s < NSTAGES - 1; ++s) {
+        if (s < ntiles) load_tile<FULL>(g, s, smem + s * A_STAGE, smem + NSTAGES * A_STAGE + s * B_STAGE);
+        copy_commit();
+    }
+    for (int t = 0; t < ntiles; ++t) {
+        copy_wait<NSTAGES - 2>();
+        __syncthreads();
+        const int next = t + NSTAGES - 1, sn = next % NSTAGES, sc = t % NSTAGES;
+        if (next < ntiles) load_tile<FULL>(g, next, smem + sn * A_STAGE, smem + NSTAGES * A_STAGE + sn * B_STAGE);
+        copy_commit();
+        compute(smem + sc * A_STAGE, smem + NSTAGES * A_STAGE + sc * B_STAGE, wm, wn, acc);
+    }
+}
+
+// ---- C -----------------------------------------------------------------------------------------
+// GELU, tanh form: 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2 / pi) (x + 0.044715 x^3).
+__device__ __forceinline__ float gelu(float x) {
+    const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+#if FAST_MATH
+    return x / (1.0f + __expf(-2.0f * u));  // exp overflows to inf for very negative x: x / inf = -0
+#else
+    return 0.5f * x * (1.0f + tanhf(u));
+#endif
+}
+
+// bias[n] as a float, 0 past N (such columns are never stored).
+__device__ __forceinline__ float bias_at(const __nv_bfloat16* bias, int n, int N) {
+    return n < N ? __bfloat162float(bias[n]) : 0.0f;
+}
+
+// What is stored for accumulator v whose column's bias is b.
+__device__ __forceinline__ __nv_bfloat16 epilogue(float v, float b) { return __float2bfloat16_rn(gelu(v + b)); }
+
+#if VEC4
+// The block's tile through shared memory (rows padded by 16 bytes: the fragment writes of a warp
+// fall in distinct banks), then each thread writes whole 16-byte chunks of rows of C.
+__device__ __forceinline__ void store(__nv_bfloat16* C, const __nv_bfloat16* bias, int M, int N, int m0, int n0, int wm,
+                                     int wn, const Acc& acc, __nv_bfloat16* cs) {
+    constexpr int LDC = BN + 8;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    copy_wait<0>();
+    __syncthreads();  // every warp is done with the pipeline's stages
+#pragma unroll
+    for (int ni = 0; ni < NT8; ++ni) {
+        const int c = wn + 8 * ni + 2 * t;
+        const float b0 = bias_at(bias, n0 + c, N), b1 = bias_at(bias, n0 + c + 1, N);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = wm + 16 * mi + 8 * h + g;
+                __nv_bfloat162 v;
+                v.x = epilogue(acc[mi][ni][2 * h], b0);
+                v.y = epilogue(acc[mi][ni][2 * h + 1], b1);
+                *reinterpret_cast<__nv_bfloat162*>(cs + r * LDC + c) = v;
+            }
+    }
+    __syncthreads();
+    const bool vec = N % 8 == 0 && ((size_t)C & 15) == 0;
+    for (int i = threadIdx.x; i < BM * CPB; i += NT) {
+        const int r = i / CPB, c = 8 * (i % CPB), m = m0 + r, n = n0 + c;
+        if (m >= M || n >= N) continue;
+        __nv_bfloat16* dst = C + (size_t)m * N + n;
+        if (vec) {
+            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(cs + r * LDC + c);
+        } else {
+            for (int j = 0; j < 8 && n + j < N; ++j) dst[j] = cs[r * LDC + c + j];
+        }
+    }
+}
+#else
+// MMA accumulator registers 0, 1 (2, 3) are row g (g + 8), columns 2t and 2t + 1 of their tile:
+// pairs of bfloat16 are stored as one 4-byte word where N is even and C 4-byte aligned.
+__device__ __forceinline__ void store(__nv_bfloat16* C, const __nv_bfloat16* bias, int M, int N, int m0, int n0, int wm,
+                                     int wn, const Acc& acc, __nv_bfloat16*) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const bool pairs = N % 2 == 0 && ((size_t)C & 3) == 0;
+    float bv[NT8][2];  // the bias of this thread's columns, read once
+#pragma unroll
+    for (int ni = 0; ni < NT8; ++ni)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) bv[ni][j] = bias_at(bias, n0 + wn + 8 * ni + 2 * t + j, N);
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = m0 + wm + 16 * mi + 8 * h + g;
+            if (m >= M) continue;
+            __nv_bfloat16* crow = C + (size_t)m * N;
+#pragma unroll
+            for (int ni = 0; ni < NT8; ++ni) {
+                const int n = n0 + wn + 8 * ni + 2 * t;
+                const __nv_bfloat16 x = epilogue(acc[mi][ni][2 * h], bv[ni][0]);
+                const __nv_bfloat16 y = epilogue(acc[mi][ni][2 * h + 1], bv[ni][1]);
+                if (pairs) {
+                    if (n < N) *reinterpret_cast<__nv_bfloat162*>(crow + n) = __halves2bfloat162(x, y);
+                } else {
+                    if (n < N) crow[n] = x;
+                    if (n + 1 < N) crow[n + 1] = y;
+                }
+            }
+        }
+}
+#endif
+
+extern "C" __global__ void BOUNDS gemm_bf16_gelu_template(const __nv_bfloat16* A, const __nv_bfloat16* B,
+                                                          const __nv_bfloat16* bias, __nv_bfloat16* C, int M, int N,
+                                                          int K) {
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+#if BLOCK_SWIZZLE
+    // Block i of the launch (row-major over the grid) takes the band of 8 block rows it falls in,
+    // column by column: a bijection for any grid, the last band possibly narrower.
+    const int bid = blockIdx.y * gridDim.x + blockIdx.x, band = bid / (8 * gridDim.x);
+    const int rows = min(8, (int)gridDim.y - 8 * band), in_band = bid - band * 8 * gridDim.x;
+    const int m0 = (8 * band + in_band % rows) * BM, n0 = in_band / rows * BN;
+#else
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+#endif
+    const int warp = threadIdx.x / 32, wm = warp / WARPS_NE * WM, wn = warp % WARPS_NE * WN;
+    Acc acc;
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NT8; ++ni)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;
+
+    const bool vec = K % 8 == 0 && N % 8 == 0 && (((size_t)A | (size_t)B) & 15) == 0;
+    const Operands g{A, B, M, N, K, m0, n0, vec};
+#if FULL_TILES
+    if (vec && m0 + BM <= M && n0 + BN <= N && K % BK == 0) gemm_k<true>(g, smem, wm, wn, acc);
+    else
+#endif
+        gemm_k<false>(g, smem, wm, wn, acc);
+    store(C, bias, M, N, m0, n0, wm, wn, acc, smem);
+}
