@@ -60,7 +60,7 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> None:
     """Print the campaign's figures from its lineage (see the module's docstring), read the way
     `fsr report` reads them (fsr.report.costs.worker_occupancy)."""
     from fsr import lineage
-    from fsr.report.costs import SETUP_PAID_S, worker_occupancy
+    from fsr.report.costs import SETUP_PAID_S, paid_setup, worker_occupancy
 
     frame = lineage.read_pandas(run_dir)
     frame["setup_s"] = frame["setup_s"].fillna(0.0)
@@ -70,7 +70,7 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> None:
     workers = worker_occupancy(frame)
     workers["share"] = (workers["setup_s"] / workers["busy_s"]).where(workers["busy_s"] > 0, 0.0)
     for w in workers.itertuples():
-        paid = frame[(frame["worker"] == w.worker) & (frame["setup_s"] > SETUP_PAID_S)].groupby("task").size()
+        paid = frame[(frame["worker"] == w.worker) & (paid_setup(frame) > SETUP_PAID_S)].groupby("task").size()
         print(f"[{label}]   worker {w.worker}: {w.evaluations} evaluations, {w.busy_s:.0f} s charged, "
               f"{w.setup_s:.0f} s of it setup ({w.share:.0%}); preparations per task: "
               f"{', '.join(f'{t} {n}' for t, n in paid.sort_values(ascending=False).items()) or 'none'}")

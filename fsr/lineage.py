@@ -123,6 +123,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "bench_s": e.bench_s, "wall_s": e.wall_s, "worker": e.worker, "started_at": started_at,
         "finished_at": finished_at or datetime.now(UTC), "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens, "error": error, "setup_s": e.setup_s,
+        "comparators_s": e.comparators_s,
         "torch_us": e.torch_us, "torch_compile_us": e.torch_compile_us, "torch_compile_s": e.torch_compile_s,
         "diagnostics": e.diagnostics, "dtype": e.dtype or None,
     }
@@ -149,7 +150,8 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       tuned_defines=_pairs(row["tuned_defines"]), tune_trials=row["tune_trials"],
                       device=row["device"], toolchain=row["toolchain"], compile_s=row["compile_s"],
                       verify_s=row["verify_s"], tune_s=row["tune_s"], bench_s=row["bench_s"],
-                      wall_s=row["wall_s"], setup_s=row.get("setup_s") or 0.0, torch_us=row.get("torch_us"),
+                      wall_s=row["wall_s"], setup_s=row.get("setup_s") or 0.0,
+                      comparators_s=row.get("comparators_s") or 0.0, torch_us=row.get("torch_us"),
                       torch_compile_us=row.get("torch_compile_us"), torch_compile_s=row.get("torch_compile_s"),
                       diagnostics=row.get("diagnostics") or "", worker=row.get("worker") or "",
                       dtype=row.get("dtype") or "")

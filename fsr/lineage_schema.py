@@ -47,6 +47,7 @@ EVALUATIONS = _schema([
     ("torch_us", F64, True),  # PyTorch eager; null without torch_eager, torch, or before the column
     ("torch_compile_us", F64, True),  # torch.compile of torch_eager; null where not timed
     ("torch_compile_s", F64, True),  # its compile time, once per GPU child and task
+    ("comparators_s", F64, True),  # of setup_s, comparators timed beside candidates; null before the column
     ("diagnostics", STR, True),  # fsr.evaluate.diagnose's lines; null before the column existed
     ("dtype", STR, True),  # the task's dtype (its outputs'); null where unknown or before the column
 ])

@@ -280,6 +280,8 @@ class Evaluation:
     wall_s: float = 0.0
     setup_s: float = 0.0  # of wall_s, the worker's own setup paid during this call: starting its GPU
     # child, preparing the task there (inputs, references, library and baseline timing)
+    comparators_s: float = 0.0  # of setup_s, GPU seconds of comparators timed beside candidates
+    # (any task's: not a preparation of this evaluation's own task)
     diagnostics: str = ""  # digested facts from the machine code (fsr.evaluate.diagnose); "" where not compiled
     worker: str = ""  # the GPU worker that gave the verdict, stamped by the executor ("" before)
     dtype: str = ""  # the task's dtype (Task.dtype), stamped by the evaluator ("" where the task is unknown)

@@ -203,7 +203,8 @@ class GpuEvaluator:
         setup_s = min(result.setup_s, max(0.0, charged - (end - setup_end)))
         with self._gpu:
             owed, self._owed_s = self._owed_s, 0.0
-        return replace(result, wall_s=charged, setup_s=min(charged, setup_s + owed))
+        total = min(charged, setup_s + owed)
+        return replace(result, wall_s=charged, setup_s=total, comparators_s=min(owed, total))
 
     def close(self) -> None:
         self._compiles.shutdown(wait=False, cancel_futures=True)

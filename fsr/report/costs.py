@@ -66,10 +66,19 @@ def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
     out["preparing"] = out["setup_s"].clip(upper=out["busy_s"]) / span_s
     out["evaluating"] = out["occupancy"] - out["preparing"]
     out["idle"] = (1.0 - out["occupancy"]).clip(lower=0.0)
-    paid = rows[rows["setup_s"] > SETUP_PAID_S].groupby(["worker", "task"]).size()
+    paid = rows[paid_setup(rows) > SETUP_PAID_S].groupby(["worker", "task"]).size()
     out["preparations"] = paid.groupby(level="worker").max().reindex(out.index).fillna(0).astype(int)
     out["idle_end_s"] = span_s - out["last_finish_s"]
     return out.reset_index()[columns]
+
+
+def paid_setup(frame: pd.DataFrame) -> pd.Series:
+    """Each evaluation's setup paid for itself (a GPU child's start, its task's preparation): its
+    setup_s less the comparators of any task timed beside candidates and charged to it."""
+    own = frame["setup_s"].fillna(0.0)
+    if "comparators_s" in frame:
+        own = own - frame["comparators_s"].fillna(0.0)
+    return own
 
 
 def token_use(frame: pd.DataFrame, config: Mapping[str, Any]) -> pd.DataFrame:

@@ -71,3 +71,16 @@ def test_driver_time_has_a_row_per_campaign_of_the_run(tmp_path) -> None:
     assert table["driver_ms_per_evaluation"].tolist() == [3.4, 5.0]
     assert table["stopped_by"].tolist() == ["evaluations", "wall"]
     assert costs.driver_time({"campaigns": ["damaged", None]}).empty
+
+
+def test_comparators_timed_beside_candidates_are_preparing_but_no_preparation_of_the_task() -> None:
+    """A campaign's worker charges the GPU seconds of comparators timed beside candidates to the
+    next evaluation, of whatever task: they count as preparing, never as one more preparation
+    of that evaluation's task."""
+    rows = [timed("a1", "gpu0", 0, 5.0, task="a", setup_s=3.0, comparators_s=0.0),
+            timed("a2", "gpu0", 5, 5.0, task="a", setup_s=0.5, comparators_s=0.5),  # b's comparators
+            timed("a3", "gpu0", 10, 5.0, task="a", setup_s=1.4, comparators_s=0.4),  # paid 1 s itself
+            timed("a4", "gpu0", 15, 5.0, task="a", setup_s=None, comparators_s=None)]  # an older lineage
+    workers = costs.worker_occupancy(frame(rows)).set_index("worker")
+    assert workers.loc["gpu0", "preparing"] == pytest.approx(4.9 / 20)
+    assert workers.loc["gpu0", "preparations"] == 2
