@@ -238,6 +238,7 @@ class DeviceInfo:
     sgemm_tflops: float = 0.0  # measured library SGEMM
     tensor_tflops: float = 0.0  # measured TF32 tensor-core MMA rate (0: none); float32-accurate split TF32 reaches a third
     read_gbps: float = 0.0  # measured streaming read (no writes): the plausibility bound on bytes moved, with the copy
+    half_tflops: float = 0.0  # measured 16-bit tensor-core GEMM (cuBLAS float16): the bound for bfloat16/float16 tasks
 
 
 @dataclass(frozen=True)

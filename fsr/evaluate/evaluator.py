@@ -278,9 +278,10 @@ class GpuEvaluator:
         if reply.verdict != Verdict.OK:
             return out
         sizes = dict(task.bench_size)
-        timing = summarise(list(reply.samples_us), tasks.bytes_moved(task, sizes), tasks.flops(task, sizes), device)
+        timing = summarise(list(reply.samples_us), tasks.bytes_moved(task, sizes), tasks.flops(task, sizes), device,
+                           task.dtype)
         out = replace(out, timing=timing)
-        reason = implausible(timing, device, self.cfg)
+        reason = implausible(timing, device, self.cfg, task.dtype)
         return replace(out, verdict=Verdict.SUSPECT, message=reason) if reason else out
 
     def _task(self, name: str) -> Task:

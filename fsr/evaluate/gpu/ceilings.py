@@ -65,6 +65,23 @@ def measure_sgemm_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, n: in
     return 2 * n ** 3 / (min(_plain_times(run, stream, 5, hold)) * 1e-6) / 1e12
 
 
+def measure_half_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, n: int = 8192) -> float:
+    """cuBLAS 16-bit matrix product rate (float16 through cupy.matmul, float32 accumulation, on
+    the tensor cores; bfloat16 runs at the same rate), the fastest of 5; 0.0 before sm_70."""
+    if int(cp.cuda.Device().compute_capability) < 70:
+        return 0.0
+    rng = cp.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
+    b = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
+    out = cp.empty((n, n), dtype=cp.float16)
+
+    def run(_: int) -> None:
+        with stream:
+            cp.matmul(a, b, out=out)
+
+    return 2 * n ** 3 / (min(_plain_times(run, stream, 5, hold)) * 1e-6) / 1e12
+
+
 MMA_RATE_SOURCE = r"""
 extern "C" __global__ void fsr_mma_rate(int iters, float* out) {
     const unsigned a[4] = {0x3f800000u, 0x3f800000u, 0x3f800000u, 0x3f800000u}, b[2] = {0x3c000000u, 0x3c000000u};
@@ -106,7 +123,8 @@ def measure_tensor_tflops(stream: cp.cuda.Stream, hold: Hold | None = None, iter
 # The device's measured ceilings, by DeviceInfo field: measured once per GPU child.
 CEILINGS: dict[str, Callable[[cp.cuda.Stream, Hold | None], float]] = {
     "copy_gbps": measure_copy_gbps, "read_gbps": measure_read_gbps,
-    "sgemm_tflops": measure_sgemm_tflops, "tensor_tflops": measure_tensor_tflops}
+    "sgemm_tflops": measure_sgemm_tflops, "tensor_tflops": measure_tensor_tflops,
+    "half_tflops": measure_half_tflops}
 
 
 def _plain_times(run: Callable[[int], None], stream: cp.cuda.Stream, count: int, hold: Hold | None) -> list[float]:

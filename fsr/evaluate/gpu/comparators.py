@@ -5,6 +5,7 @@ fails is logged and left out (None), never a verdict.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -35,10 +36,14 @@ class Comparators:
         self.missed: list[str] = []  # why comparators were left out, one line each, until taken
 
     def library_us(self, state: TaskState) -> float | None:
+        """The task's `library` function's median on fsr's stream: CuPy's current stream, and
+        PyTorch's too where the function calls into torch (a bfloat16 library is torch's; on
+        torch's own stream its work ran outside the timed events, and 8192^3 read 2 us)."""
         fn = tasks.functions(state.task).library
+        torch_stream = _torch_stream(self.stream, state)
 
         def call(inputs: dict[str, cp.ndarray], size: dict[str, int]) -> None:
-            with self.stream:
+            with self.stream, torch_stream():
                 fn(inputs, size)
 
         return self._median_us(state, call)
@@ -160,6 +165,20 @@ def _torch_call(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[s
             model(*args[_key(inputs)])
 
     return run_model
+
+
+def _torch_stream(stream: cp.cuda.Stream, state: TaskState) -> Callable[[], Any]:
+    """A context that makes `stream` PyTorch's current stream, where the task's reference.py
+    uses torch (it names it); else one that does nothing (no torch import for a CuPy library)."""
+    if "torch" not in state.task.reference_source:
+        return contextlib.nullcontext
+    try:
+        import torch
+    except ImportError:  # the library then fails as it would have, and is left out
+        return contextlib.nullcontext
+
+    on = torch.cuda.ExternalStream(stream.ptr)
+    return lambda: torch.cuda.stream(on)
 
 
 def _views(state: TaskState) -> list[dict[str, cp.ndarray]]:
