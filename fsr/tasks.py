@@ -166,7 +166,14 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         reference_source=reference,
         has_library=False,
         content_hash=hashlib.sha256(hashed).hexdigest()[:16],
+        stress=_flag(data.get("stress", True), "stress"),
     )
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false, not {value!r}")
+    return value
 
 
 def _arg(table: dict[str, Any], size_names: tuple[str, ...]) -> Arg:

@@ -89,6 +89,7 @@ class Task:
     reference_source: str  # reference.py's text (trusted: written by people, never by a proposer)
     has_library: bool
     content_hash: str  # of the folder's files as read (lineage compatibility: unchanged by the above)
+    stress: bool = True  # checks at inputs scaled by 1e-3 and 64 too (task.toml `stress = false`: off)
 
     @property
     def inputs(self) -> tuple[Arg, ...]:

@@ -19,16 +19,55 @@ from fsr.evaluate.gpu.verify import Expected, expect
 from fsr.types import Candidate, Task
 
 Content = tuple[dict[str, np.ndarray], dict[str, Expected]]  # inputs, and the expected outputs
+# Stress checks: the float inputs of one test size scaled by each factor (a kernel right only at
+# the usual magnitudes, or one that scales a cached answer, is wrong there); integer inputs
+# (indices, counts, targets) are left as they are.
+STRESS_SCALES = (1e-3, 64.0)
+
+
+def stress_checks(task: Task) -> tuple[tuple[int, float], ...]:
+    """The checks of a candidate, as (test size index, input scale): every test size as drawn,
+    then, unless the task opts out (task.toml `stress = false`) or has no float input, the
+    second largest test size at each of STRESS_SCALES."""
+    plain = tuple((i, 1.0) for i in range(len(task.test_sizes)))
+    if not task.stress or not any(np.dtype(a.dtype).kind == "f" for a in task.inputs):
+        return plain
+    index = max(len(task.test_sizes) - 2, 0)
+    return plain + tuple((index, scale) for scale in STRESS_SCALES)
+
+
+def scaled(inputs: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
+    """Float arrays multiplied by `scale` in their own dtype; the others as they are."""
+    return {k: (v * v.dtype.type(scale)).astype(v.dtype) if v.dtype.kind == "f" else v for k, v in inputs.items()}
 
 
 def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str, int],
-                 rng: np.random.Generator) -> Content:
-    """Fresh inputs at one size and the reference's outputs for them (the reference gets copies:
-    it may not change what the kernel will see)."""
-    inputs = module.make_inputs(dict(size), rng)
+                 rng: np.random.Generator, scale: float = 1.0) -> Content:
+    """Fresh inputs at one size (float inputs times `scale`) and the reference's outputs for
+    them (the reference gets copies: it may not change what the kernel will see). Scaled, each
+    output's atol scales as the output's RMS did (the reference run on the inputs as drawn too):
+    the task's atol is an error at the usual magnitudes, and float arithmetic errs in proportion."""
+    drawn = module.make_inputs(dict(size), rng)
+    inputs = scaled(drawn, scale) if scale != 1.0 else drawn
     tasks.check_inputs(task, inputs, size)  # a kernel reads its buffers' bytes as declared
     reference = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
-    return inputs, {k: expect(v, dtypes[k], task.atol, task.rtol) for k, v in reference.items()}
+    atol = dict.fromkeys(reference, task.atol)
+    if scale != 1.0:
+        usual = module.reference({k: v.copy() for k, v in drawn.items()}, dict(size))
+        atol = {k: task.atol * _ratio(_rms(reference[k]), _rms(usual[k])) for k in reference}
+    return inputs, {k: expect(v, dtypes[k], atol[k], task.rtol) for k, v in reference.items()}
+
+
+def _rms(a: np.ndarray) -> float:
+    a = np.asarray(a, dtype=np.float64)
+    return float(np.sqrt(np.mean(np.square(a)))) if a.size else 0.0
+
+
+def _ratio(scaled_rms: float, usual_rms: float) -> float:
+    """How much an output's magnitude moved (1 where either is 0 or not finite)."""
+    if usual_rms > 0 and scaled_rms > 0 and np.isfinite(usual_rms) and np.isfinite(scaled_rms):
+        return scaled_rms / usual_rms
+    return 1.0
 
 
 @dataclass
@@ -69,15 +108,17 @@ class TaskState:
 
 
 class InputPool:
-    """Fresh inputs and references for every test size, made ahead by a thread so the host's
-    reference work overlaps the GPU's. Each item is used once."""
+    """Fresh inputs and references for every check (`checks`: every test size, then the stress
+    checks), made ahead by a thread so the host's reference work overlaps the GPU's. Item `i` is
+    for check `i`; the first len(test_sizes) are the test sizes, in order. Each item is used once."""
 
     def __init__(self, task: Task, seed: int, depth: int = 2):
         self.task = task
         self.sizes = task.test_sizes
-        self.depths = [depth] * len(task.test_sizes)
+        self.checks = stress_checks(task)
+        self.depths = [depth] * len(self.checks)
         self.module = tasks.functions(task)
-        self.items: list[list[Content]] = [[] for _ in self.sizes]
+        self.items: list[list[Content]] = [[] for _ in self.checks]
         self.cond = threading.Condition()
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
         self.stopped = False
@@ -88,11 +129,11 @@ class InputPool:
         """End the filling thread (after the item it is making) and drop what it made."""
         with self.cond:
             self.stopped = True
-            self.items = [[] for _ in self.sizes]
+            self.items = [[] for _ in self.checks]
             self.cond.notify_all()
 
-    def make(self, size: dict[str, int], rng: np.random.Generator) -> Content:
-        return make_content(self.task, self.module, {a.name: a.dtype for a in self.task.outputs}, size, rng)
+    def make(self, size: dict[str, int], rng: np.random.Generator, scale: float = 1.0) -> Content:
+        return make_content(self.task, self.module, {a.name: a.dtype for a in self.task.outputs}, size, rng, scale)
 
     def take(self, index: int) -> Content:
         """The next item at test size `index`; raises what making one raised (the thread ends)."""
@@ -114,7 +155,8 @@ class InputPool:
                     return
                 index = min(range(len(self.items)), key=lambda i: len(self.items[i]) / self.depths[i])
             try:
-                item = self.make(dict(self.sizes[index]), self.rng)
+                size, scale = self.checks[index]
+                item = self.make(dict(self.sizes[size]), self.rng, scale)
             except Exception as e:  # a task's fault: whoever takes an item gets it, rather than waiting forever
                 with self.cond:
                     self.error = e
