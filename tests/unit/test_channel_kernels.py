@@ -2,7 +2,8 @@
 its frame covers the candidate's local memory and the context's stack, and what NVRTC makes of it
 really stores every word of its frame to local memory and fills shared memory (a frame the
 compiler could drop scrubs nothing). The L2 flush (gpu.timing.FLUSH_LAST_SOURCE) compiles to
-loads at the evict_last priority and a pass putting the lines back to normal."""
+loads at the evict_last priority and a pass putting the lines back to normal, and queues both
+before its write and plain read of the buffer."""
 
 from __future__ import annotations
 
@@ -51,3 +52,38 @@ def test_the_flush_reads_at_the_high_priority_and_puts_lines_back_to_normal():
     assert "createpolicy.fractional.L2::evict_last" in ptx
     assert re.search(r"ld\.global\.L2::cache_hint\.v4\.u32", ptx)
     assert "applypriority.global.L2::evict_normal" in ptx
+
+
+def test_the_flush_ends_with_the_write_and_the_plain_read(monkeypatch):
+    """The priority work (evict_last read, demotion) comes first; the last work queued before a
+    sample's start event is the plain read of the whole buffer, after a write of it, as in the
+    flush the timing tests were measured with: nothing of the demotion is the last kernel before
+    the timed region."""
+    queued: list[tuple[str, int]] = []
+
+    class Recorder:
+        def __init__(self, name: str):
+            self.name = name
+
+        def __call__(self, grid, block, args, stream=None):
+            queued.append((self.name, int(args[1])))
+
+    class Buffer:
+        nbytes = 1 << 27
+
+        class data:
+            ptr = 4096
+
+    flusher = object.__new__(timing.L2Flusher)
+    flusher.buffer, flusher.count, flusher.grid, flusher.sink = Buffer(), 0, (1,), None
+    flusher.read_last, flusher.demote = Recorder("read_last"), Recorder("demote")
+    flusher.read = lambda buffer, stream: queued.append(("read", buffer.nbytes))  # ReadKernel: whole buffer
+    monkeypatch.setattr(timing.cp.cuda.runtime, "memsetAsync",
+                        lambda ptr, value, nbytes, stream: queued.append(("memset", nbytes)))
+
+    class Stream:
+        ptr = 0
+
+    flusher.flush(Stream())
+    assert queued == [("read_last", Buffer.nbytes // 16), ("demote", Buffer.nbytes // 128),
+                      ("memset", Buffer.nbytes), ("read", Buffer.nbytes)]
