@@ -14,6 +14,7 @@ import cupyx
 import numpy as np
 
 from fsr import tasks
+from fsr.dtypes import FLOAT
 from fsr.evaluate.gpu.buffers import Buffers
 from fsr.evaluate.gpu.verify import Expected, expect
 from fsr.types import Candidate, Task
@@ -37,15 +38,23 @@ def stress_checks(task: Task) -> tuple[tuple[int, float], ...]:
     then, unless the task opts out (task.toml `stress = false`) or has no float input, the
     second largest test size at each of STRESS_SCALES."""
     plain = tuple((i, 1.0) for i in range(len(task.test_sizes)))
-    if not task.stress or not any(np.dtype(a.dtype).kind == "f" for a in task.inputs):
+    if not task.stress or not any(a.dtype in FLOAT for a in task.inputs):
         return plain
     index = max(len(task.test_sizes) - 2, 0)
     return plain + tuple((index, scale) for scale in STRESS_SCALES)
 
 
 def scaled(inputs: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
-    """Float arrays multiplied by `scale` in their own dtype; the others as they are."""
-    return {k: (v * v.dtype.type(scale)).astype(v.dtype) if v.dtype.kind == "f" else v for k, v in inputs.items()}
+    """Float arrays multiplied by `scale` and rounded to their own dtype (NumPy's floats in that
+    dtype; bfloat16 and fp8, which ml_dtypes gives no arithmetic of their own, in float32); the
+    others as they are."""
+    return {k: _times(v, scale) if v.dtype.name in FLOAT else v for k, v in inputs.items()}
+
+
+def _times(v: np.ndarray, scale: float) -> np.ndarray:
+    if v.dtype.kind == "f":
+        return (v * v.dtype.type(scale)).astype(v.dtype)
+    return (v.astype(np.float32) * np.float32(scale)).astype(v.dtype)
 
 
 def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str, int],
@@ -73,8 +82,9 @@ def error_growth(module: Any, drawn: dict[str, np.ndarray], inputs: dict[str, np
     roundoff (each draw the same relative perturbation at both scales). An op whose conditioning
     worsens with scale (softmax of scores 64^2 times larger is peaked: a score's rounding moves
     the weights far more) gets the room its float32 arithmetic needs; for a linear op both
-    measures move alike. Not called where atol is 0 (the default of half-precision tasks):
-    nothing to grow."""
+    measures move alike. bfloat16 and fp8 inputs are not nudged (a float32 roundoff rounds away
+    in them): where only they are float, the RMS's growth is the one measure. Not called where
+    atol is 0 (the default of half-precision tasks): nothing to grow."""
     usual = module.reference({k: v.copy() for k, v in drawn.items()}, dict(size))
     change_usual = dict.fromkeys(reference, 0.0)
     change_scaled = dict.fromkeys(reference, 0.0)
