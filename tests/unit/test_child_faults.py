@@ -25,6 +25,7 @@ class FakeSandbox:
     def __init__(self, replies: list[Any]):
         self.device = DeviceInfo("fake", "sm_90")
         self.replies, self.calls, self.restarts = replies, 0, 0
+        self.compared: list[Any] = []  # comparator figures timed beside candidates: none here
 
     def ensure_started(self) -> DeviceInfo:
         return self.device
