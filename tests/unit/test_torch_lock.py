@@ -4,9 +4,9 @@ task's copy of the runtime take the same lock, with fsr importable or not."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 import threading
 import time
-import sys
 from pathlib import Path
 from types import ModuleType
 
