@@ -6,14 +6,11 @@ NumPy has no bfloat16 or fp8: `ml_dtypes` gives them (importing it registers the
 on the device as raw bytes, copied up and down as a same-width unsigned integer view
 (`device_dtype`) and read back with `host_view`.
 
-Tolerances, one rule for every output (`bounds`): an element passes when
-|out - ref| <= min(atol, ATOL_RMS_FRACTION * r) + rtol * max(|ref|, floor * m), ref in float64,
-r the root mean square and m the mean |ref| over that output (an integer output keeps atol
-whole: it compares exactly either way, atol 0.5). float32 tasks give atol and rtol
-and no floor: the rule they always had, with the absolute part capped at a fraction of the
-output's own size; low-precision outputs default to a relative tolerance with a magnitude floor
-(`default_tolerance`). Either way an output of zeros, or one scaled down, never passes however
-small the op's outputs are.
+Tolerances: an output element passes when |out - ref| <= atol + rtol * max(|ref|, floor * m),
+ref in float64 and m the mean |ref| over that output (`bounds`). float32 tasks give atol and rtol
+and no floor, which is the rule they always had; low-precision outputs default to a relative
+tolerance with a magnitude floor (`default_tolerance`), so that an output of zeros, or one scaled
+down, never passes however small the op's outputs are.
 """
 
 from __future__ import annotations
@@ -43,12 +40,6 @@ HALF_RTOL = 1e-2
 # The magnitude floor, as a fraction of the output's mean |ref|: elements much smaller than the
 # output's typical size (cancellation, a softmax's tail) are held to rtol of that size.
 DEFAULT_FLOOR = 1.0
-# The absolute part of a tolerance is at most this fraction of the output reference's RMS: an op
-# whose outputs are all small (inputs scaled down, or an op that makes small values) is checked
-# relative to its own size, so an output of zeros cannot pass on an atol meant for larger values.
-# At the built-in tasks' test sizes every atol is below 2% of its output's RMS (gemv's is 1.2%,
-# the largest), so the cap changes nothing there; honest float32 errors are far below it.
-ATOL_RMS_FRACTION = 0.02
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -86,8 +77,7 @@ def expected_dtype(name: str) -> np.dtype:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """|out - ref| <= min(atol, ATOL_RMS_FRACTION * RMS of ref) + rtol * max(|ref|, floor * mean
-    |ref|), per element (`bounds`)."""
+    """|out - ref| <= atol + rtol * max(|ref|, floor * mean |ref|), per element."""
 
     atol: float
     rtol: float
@@ -137,26 +127,9 @@ def magnitude(reference: np.ndarray) -> float:
     return float(finite.mean()) if finite.size else 0.0
 
 
-def rms(reference: np.ndarray) -> float:
-    """An output's root mean square (0 for an empty one; NaN or inf where an element is)."""
-    ref = np.asarray(reference, dtype=np.float64)
-    return float(np.sqrt(np.mean(np.square(ref)))) if ref.size else 0.0
-
-
-def capped_atol(reference: np.ndarray, atol: float) -> float:
-    """The absolute part of the rule for this output: atol, at most ATOL_RMS_FRACTION of the
-    reference's RMS (left whole where the RMS is 0 or not finite)."""
-    size = rms(reference)
-    return min(atol, ATOL_RMS_FRACTION * size) if size > 0 and np.isfinite(size) else atol
-
-
-def bounds(reference: np.ndarray, tol: Tolerance, cap: bool = True) -> np.ndarray:
-    """Each element's allowed deviation from the float64 `reference`, in float64. `cap=False`
-    leaves atol as written: integer outputs, which compare exactly whatever an atol below 1 is,
-    and the load-time check that a task's atol is no larger than its outputs."""
-    ref = np.asarray(reference, dtype=np.float64)
-    atol = capped_atol(ref, tol.atol) if cap else tol.atol
-    size = np.abs(ref)
+def bounds(reference: np.ndarray, tol: Tolerance) -> np.ndarray:
+    """Each element's allowed deviation from the float64 `reference`, in float64."""
+    ref = np.abs(np.asarray(reference, dtype=np.float64))
     if tol.floor > 0:
-        size = np.maximum(size, tol.floor * magnitude(ref))
-    return atol + tol.rtol * size
+        ref = np.maximum(ref, tol.floor * magnitude(reference))
+    return tol.atol + tol.rtol * ref

@@ -90,7 +90,6 @@ class Task:
     has_library: bool
     content_hash: str  # of the folder's files as read (lineage compatibility: unchanged by the above)
     floor: float = 0.0  # magnitude floor, a fraction of an output's mean |ref| (fsr.dtypes.bounds)
-    stress: bool = True  # checks at inputs scaled by 1e-3 and 64 too (task.toml `stress = false`: off)
 
     @property
     def inputs(self) -> tuple[Arg, ...]:

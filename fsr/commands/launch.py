@@ -87,17 +87,16 @@ def choose_sizes(task: Task, specs: list[str]) -> list[Size]:
     return out
 
 
-def error_ratio(got: np.ndarray, reference: np.ndarray, tol: dtypes.Tolerance, dtype: str = "float32") -> float:
-    """The worst |got - ref| / bound (fsr.dtypes.bounds as the judge applies it to an output of
-    `dtype`: atol capped for a float one; `got` in any dtype, converted to float64 first): 1 is
-    the tolerance; NaN or a miss where the tolerance is zero reads as infinity."""
+def error_ratio(got: np.ndarray, reference: np.ndarray, tol: dtypes.Tolerance) -> float:
+    """The worst |got - ref| / bound (fsr.dtypes.bounds; `got` in any dtype, converted to
+    float64 first): 1 is the tolerance; NaN or a miss where the tolerance is zero reads as infinity."""
     ref = np.asarray(reference, dtype=np.float64)
     diff = np.abs(np.asarray(got).astype(np.float64) - ref)
     if diff.size == 0:
         return 0.0
     if np.isnan(diff).any():
         return math.inf
-    bound = dtypes.bounds(ref, tol, cap=dtype in dtypes.FLOAT)
+    bound = dtypes.bounds(ref, tol)
     ratio = np.divide(diff, bound, out=np.where(diff > 0, np.inf, 0.0), where=bound > 0)
     return float(ratio.max())
 
@@ -254,12 +253,11 @@ def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches:
             continue
         reference = fn.reference({k: v.copy() for k, v in inputs.items()}, dict(sizes))
         for name, g in buffers.outputs.items():
-            worst[name] = max(worst.get(name, 0.0), error_ratio(g.host(), reference[name], tol, g.dtype.name))
+            worst[name] = max(worst.get(name, 0.0), error_ratio(g.host(), reference[name], tol))
         if task.has_library:
             got = fn.library({k: cp.asarray(np.ascontiguousarray(v).view(dtypes.device_dtype(v.dtype.name)))
                               for k, v in inputs.items()}, dict(sizes))
             for name in [n for n in buffers.outputs if isinstance(got, dict) and n in got]:
                 out = dtypes.host_view(cp.asnumpy(got[name]), buffers.outputs[name].dtype.name)
-                library[name] = max(library.get(name, 0.0),
-                                    error_ratio(out, reference[name], tol, buffers.outputs[name].dtype.name))
+                library[name] = max(library.get(name, 0.0), error_ratio(out, reference[name], tol))
     return dataclasses.replace(run, error=worst or None, library_error=library or None)

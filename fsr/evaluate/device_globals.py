@@ -1,14 +1,11 @@
-"""A compiled module's module-scope variables (`__device__` and `__constant__`), read from its cubin.
+"""A compiled module's module-scope device variables (`__device__` globals), read from its cubin.
 
 Such variables persist from one launch to the next for as long as the module stays loaded, so a
 kernel could keep results, counters or markers in them and tell a timed launch from a checked
-one. fsr bounds their total size (guards.check_module, on the host at the static stage) and
-restores them before every launch sequence, checked or timed (gpu.programs.Program.reset_globals):
-`.nv.global` (zero-initialised, NOBITS) is zeroed, and `.nv.global.init` and the module's own
-`__constant__` bank (`.nv.constant3` on sm_90: the banks that hold named variables) get their
-initial image back, which is the section's bytes in the cubin. A `__constant__` bank is ordinary
-device memory: a kernel cannot write it through the constant's name, but it can through a
-generic pointer to it.
+one. fsr bounds their total size (guards.check_module) and restores them before every launch
+sequence, checked or timed (verify.Program.reset_globals): `.nv.global` (zero-initialised,
+NOBITS) is zeroed and `.nv.global.init` gets its initial image back, which is the section's
+bytes in the cubin. `__constant__` memory is not here: kernels cannot write it.
 
 A cubin is an ELF64 file; this reads its section headers and symbol table with `struct`, no
 CUDA (the parent, tests and the child all use it).
@@ -16,14 +13,10 @@ CUDA (the parent, tests and the child all use it).
 
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass
 
 WRITABLE_SECTIONS = (".nv.global", ".nv.global.init")
-# A constant bank a module's variables live in (`.nv.constant0.<kernel>` holds a kernel's
-# parameters and has no variables; the compiler's own banks have none either).
-CONSTANT_BANK = re.compile(r"^\.nv\.constant\d+$")
 NOBITS = 8
 STT_OBJECT = 1
 
@@ -44,7 +37,7 @@ class Symbol:
 @dataclass(frozen=True)
 class Section:
     """One writable section: its size, its initial image (None: zero-initialised) and the
-    variables in it. Reset restores each variable's bytes, [address, address + size)."""
+    variables in it. Reset restores [base, base + size), base = a symbol's address - its offset."""
 
     name: str
     size: int
@@ -78,7 +71,7 @@ def read(cubin: bytes) -> ModuleGlobals:
         return cubin[start:cubin.index(b"\0", start)].decode(errors="replace")
 
     section_names = [string(names, h[0]) for h in headers]
-    wanted = {i: n for i, n in enumerate(section_names) if n in WRITABLE_SECTIONS or CONSTANT_BANK.match(n)}
+    wanted = {i: n for i, n in enumerate(section_names) if n in WRITABLE_SECTIONS}
     symbols: dict[int, list[Symbol]] = {i: [] for i in wanted}
     for h in headers:
         if h[1] != 2:  # SHT_SYMTAB
@@ -91,4 +84,4 @@ def read(cubin: bytes) -> ModuleGlobals:
     return ModuleGlobals(tuple(
         Section(name, headers[i][5], None if headers[i][1] == NOBITS else cubin[headers[i][4]:headers[i][4] + headers[i][5]],
                 tuple(sorted(symbols[i], key=lambda s: s.offset)))
-        for i, name in sorted(wanted.items()) if name in WRITABLE_SECTIONS or symbols[i]))
+        for i, name in sorted(wanted.items())))

@@ -30,7 +30,7 @@ from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
-from fsr.evaluate.wire import ChildResult, Died, EvalRequest, Faulted, TimedOut
+from fsr.evaluate.wire import ChildResult, Died, EvalRequest, TimedOut
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,6 @@ log = logging.getLogger(__name__)
 DEFAULT_ARCH = "sm_90"
 READY_POLL_S = 0.05  # how often a call waiting for its task's host contents asks again
 READY_TIMEOUT_S = 60.0  # answering "ready" is a lookup: this only bounds a wedged child
-
-
-class EvaluatorError(RuntimeError):
-    """fsr's own machinery failed on a candidate, twice, each on a fresh GPU child: no verdict
-    on the candidate can be given."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +49,8 @@ class Static:
 
 
 def static_stage(cand: Candidate, task: Task, arch: str, compiler: CompileService) -> Static:
-    """Header check, guards, compile (by `compiler`) and the guards on the compiled program; a
-    REJECTED/COMPILE_ERROR Evaluation or the cubin."""
+    """Header check, guards and compile (by `compiler`); a REJECTED/COMPILE_ERROR Evaluation or
+    the cubin."""
     try:
         cfmt.check(cand, task)
     except cfmt.HeaderError as e:
@@ -67,9 +62,6 @@ def static_stage(cand: Candidate, task: Task, arch: str, compiler: CompileServic
         compiled = compiler.compile(cand, arch)
     except CompileFailed as e:
         return Static(Evaluation(cand.id, cand.task, Verdict.COMPILE_ERROR, e.log), None)
-    reason = guards.check_compiled(compiled.ptx, compiled.cubin)  # what runs, before any GPU time
-    if reason:
-        return Static(Evaluation(cand.id, cand.task, Verdict.REJECTED, reason), None)
     return Static(None, compiled)
 
 
@@ -251,16 +243,10 @@ class GpuEvaluator:
             timeout = self.cfg.timeout_s + (self.spec.tune.time_budget_s if trials else 0.0)
 
             def attempt(failed: configurations.Failed) -> object:
-                """After a hang or a crash in one configuration: a new child, the task loaded. A
-                fault of fsr's own in the child is retried once on a fresh child, then raised."""
-                for tries in (1, 2):
-                    self.sandbox.ensure_started()
-                    self._prepare(task)
-                    reply = self.sandbox.call("evaluate", replace(request, failed=failed), timeout)
-                    if not isinstance(reply, Faulted):
-                        return reply
-                    log.warning("candidate %s: %s (try %d of 2)", cand.id, reply.reason, tries)
-                raise EvaluatorError(f"candidate {cand.id}: fsr failed twice in the GPU child: {reply.reason}")
+                """After a hang or a crash in one configuration: a new child, the task loaded."""
+                self.sandbox.ensure_started()
+                self._prepare(task)
+                return self.sandbox.call("evaluate", replace(request, failed=failed), timeout)
 
             reply, failed = configurations.with_retries(attempt, {t.name for t in cand.tunables} if trials else set())
             times = self._take_compared(task)
@@ -355,7 +341,7 @@ class GpuEvaluator:
             started = time.perf_counter()
             first = task.name not in self._times
             reply = self.sandbox.call("prepare", (task.name, self._comparators(task)), PREPARE_TIMEOUT_S)
-            if isinstance(reply, (Died, Faulted, TimedOut)):
+            if isinstance(reply, (Died, TimedOut)):
                 raise RuntimeError(f"task {task.name}: preparing its inputs failed: {reply}")
             self._prepared_in[task.name] = self.sandbox.restarts
             for name in reply.evicted:  # dropped in the child to make room: prepared again when needed

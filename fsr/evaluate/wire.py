@@ -1,5 +1,5 @@
 """The records that cross the pipe between a GPU worker's evaluator (this side) and its GPU child
-(fsr.evaluate.gpu): requests, answers and the three ways a request can fail. Nothing else uses them.
+(fsr.evaluate.gpu): requests, answers and the two ways a request can fail. Nothing else uses them.
 """
 
 from __future__ import annotations
@@ -87,14 +87,6 @@ class Compared:
 @dataclass(frozen=True)
 class Died:
     """The GPU child died or broke its context while handling a request."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Faulted:
-    """fsr's own machinery failed in the GPU child (not a kernel's doing: no context was
-    broken); the child is gone. Never a verdict on the candidate."""
 
     reason: str
 

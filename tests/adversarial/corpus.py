@@ -51,17 +51,6 @@ DEFENCES = {
     "output-decoy": Defence("WRONG", ("timed",)),
     # module-scope __device__ variables bounded in total size (read from the compiled module)
     "module-global-bound": Defence("REJECTED", ("__device__", "module")),
-    # the module's own __constant__ bank restored from its image before every launch sequence
-    "constant-restore": Defence("OK"),
-    # every buffer an allocation of whole granules, its end canary running to the allocation's
-    # end: a stash past a buffer breaks the canary, checked after checks and after timing
-    "canary-block": Defence("WRONG", ("canary",)),
-    # local and shared memory of every warp slot of every SM overwritten with fresh garbage
-    # before every launch sequence
-    "scrub": Defence("OK"),
-    # the L2 flush reads its buffer at the evict_last priority, then puts its lines back to
-    # normal: lines a kernel marked evict_last are aged out
-    "l2-flush": Defence("OK"),
 }
 
 

@@ -107,7 +107,6 @@ def test_make_inputs_runs_at_every_size_small_enough_and_never_at_a_huge_one(tas
     ('test_sizes = [', 'test_sizes = 3\nunused = [', "test_sizes must be a list of tables"),
     ('[[args]]', '[constants]\neps = "small"\n\n[[args]]', "constant eps must be a number"),
     ('rtol = 1e-4', 'rtol = 1e-4\nrtol = 2', "task.toml"),  # a TOML error
-    ('rtol = 1e-4', 'rtol = 1e-4\nstress = "no"', "stress must be true or false"),
 ])
 def test_malformed_task_toml_is_named_with_the_reason(task_dir, old, new, said):
     edit(task_dir / "task.toml", old, new)
@@ -135,9 +134,3 @@ def test_a_non_utf8_task_toml_is_a_task_error(task_dir):
     (task_dir / "task.toml").write_bytes(b"name = \"\xff\"\n")
     with pytest.raises(tasks.TaskError, match="task.toml"):
         tasks.load(task_dir)
-
-
-def test_stress_can_be_switched_off_in_task_toml(task_dir):
-    assert tasks.load(task_dir).stress
-    edit(task_dir / "task.toml", 'rtol = 1e-4', 'rtol = 1e-4\nstress = false')
-    assert not tasks.load(task_dir).stress

@@ -45,12 +45,10 @@ def test_every_writable_variable_is_found_with_its_size_and_initial_image():
     sizes = {sym.name: sym.size for s in module.sections for sym in s.symbols}
     assert sizes["counter"] == 4 and sizes["table"] == 4096 and sizes["init_tab"] == 16 and sizes["hidden"] == 24
     assert any("inner" in name for name in sizes)  # mangled: the name the driver looks up
-    # __constant__: writable through a generic pointer, so restored from its image and counted
-    bank = next(s for s in module.sections if s.name.startswith(".nv.constant"))
-    assert [sym.name for sym in bank.symbols] == ["cst"] and bank.image == bytes(32)
-    for s in module.sections:  # every variable lies inside its section
+    assert "cst" not in sizes  # __constant__: kernels cannot write it
+    for s in module.sections:  # every variable lies inside its section: a whole-section reset covers it
         assert all(0 <= sym.offset and sym.offset + sym.size <= s.size for sym in s.symbols)
-    assert module.total_bytes == zeroed.size + initialised.size + bank.size >= 4 + 4096 + 16 + 24 + 10 + 32
+    assert module.total_bytes == zeroed.size + initialised.size >= 4 + 4096 + 16 + 24 + 10
 
 
 def test_a_module_without_variables_has_nothing_to_reset():
@@ -104,72 +102,3 @@ def test_the_bound_is_what_the_guard_says():
     assert guards.check_module(module) is None
     over = dataclasses.replace(module.sections[0], size=guards.MAX_MODULE_GLOBAL_BYTES + 1)
     assert guards.check_module(device_globals.ModuleGlobals((over,))) is not None
-
-
-def test_initialised_constants_are_restored_from_their_image_and_count_in_the_bound():
-    source = ("__constant__ int lut[4] = {7, 8, 9, 10};\n__constant__ float big[4000];\n"
-              "extern \"C\" __global__ void k(float* y) { y[0] = lut[threadIdx.x & 3] + big[threadIdx.x]; }")
-    module = device_globals.read(cubin(source))
-    bank = next(s for s in module.sections if s.name.startswith(".nv.constant"))
-    lut = next(sym for sym in bank.symbols if sym.name == "lut")
-    assert bank.image is not None and bank.image[lut.offset:lut.offset + 16] == bytes([7, 0, 0, 0, 8, 0, 0, 0, 9, 0, 0, 0, 10, 0, 0, 0])
-    assert guards.check_module(module) is None  # 16 000 bytes and the table: within 16 KiB
-    over = source.replace("big[4000]", "big[4200]")  # 16 816 bytes: over, on __constant__ alone
-    reason = guards.check_module(device_globals.read(cubin(over)))
-    assert reason is not None and "16816 bytes" in reason
-
-
-def test_kernel_parameter_banks_and_the_compilers_banks_are_not_the_modules_variables():
-    module = device_globals.read(cubin(SOURCE))
-    assert all(s.name in device_globals.WRITABLE_SECTIONS or s.symbols for s in module.sections)
-    assert not any(s.name.startswith(".nv.constant0") for s in module.sections)
-
-
-@pytest.mark.parametrize("placed", [{"a": 0x10000, "b": 0x10400}, {"a": 0x10000, "b": 0x80000}])
-def test_variables_of_different_types_are_each_restored_on_their_own(monkeypatch, placed):
-    """`unsigned long long a[128]; float b[128];`: one restore range per variable, each exactly
-    its bytes, wherever the loader put them (one range over both ran from one allocation into
-    the next: cudaErrorInvalidValue). The driver's placement is faked: no GPU here."""
-    import cupy as cp
-
-    from fsr.evaluate.gpu.programs import Program
-
-    module = device_globals.read(cubin("__device__ unsigned long long a[128];\n__device__ float b[128];\n"
-                                       "extern \"C\" __global__ void k(float* y) { a[threadIdx.x] += 1; b[threadIdx.x] += y[0]; }"))
-    monkeypatch.setattr(cp.cuda.driver, "moduleGetGlobal", lambda ptr, name: placed[name])
-    program = Program.__new__(Program)
-    program.module, program.unresettable, program._images = type("M", (), {"ptr": 1})(), [], []
-    (section,) = module.sections
-    assert program._ranges(section) == [(placed["a"], 1024, 0), (placed["b"], 512, 0)]
-    assert not program.unresettable
-
-
-def test_a_variable_the_driver_cannot_place_is_placed_by_its_offset_or_refused(monkeypatch):
-    import cupy as cp
-
-    from fsr.evaluate.gpu.programs import Program
-
-    module = device_globals.read(cubin("__device__ unsigned long long a[128];\n__device__ float b[128];\n"
-                                       "extern \"C\" __global__ void k(float* y) { a[threadIdx.x] += 1; b[threadIdx.x] += y[0]; }"))
-    (section,) = module.sections
-    not_found = cp.cuda.driver.CUDADriverError.__new__(cp.cuda.driver.CUDADriverError)  # no libcuda here to name it
-
-    def only_a(ptr, name):
-        if name != "a":
-            raise not_found
-        return 0x10000
-
-    monkeypatch.setattr(cp.cuda.driver, "moduleGetGlobal", only_a)
-    program = Program.__new__(Program)
-    program.module, program.unresettable, program._images = type("M", (), {"ptr": 1})(), [], []
-    assert program._ranges(section) == [(0x10000, 1024, 0), (0x10400, 512, 0)]
-    monkeypatch.setattr(cp.cuda.driver, "moduleGetGlobal", lambda ptr, name: (_ for _ in ()).throw(not_found))
-    assert program._ranges(section) == [] and program.unresettable == [".nv.global"]
-
-
-def test_too_many_variables_are_refused():
-    many = "".join(f"__device__ int v{i};\n" for i in range(guards.MAX_MODULE_VARIABLES + 1))
-    uses = " + ".join(f"v{i}" for i in range(guards.MAX_MODULE_VARIABLES + 1))
-    reason = guards.check_module(device_globals.read(cubin(many + f"extern \"C\" __global__ void k(int* y) {{ y[0] = {uses}; }}")))
-    assert reason is not None and "module-scope variables" in reason
-    assert guards.check_module(device_globals.read(cubin(SOURCE))) is None

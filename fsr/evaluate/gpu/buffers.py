@@ -3,12 +3,6 @@
 Every buffer a kernel sees sits between two canary regions, so a write past either end is caught
 even where the memory pool would have absorbed it silently; outputs and scratch are poisoned with
 NaN bytes before every launch, so an element the kernel never writes cannot pass.
-
-Each buffer is an allocation of its own, outside CuPy's pool, sized to whole pages of the
-allocation granularity, and its end canary runs to the end of that allocation: no byte a kernel
-can reach past its buffer without faulting is left unchecked. (A pool rounds blocks up and maps
-whole pages: bytes past the end canary, in the block's slack or the last page's unowned tail,
-held a stash that lasted from run to run and that no check read.)
 """
 
 from __future__ import annotations
@@ -23,29 +17,23 @@ from fsr import candidate as cfmt
 from fsr import dtypes, tasks
 from fsr.types import Candidate, Task
 
-PAD_BYTES = 64 * 1024  # canary region before a buffer, and the least after; a multiple of 256 keeps buffers aligned
-CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation
-GRANULE = 2 << 20  # the device's allocation granularity (large pages on H100/H200): an allocation of whole granules has no unowned tail
+PAD_BYTES = 64 * 1024  # canary region on each side; a multiple of 256 keeps buffers aligned
 CANARY = 0x5A
 POISON = 0xFF  # all-ones bytes: NaN for every float dtype fsr has (fp8 e4m3fn's one NaN too), -1 for integers
 
 
 class Guarded:
-    """A device array between two canary regions: `raw` is its whole allocation, whole granules,
-    the end canary everything after the array. `dtype` is the buffer's own (bfloat16, say);
+    """A device array between two canary regions. `dtype` is the buffer's own (bfloat16, say);
     `array` holds it as CuPy can (fsr.dtypes.device_dtype: bfloat16 and fp8 as unsigned integers
     of their width), and `host()` copies it back as `dtype`."""
 
     def __init__(self, shape: tuple[int, ...], dtype: str):
         self.dtype = dtypes.numpy_dtype(dtype)
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
-        total = -(-(self.nbytes + 2 * PAD_BYTES) // GRANULE) * GRANULE
-        self.memory = _allocate(total)
-        self.raw = cp.ndarray((total,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(self.memory, 0))
-        self.end = PAD_BYTES + self.nbytes  # where the end canary starts; it runs to the allocation's end
+        self.raw = cp.empty(self.nbytes + 2 * PAD_BYTES, dtype=cp.uint8)
         self.raw[:PAD_BYTES].fill(CANARY)
-        self.raw[self.end:].fill(CANARY)
-        self.array = self.raw[PAD_BYTES:self.end].view(dtypes.device_dtype(dtype)).reshape(shape)
+        self.raw[PAD_BYTES + self.nbytes:].fill(CANARY)
+        self.array = self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].view(dtypes.device_dtype(dtype)).reshape(shape)
 
     @classmethod
     def from_host(cls, host: np.ndarray) -> Guarded:
@@ -58,29 +46,10 @@ class Guarded:
         return dtypes.host_view(self.array.get(), self.dtype.name)
 
     def fill(self, byte: int) -> None:
-        self.raw[PAD_BYTES:self.end].fill(byte)
-
-    def regions(self) -> list[tuple[int, int]]:
-        """(address, bytes) of the two canary regions: before the array, and after it to the end."""
-        return [(self.raw.data.ptr, PAD_BYTES), (self.raw.data.ptr + self.end, self.raw.nbytes - self.end)]
+        self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].fill(byte)
 
     def canaries_intact(self) -> bool:
-        return bool((self.raw[:PAD_BYTES] == CANARY).all() & (self.raw[self.end:] == CANARY).all())
-
-
-def _allocate(size: int) -> cp.cuda.memory.Memory:
-    """A cudaMalloc of its own (no pool block around it). When the device is full, CuPy's pool
-    gives back what it caches and the allocation is tried again; then OutOfMemoryError, as the
-    pool raises it (a [[scratch]] larger than the device is the candidate's doing)."""
-    for attempt in (1, 2):
-        try:
-            return cp.cuda.memory.Memory(size)
-        except cp.cuda.runtime.CUDARuntimeError as e:
-            if e.status != CUDA_ERROR_MEMORY_ALLOCATION:
-                raise
-            if attempt == 1:
-                cp.get_default_memory_pool().free_all_blocks()
-    raise cp.cuda.memory.OutOfMemoryError(size, 0, 0)
+        return bool((self.raw[:PAD_BYTES] == CANARY).all() & (self.raw[PAD_BYTES + self.nbytes:] == CANARY).all())
 
 
 @dataclass
@@ -124,13 +93,12 @@ def damage(buf: Buffers, host_inputs: dict[str, np.ndarray]) -> str:
 
 
 CANARY_SOURCE = r"""
-extern "C" __global__ void fsr_canaries(const unsigned long long* starts, const long long* lengths, int regions,
+extern "C" __global__ void fsr_canaries(const unsigned long long* starts, int regions, int bytes,
                                         int value, int* bad) {
     int r = blockIdx.y;
     if (r >= regions) return;
     const unsigned char* p = (const unsigned char*)starts[r];
-    const long long bytes = lengths[r];
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < bytes; i += (long long)gridDim.x * blockDim.x)
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < bytes; i += gridDim.x * blockDim.x)
         if (p[i] != (unsigned char)value) bad[r] = 1;
 }
 """
@@ -145,12 +113,11 @@ def broken_canaries(buffers: dict[str, Guarded]) -> list[str]:
     """Names of the buffers with a changed canary region, in order; one kernel over every
     region on the current stream and one copy back (a buffer's regions: before, after)."""
     names = list(buffers)
-    regions = [r for g in buffers.values() for r in g.regions()]
-    if not regions:
+    starts = [p for g in buffers.values() for p in (g.raw.data.ptr, g.raw.data.ptr + PAD_BYTES + g.nbytes)]
+    if not starts:
         return []
-    bad = cp.zeros(len(regions), dtype=cp.int32)
-    starts = cp.asarray(np.array([a for a, _ in regions], dtype=np.uint64))
-    lengths = cp.asarray(np.array([n for _, n in regions], dtype=np.int64))
-    _canary_kernel()((64, len(regions)), (256,), (starts, lengths, np.int32(len(regions)), np.int32(CANARY), bad))
+    bad = cp.zeros(len(starts), dtype=cp.int32)
+    _canary_kernel()((8, len(starts)), (256,), (cp.asarray(np.array(starts, dtype=np.uint64)),
+                                                  np.int32(len(starts)), np.int32(PAD_BYTES), np.int32(CANARY), bad))
     flags = bad.get()
-    return list(dict.fromkeys(names[i // 2] for i in range(len(regions)) if flags[i]))
+    return list(dict.fromkeys(names[i // 2] for i in range(len(starts)) if flags[i]))

@@ -226,7 +226,7 @@ class Child:
         done = partial(ChildResult, defines=cand.resolved_defines(), resources=program.resources(option.resources),
                        trials=trials)
         try:
-            checks = self._verify(state, cand, program, range(len(state.pool.checks)))
+            checks = self._verify(state, cand, program, range(len(state.task.test_sizes)))
             clock.lap("verify")
             if not checks[-1].passed:
                 return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages=clock.stages())
@@ -243,17 +243,11 @@ class Child:
 
     # -- stages -----------------------------------------------------------------------------
     def _verify(self, state: TaskState, cand: Candidate, program: Program, indices: Any) -> tuple[SizeCheck, ...]:
-        """The checks of `state.pool.checks` at `indices`, to the first failure; a stress check
-        (inputs scaled) is listed only when it fails, with its scale in the detail."""
         checks = []
         for i in indices:
             inputs, reference = state.pool.take(i)
-            size, scale = state.pool.checks[i]
-            check = check_size(program, cand, state.task, state.task.test_sizes[size], inputs, reference, self.stream)
-            if scale != 1.0 and not check.passed:
-                check = replace(check, detail=f"inputs scaled by {scale:g}: {check.detail}")
-            if scale == 1.0 or not check.passed:
-                checks.append(check)
+            check = check_size(program, cand, state.task, state.task.test_sizes[i], inputs, reference, self.stream)
+            checks.append(check)
             if not check.passed:
                 break
         return tuple(checks)
@@ -382,15 +376,9 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
             log.error("GPU child: %s", e, exc_info=True)
             conn.send(("crash", str(e)))
             os._exit(3)
-        except Exception as e:  # one line to the parent; the traceback to the worker's log
+        except Exception as e:  # one line to the verdict; the traceback to the worker's log
             log.error("GPU child: %s failed", kind, exc_info=True)
-            line = (f"evaluator error ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
-                    "the GPU child was replaced (traceback in the worker's log)")
-            # A context the kernel broke, or memory its [[scratch]] asked for, is the candidate's
-            # CRASH; anything else is fsr's own fault: the parent retries it on a fresh child,
-            # then reports fsr's error, never a verdict
-            if is_context_error(e):
-                conn.send(("crash", crash_line(e)))
-            else:
-                conn.send(("crash" if isinstance(e, cp.cuda.memory.OutOfMemoryError) else "fault", line))
+            conn.send(("crash", crash_line(e) if is_context_error(e) else
+                       f"evaluator error ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+                       "the GPU child was replaced (traceback in the worker's log)"))
             os._exit(4)

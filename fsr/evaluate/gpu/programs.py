@@ -33,29 +33,25 @@ class Program:
         self.kernels = {name: self.module.get_function(symbol) for name, symbol in lowered}
         self.globals = device_globals.read(cubin)
         self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
-        self.unresettable: list[str] = []  # sections with variables fsr cannot place
+        self.unresettable: list[str] = []  # sections no variable of which the driver could place
         self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
-        self._local: int | None = None
 
     def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
-        """(device address, bytes, source address or 0 for zero), one per variable of a section,
-        each exactly the variable's bytes. Never one range over several variables: the loader
-        need not keep a section in one allocation (variables of different alignments may land
-        in different ones, next to each other or not), and a copy or memset that runs from one
-        allocation into the next is refused (cudaErrorInvalidValue). A variable the driver
-        cannot place by its name is placed at base + offset when every placed one sits there."""
-        placed: dict[str, int] = {}
+        """(device address, bytes, source address or 0 for zero) covering a section: the whole
+        section from its first variable's address when every variable sits at base + offset (the
+        loader keeps a section whole), else variable by variable."""
+        addresses = []
         for sym in section.symbols:
             try:
-                placed[sym.name] = int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))
-            except cp.cuda.driver.CUDADriverError:  # not exported under that name
+                addresses.append((sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))))
+            except cp.cuda.driver.CUDADriverError:  # not exported under that name: another one places the section
                 continue
-        bases = {placed[sym.name] - sym.offset for sym in section.symbols if sym.name in placed}
-        if (len(placed) < len(section.symbols) and len(bases) != 1) or (section.size and not section.symbols):
+        if not addresses:
             self.unresettable.append(section.name)
             return []
-        spans = [(placed.get(sym.name, next(iter(bases), 0) + sym.offset), sym.offset, sym.size)
-                 for sym in section.symbols if sym.size]
+        base = addresses[0][1] - addresses[0][0].offset
+        whole = all(ptr == base + sym.offset for sym, ptr in addresses)
+        spans = [(base, 0, section.size)] if whole else [(ptr, sym.offset, sym.size) for sym, ptr in addresses]
         if section.image is None:
             return [(ptr, size, 0) for ptr, _, size in spans]
         image = cp.asarray(np.frombuffer(section.image, dtype=np.uint8))
@@ -64,8 +60,7 @@ class Program:
 
     def reset_globals(self, stream: cp.cuda.Stream) -> None:
         """Queue the restore of every module-scope variable on `stream`: zero-initialised ones
-        zeroed, initialised ones and `__constant__` ones given their initial image back (before
-        every launch sequence)."""
+        zeroed, initialised ones given their initial image back (before every launch sequence)."""
         for ptr, size, source in self._resets:
             if source:
                 cp.cuda.runtime.memcpyAsync(ptr, source, size, cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
@@ -84,14 +79,6 @@ class Program:
                          spill_bytes=reported.spill_bytes if reported else 0,
                          smem_static_bytes=most(drv.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
                          stack_bytes=most(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))
-
-    def local_bytes(self) -> int:
-        """The most local memory (stack frame) a thread of any of its kernels uses, as loaded."""
-        if self._local is None:
-            drv = cp.cuda.driver
-            self._local = max(int(drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f.ptr))
-                              for f in self.kernels.values())
-        return self._local
 
     def static_smem(self, name: str) -> int:
         """The named kernel's static shared memory as loaded: it counts against the same 48 KiB

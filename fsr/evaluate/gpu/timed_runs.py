@@ -3,8 +3,7 @@ checked: the state-reset and timed-output-check defences (README, "How it is che
 
 Before every timed run, outside the timed region and before the L2 flush: its input set's outputs
 poisoned (or, for the runs fsr.evaluate.gpu.sample_plan picks, filled with a decoy), non-zeroed
-scratch poisoned, zeroed scratch zeroed, the module's variables restored and local and shared
-memory scrubbed (fsr.evaluate.gpu.scrub). After
+scratch poisoned, zeroed scratch zeroed and the module's `__device__` variables restored. After
 every run, after its end event: its outputs compared on the device with the set's expected
 outputs (kept on the device since the task was prepared), into the run's counter slot. The
 counters come back once, after timing; a mismatch is WRONG, with the run it happened in.
@@ -26,7 +25,6 @@ from fsr.evaluate.gpu.inputs import TaskState
 from fsr.evaluate.gpu.narrow import LOW_PRECISION_SOURCE
 from fsr.evaluate.gpu.programs import Program, enqueue, plan
 from fsr.evaluate.gpu.sample_plan import SLOTS, SamplePlan, describe, spoil_seed
-from fsr.evaluate.gpu.scrub import scrub
 from fsr.evaluate.gpu.verify import Expected
 from fsr.types import Candidate, SizeCheck
 
@@ -194,7 +192,6 @@ class TimedRuns:
             g = self.scratch[s.name]
             cp.cuda.runtime.memsetAsync(g.array.data.ptr, 0 if s.zero else POISON, g.nbytes, self.stream.ptr)
         self.program.reset_globals(self.stream)
-        scrub(self.program, self.stream)  # local and shared memory: garbage, before the flush
 
     def after(self, i: int) -> None:
         """The run's outputs compared with the set's expected ones, into its counter slot."""

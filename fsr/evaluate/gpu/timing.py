@@ -81,45 +81,9 @@ class ReadKernel:
         self.kernel(self.grid, (256,), (buffer, np.int64(buffer.nbytes // 16), self.sink), stream=stream)
 
 
-# The flush's first half: a read with every load at the L2's high eviction priority
-# (evict_last), so lines a kernel marked evict_last (createpolicy, an annotated_ptr's persisting
-# property) are aged out among equals instead of outliving a flush of normal lines; then every
-# line of the buffer is put back to normal priority, so the write and plain read that follow
-# (L2Flusher.flush) can replace them and leave an L2 of clean, normal lines.
-FLUSH_LAST_SOURCE = r"""
-extern "C" __global__ void fsr_flush_read_last(const uint4* p, long long n, unsigned* sink) {
-    unsigned long long policy;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-    uint4 acc = make_uint4(0, 0, 0, 0);
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        uint4 v;
-        asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p + i), "l"(policy));
-        acc.x ^= v.x; acc.y ^= v.y; acc.z ^= v.z; acc.w ^= v.w;
-    }
-    if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9e3779b9u) *sink = 1;  // the loads are used
-}
-
-extern "C" __global__ void fsr_flush_demote(const char* p, long long lines) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < lines; i += (long long)gridDim.x * blockDim.x)
-        asm volatile("applypriority.global.L2::evict_normal [%0], 128;" : : "l"(p + 128 * i) : "memory");
-}
-"""
-
-
 class L2Flusher:
-    """Before every sample: reads a buffer twice the L2 size at the high eviction priority and
-    puts its lines back to normal (FLUSH_LAST_SOURCE), then writes the buffer and reads it back
-    plainly, so no sample starts with its inputs in cache, whatever priority a kernel gave them,
-    and the L2 it starts with holds clean, normal lines only.
-
-    The priority work comes first, not last. The demotion is an instruction per line that moves
-    no data and gives the thread nothing to wait for (PTX says nothing of when the L2 has applied
-    it): as the last kernel before the start event, part of its work could fall inside the timed
-    region. And which kernel runs just before the start event moves an 8 us reading by about 2%
-    (an empty kernel there: +2.2% on an H200, bench/timing_probe.py). Behind the priority work,
-    the write and the plain read are the flush the timing tests were measured with: each sample
-    starts as it did before the priority work was added, right after a full read of the buffer.
+    """Before every sample: writes a buffer twice the L2 size, then reads it back, so no sample
+    starts with its inputs in cache and the L2 it starts with holds clean lines only.
 
     A write alone leaves the L2 full of dirty lines, which the timed kernel then writes back to
     DRAM as it evicts them, inside its timed region, by an amount that varies from run to run: on
@@ -128,30 +92,14 @@ class L2Flusher:
     lines of the last sample's outputs in place (its loops read 7.3 or 8.0 us)."""
 
     def __init__(self, l2_bytes: int):
-        self.buffer = cp.empty(max(2 * l2_bytes, 8 << 20) // 128 * 128, dtype=cp.uint8)
+        self.buffer = cp.empty(max(2 * l2_bytes, 8 << 20) // 16 * 16, dtype=cp.uint8)
         self.count = 0
-        module = cp.RawModule(code=FLUSH_LAST_SOURCE)
-        self.read_last = module.get_function("fsr_flush_read_last")
-        self.demote = module.get_function("fsr_flush_demote")
         self.read = ReadKernel()
-        self.sink = cp.zeros(1, dtype=cp.uint32)
-        self.grid = (cp.cuda.Device().attributes["MultiProcessorCount"] * 8,)
 
-    def age_out(self, stream: cp.cuda.Stream) -> None:
-        """The priority half: the buffer read at evict_last, then its lines put back to normal."""
-        self.read_last(self.grid, (256,), (self.buffer, np.int64(self.buffer.nbytes // 16), self.sink),
-                       stream=stream)
-        self.demote(self.grid, (256,), (self.buffer, np.int64(self.buffer.nbytes // 128)), stream=stream)
-
-    def clean(self, stream: cp.cuda.Stream) -> None:
-        """The last half: the buffer written, then read plainly (clean, normal lines)."""
+    def flush(self, stream: cp.cuda.Stream) -> None:
         self.count += 1
         cp.cuda.runtime.memsetAsync(self.buffer.data.ptr, self.count & 0xFF, self.buffer.nbytes, stream.ptr)
         self.read(self.buffer, stream)
-
-    def flush(self, stream: cp.cuda.Stream) -> None:
-        self.age_out(stream)
-        self.clean(stream)
 
 
 class Hold:

@@ -33,7 +33,7 @@ from fsr.config import TuneConfig
 from fsr.evaluate import configurations, guards
 from fsr.evaluate.compile import Compiled, CompileFailed
 from fsr.evaluate.gpu.programs import LaunchRefused, Program
-from fsr.evaluate.trial_plan import Refused, start_values
+from fsr.evaluate.trial_plan import start_values
 from fsr.evaluate.wire import EvalRequest
 from fsr.types import Candidate, Defines, Resources, SizeCheck, Task, TrialRecord, size_label
 
@@ -150,8 +150,6 @@ class Trials:
             failed = self._check(trial, program, self.small[1:])
             if failed is not None:
                 return tune.TrialOutcome(None, "wrong " + describe(failed))
-        except Refused as e:
-            return tune.TrialOutcome(None, "rejected: " + e.log)
         except CompileFailed as e:
             return tune.TrialOutcome(None, "compile error: " + (e.log.splitlines() or [""])[0])
         except (LaunchRefused, cfmt.HeaderError, cp.cuda.memory.OutOfMemoryError) as e:
