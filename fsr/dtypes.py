@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes  # noqa: F401  # registers bfloat16 and the fp8 types with NumPy
 import numpy as np
+
+if TYPE_CHECKING:
+    from fsr.types import DeviceInfo
 
 LOW_PRECISION = ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
 DTYPES = frozenset({"float32", "float64", "int32", "int64", "uint32", "int8", "uint8", *LOW_PRECISION})
@@ -133,3 +136,14 @@ def bounds(reference: np.ndarray, tol: Tolerance) -> np.ndarray:
     if tol.floor > 0:
         ref = np.maximum(ref, tol.floor * magnitude(reference))
     return tol.atol + tol.rtol * ref
+
+
+TENSOR_RATE = {"bfloat16": 1.0, "float16": 1.0, "float8_e4m3fn": 2.0, "float8_e5m2": 2.0}  # x the 16-bit rate
+
+
+def flop_ceiling(device: DeviceInfo, dtype: str = "float32") -> float:
+    """The measured arithmetic ceiling of a task judged in `dtype` (its outputs'): the 16-bit
+    tensor-core GEMM rate for bfloat16/float16 (twice it for fp8, the tensor cores' fp8 rate on
+    the devices that have it), else the library SGEMM's; 0.0 where not measured."""
+    scale = TENSOR_RATE.get(dtype)
+    return scale * device.half_tflops if scale is not None else device.sgemm_tflops

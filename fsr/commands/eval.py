@@ -15,6 +15,7 @@ from fsr import candidate as cfmt
 from fsr import config as cfg_mod
 from fsr import run_json, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError
+from fsr.dtypes import LOW_PRECISION, flop_ceiling
 from fsr.types import Candidate, Evaluation, Task, Verdict, WorkerSpec, size_label
 
 
@@ -178,8 +179,10 @@ def print_table(result: Evaluation, task: Task, walls: list[float], device) -> N
                         f"{len(t.samples_us)} samples at {size_label(task.bench_size)})")
         summary.add_row("throughput", f"{t.gbps:.0f} GB/s, {t.tflops:.2f} TFLOP/s")
         if device is not None:
+            rate = (f"{task.dtype} tensor cores {flop_ceiling(device, task.dtype):.1f}" if task.dtype in LOW_PRECISION
+                    else f"SGEMM {device.sgemm_tflops:.1f}")
             summary.add_row("of ceiling", f"{100 * t.ceiling_fraction:.1f}%  (copy {device.copy_gbps:.0f} GB/s, "
-                            f"SGEMM {device.sgemm_tflops:.1f} TFLOP/s measured)")
+                            f"{rate} TFLOP/s measured)")
     if result.baseline_us and result.timing:
         summary.add_row("vs baseline", f"{result.baseline_us / result.timing.median_us:.2f}x  "
                         f"(baseline {result.baseline_us:.1f} us)")

@@ -8,17 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from fsr.config import EvalConfig
+from fsr.dtypes import LOW_PRECISION, flop_ceiling
 from fsr.types import DeviceInfo, Timing
-
-LOW_PRECISION = {"bfloat16": 1.0, "float16": 1.0, "float8_e4m3fn": 2.0, "float8_e5m2": 2.0}  # x the 16-bit rate
-
-
-def flop_ceiling(device: DeviceInfo, dtype: str = "float32") -> float:
-    """The measured arithmetic ceiling of a task judged in `dtype` (its outputs'): the 16-bit
-    tensor-core GEMM rate for bfloat16/float16 (twice it for fp8, the tensor cores' fp8 rate on
-    the devices that have it), else the library SGEMM's; 0.0 where not measured."""
-    scale = LOW_PRECISION.get(dtype)
-    return scale * device.half_tflops if scale is not None else device.sgemm_tflops
 
 
 def summarise(samples_us: list[float], bytes_moved: float, flops: float, device: DeviceInfo,

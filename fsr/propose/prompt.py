@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsr import dtypes, tasks
+from fsr.dtypes import LOW_PRECISION, flop_ceiling
 from fsr.evaluate import guards
 from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
@@ -203,9 +204,11 @@ def floors(task: Task, device: DeviceInfo) -> str:
         us = tasks.bytes_moved(task, sizes) / (device.copy_gbps * 1e9) * 1e6
         parts.append(f"moving its {format_bytes(int(tasks.bytes_moved(task, sizes)))} at the measured copy "
                      f"bandwidth takes {format_us(us)}")
-    if device.sgemm_tflops and tasks.flops(task, sizes):
-        us = tasks.flops(task, sizes) / (device.sgemm_tflops * 1e12) * 1e6
-        parts.append(f"its flops at the measured SGEMM rate take {format_us(us)}")
+    ceiling = flop_ceiling(device, task.dtype)
+    if ceiling and tasks.flops(task, sizes):
+        us = tasks.flops(task, sizes) / (ceiling * 1e12) * 1e6
+        rate = f"{task.dtype} tensor-core GEMM rate" if task.dtype in LOW_PRECISION else "SGEMM rate"
+        parts.append(f"its flops at the measured {rate} take {format_us(us)}")
     return ("At the benchmark size " + "; ".join(parts) + ".") if parts else ""
 
 
