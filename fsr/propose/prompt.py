@@ -130,7 +130,27 @@ def device_section(device: DeviceInfo, task: Task) -> str:
                 copy=f"{device.copy_gbps:.0f} GB/s" if device.copy_gbps else "not measured",
                 sgemm=f"{device.sgemm_tflops:.1f} TFLOP/s" if device.sgemm_tflops else "not measured",
                 tensor=(f"{device.tensor_tflops:.0f} TFLOP/s (float32-accurate split TF32, three MMAs a product, "
-                        "reaches a third of it)") if device.tensor_tflops else "not measured")
+                        "reaches a third of it)") if device.tensor_tflops else "not measured",
+                low=tensor_cores(device, task))
+
+
+def tensor_cores(device: DeviceInfo, task: Task) -> str:
+    """For a task judged in a 16- or 8-bit float: its measured tensor-core rate and the
+    instructions NVRTC compiles for this device's arch (fsr compiles for `sm_XX`, not `sm_XXa`:
+    no wgmma or tensor-memory copies); "" for other tasks."""
+    if task.dtype not in dtypes.LOW_PRECISION:
+        return ""
+    number = device.arch.removeprefix("sm_")
+    cc = int(number) if number.isdigit() else 0
+    rate = flop_ceiling(device, task.dtype)
+    said = f" Measured {task.dtype} tensor-core GEMM rate {rate:.0f} TFLOP/s." if rate else ""
+    if cc < 80:
+        return said + " This arch has no bfloat16 tensor-core MMA."
+    ops = ["mma.sync.aligned.m16n8k16 (bf16/f16 in, f32 accumulate)", "ldmatrix", "cp.async"]
+    if cc >= 89:
+        ops.insert(1, "mma.sync.aligned.m16n8k32 with e4m3/e5m2")
+    return said + f" Tensor-core instructions this arch compiles: {', '.join(ops)}; `mma.h` (wmma) too."
+
 
 
 def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None,

@@ -65,14 +65,3 @@ def test_a_bf16_gemm_on_the_tensor_cores_is_held_to_the_16_bit_rate_not_sgemm():
     assert implausible(summarise([2820.0] * 5, nbytes, flops, unmeasured, "float16"), unmeasured, EvalConfig(),
                        "float16") is None  # no 16-bit ceiling measured: no flop bound
 
-
-def test_the_prompt_states_the_floor_of_the_tasks_own_dtype():
-    """A model reading a bfloat16 GEMM's prompt is told the time its flops take at the measured
-    16-bit tensor-core rate, not at the float32 SGEMM rate (a floor 14x too high on an H100)."""
-    from fsr import tasks
-    from fsr.propose.prompt import floors
-
-    h100 = DeviceInfo("H100", "sm_90", copy_gbps=3000.0, sgemm_tflops=51.7, half_tflops=720.0)
-    bf16, sgemm = floors(tasks.load("gemm_bf16"), h100), floors(tasks.load("sgemm"), h100)
-    assert "bfloat16 tensor-core GEMM rate take 1.53 ms" in bf16 and "SGEMM" not in bf16
-    assert "measured SGEMM rate" in sgemm
