@@ -13,6 +13,10 @@ new). The last line is the one BENCHMARKS.md quotes:
     scale: 1 GPU N evaluations per GPU-minute, preparing P%, at most K preparations of a task per worker
 
     python bench/scale.py --gpus 0 [--root DIR] [--out DIR] [-- EXTRA fsr bench ARGS]
+
+The suite is the 16 float32 tasks every figure of the gate was measured on (GATE_TASKS), unless the
+extra arguments name tasks of their own (any argument not starting with "-" and not an option's
+value is taken as one): the built-in suite has grown low-precision tasks since.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+GATE_TASKS = ("attention", "cross_entropy", "gelu", "gemv", "histogram", "jacobi2d", "layernorm", "maxpool2d",
+              "nbody", "rmsnorm", "scan", "sgemm", "softmax", "spmv_csr", "sum_middle", "transpose")
 
 
 def main() -> int:
@@ -42,7 +49,7 @@ def main() -> int:
     gpus = len(args.gpus.split(","))
     env = os.environ | {"CUDA_VISIBLE_DEVICES": args.gpus, "PYTHONPATH": f"{root}:{os.environ.get('PYTHONPATH', '')}"}
     command = [sys.executable, "-m", "fsr", "--config", str(nocache), "bench", "--plain",
-               "--runs-dir", str(out / "runs"), *args.extra]
+               "--runs-dir", str(out / "runs"), *args.extra, *([] if names_tasks(args.extra) else GATE_TASKS)]
     label = args.label or f"{root.name} on {gpus} GPU{'s' if gpus > 1 else ''}"
     print(f"[{label}] {' '.join(command)}", flush=True)
     started = time.monotonic()
@@ -54,6 +61,19 @@ def main() -> int:
         return 1
     report(label, runs[-1], gpus, wall_s)
     return done.returncode
+
+
+def names_tasks(extra: list[str]) -> bool:
+    """Whether `fsr bench` arguments name tasks: a word that is neither an option nor an option's
+    value (every `fsr bench` option but --plain and --local takes one)."""
+    flags = {"--plain", "--local", "-h", "--help"}
+    words = iter(extra)
+    for word in words:
+        if not word.startswith("-"):
+            return True
+        if word not in flags and "=" not in word:
+            next(words, None)  # the option's value
+    return False
 
 
 def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> None:
