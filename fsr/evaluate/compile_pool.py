@@ -107,7 +107,9 @@ class CompilePool:
             raise ValueError("a compile pool needs at least one process")
         self.limits = limits
         self.size = processes
-        self._idle: queue.Queue[_Process | None] = queue.Queue()
+        # last in, first out: a compile takes the process used last, so a pool grows only to the
+        # compiles it ran at once (a worker holds two pools: its own and its GPU child's)
+        self._idle: queue.LifoQueue[_Process | None] = queue.LifoQueue()
         self._all: set[_Process] = set()
         self._lock = threading.Lock()
         self._closed = False

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -284,3 +285,19 @@ def test_fsr_eval_ends_within_the_compile_deadline_with_the_reason(tmp_path):
     assert "COMPILE_ERROR" in done.stdout + done.stderr
     assert "compile exceeded 3 s" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_pool_starts_only_as_many_processes_as_compiles_ran_at_once():
+    """Compiles one after another reuse one process; two at once start a second. (Taken first in,
+    first out, every compile started a new process until the pool was full: a worker's two pools
+    of up to 16 processes each.)"""
+    p = CompilePool(4, Limits(deadline_s=30.0, max_bytes=300 * 1024**2))
+    try:
+        for _ in range(3):
+            p.compile(HONEST, ("add",), OPTIONS)
+        assert len(p.pids()) == 1
+        with ThreadPoolExecutor(2) as threads:
+            list(threads.map(lambda _: p.compile(HONEST, ("add",), OPTIONS), range(4)))
+        assert 1 <= len(p.pids()) <= 2
+    finally:
+        p.close()
