@@ -104,12 +104,16 @@ class Child:
 
     def _start(self) -> subprocess.Popen[str]:
         self.stderr = tempfile.TemporaryFile("w+")  # read back when the child dies: its last words
-        proc = subprocess.Popen(child_command(self.out, self.max_bench_bytes, self.dtype), env=child_env(), text=True,
+        proc = subprocess.Popen(child_command(self.out, self.max_bench_bytes) + self._dtype(), env=child_env(), text=True,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
         if self._line(proc, START_S) != "ready":
             self._stop(proc)
             raise UsageError(f"the importing process did not start{self._last_words(': ')}")
         return proc
+
+    def _dtype(self) -> list[str]:
+        """The importing process's last argument: the dtype, where it is not float32 (its default)."""
+        return [] if self.dtype == "float32" else [self.dtype]
 
     def _last_words(self, lead: str) -> str:
         """The end of the child's stderr on one line, after `lead`; "" if it said nothing."""
@@ -158,10 +162,10 @@ class Child:
             self.stderr.close()
 
 
-def child_command(out: Path, max_bench_bytes: int, dtype: str = "float32") -> list[str]:
+def child_command(out: Path, max_bench_bytes: int) -> list[str]:
     """The importing process: -P keeps the working directory off sys.path, so a folder named fsr
     there (a clone's, from its parent folder) is not the fsr it imports."""
-    return [sys.executable, "-P", "-m", "fsr.kernelbench.one", str(out), str(max_bench_bytes), dtype]
+    return [sys.executable, "-P", "-m", "fsr.kernelbench.one", str(out), str(max_bench_bytes)]
 
 
 def child_env() -> dict[str, str]:
