@@ -1,5 +1,6 @@
-"""`fsr import FILE_OR_DIR... [--out TASKS_DIR] [--max-bench-bytes BYTES]`: KernelBench-format problem
-files as task folders, benchmarked at the files' sizes or at smaller ones that fit a GPU worker.
+"""`fsr import FILE_OR_DIR... [--out TASKS_DIR] [--max-bench-bytes BYTES] [--dtype DTYPE]`: KernelBench-format
+problem files as task folders, benchmarked at the files' sizes or at smaller ones that fit a GPU worker,
+in float32 (the files' own dtype) or cast to float16 / bfloat16 as KernelBench v0.2 casts them.
 
 Each file is imported in a child process (fsr.kernelbench.one) under a time bound: a file that
 hangs or exhausts memory is skipped with that reason and a fresh child takes the next file. One
@@ -44,6 +45,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--max-bench-bytes", type=byte_count, default=DEFAULT_MAX_BENCH_BYTES, metavar="BYTES",
                      help="the most bytes of arguments a benchmark size may hold: a file whose own sizes hold more is "
                           "benchmarked at smaller ones that fit (default 4GiB; 0: the file's sizes whatever they hold)")
+    imp.add_argument("--dtype", type=import_dtype, default="float32", metavar="DTYPE",
+                     help="the tasks' floating arguments: float32 (default: the files' own), float16 or bfloat16 "
+                          "(the module, its weights and inputs cast as KernelBench v0.2 casts them; that dtype's tolerance)")
+
+
+DTYPES = ("float32", "float16", "bfloat16")  # fsr.kernelbench.precision.CHOICES, without importing NumPy
+
+
+def import_dtype(text: str) -> str:
+    """An argparse `type=` for --dtype."""
+    if text not in DTYPES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(DTYPES)}, not {text!r}")
+    return text
 
 
 UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
@@ -81,20 +95,25 @@ def problem_files(paths: list[str]) -> list[Path]:
 class Child:
     """One importing process; `run` imports a file within a time bound, replacing a hung child."""
 
-    def __init__(self, out: Path, max_bench_bytes: int) -> None:
+    def __init__(self, out: Path, max_bench_bytes: int, dtype: str = "float32") -> None:
         self.out = out
         self.max_bench_bytes = max_bench_bytes
+        self.dtype = dtype
         self.proc: subprocess.Popen[str] | None = None
         self.stderr: IO[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
         self.stderr = tempfile.TemporaryFile("w+")  # read back when the child dies: its last words
-        proc = subprocess.Popen(child_command(self.out, self.max_bench_bytes), env=child_env(), text=True,
+        proc = subprocess.Popen(child_command(self.out, self.max_bench_bytes) + self._dtype(), env=child_env(), text=True,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
         if self._line(proc, START_S) != "ready":
             self._stop(proc)
             raise UsageError(f"the importing process did not start{self._last_words(': ')}")
         return proc
+
+    def _dtype(self) -> list[str]:
+        """The importing process's last argument: the dtype, where it is not float32 (its default)."""
+        return [] if self.dtype == "float32" else [self.dtype]
 
     def _last_words(self, lead: str) -> str:
         """The end of the child's stderr on one line, after `lead`; "" if it said nothing."""
@@ -195,7 +214,7 @@ def import_command(args: argparse.Namespace) -> int:
     failures: list[Exception] = []  # a child that cannot start: raised here, not in its thread
 
     def work() -> None:
-        child = Child(out, args.max_bench_bytes)
+        child = Child(out, args.max_bench_bytes, args.dtype)
         try:
             while True:
                 with lock:
@@ -236,4 +255,5 @@ def result_line(path: Path, name: str, result: dict[str, object]) -> str:
         return f"skipped {path}: {result['reason']}"
     scaled = f", {result['scaled']}" if result.get("scaled") else ""
     note = f"; {result['note']}" if result.get("note") else ""
-    return f"imported {name}: {result['tests']} test sizes, atol {result['atol']}{scaled}{note}"
+    tolerance = result.get("tolerance") or f"atol {result['atol']}"
+    return f"imported {name}: {result['tests']} test sizes, {tolerance}{scaled}{note}"

@@ -12,8 +12,10 @@ from pathlib import Path
 from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES
 
 
-def import_one(path: Path, out: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES) -> dict[str, object]:
-    """{"name", "ok", "reason"} or {"name", "ok", "tests", "atol", "note", "scaled"} for one file."""
+def import_one(path: Path, out: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES,
+               dtype: str = "float32") -> dict[str, object]:
+    """{"name", "ok", "reason"} or {"name", "ok", "tests", "atol", "note", "scaled"} for one file
+    (and "tolerance", the dtype's default, where `dtype` is not float32)."""
     from fsr import tasks
     from fsr.kernelbench import write
     from fsr.kernelbench.plan import plan
@@ -21,7 +23,7 @@ def import_one(path: Path, out: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_B
 
     name = write.task_name(path)
     try:
-        p = plan(path, max_bench_bytes)
+        p = plan(path, max_bench_bytes, dtype)
         folder = write.write(path, p, out)
     except ProblemError as e:
         return {"name": name, "ok": False, "reason": str(e)}
@@ -31,8 +33,9 @@ def import_one(path: Path, out: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_B
         tasks.load(folder)
     except tasks.TaskError as e:
         return {"name": name, "ok": False, "reason": f"the written task does not load: {e}"}
-    return {"name": name, "ok": True, "tests": len(p.test_sizes), "atol": p.atol, "note": p.note,
-            "scaled": p.scaled}
+    done: dict[str, object] = {"name": name, "ok": True, "tests": len(p.test_sizes), "atol": p.atol, "note": p.note,
+                               "scaled": p.scaled}
+    return done | ({"tolerance": f"{p.dtype}, {p.tolerance}"} if p.tolerance else {})
 
 
 def main() -> None:
@@ -41,9 +44,10 @@ def main() -> None:
     torch.set_num_threads(1)
     out = Path(sys.argv[1])
     max_bench_bytes = int(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_MAX_BENCH_BYTES
+    dtype = sys.argv[3] if len(sys.argv) > 3 else "float32"
     print("ready", flush=True)
     for line in sys.stdin:
-        print(json.dumps(import_one(Path(line.rstrip("\n")), out, max_bench_bytes)), flush=True)
+        print(json.dumps(import_one(Path(line.rstrip("\n")), out, max_bench_bytes, dtype)), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, poly, probe, runtime, scale, sizes
+from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, poly, precision, probe, runtime, scale, sizes
 from fsr.kernelbench.probe import ProblemError, Shapes, Values
 
 LARGE_ELEMENTS = 2**20  # the largest test size: inputs, weights and outputs together
@@ -55,6 +55,8 @@ class Plan:
     file_bench_bytes: int  # the arguments' bytes at file_bench
     max_bench_bytes: int  # the bound the benchmark size was fitted to (0: none)
     ties: dict[str, str]  # a size kept equal to another at every size (follower -> leader)
+    dtype: str = "float32"  # what the floating arguments are cast to (`fsr import --dtype`)
+    tolerance: str = ""  # a low-precision dtype's default tolerance, its label; "" for float32
 
     @property
     def scaled(self) -> str:
@@ -62,9 +64,10 @@ class Plan:
         return scale.note(self.file_bench, self.bench, self.file_bench_bytes, self.max_bench_bytes)
 
 
-def plan(path: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES) -> Plan:
+def plan(path: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES, dtype: str = "float32") -> Plan:
     """The plan of `path`'s task, its benchmark size fitted to `max_bench_bytes` of arguments (0:
-    the file's sizes whatever they hold); raises ProblemError with the one-line reason it has none."""
+    the file's sizes whatever they hold), its floating arguments in `dtype` (float32, float16 or bfloat16);
+    raises ProblemError with the one-line reason it has none."""
     source = path.read_text()
     bench = sizes.constants(source)
     if not bench:
@@ -72,16 +75,23 @@ def plan(path: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES) -> Plan:
     namespace = _namespace(source, bench)
     at_bench = probe.shapes(source, bench)
     layout = _layout(namespace, at_bench, list(bench))
+    if dtype != "float32":
+        layout["dtype"] = dtype
     ties = _ties(source, bench, at_bench)
     tests, vals = _test_sizes(source, bench, at_bench, layout, ties)
     points = [(s, probe.shapes(source, s)) for s in tests] + [(bench, at_bench)] + _probes(source, bench, tests[-1], at_bench, ties)
-    args = _args(layout, at_bench, points, bench)
+    args = tuple(replace(a, dtype=precision.lowered(dtype, a.dtype)) for a in _args(layout, at_bench, points, bench))
     fitted = scale.fit(source, bench, args, max_bench_bytes, lambda s: _same_signature(s, at_bench), ties)
     if fitted != bench:
         points.append((fitted, probe.shapes(source, fitted)))
     atol, rtol, note = _tolerance(vals)
+    label = ""
+    if dtype != "float32":  # the dtype's default tolerance replaces float32's, once PyTorch passes it
+        tol, tests = precision.check(source, layout, tests, [a.dtype for a in args if a.intent == "out"])
+        if tol is not None:
+            atol, rtol, note, label = tol.atol, tol.rtol, "", tol.label()
     return Plan(fitted, tests, args, layout, _bytes(args, points, fitted), _flops(points, args, fitted), atol, rtol,
-                note, bench, scale.argument_bytes(args, bench), max_bench_bytes, ties)
+                note, bench, scale.argument_bytes(args, bench), max_bench_bytes, ties, dtype, label)
 
 
 def _namespace(source: str, bench: dict[str, int]) -> dict[str, Any]:

@@ -10,12 +10,13 @@ import re
 import shutil
 from pathlib import Path
 
-from fsr.kernelbench import runtime, scale
+from fsr.kernelbench import cast, runtime, scale
 from fsr.kernelbench.plan import Plan
 from fsr.kernelbench.probe import ProblemError
 from fsr.types import bytes_text
 
 MARKER = "# Written by `fsr import`"
+CAST_BANNER = "A module run in float16 or bfloat16, as KernelBench v0.2 runs one (fsr/kernelbench/cast.py)."
 
 TAIL = '''
 
@@ -69,6 +70,10 @@ def write(path: Path, plan: Plan, out: Path) -> Path:
     header = f"{MARKER} from {path.name} (its text is _SOURCE at the end of this file).\n"
     code = Path(runtime.__file__).read_text()
     tail = TAIL.format(layout=repr(plan.layout), source=literal(path.read_text()))
+    if plan.dtype != "float32":  # inputs, weights and the comparators' module in the dtype (cast.py)
+        code += "\n\n# " + CAST_BANNER + Path(cast.__file__).read_text().split(f"\n{cast.COPY_FROM}\n", 1)[1]
+        for plain, cast_name in (("draw(", "cast_draw("), ("reference64(", "cast_reference("), ("module32(", "cast_module(")):
+            tail = tail.replace(f"return {plain}", f"return {cast_name}")
     (folder / "reference.py").write_text(header + code + tail)
     (folder / "task.toml").write_text(toml(path, name, plan))
     return folder
@@ -157,6 +162,10 @@ def description(path: Path, plan: Plan) -> str:
         lines.append(f"  constant {name} = {value!r} (the number get_inputs gives; a float32 to a kernel)")
     lines.append(f"Benchmark size: {', '.join(f'{k} = {v}' for k, v in plan.bench.items())}" + (
         f" (the file's own sizes, {_listed(plan.file_bench)}, scaled down to fit a GPU's memory)." if plan.scaled else "."))
+    if plan.dtype != "float32":
+        lines.append(f"Run in {plan.dtype} as KernelBench v0.2 runs it with that precision: every floating input, "
+                     f"weight and buffer is {plan.dtype} (the module's own float32 values rounded), and PyTorch's "
+                     f"module computes in {plan.dtype}.")
     lines += [f"{f} equals {leader} at every size (the module accepts them only equal)." for f, leader in plan.ties.items()]
     lines += ["", "The module's source:", "", path.read_text().rstrip(), ""]
     return "\n".join(lines)
@@ -170,9 +179,7 @@ def toml(path: Path, name: str, plan: Plan) -> str:
            f"bytes = {json.dumps(plan.bytes_expr)}",
            "# PyTorch's FLOP counter (matmuls, convolutions, attention); a literal is the benchmark size's count",
            f"flops = {json.dumps(plan.flops_expr)}",
-           f"# {MARGIN_NOTE}" + (f"; {plan.note}" if plan.note else ""),
-           f"atol = {plan.atol!r}",
-           f"rtol = {plan.rtol!r}",
+           *_tolerance(plan),
            "test_sizes = [", *[f"    {_size(s)}," for s in plan.test_sizes], "]",
            *_file_sizes(plan),
            f"bench_size = {_size(plan.bench)}"]
@@ -182,6 +189,15 @@ def toml(path: Path, name: str, plan: Plan) -> str:
         out += ["", "[[args]]", f"name = {json.dumps(arg.name)}", f"dtype = {json.dumps(arg.dtype)}",
                 f"shape = {json.dumps(list(arg.shape))}", f"intent = {json.dumps(arg.intent)}"]
     return "\n".join(out) + "\n"
+
+
+def _tolerance(plan: Plan) -> list[str]:
+    """task.toml's tolerance lines: float32's measured one, a low-precision dtype's default."""
+    if not plan.tolerance:  # float32, or integer outputs (exact in any dtype)
+        return [f"# {MARGIN_NOTE}" + (f"; {plan.note}" if plan.note else ""), f"atol = {plan.atol!r}", f"rtol = {plan.rtol!r}"]
+    return [f"# No atol or rtol: {plan.dtype} outputs take fsr's default ({plan.tolerance}; ref the float64 forward "
+            f"of the inputs and weights rounded to {plan.dtype}), which PyTorch's own {plan.dtype} forward passes "
+            "at every test size"]
 
 
 MARGIN_NOTE = "tolerance: 32 times the largest error of PyTorch's float32 forward against float64 at the test sizes"

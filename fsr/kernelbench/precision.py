@@ -1,0 +1,75 @@
+"""The checks of an import in float16 or bfloat16 (`fsr import --dtype`): the task's outputs take
+that dtype's default tolerance (fsr.dtypes: relative, with a magnitude floor), and PyTorch's own
+module run in the dtype, as the task's comparators run it (cast.py), must pass it against the
+float64 reference of the rounded inputs at every test size; a problem whose module does not (it
+cannot run in that dtype, or its outputs are too sensitive for it) is skipped saying so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fsr import dtypes
+from fsr.kernelbench import cast
+from fsr.kernelbench.probe import ProblemError, _why
+from fsr.kernelbench.runtime import outputs
+
+LEAST = 5  # plan.LEAST: test sizes a task needs
+
+
+
+def lowered(dtype: str, tensor_dtype: str) -> str:
+    """An argument's dtype in a task imported in `dtype`: floating ones are cast to it (KernelBench
+    casts float64 tensors too), integers and bools keep theirs."""
+    return dtype if dtype != "float32" and tensor_dtype in ("float32", "float64", "float16") else tensor_dtype
+
+
+def outputs_in(source: str, layout: dict[str, Any], sizes: dict[str, int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The float64 reference and PyTorch's forward in the layout's dtype (as float64) at `sizes`."""
+    import torch
+
+    arrays = cast.cast_draw(source, layout, sizes, np.random.default_rng(0))
+    ref = cast.cast_reference(source, layout, {k: a.copy() for k, a in arrays.items()}, sizes)
+    model, activations = cast.cast_module(source, layout, arrays, sizes)
+    with torch.no_grad():
+        got = [t.detach().to(torch.float64).numpy() if t.is_floating_point() else t.numpy()
+               for t in outputs(model(*activations))]
+    return [ref[n] for n in layout["outputs"]], got
+
+
+def check(source: str, layout: dict[str, Any], tests: tuple[dict[str, int], ...],
+          out_dtypes: list[str]) -> tuple[dtypes.Tolerance | None, tuple[dict[str, int], ...]]:
+    """The dtype's default tolerance of floating outputs (None for integer ones: they compare
+    exactly, as in float32) and the test sizes kept: those where a floating output's reference is
+    all zeros are dropped (a relative tolerance of zeros passes anything close to zero, and
+    fsr refuses such a task). Raises ProblemError where PyTorch in the dtype fails the tolerance at
+    a test size, or fewer than `LEAST` test sizes are left."""
+    dtype = layout["dtype"]
+    floats = [d for d in out_dtypes if d == dtype]
+    if floats and len(floats) != len(out_dtypes):
+        raise ProblemError(f"outputs both floating and integer have no one tolerance in {dtype}")
+    default = dtypes.default_tolerance(out_dtypes)
+    tol = default or dtypes.Tolerance(0.5, 1e-12)  # integers: exact
+    kept = []
+    cast._MODULE.clear()
+    for s in tests:
+        try:
+            refs, got = outputs_in(source, layout, s)
+        except Exception as e:
+            raise ProblemError(f"PyTorch's module in {dtype} does not run: {_why(e)}") from None
+        if default is not None and any(dtypes.magnitude(r) == 0 for r in refs):
+            continue
+        for ref, out in zip(refs, got, strict=True):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                excess = np.abs(out.astype(np.float64) - ref) / dtypes.bounds(ref, tol)
+            if not np.all(excess <= 1):  # NaN (an overflow in the dtype) fails too
+                worst = float(np.max(np.nan_to_num(excess, nan=np.inf)))
+                raise ProblemError(f"PyTorch's own {dtype} forward fails {dtype}'s tolerance ({tol.label()}) at "
+                                   f"{', '.join(f'{k} = {v}' for k, v in s.items())}: {worst:.3g} times the bound")
+        kept.append(s)
+    cast._MODULE.clear()
+    if len(kept) < LEAST:
+        raise ProblemError(f"only {len(kept)} test sizes have outputs other than zeros in {dtype} "
+                           f"(at least {LEAST} needed)")
+    return default, tuple(kept)
