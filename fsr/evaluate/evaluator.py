@@ -176,6 +176,7 @@ class GpuEvaluator:
         self._compared: set[str] = set()  # tasks whose comparators are timed (or could not be)
         self._asked: dict[str, int] = {}  # task -> sandbox generation asked to time them beside
         self._owed_s = 0.0  # the comparators' GPU seconds not yet charged to an evaluation
+        self._owed_lock = threading.Lock()  # not the GPU lock: another candidate holds that while it runs
         self._toolchain = ""
 
     def device(self) -> DeviceInfo:
@@ -201,7 +202,7 @@ class GpuEvaluator:
         # What it added past its setup is its own work; of the rest, only what no other evaluation
         # already covered is charged as preparing; and the GPU time comparators took beside it.
         setup_s = min(result.setup_s, max(0.0, charged - (end - setup_end)))
-        with self._gpu:
+        with self._owed_lock:
             owed, self._owed_s = self._owed_s, 0.0
         total = min(charged, setup_s + owed)
         return replace(result, wall_s=charged, setup_s=total, comparators_s=min(owed, total))
@@ -320,7 +321,8 @@ class GpuEvaluator:
                                               torch_compile_us=c.torch_compile_us,
                                               torch_compile_s=c.torch_compile_s)
             self._compared.add(c.task)
-            self._owed_s += c.gpu_s
+            with self._owed_lock:
+                self._owed_s += c.gpu_s
             for line in c.missed:
                 log.warning("task %s: %s", c.task, line)
         self.sandbox.compared.clear()

@@ -130,3 +130,25 @@ def test_the_switch_interval_is_short_only_while_compiling():
     with short_switches():
         assert abs(sys.getswitchinterval() - min(before, SWITCH_S)) < 1e-9 and sys.getswitchinterval() < 0.005
     assert sys.getswitchinterval() == before
+
+
+def test_an_evaluation_returns_without_waiting_for_the_gpu_lock_another_candidate_holds():
+    """The comparators' owed seconds are taken under a lock of their own: under the GPU lock, an
+    evaluation's result waited for another in-flight candidate's whole run on the GPU."""
+    from fsr import candidate, tasks
+    from fsr.config import EvalConfig, TuneConfig
+    from fsr.evaluate.evaluator import GpuEvaluator
+    from fsr.types import Verdict, WorkerSpec
+
+    softmax, layernorm = tasks.load("softmax"), tasks.load("layernorm")
+    ev = GpuEvaluator(WorkerSpec((layernorm,), EvalConfig(), TuneConfig(trials=0)), beside=True)
+    release = threading.Event()
+    holder = held_elsewhere(ev._gpu, release)  # another candidate running on the GPU
+    try:
+        started = time.monotonic()
+        result = ev.evaluate(candidate.parse(softmax.baseline_source, softmax))  # not this worker's task
+        assert result.verdict == Verdict.REJECTED and time.monotonic() - started < 2.0
+    finally:
+        release.set()
+        holder.join(5)
+        ev.close()
