@@ -201,11 +201,18 @@ class RayExecutor(Supervisor):
         slot's counters, and every notice so far (lost, re-queued, retired, not placed; each is
         also in the cluster log)."""
         deadline = time.monotonic() + wait_s
-        while (starting := [s.ready_ref for s in self._slots if s.ready_ref is not None]):
+        while True:
+            # a worker that failed to start is started again after its back-off: wait for it too
+            self._restart_due(time.monotonic())
+            starting = [s.ready_ref for s in self._slots if s.ready_ref is not None]
+            due = [s.restart_at for s in self._slots if s.restart_at is not None and not s.retired]
             left = deadline - time.monotonic()
-            if left <= 0:
+            if not (starting or due) or left <= 0:
                 break
-            ready, _ = ray.wait(starting, num_returns=len(starting), timeout=left)
+            if not starting:
+                time.sleep(min(left, max(0.0, min(due) - time.monotonic()), WAKEUP_S))
+                continue
+            ready, _ = ray.wait(starting, num_returns=len(starting), timeout=min(left, WAKEUP_S))
             self._collect(ready, [])
         now = self._closed_at or time.monotonic()
         return Workers({s.name: s.info.device for s in self._slots if s.info is not None},

@@ -83,6 +83,23 @@ class MarkedEvaluatorFactory:
         return MarkedEvaluator(self.latency_s, self.models[index % len(self.models)], self.effects)
 
 
+@dataclass(frozen=True)
+class FailOnceEvaluatorFactory:
+    """Raises the first time it is called in any worker (a file at `flag` remembers it across
+    processes), as a worker whose GPU child fails to start once; then builds a MarkedEvaluator."""
+
+    flag: str
+    latency_s: float = 0.01
+
+    def __call__(self) -> MarkedEvaluator:
+        try:
+            with open(self.flag, "x"):
+                pass
+        except FileExistsError:
+            return MarkedEvaluatorFactory(self.latency_s)()
+        raise RuntimeError("fsr-test: this worker fails to start once")
+
+
 @dataclass
 class PreparingEvaluator:
     """A GPU worker that holds at most `capacity` prepared tasks (the least recently used dropped)

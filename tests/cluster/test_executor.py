@@ -146,10 +146,11 @@ def test_a_resumed_campaign_keeps_each_task_on_the_gpu_model_it_started_on(make,
     assert set(read(tmp_path).column("device").to_pylist()) == {"ModelB"}
 
 
-def _preparations(homes):
-    """Four workers that each hold three prepared tasks; twelve tasks visited in turn, eight
+def _preparations(homes, workers=4):
+    """Workers that each hold three prepared tasks; twelve tasks visited in turn, eight
     candidates each: the most times one worker prepared one task."""
-    ex = RayExecutor(PreparingEvaluatorFactory(capacity=3), num_workers=4, max_in_flight_per_worker=2, homes=homes)
+    ex = RayExecutor(PreparingEvaluatorFactory(capacity=3), num_workers=workers, max_in_flight_per_worker=2,
+                     homes=homes)
     try:
         ex.workers(RAY_WAIT_S)
         names = [f"task{i:02d}" for i in range(12)]
@@ -168,8 +169,9 @@ def _preparations(homes):
 
 def test_a_campaign_of_more_tasks_than_a_worker_holds_prepares_each_task_at_most_twice():
     # Each worker holds three tasks, the campaign has twelve: shared out by home (share_tasks, as
-    # from_config does), each worker cycles through its own three and prepares each once; sent to
-    # whichever worker is least loaded, every worker cycles through all twelve and prepares a task
-    # at every visit (the thrash a 16-task suite met on one GPU and on four).
+    # from_config does), each worker cycles through its own three and prepares each once.
     assert _preparations(share_tasks([f"task{i:02d}" for i in range(12)], 4)) <= 2
-    assert _preparations(None) > 2  # the same campaign without homes: the check can fail
+    # The check can fail: one worker cycling through all twelve prepares a task at every visit
+    # (the thrash a 16-task suite met). Four workers without homes are no control: whether the
+    # least-loaded choice thrashes depends on the timing of the replies.
+    assert _preparations(None, workers=1) > 2

@@ -29,6 +29,7 @@ from cluster.testing import (
     HANG_MARK,
     RAISE_MARK,
     SLOW_MARK,
+    FailOnceEvaluatorFactory,
     MarkedEvaluatorFactory,
     candidates,
 )
@@ -207,6 +208,14 @@ def test_a_worker_that_cannot_be_placed_waits_while_the_others_work(make):
     finally:
         ray.kill(holder)
     assert len(ex.workers(RAY_WAIT_S).devices) == 4  # placed once a GPU is free
+
+
+def test_waiting_for_the_workers_includes_one_being_started_again_after_a_failed_start(make, tmp_path):
+    ex = make(evaluator_factory=FailOnceEvaluatorFactory(str(tmp_path / "failed")), num_workers=1)
+    workers = ex.workers(RAY_WAIT_S)
+    assert (tmp_path / "failed").exists()  # the first start did fail
+    assert len(workers.devices) == 1, workers.notices
+    assert any("failed to start" in line for line in workers.notices)
 
 
 class NodeRemover:
