@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 PROMPT_MARGIN = 1.25  # over the highest tokens-per-byte a server reported
 MESSAGE_TOKENS = 8  # a chat message's own tokens (role, separators) beyond its text
+ARRIVAL_JITTER_S = 0.5  # how much later than sent a request may reach the server's rate window
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
@@ -206,10 +207,11 @@ class CallGate:
     def __init__(self, max_in_flight: int = 0, requests_per_min: int = 0, tokens_per_min: int = 0,
                  window_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         # A call is counted from when its request leaves; the server counts from when it
-        # arrives, a little later and with jitter: a slightly longer window absorbs that.
+        # arrives, a little later and with jitter (network, the server's threads, a loaded
+        # client): a longer window absorbs that, half a second beyond 2%.
         self.max_in_flight, self.clock = max_in_flight, clock
-        self.requests = RateLimit(requests_per_min, window_s * 1.02 + 0.05)
-        self.tokens = RateLimit(tokens_per_min, window_s * 1.02 + 0.05)
+        self.requests = RateLimit(requests_per_min, window_s * 1.02 + ARRIVAL_JITTER_S)
+        self.tokens = RateLimit(tokens_per_min, window_s * 1.02 + ARRIVAL_JITTER_S)
         self.in_flight = 0
         self.hold_until = 0.0
         self.throttles: deque[tuple[float, float | None]] = deque()  # appended and taken atomically
