@@ -1,4 +1,5 @@
 """NVRTC compilation to a cubin for one architecture, with the compiler's resource report.
+Candidates compile for the device's arch-specific variant from sm_90 on (`target_arch`).
 
 Runs on machines without a GPU (NVRTC is a library). Results are cached by content: the same
 source, defines, options and architecture compile once per `CompileService`, and, where the
@@ -95,6 +96,39 @@ def include_dirs() -> list[str]:
     return out
 
 
+_PLAIN_ARCH = re.compile(r"sm_(\d{2,3})")
+
+
+def target_arch(arch: str) -> str:
+    """The architecture candidates compile for on a device of `arch`: from sm_90 on, its
+    arch-specific variant (sm_90 -> sm_90a, sm_100 -> sm_100a), so that the instructions only
+    that variant has compile (wgmma, setmaxnreg and the tensor-memory copies on sm_90a, tcgen05
+    on sm_100a); an earlier arch, or one already suffixed, as it is. NVRTC 13.0 (the version fsr
+    installs) knows the variant of every arch it compiles for from sm_90 on.
+
+    A cubin for sm_90a loads on an sm_90 device only, never on a later one. That is fine: fsr
+    compiles per device, on the node that runs the candidate, with the arch its GPU child read
+    from that device (the compile caches hold the arch in their key), so no cubin reaches a device
+    of another arch."""
+    m = _PLAIN_ARCH.fullmatch(arch)
+    return f"{arch}a" if m and int(m.group(1)) >= 90 else arch
+
+
+@functools.cache
+def compiles_for(arch: str) -> bool:
+    """Whether this NVRTC compiles for `arch` exactly (an empty kernel, some 30 ms; fsr's own
+    source, so in this process)."""
+    nvrtc = _library()
+    prog = nvrtc.createProgram("__global__ void fsr_probe() {}", "probe.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}"])
+        return True
+    except nvrtc.NVRTCError:
+        return False
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 class Compiler(Protocol):
     """Where a process compiles what its caches miss (fsr.evaluate.compile_pool.CompilePool)."""
 
@@ -124,14 +158,15 @@ class CompileService:
         self.pool = pool
 
     def compile(self, cand: Candidate, arch: str) -> Compiled:
-        """Compile for `arch` (e.g. "sm_90"); raises CompileFailed with the compiler's log. Looks
-        in memory, then on disk; failures are not cached."""
+        """Compile for a device of `arch` (e.g. "sm_90", compiled for `target_arch(arch)`);
+        raises CompileFailed with the compiler's log. Looks in memory, then on disk; failures are
+        not cached."""
         bad = [o for o in cand.compile_options if not ALLOWED_OPTIONS.match(o)]
         if bad:
             raise CompileFailed(f"compile option(s) not allowed: {' '.join(bad)}")
         source = full_source(cand)
         kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
-        options = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
+        options = (f"--gpu-architecture={target_arch(arch)}",) + BASE_OPTIONS + cand.compile_options
         key = hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
         result = self._get(key)
         if result is not None:
