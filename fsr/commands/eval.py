@@ -43,7 +43,7 @@ def load_candidate(task: Task, file: str) -> Candidate:
 
 def check_arch(arch: str) -> None:
     """A device architecture this NVRTC compiles candidates for ("" is the device's own; sm_90a as
-    well as sm_90, which compiles for sm_90a too: fsr.evaluate.compile.target_arch); UsageError
+    well as sm_90, whose wgmma code compiles for sm_90a: fsr.evaluate.compile.target_arch); UsageError
     naming the ones it knows if not: an unknown one would otherwise be every candidate's
     COMPILE_ERROR."""
     if not arch:
