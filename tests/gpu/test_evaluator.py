@@ -116,7 +116,7 @@ def test_every_task_baseline_and_template_default_are_ok(evaluator, task_name):
 
 
 def test_an_honest_wgmma_gemm_is_ok_on_an_sm_90_device(evaluator):
-    """fsr compiles an sm_90 device's candidates for sm_90a: a wgmma kernel (one m64n64k16 a
+    """fsr compiles code that only sm_90a assembles for sm_90a on an sm_90 device: a wgmma kernel (one m64n64k16 a
     step, operands from shared-memory descriptors) compiles, runs and is right at every size."""
     if evaluator.device().arch != "sm_90":
         pytest.skip(f"wgmma needs an sm_90 device, not {evaluator.device().arch}")
