@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--repeat", type=at_least(1), default=1,
                     help="evaluate N times (with --json, one line per evaluation)")
     ev.add_argument("--arch", type=config_option("eval", "arch"),
-                    help="compile for this architecture (default: the device's; sm_90 without one)")
+                    help="compile for this architecture (default: the device's; sm_90 without one); from sm_90 on, code "
+                         "that only its arch-specific variant assembles (wgmma) compiles for that (sm_90a)")
 
     from fsr.commands import run as run_command
 

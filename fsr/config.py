@@ -167,7 +167,7 @@ RANGES: dict[str, Range] = {
     "llm.input_price_per_mtok": Range(None), "llm.output_price_per_mtok": Range(None),  # negative: price table
 }
 TORCH_COMPILE_MODES = ("default", "max-autotune", "off")
-ARCH_RE = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")
+ARCH_RE = re.compile(r"^sm_\d{2,3}[af]?$")  # a real arch: fsr loads a cubin, which compute_XX gives none of
 
 
 def _url(text: str) -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 import sys
 import time
 from dataclasses import replace
@@ -43,15 +42,18 @@ def load_candidate(task: Task, file: str) -> Candidate:
 
 
 def check_arch(arch: str) -> None:
-    """An architecture this NVRTC compiles for ("" is the device's own); UsageError naming them
-    if not: an unknown one would otherwise be the candidate's COMPILE_ERROR."""
+    """A device architecture this NVRTC compiles candidates for ("" is the device's own; sm_90a as
+    well as sm_90, whose wgmma code compiles for sm_90a: fsr.evaluate.compile.target_arch); UsageError
+    naming the ones it knows if not: an unknown one would otherwise be every candidate's
+    COMPILE_ERROR."""
     if not arch:
         return
-    from fsr.evaluate.compile import _library
+    from fsr.evaluate.compile import _library, compiles_for, target_arch
 
-    supported = tuple(_library().getSupportedArchs())
-    if int(re.sub(r"^(sm|compute)_", "", arch).rstrip("af")) not in supported:
-        raise UsageError(f"architecture {arch}: this NVRTC compiles for {', '.join(f'sm_{a}' for a in supported)}")
+    if not compiles_for(target_arch(arch)):
+        plain = [f"sm_{a}" for a in _library().getSupportedArchs()]
+        known = [name for a in plain for name in dict.fromkeys((a, target_arch(a)))]
+        raise UsageError(f"architecture {arch}: this NVRTC compiles for {', '.join(known)}")
 
 
 def check_lineage_dir(run_dir: str | None) -> None:

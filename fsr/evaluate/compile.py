@@ -1,4 +1,6 @@
 """NVRTC compilation to a cubin for one architecture, with the compiler's resource report.
+Code that only the device's arch-specific variant assembles (wgmma on an sm_90 device) is
+compiled again for that variant (`target_arch`); everything else for the device's own arch.
 
 Runs on machines without a GPU (NVRTC is a library). Results are cached by content: the same
 source, defines, options and architecture compile once per `CompileService`, and, where the
@@ -95,6 +97,44 @@ def include_dirs() -> list[str]:
     return out
 
 
+_PLAIN_ARCH = re.compile(r"sm_(\d{2,3})")
+
+
+# ptxas's words for an instruction the plain arch lacks and its arch-specific variant may have
+_VARIANT_ONLY = re.compile(r"not supported on \.target 'sm_\d+'")
+
+
+def target_arch(arch: str) -> str:
+    """The arch-specific variant of a device of `arch`, for code that needs it: from sm_90 on,
+    sm_90 -> sm_90a, sm_100 -> sm_100a (wgmma, setmaxnreg and the tensor-memory copies on
+    sm_90a, tcgen05 on sm_100a); an earlier arch, or one already suffixed, as it is. NVRTC 13.0
+    (the version fsr installs) knows the variant of every arch it compiles for from sm_90 on.
+    A candidate is compiled for it only when ptxas refuses an instruction on the plain arch, so
+    every other candidate's cubin is the plain arch's, as before the variants were used.
+
+    A cubin for sm_90a loads on an sm_90 device only, never on a later one. That is fine: fsr
+    compiles per device, on the node that runs the candidate, with the arch its GPU child read
+    from that device (the compile caches hold the arch in their key), so no cubin reaches a device
+    of another arch."""
+    m = _PLAIN_ARCH.fullmatch(arch)
+    return f"{arch}a" if m and int(m.group(1)) >= 90 else arch
+
+
+@functools.cache
+def compiles_for(arch: str) -> bool:
+    """Whether this NVRTC compiles for `arch` exactly (an empty kernel, some 30 ms; fsr's own
+    source, so in this process)."""
+    nvrtc = _library()
+    prog = nvrtc.createProgram("__global__ void fsr_probe() {}", "probe.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}"])
+        return True
+    except nvrtc.NVRTCError:
+        return False
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 class Compiler(Protocol):
     """Where a process compiles what its caches miss (fsr.evaluate.compile_pool.CompilePool)."""
 
@@ -122,17 +162,37 @@ class CompileService:
         self.lock = threading.Lock()  # tuning trials compile on several threads at once
         self.disk = disk
         self.pool = pool
+        self.needs_variant: set[str] = set()  # plain-arch keys whose code only the arch's variant compiles
 
     def compile(self, cand: Candidate, arch: str) -> Compiled:
-        """Compile for `arch` (e.g. "sm_90"); raises CompileFailed with the compiler's log. Looks
-        in memory, then on disk; failures are not cached."""
+        """Compile for a device of `arch` (e.g. "sm_90"); where ptxas refuses an instruction
+        that only the arch's variant has, for `target_arch(arch)` instead. Raises CompileFailed
+        with the compiler's log. Looks in memory, then on disk; failures are not cached."""
         bad = [o for o in cand.compile_options if not ALLOWED_OPTIONS.match(o)]
         if bad:
             raise CompileFailed(f"compile option(s) not allowed: {' '.join(bad)}")
         source = full_source(cand)
         kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
-        options = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
-        key = hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
+        variant = target_arch(arch)
+        plain = self._key(source, kernels, (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options)
+        if variant != arch and plain in self.needs_variant:
+            arch = variant  # known from an earlier compile: straight to the variant
+        try:
+            return self._compile(source, kernels, (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options)
+        except CompileFailed as e:
+            if variant == arch or not _VARIANT_ONLY.search(str(e)):
+                raise
+        result = self._compile(source, kernels, (f"--gpu-architecture={variant}",) + BASE_OPTIONS + cand.compile_options)
+        with self.lock:
+            self.needs_variant.add(plain)
+        return result
+
+    @staticmethod
+    def _key(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> str:
+        return hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
+
+    def _compile(self, source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
+        key = self._key(source, kernels, options)
         result = self._get(key)
         if result is not None:
             return result

@@ -24,6 +24,7 @@ from pathlib import Path
 from fsr import dtypes, tasks
 from fsr.dtypes import LOW_PRECISION, flop_ceiling
 from fsr.evaluate import guards
+from fsr.evaluate.compile import target_arch
 from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.features import BY_NAME
@@ -134,14 +135,22 @@ def device_section(device: DeviceInfo, task: Task) -> str:
                 low=tensor_cores(device, task))
 
 
+# wgmma exists on sm_90a only (sm_100a's tensor cores take tcgen05 instead), which fsr compiles an
+# sm_90 device's candidates for (fsr.evaluate.compile.target_arch).
+WGMMA = ("wgmma.mma_async.sync.aligned.m64nNk16 (N 8 to 256 by 8, one warpgroup of 128 threads; A from "
+         "registers or a shared-memory matrix descriptor, B from a descriptor; bf16/f16 in, f32 accumulate; "
+         "m64nNk32 for e4m3/e5m2) with wgmma.fence, commit_group and wait_group, and fence.proxy.async after "
+         "writing its shared-memory operands; setmaxnreg")
+
+
 def tensor_cores(device: DeviceInfo, task: Task) -> str:
     """For a task judged in a 16- or 8-bit float: its measured tensor-core rate and the
-    instructions NVRTC compiles for this device's arch (fsr compiles for `sm_XX`, not `sm_XXa`:
-    no wgmma or tensor-memory copies); "" for other tasks."""
+    instructions NVRTC compiles for this device's arch (wgmma on sm_90, which fsr compiles for
+    as sm_90a); "" for other tasks."""
     if task.dtype not in dtypes.LOW_PRECISION:
         return ""
-    number = device.arch.removeprefix("sm_")
-    cc = int(number) if number.isdigit() else 0
+    m = re.fullmatch(r"sm_(\d+)[af]?", device.arch)
+    cc = int(m.group(1)) if m else 0
     rate = flop_ceiling(device, task.dtype)
     said = f" Measured {task.dtype} tensor-core GEMM rate {rate:.0f} TFLOP/s." if rate else ""
     if cc < 80:
@@ -149,8 +158,9 @@ def tensor_cores(device: DeviceInfo, task: Task) -> str:
     ops = ["mma.sync.aligned.m16n8k16 (bf16/f16 in, f32 accumulate)", "ldmatrix", "cp.async"]
     if cc >= 89:
         ops.insert(1, "mma.sync.aligned.m16n8k32 with e4m3/e5m2")
-    return said + f" Tensor-core instructions this arch compiles: {', '.join(ops)}; `mma.h` (wmma) too."
-
+    if target_arch(device.arch) == "sm_90a":
+        ops.insert(0, WGMMA)
+    return said + f" Tensor-core instructions this arch compiles: {'; '.join(ops)}; `mma.h` (wmma) too."
 
 
 def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None,

@@ -115,6 +115,16 @@ def test_every_task_baseline_and_template_default_are_ok(evaluator, task_name):
         assert result.timing and result.timing.ceiling_fraction < 1.1
 
 
+def test_an_honest_wgmma_gemm_is_ok_on_an_sm_90_device(evaluator):
+    """fsr compiles code that only sm_90a assembles for sm_90a on an sm_90 device: a wgmma kernel (one m64n64k16 a
+    step, operands from shared-memory descriptors) compiles, runs and is right at every size."""
+    if evaluator.device().arch != "sm_90":
+        pytest.skip(f"wgmma needs an sm_90 device, not {evaluator.device().arch}")
+    path = ROOT / "tests" / "data" / "wgmma" / "gemm_bf16_wgmma.cu"
+    result = evaluator.evaluate(parse("gemm_bf16", path))
+    assert result.verdict == Verdict.OK, result.message[:400]
+
+
 @pytest.mark.parametrize(("dynamic", "static_floats"), [("96 * 1024", 0), ("48 * 1024", 64), ("40 * 1024", 4096)],
                          ids=["dynamic-96k", "dynamic-48k-plus-static", "dynamic-40k-plus-static-16k"])
 def test_large_shared_memory_is_opted_in(evaluator, dynamic, static_floats):

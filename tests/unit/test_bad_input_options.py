@@ -28,10 +28,14 @@ def test_version_is_printed_and_written_once(capsys):
 
 
 def test_an_architecture_nvrtc_does_not_know_is_bad_input(capsys):
-    assert_one_line(*run_main(capsys, "eval", "softmax", BASELINE, "--arch", "sm_999"), "architecture sm_999", "sm_90")
+    assert_one_line(*run_main(capsys, "eval", "softmax", BASELINE, "--arch", "sm_999"), "architecture sm_999", "sm_90a")
+    # sm_80 has no arch-specific variant: the number alone is no longer enough
+    assert_one_line(*run_main(capsys, "eval", "softmax", BASELINE, "--arch", "sm_80a"), "architecture sm_80a", "sm_80,")
+    # NVRTC gives no cubin for a virtual arch (it raised past the verdicts before)
+    assert_one_line(*run_main(capsys, "eval", "softmax", BASELINE, "--arch", "compute_80"), "compute_80", "sm_90a")
     from fsr.commands.eval import check_arch
 
-    for known in ("sm_90", "sm_90a", "compute_80", ""):
+    for known in ("sm_90", "sm_90a", "sm_100a", "sm_80", ""):
         check_arch(known)
 
 

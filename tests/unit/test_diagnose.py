@@ -103,6 +103,19 @@ def test_mma_kernel_shows_its_tensor_core_instructions() -> None:
     assert "median" not in out  # no timing: no fraction claimed
 
 
+def test_a_wgmma_kernel_compiled_for_sm_90a_shows_its_hgmma_and_occupancy() -> None:
+    """An sm_90 device's candidates compile for sm_90a: nvdisasm reads that cubin, and the
+    occupancy table of sm_90 applies to it."""
+    if diagnose.nvdisasm() is None:
+        pytest.skip("nvdisasm is not installed (the nvidia-cuda-nvdisasm package)")
+    from tests.unit.test_compile_arch import GEMM, WGMMA
+
+    program = COMPILER.compile(WGMMA, "sm_90")
+    out = diagnose.diagnose(program.cubin, program.lowered, program.kernel_resources, WGMMA, GEMM, H100, None)
+    assert "tensor-core instructions 1 HGMMA" in out
+    assert "16384 blocks of 128 threads" in out and "theoretical occupancy" in out
+
+
 def test_a_spilling_kernel_is_told_about_local_memory() -> None:
     out = text(SPILL, timed(1000.0), ("--maxrregcount=32",))
     assert "no local memory" not in out and "local memory" in out

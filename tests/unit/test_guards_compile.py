@@ -26,6 +26,7 @@ def with_body(extra: str):
     ("__device__ float* f() { return (float*)malloc(4); }", "device-heap"),
     ("__host__ int f() { return 1; }", "host-function"),
     ("#include <stdio.h>", "not allowed"),
+    ("#include <cute/tensor.hpp>", "not allowed"),  # NVRTC does not compile CuTe with fsr's options (docs/candidates.md)
 ])
 def test_guard_refuses_with_reason(extra, rule):
     reason = guards.check(with_body(extra))

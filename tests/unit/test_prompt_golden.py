@@ -18,7 +18,7 @@ from fsr.propose.features import detect
 from fsr.propose.prompt import build, estimate_tokens
 from fsr.testing.fakes import softmax_task, timing
 from fsr.testing.llm_server import FAST_KERNEL, GOOD_KERNEL
-from fsr.types import Evaluation, Resources, Verdict
+from fsr.types import DeviceInfo, Evaluation, Resources, Verdict
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "kernelbench"
 SOFTMAX = DATA / "level1" / "23_Softmax.py"
@@ -79,6 +79,27 @@ def test_a_level3_network_keeps_its_whole_module_within_the_budget(imported: Pat
     user = prompt.messages[1][1]
     assert RESNET.read_text().rstrip() in user and "characters cut" not in user
     assert prompt.tokens <= 16_000 and not prompt.shortened
+
+
+def test_a_bfloat16_tasks_first_prompt_names_wgmma_on_an_sm_90_device_only() -> None:
+    """On the H100 `fsr prompt` describes, the tensor-core line holds wgmma and its operand forms
+    (fsr compiles for sm_90a there); on an sm_89 or sm_80 device it does not, and a float32 task's
+    prompt names no tensor-core instruction."""
+    from dataclasses import replace
+
+    gemm = tasks.load("gemm_bf16")  # its description names wgmma too: only the device's line is read
+
+    def line(device: DeviceInfo) -> str:
+        user = build(ProposalRequest(gemm, ()), device).messages[1][1]
+        return next(t for t in user.splitlines() if "Tensor-core instructions this arch compiles" in t)
+
+    assert ("wgmma.mma_async.sync.aligned.m64nNk16 (N 8 to 256 by 8, one warpgroup of 128 threads; A from "
+            "registers or a shared-memory matrix descriptor, B from a descriptor; bf16/f16 in, f32 accumulate; "
+            "m64nNk32 for e4m3/e5m2)") in line(DESCRIBED_DEVICE) and "m16n8k16" in line(DESCRIBED_DEVICE)
+    for arch in ("sm_89", "sm_80"):
+        other = line(replace(DESCRIBED_DEVICE, arch=arch))
+        assert "wgmma" not in other and "mma.sync.aligned.m16n8k16" in other, arch
+    assert "wgmma" not in first_round(BUILTIN)[1] and "mma.sync" not in first_round(BUILTIN)[1]
 
 
 def test_eager_and_torch_compile_times_come_once_an_evaluation_carries_them() -> None:
