@@ -80,9 +80,11 @@ def test_detector_ignores_near_misses(name):
 
 
 # Features a plain kernel of the task cannot avoid, so the policy learns nothing from them there:
-# a multi-pass scan reduces and scans its chunks with block-stride loops, and one thread per
-# attention row keeps that row's d accumulators in a local array.
-INHERENT = {"scan": frozenset({"COALESCE"}), "attention": frozenset({"REG_BLOCK"})}
+# a multi-pass scan reduces and scans its chunks with block-stride loops, as quant_fp8's one block
+# per row does its row, and one thread per attention row keeps that row's d accumulators in a
+# local array.
+INHERENT = {"scan": frozenset({"COALESCE"}), "quant_fp8": frozenset({"COALESCE"}),
+            "attention": frozenset({"REG_BLOCK"})}
 
 
 @pytest.mark.parametrize("task", list_tasks())
