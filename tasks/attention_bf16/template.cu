@@ -236,7 +236,8 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
 __device__ __forceinline__ void v_frags(const __nv_bfloat16* vs, int kk, unsigned (&b)[D / 16][4]) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) ldmatrix_x4_trans(b[dp], smem_u32(vs + chunk_at(16 * kk + lane % 16, 2 * dp + lane / 16)));
+    for (int dp = 0; dp < D / 16; ++dp)
+        ldmatrix_x4_trans(b[dp], smem_u32(vs + chunk_at(16 * kk + lane % 16, 2 * dp + lane / 16)));
 }
 
 // O += P V, P (in s) rounded to bfloat16: the accumulators of key tiles 2kk and 2kk + 1 are
@@ -394,7 +395,8 @@ extern "C" __global__ void BOUNDS attention_bf16_template(const __nv_bfloat16* q
     {
         const int lane = threadIdx.x % 32, w0 = threadIdx.x / 32 * 16;
 #pragma unroll
-        for (int st = 0; st < KSTEPS; ++st) ldmatrix_x4(qf[st], smem_u32(qs + chunk_at(w0 + lane % 16, 2 * st + lane / 16)));
+        for (int st = 0; st < KSTEPS; ++st)
+            ldmatrix_x4(qf[st], smem_u32(qs + chunk_at(w0 + lane % 16, 2 * st + lane / 16)));
     }
 
     Row row = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}};

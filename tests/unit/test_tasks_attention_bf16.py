@@ -1,6 +1,7 @@
 """Tolerances of the bfloat16 attention tasks (attention_bf16, attention_bf16_causal), pinned by a
-NumPy emulation of a FlashAttention-2 style kernel against fsr's default for bfloat16 outputs
-(rtol 1e-2 with a magnitude floor, fsr.dtypes.bounds): float32 scores, an online softmax over key
+NumPy emulation of a FlashAttention-2 style kernel against their rules (fsr.dtypes.bounds: fsr's
+default for bfloat16 outputs, rtol 1e-2 with a magnitude floor; 1.5e-2 for the causal task, whose
+first queries average a few values, where P's rounding does not average out): float32 scores, an online softmax over key
 tiles in float32 (exp2f with log2(e) folded into the scale, a few ulp of error), the probabilities
 rounded to bfloat16 before P V, float32 sums of P V, o rounded once, stay well inside it at every
 test size and over the bench size's 4096 keys; running sums of P V in float16 or bfloat16, q and
@@ -91,11 +92,11 @@ def loaded(name: str):
         pytest.fail(f"{name} does not load: {e}")
 
 
-@pytest.mark.parametrize("name", TASKS)
-def test_attention_bf16_tasks_get_the_bfloat16_default_tolerance(name):
+@pytest.mark.parametrize("name, rtol", [("attention_bf16", dtypes.HALF_RTOL), ("attention_bf16_causal", 1.5e-2)])
+def test_attention_bf16_tasks_are_relative_with_the_bfloat16_floor(name, rtol):
     task = loaded(name)
     assert all(a.dtype == "bfloat16" for a in task.args)
-    assert (task.atol, task.rtol, task.floor) == (0.0, dtypes.HALF_RTOL, dtypes.DEFAULT_FLOOR)
+    assert (task.atol, task.rtol, task.floor) == (0.0, rtol, dtypes.DEFAULT_FLOOR)
     assert [a.shape[-1] for a in task.args] == ["128"] * 4
 
 
@@ -104,6 +105,8 @@ def test_honest_float32_flash_attention_passes_with_room_at_every_size(name):
     task = loaded(name)
     causal = name.endswith("causal")
     cases = [make(name, dict(size)) for size in task.test_sizes] + [bench_slice(name)]
+    if causal:  # the bench size's first 256 queries in its 128 heads: as a causal problem of 256
+        cases.append(make(name, {"bh": dict(task.bench_size)["bh"], "seq": 256}))
     worst = 0.0
     for task, inputs, ref in cases:
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
@@ -155,4 +158,5 @@ def test_the_kernels_compile_for_sm_80_at_every_combination(name, source, monkey
     task = loaded(name)
     cand = candidate.parse(getattr(task, f"{source}_source"), task)
     monkeypatch.setattr(test_templates, "ARCH", "sm_80")
+    monkeypatch.setattr(test_templates, "SMEM_PER_BLOCK_OPTIN", 163 * 1024)  # sm_80's opt-in most
     check_all(task, cand, combinations(cand))
