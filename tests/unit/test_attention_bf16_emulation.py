@@ -210,3 +210,20 @@ def test_a_broken_template_fails_the_emulation(old, new, why, tmp_path):
     broken = dataclasses.replace(cand, source=cand.source.replace(old, new, 1))
     with pytest.raises(AssertionError):
         assert worst_error(task, broken, tmp_path, SIZES[1:3], MODES[:2]) <= 1.0, why
+
+
+@pytest.mark.parametrize("old, new, why", [
+    ("(key < valid && key <= diag + 8 * (r / 2))", "key < valid", "the causal mask dropped"),
+    ("if (j0 > w + 15) return;", "if (j0 > w - 16) return;", "a warp skips the tile of its own diagonal"),
+    ("min(m0 + BLOCK_M, seq) + BLOCK_N - 1", "min(m0 + BLOCK_M / 2, seq) + BLOCK_N - 1",
+     "the block stops at the keys of its first half of rows"),
+    ("if (valid >= BLOCK_N && j0 + BLOCK_N - 1 <= w)", "if (valid >= BLOCK_N)",
+     "tiles that cross the diagonal scored without the mask"),
+])
+def test_a_broken_causal_template_fails_the_emulation(old, new, why, tmp_path):
+    task, cand = load("attention_bf16_causal")
+    assert old in cand.source
+    broken = candidate.with_defines(dataclasses.replace(cand, source=cand.source.replace(old, new, 1)),
+                                    {"FULL_TILES": 1})
+    with pytest.raises(AssertionError):
+        assert worst_error(task, broken, tmp_path, SIZES[2:], MODES[:1]) <= 1.0, why
