@@ -52,7 +52,7 @@ def flash(q, k, v, causal: bool, block_n: int = 64, rng=None, weights_rounded: b
     bh, rows, keys = q.shape[0], q.shape[1], k.shape[1]
     scale = F32(np.log2(np.e) / np.sqrt(D))
     m = np.full((bh, rows, 1), -np.inf, F32)
-    l, o = np.zeros((bh, rows, 1), F32), np.zeros((bh, rows, D), F32)
+    total, o = np.zeros((bh, rows, 1), F32), np.zeros((bh, rows, D), F32)  # l and O
     query = np.arange(rows)[:, None] + (keys - rows)
     for j0 in range(0, keys, block_n):
         s = (q.astype(np.float64) @ k[:, j0:j0 + block_n].astype(np.float64).transpose(0, 2, 1)).astype(F32) * scale
@@ -64,7 +64,7 @@ def flash(q, k, v, causal: bool, block_n: int = 64, rng=None, weights_rounded: b
         if rng is not None:
             p = (p * (1 + rng.uniform(-2, 2, p.shape) * 2.0**-24)).astype(F32)
         pr = p.astype(BF16).astype(F32)
-        l = (l * corr + (pr if weights_rounded else p).sum(axis=2, keepdims=True, dtype=F32)).astype(F32)
+        total = (total * corr + (pr if weights_rounded else p).sum(axis=2, keepdims=True, dtype=F32)).astype(F32)
         o = (o * corr).astype(F32)
         stride = step if running is not None else block_n
         for t in range(0, pr.shape[2], stride):
@@ -73,7 +73,7 @@ def flash(q, k, v, causal: bool, block_n: int = 64, rng=None, weights_rounded: b
             if running is not None:
                 o = o.astype(running).astype(F32)
         m = new
-    return (o / l).astype(F32).astype(BF16)
+    return (o / total).astype(F32).astype(BF16)
 
 
 def bench_slice(name: str):
