@@ -1,9 +1,9 @@
-"""The bf16 attention templates (tasks/attention_bf16, tasks/attention_bf16_causal) run on the CPU,
-their code as written, through tests/data/bf16_emulation/emulate.h: the helpers that are inline
-PTX (cp.async, ldmatrix, mma.sync, ex2.approx) are replaced by emulations with the PTX ISA's
-semantics, everything else (tiles, swizzles, loaders, the pipeline's waits and barriers, the
-online softmax and its quad shuffles, P's fragments, the stores) is compiled by g++ from the
-template. Each combination runs at the launch its header gives and is checked against the task's
+"""The bf16 attention templates and baselines (tasks/attention_bf16, tasks/attention_bf16_causal)
+run on the CPU, their code as written, through tests/data/bf16_emulation/emulate.h: the helpers
+that are inline PTX (cp.async, ldmatrix, mma.sync, ex2.approx) are replaced by emulations with the
+PTX ISA's semantics, everything else (tiles, swizzles, loaders, the pipeline's waits and barriers,
+the online softmax and its quad shuffles, P's fragments, the stores) is compiled by g++ from the
+source. Each combination runs at the launch its header gives and is checked against the task's
 float64 reference and tolerance, with unwritten elements of o, writes outside o, shared memory
 past the launch's bytes and reads outside the inputs failing too; q, k, v and o are also given
 misaligned by one element (the gathered path, element stores). Copies land early or late and
@@ -134,8 +134,7 @@ def host_source(cand: Candidate) -> str:
     # the switches' #if blocks are resolved by the preprocessor; strip every helper's definition
     for helper in PTX_HELPERS:
         src = strip_function(src, helper)
-    anchor = "__device__ __forceinline__ unsigned smem_u32"
-    assert anchor in src
+    anchor = "__device__ __forceinline__ unsigned smem_u32"  # absent from a baseline, which has no PTX
     src = src.replace(anchor, EMULATED + anchor)
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
     return f'{head}#include "{HEADER}"\n{src}\n' + MAIN.replace("KERNEL", cand.launches[0].kernel)
@@ -194,6 +193,14 @@ def test_every_switch_and_tile_computes_the_reference(name, tmp_path):
     bad = [(v, w) for v, w in zip(combos, worst, strict=True) if not w <= 1.0]
     assert not bad, bad
     assert max(worst) > 0.1  # o is rounded to bfloat16: an exact result would mean the check saw nothing
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_the_baseline_computes_the_reference(name, tmp_path):
+    task, _ = load(name)
+    base = candidate.parse(task.baseline_source, task)
+    worst = [worst_error(task, candidate.with_defines(base, {"WARPS": w}), tmp_path, SIZES[:3], MODES[::3]) for w in (4, 2)]
+    assert 0.1 < max(worst) <= 1.0, worst
 
 
 @pytest.mark.parametrize("old, new, why", [
