@@ -328,6 +328,7 @@ __device__ __forceinline__ float normalise(float x, float l) {
 __device__ __forceinline__ void store(__nv_bfloat16* oh, int m0, int seq, const Out& o, const float (&l)[2],
                                       __nv_bfloat16* qs) {
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, w0 = threadIdx.x / 32 * 16;
+    __syncwarp();  // the compiler does not see ldmatrix read these rows: no store moves above it
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
 #pragma unroll
