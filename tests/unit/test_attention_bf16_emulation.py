@@ -172,13 +172,14 @@ def worst_error(task: Task, cand: Candidate, folder: Path, sizes=SIZES, modes=MO
 
 
 def combinations(cand: Candidate) -> list[dict[str, int]]:
-    """All switches off and on, each alone, and the small and large tiles and one stage with every
-    switch on and off."""
+    """All switches off and on, each alone, the small tiles and one stage with every switch on and
+    off, and each tile size alone with every switch on."""
     names = [f.name for f in cand.features]
     on = {n: 1 for n in names}
     small = {"BLOCK_M": 64, "BLOCK_N": 32}
     return ([{}, on] + [{n: 1} for n in names]
-            + [base | extra for base in ({}, on) for extra in (small, {"STAGES": 1}, small | {"STAGES": 1})])
+            + [base | extra for base in ({}, on) for extra in (small, {"STAGES": 1}, small | {"STAGES": 1})]
+            + [on | {"BLOCK_M": 64}, on | {"BLOCK_N": 32}])
 
 
 @pytest.mark.parametrize("name", TASKS)
