@@ -11,7 +11,7 @@ import pytest
 from fsr import dtypes, tasks
 
 pytestmark = pytest.mark.gpu
-COMPARED = ("spmv_csr", "gelu", "nbody", "softmax_bf16", "rmsnorm_bf16")
+COMPARED = ("spmv_csr", "gelu", "nbody", "softmax_bf16", "rmsnorm_bf16", "attention_bf16", "attention_bf16_causal")
 
 
 def _device(inputs: dict[str, np.ndarray]) -> dict:

@@ -117,12 +117,14 @@ def test_an_unknown_name_among_many_tasks_gets_the_close_ones_not_all(capsys, tm
     assert "did you mean kb1_19_task" in err and "lists all 99" in err and "kb1_50_task" not in err, err
     code, _, err = run(capsys, "--tasks-dir", str(tmp_path), "tasks", "zzz")
     assert code == 2 and "did you mean" not in err and len(err) < 300, err
-    few = tmp_path / "few"  # few tasks (not the built-in ones, whose number grows): all of them named
-    for name in ("attention", "softmax", "softmax_bf16"):
+    few = tmp_path / "few"
+    for name in ("softmax", "attention", "sgemm"):
         (few / name).mkdir(parents=True)
         (few / name / "task.toml").write_text("")
-    code, _, err = run(capsys, "--tasks-dir", str(few), "tasks", "softmaks")
-    assert code == 2 and "known: attention, softmax, softmax_bf16)" in err, err
+    code, _, err = run(capsys, "--tasks-dir", str(few), "tasks", "softmaks")  # few tasks: all of them named
+    assert code == 2 and "known: attention, sgemm, softmax)" in err, err
+    code, _, err = run(capsys, "tasks", "softmaks")  # the built-in tasks, however many
+    assert code == 2 and "softmax" in err and err.count("\n") == 1, err
 
 
 def test_a_description_keeps_its_lines_and_joins_prose_wrapped_by_hand():

@@ -81,10 +81,12 @@ def test_detector_ignores_near_misses(name):
 
 # Features a plain kernel of the task cannot avoid, so the policy learns nothing from them there:
 # a multi-pass scan reduces and scans its chunks with block-stride loops, as quant_fp8's one block
-# per row does its row, and one thread per attention row keeps that row's d accumulators in a
-# local array.
+# per row does its row, one thread per attention row keeps that row's d accumulators in a local
+# array, and one warp per row of the bfloat16 attentions (head dim 128, four dims a lane) sums
+# each dot product by shuffles.
 INHERENT = {"scan": frozenset({"COALESCE"}), "quant_fp8": frozenset({"COALESCE"}),
-            "attention": frozenset({"REG_BLOCK"})}
+            "attention": frozenset({"REG_BLOCK"}),
+            "attention_bf16": frozenset({"WARP_SHUFFLE"}), "attention_bf16_causal": frozenset({"WARP_SHUFFLE"})}
 
 
 @pytest.mark.parametrize("task", list_tasks())

@@ -1,7 +1,8 @@
-// CPU emulation of the CUDA subset that tasks/gemm_bf16*/template.cu use, for
-// tests/unit/test_bf16_gemm_emulation.py: one block at a time, each CUDA thread a ucontext
-// coroutine; __syncthreads is a block barrier, ldmatrix and mma.sync are warp collectives run once
-// all 32 lanes have arrived, with the PTX ISA's fragment layouts. cp.async copies land at issue
+// CPU emulation of the CUDA subset that tasks/gemm_bf16*/template.cu and
+// tasks/attention_bf16*/template.cu use, for tests/unit/test_bf16_gemm_emulation.py and
+// test_attention_bf16_emulation.py: one block at a time, each CUDA thread a ucontext coroutine;
+// __syncthreads is a block barrier, ldmatrix, mma.sync, __shfl_xor_sync and __syncwarp are warp
+// collectives run once all 32 lanes have arrived, with the PTX ISA's fragment layouts. cp.async copies land at issue
 // (LATE = 0: a stage overwritten while other warps still read it shows) or at the wait_group that
 // must cover them (LATE = 1: a stage read before it landed shows). ORDER 1 and 2 run one warp at a
 // time up to its next barrier, first to last or last to first, so that a missing barrier shows.
@@ -52,7 +53,9 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
     return {(uint16_t)(u >> 16)};
 }
 inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return {a, b}; }
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)}; }
 inline float __expf(float x) { return expf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
 
 struct Dim {
     unsigned x = 1, y = 1, z = 1;
@@ -72,7 +75,7 @@ inline size_t __cvta_generic_to_shared(const void* p) {
 
 // ---- the scheduler -------------------------------------------------------------------------
 enum State { RUN, AT_SYNC, AT_WARP, DONE };
-enum Coll { LDM, LDM_T, MMA };
+enum Coll { LDM, LDM_T, MMA, SHFL, SYNCW };
 struct Copy {
     unsigned dst;
     unsigned char data[16];
@@ -86,6 +89,8 @@ struct Thread {
     unsigned out[4];
     unsigned a[4], b[2];
     float c[4];
+    float shfl;  // __shfl_xor_sync: the value given, then the value received
+    int shfl_mask;
     std::vector<std::vector<Copy>> groups{1};  // committed groups, then the open one
 };
 std::vector<Thread> threads;
@@ -172,6 +177,20 @@ inline void emu_mma(float* c, const unsigned* a, const unsigned* b) {
     memcpy(c, me().c, 16);
 }
 
+inline float __shfl_xor_sync(unsigned, float v, int mask) {
+    me().shfl = v;
+    me().shfl_mask = mask;
+    me().coll = SHFL;
+    me().state = AT_WARP;
+    yield_to_sched();
+    return me().shfl;
+}
+inline void __syncwarp() {
+    me().coll = SYNCW;
+    me().state = AT_WARP;
+    yield_to_sched();
+}
+
 inline float lo_f(unsigned w) { return __bfloat162float({(uint16_t)(w & 0xffff)}); }
 inline float hi_f(unsigned w) { return __bfloat162float({(uint16_t)(w >> 16)}); }
 
@@ -188,7 +207,12 @@ void run_collective(int w) {
             fprintf(stderr, "warp %d: lanes at different collectives\n", w);
             exit(3);
         }
-    if (k == LDM || k == LDM_T) {
+    if (k == SHFL) {
+        float given[32];
+        for (int l = 0; l < 32; ++l) given[l] = L[l].shfl;
+        for (int l = 0; l < 32; ++l) L[l].shfl = given[(l ^ L[l].shfl_mask) & 31];
+    } else if (k == SYNCW) {
+    } else if (k == LDM || k == LDM_T) {
         for (int l = 0; l < 32; ++l)
             for (int j = 0; j < 4; ++j) {
                 uint16_t e0, e1;
