@@ -160,11 +160,18 @@ def kernel_signatures(source: str) -> dict[str, list[bool]]:
     return out
 
 
+# One lexeme of C++ that may hold comment markers or quotes: a raw string literal, a string
+# literal, a character literal (not after a digit or letter: 1'000 is a digit separator), a line
+# comment, a block comment.
+LEXEME_RE = re.compile(r"""R"([^()\\\s]{0,16})\((?:.|\n)*?\)\1"|"(?:\\.|[^"\\\n])*"|(?<!\w)'(?:\\.|[^'\\\n])*'"""
+                       r"|//[^\n]*|/\*.*?\*/", re.S)
+
+
 def strip_comments(source: str) -> str:
-    """Source without // and /* */ comments (string literals are rare in kernels; good enough
-    for the header checks and the static guards, which are not a parser)."""
-    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
-    return re.sub(r"//[^\n]*", "", source)
+    """Source without // and /* */ comments; string and character literals are kept whole (a
+    `//` inside a string does not hide the rest of its line). Not a parser: enough for the header
+    checks and the static guards."""
+    return LEXEME_RE.sub(lambda m: " " if m.group(0)[0] == "/" else m.group(0), source)
 
 
 def render(body: str, tunables: dict[str, list[int]], launches: list[dict], scratch: list[dict] | None = None,

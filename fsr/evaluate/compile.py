@@ -56,6 +56,7 @@ class Compiled:
     log: str
     options: tuple[str, ...]
     seconds: float
+    ptx: str = ""  # what NVRTC lowered the source to, before ptxas: the guards read it (guards.check_ptx)
 
 
 # NVRTC has no <math.h>: the few macros kernels reach for by habit.
@@ -202,7 +203,7 @@ class CompileService:
             result = self._miss(source, kernels, options)  # outside the lock: compiles run concurrently
             if disk:
                 compile_cache.store(disk, key, compile_cache.Entry(
-                    result.cubin, result.lowered, result.kernel_resources, result.log))
+                    result.cubin, result.lowered, result.kernel_resources, result.log, result.ptx))
         self._put(key, result)
         return result
 
@@ -252,7 +253,7 @@ def _from_disk(disk: compile_cache.DiskCache, key: str, kernels: tuple[str, ...]
     return Compiled(cubin=entry.cubin, lowered=entry.lowered,
                     resources=_max_resources([r for _, r in entry.kernel_resources]),
                     kernel_resources=entry.kernel_resources, log=entry.log, options=options,
-                    seconds=time.perf_counter() - start)
+                    seconds=time.perf_counter() - start, ptx=entry.ptx)
 
 
 def nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
@@ -272,13 +273,14 @@ def nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Co
         log = nvrtc.getProgramLog(prog)
         lowered = tuple((k, nvrtc.getLoweredName(prog, k)) for k in kernels)
         cubin = nvrtc.getCUBIN(prog)
+        ptx = nvrtc.getPTX(prog).decode(errors="replace").rstrip("\0")
     finally:
         nvrtc.destroyProgram(prog)
     per_kernel = parse_resources(log)
     mine = tuple((k, _lookup(per_kernel, k, sym)) for k, sym in lowered)
     return Compiled(cubin=cubin, lowered=lowered, resources=_max_resources([r for _, r in mine]),
                     kernel_resources=mine, log=_truncate(log), options=options,
-                    seconds=time.perf_counter() - start)
+                    seconds=time.perf_counter() - start, ptx=ptx)
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from fsr.types import Resources
 
-CACHE_FORMAT = 2  # part of every key: bump it when an entry's fields or their meaning change
+CACHE_FORMAT = 3  # part of every key: bump it when an entry's fields or their meaning change
 DEFAULT_CACHE_MAX_BYTES = 2 * 1024**3
 PRUNE_EVERY = 64  # a process checks the directory's size at its first store and every this many after
 PRUNE_TO = 0.8  # a prune removes entries until the directory is this fraction of its limit
@@ -38,12 +38,13 @@ _log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Entry:
     """What a cached program holds: the cubin, its kernels' lowered names, each kernel's
-    resources as the compiler reported them, and the compiler's log."""
+    resources as the compiler reported them, the compiler's log and the PTX (the guards read it)."""
 
     cubin: bytes
     lowered: tuple[tuple[str, str], ...]
     kernel_resources: tuple[tuple[str, Resources], ...]
     log: str
+    ptx: str = ""
 
 
 @dataclass
@@ -114,7 +115,8 @@ def load(disk: DiskCache, key: str, kernels: tuple[str, ...]) -> Entry | None:
         mine = tuple((str(k), Resources(**{f: int(v) for f, v in r.items()})) for k, r in fields["kernel_resources"])
         if tuple(k for k, _ in lowered) != kernels or tuple(k for k, _ in mine) != kernels:
             raise ValueError("kernel names differ")
-        entry = Entry(base64.b64decode(fields["cubin"], validate=True), lowered, mine, str(fields["log"]))
+        entry = Entry(base64.b64decode(fields["cubin"], validate=True), lowered, mine, str(fields["log"]),
+                      _text(fields["ptx"]))
     except Exception as e:  # whatever damage raises while this is read, the answer is to compile
         _warn_once("corrupt", f"compile cache entry {path} is damaged ({e}); compiling it again", logging.DEBUG)
         with contextlib.suppress(OSError):
@@ -126,11 +128,17 @@ def load(disk: DiskCache, key: str, kernels: tuple[str, ...]) -> Entry | None:
     return entry
 
 
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("a text field that is not a string")
+    return value
+
+
 def store(disk: DiskCache, key: str, entry: Entry) -> None:
     """Write `entry` under `key` (never raises: a failed write is logged once)."""
     fields = {"format": CACHE_FORMAT, "key": key, "lowered": [list(pair) for pair in entry.lowered],
               "kernel_resources": [[k, dataclasses.asdict(r)] for k, r in entry.kernel_resources],
-              "log": entry.log, "cubin": base64.b64encode(entry.cubin).decode("ascii")}
+              "log": entry.log, "cubin": base64.b64encode(entry.cubin).decode("ascii"), "ptx": entry.ptx}
     path = _entry_path(disk.root, key)
     temp = None
     try:

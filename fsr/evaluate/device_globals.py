@@ -2,10 +2,12 @@
 
 Such variables persist from one launch to the next for as long as the module stays loaded, so a
 kernel could keep results, counters or markers in them and tell a timed launch from a checked
-one. fsr bounds their total size (guards.check_module) and restores them before every launch
-sequence, checked or timed (verify.Program.reset_globals): `.nv.global` (zero-initialised,
-NOBITS) is zeroed and `.nv.global.init` gets its initial image back, which is the section's
-bytes in the cubin. `__constant__` memory is not here: kernels cannot write it.
+one. fsr bounds their total size (guards.check_module: on the host at the static stage, from the
+cubin, and again in the GPU child) and restores them before every launch sequence, checked or
+timed (gpu.programs.Program.reset_globals): `.nv.global` (zero-initialised, NOBITS) is zeroed
+and `.nv.global.init` gets its initial image back, which is the section's bytes in the cubin.
+`__constant__` banks are not here: a kernel cannot write one through the variable's name (it
+can through a generic pointer; fsr neither restores nor counts them yet).
 
 A cubin is an ELF64 file; this reads its section headers and symbol table with `struct`, no
 CUDA (the parent, tests and the child all use it).

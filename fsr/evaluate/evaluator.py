@@ -49,8 +49,8 @@ class Static:
 
 
 def static_stage(cand: Candidate, task: Task, arch: str, compiler: CompileService) -> Static:
-    """Header check, guards and compile (by `compiler`); a REJECTED/COMPILE_ERROR Evaluation or
-    the cubin."""
+    """Header check, guards, compile (by `compiler`) and the guards on the compiled program; a
+    REJECTED/COMPILE_ERROR Evaluation or the cubin."""
     try:
         cfmt.check(cand, task)
     except cfmt.HeaderError as e:
@@ -62,6 +62,9 @@ def static_stage(cand: Candidate, task: Task, arch: str, compiler: CompileServic
         compiled = compiler.compile(cand, arch)
     except CompileFailed as e:
         return Static(Evaluation(cand.id, cand.task, Verdict.COMPILE_ERROR, e.log), None)
+    reason = guards.check_compiled(compiled.ptx, compiled.cubin)  # what runs, before any GPU time
+    if reason:
+        return Static(Evaluation(cand.id, cand.task, Verdict.REJECTED, reason), None)
     return Static(None, compiled)
 
 

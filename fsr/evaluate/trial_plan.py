@@ -13,6 +13,7 @@ import os
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 from fsr import candidate as cfmt
+from fsr.evaluate import guards
 from fsr.evaluate.compile import Compiled, CompileFailed, CompileService
 from fsr.evaluate.wire import TrialPrograms
 from fsr.types import Candidate, Defines, Task
@@ -21,11 +22,20 @@ SMALL_SPACE_TRIALS = 2  # a space of at most this many times the trial budget is
 MAX_COMPILE_THREADS = 16
 
 
+class Refused(CompileFailed):
+    """A trial's compiled program is refused by the guards (fsr.evaluate.guards.check_compiled):
+    another value of a tunable may compile to code that reads a clock. `log` is the reason."""
+
+
 def compile_trial(trial: Candidate, task: Task, arch: str, compiler: CompileService) -> Compiled:
-    """One tuning trial's program: its header checked against the task, then compiled by
-    `compiler`; raises HeaderError or CompileFailed."""
+    """One tuning trial's program: its header checked against the task, compiled by `compiler`,
+    and what was compiled checked by the guards; raises HeaderError, CompileFailed or Refused."""
     cfmt.check(trial, task)
-    return compiler.compile(trial, arch)
+    compiled = compiler.compile(trial, arch)
+    reason = guards.check_compiled(compiled.ptx, compiled.cubin)
+    if reason:
+        raise Refused(reason)
+    return compiled
 
 
 def start_values(cand: Candidate, start_defines: Defines = ()) -> dict[str, int]:

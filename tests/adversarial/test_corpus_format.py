@@ -1,6 +1,7 @@
 """The side-channel and bad-configuration corpus, without a GPU: every file parses as a candidate
-of its task, gets past the static stage (header, guards) and compiles with NVRTC; headers are
-well formed; every twin is its cheat without the cheat's lines."""
+of its task, gets past the static stage (header, guards) and compiles with NVRTC, except a cheat
+expected REJECTED, which the guards on its compiled module refuse there; headers are well formed;
+every twin is its cheat without the cheat's lines."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def test_compiles_as_a_candidate_of_its_task(entry, compiler):
         values.append(candidate.with_defines(cand, {entry.fails_at[0]: entry.fails_at[1]}))
     for c in values:
         result = static_stage(c, task, "sm_90", compiler)
+        if entry.expect == "REJECTED":  # refused from what it compiled to, before any GPU time
+            assert result.verdict is not None and result.verdict.verdict == "REJECTED", entry.name
+            continue
         assert result.verdict is None, result.verdict and f"{entry.name}: {result.verdict.verdict} {result.verdict.message[:600]}"
         assert result.compiled is not None and result.compiled.cubin
 

@@ -93,9 +93,10 @@ def count_nvrtc(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def same_program(a: nvcompile.Compiled, b: nvcompile.Compiled) -> bool:
-    """Everything but the log (which holds ptxas's own time) and the seconds."""
-    return (a.cubin, a.lowered, a.resources, a.kernel_resources, a.options) == \
-        (b.cubin, b.lowered, b.resources, b.kernel_resources, b.options)
+    """Everything but the log (which holds ptxas's own time) and the seconds; the PTX too, which
+    the guards read (a hit without it would pass every PTX rule)."""
+    return (a.cubin, a.lowered, a.resources, a.kernel_resources, a.options, a.ptx) == \
+        (b.cubin, b.lowered, b.resources, b.kernel_resources, b.options, b.ptx) and ".entry" in a.ptx
 
 
 def test_a_compile_stores_one_json_entry_in_a_two_character_subfolder(root, compiler):
@@ -183,11 +184,16 @@ def _damaged(data: bytes, how: str) -> bytes:
         del entry["lowered"]
     elif how == "a field of the wrong type":
         entry["kernel_resources"] = [["softmax_baseline", ["registers", 31]]]
+    elif how == "ptx missing":
+        del entry["ptx"]
+    elif how == "ptx not text":
+        entry["ptx"] = None
     return json.dumps(entry).encode()
 
 
 @pytest.mark.parametrize("how", ["truncated", "empty", "not json", "another format", "another key",
-                                 "cubin not base64", "a field missing", "a field of the wrong type"])
+                                 "cubin not base64", "a field missing", "a field of the wrong type",
+                                 "ptx missing", "ptx not text"])
 def test_a_damaged_entry_is_compiled_again_and_repaired(root, stored, monkeypatch, how, compiler):
     path = seed(root, stored, _damaged(stored.data, how))
     calls = count_nvrtc(monkeypatch)
@@ -300,7 +306,7 @@ def test_concurrent_stores_of_one_entry_leave_one_whole_entry(root, stored):
     key = stored.relative.stem
     kernels = tuple(k for k, _ in stored.compiled.lowered)
     c = stored.compiled
-    entry = cache.Entry(c.cubin, c.lowered, c.kernel_resources, c.log)
+    entry = cache.Entry(c.cubin, c.lowered, c.kernel_resources, c.log, c.ptx)
     cache.store(disk, key, entry)
     misses = []
 

@@ -107,3 +107,109 @@ def test_compare_on_threads_finds_one_bad_element_among_millions():
     got[-7] += 1.0
     ok, _, detail = compare("y", got, exp)
     assert not ok and detail.startswith("1 of")
+
+
+# -- guards on what runs: the PTX ------------------------------------------------------------------
+
+CLOCK_CHEATS = {
+    "chrono": "#include <cuda/std/chrono>\nextern \"C\" __global__ void z(long long* y) "
+              "{ y[0] = cuda::std::chrono::system_clock::now().time_since_epoch().count(); }",
+    "ptx-sreg": "#include <cuda/ptx>\nextern \"C\" __global__ void z(unsigned long long* y) { y[0] = cuda::ptx::get_sreg_clock64(); }",
+    "split-asm": "extern \"C\" __global__ void z(unsigned long long* y) "
+                 "{ unsigned long long v; asm volatile(\"mov.u64 %0, %%glob\" \"altimer;\" : \"=l\"(v)); y[0] = v; }",
+    "string-hides-line": "extern \"C\" __global__ void z(long long* y) { const char* s = \"//\"; y[0] = clock64() + s[0]; }",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOCK_CHEATS))
+def test_clock_reads_the_old_rules_missed_are_rejected_at_the_static_stage(name, compiler):
+    from fsr.evaluate.evaluator import static_stage
+
+    result = static_stage(with_body(CLOCK_CHEATS[name]), SOFTMAX, "sm_90", compiler)
+    assert result.verdict is not None and result.verdict.verdict == "REJECTED" and "timer" in result.verdict.message
+    compiled = compiler.compile(with_body(CLOCK_CHEATS[name]), "sm_90")
+    reason = guards.check_ptx(compiled.ptx)  # the compiled program is refused on its own
+    assert reason is not None and reason.startswith("timer") and "PTX" in reason
+
+
+def test_a_string_holding_a_comment_marker_hides_nothing_from_the_source_rules():
+    for extra, rule in [("__device__ void f() { const char* s = \"//\"; printf(\"x\"); }", "printf"),
+                        ("__device__ float* f() { const char* s = \"a//b\"; return (float*)malloc(4); }", "device-heap"),
+                        ("__device__ long f() { char c = '\"'; const char* s = \"//\"; return clock64(); }", "timer")]:
+        reason = guards.check(with_body(extra))
+        assert reason is not None and reason.startswith(rule), (extra, reason)
+
+
+def test_adjacent_string_literals_are_joined_as_the_compiler_joins_them():
+    assert guards.join_strings('asm("mov %%glob" "altimer;")') == 'asm("mov %%globaltimer;")'
+    assert guards.join_strings('f("a", "b")') == 'f("a", "b")'  # a comma between: two strings
+    assert guards.join_strings("x = '\"'; y = \"a\";") == "x = '\"'; y = \"a\";"
+
+
+def test_what_the_preprocessor_builds_is_caught_in_the_ptx(compiler):
+    """A register name made by stringising a macro argument is in no source line; the PTX has it."""
+    from fsr.evaluate.evaluator import static_stage
+
+    extra = ("#define REG(x) \"mov.u64 %0, %%glob\" #x \";\"\nextern \"C\" __global__ void z(unsigned long long* y) "
+             "{ unsigned long long v; asm volatile(REG(altimer) : \"=l\"(v)); y[0] = v; }")
+    assert guards.check(with_body(extra)) is None  # the source rules see no timer
+    result = static_stage(with_body(extra), SOFTMAX, "sm_90", compiler)
+    assert result.verdict is not None and result.verdict.verdict == "REJECTED", result.verdict
+    assert "'%globaltimer'" in result.verdict.message and "PTX" in result.verdict.message
+
+
+@pytest.mark.parametrize("extra,rule", [
+    ("extern \"C\" __global__ void z(float* y) { float* p = new float[4]; p[0] = 1; y[0] = p[0]; delete[] p; }", "device-heap"),
+    ("#define P(f) f\nextern \"C\" __global__ void z(float* y) { P(printf)(\"%f\", y[0]); }", "printf"),
+    ("#define S \"%%sm\" \"id\"\nextern \"C\" __global__ void z(unsigned* y) { unsigned v; asm(\"mov.u32 %0, \" S \";\" : \"=r\"(v)); y[0] = v; }", "sm-id"),
+])
+def test_calls_and_registers_are_refused_in_the_ptx(extra, rule, compiler):
+    compiled = compiler.compile(with_body(extra), "sm_90")
+    reason = guards.check_ptx(compiled.ptx)
+    assert reason is not None and reason.startswith(rule), reason
+
+
+def test_ptx_comments_do_not_run_and_assert_is_allowed():
+    ptx = (".extern .func __assertfail\n(\n.param .b64 p0\n)\n;\n// mov.u64 %rd1, %globaltimer;\n"
+           "/* call vprintf */\n.visible .entry k() { ret; }\n")
+    assert guards.check_ptx(ptx) is None
+    assert guards.check_ptx(ptx + ".extern .func (.param .b32 r) cudaLaunchDeviceV2\n(\n.param .b64 a\n)\n;\n").startswith("host-api")
+    assert guards.check_ptx(ptx + "mov.u32 %r1, %clock;\n").startswith("timer")
+    assert guards.check_ptx(ptx + "mov.u32 %r1, %warpid;\n").startswith("sm-id")
+
+
+def test_honest_code_with_literals_passes_every_guard(compiler):
+    extra = ("__device__ int sep() { return 1'000'000; }  // a digit separator is not a character literal\n"
+             "__device__ char q() { return '\\''; }\n"
+             "__device__ unsigned lane() { unsigned v; asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(v)); return v; }")
+    cand = with_body(extra)
+    assert guards.check(cand) is None
+    compiled = compiler.compile(cand, "sm_90")
+    assert guards.check_compiled(compiled.ptx, compiled.cubin) is None
+
+
+def test_a_16_mib_device_array_is_rejected_before_any_gpu_time(compiler):
+    from fsr.evaluate.evaluator import static_stage
+
+    extra = "__device__ float stash[4 << 20];\nextern \"C\" __global__ void z(float* y) { stash[threadIdx.x] = y[0]; }"
+    result = static_stage(with_body(extra), SOFTMAX, "sm_90", compiler)
+    assert result.verdict is not None and result.verdict.verdict == "REJECTED"
+    assert "16777216 bytes" in result.verdict.message and "__device__" in result.verdict.message
+    assert static_stage(BASE, SOFTMAX, "sm_90", compiler).verdict is None
+
+
+def test_a_tuning_trial_whose_program_reads_a_timer_is_refused_and_not_shipped(compiler):
+    """Trials skip the source rules (the source is the candidate's): what each one compiled to is
+    checked, and a refused one is left out of the programs sent to the GPU child."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fsr.evaluate import trial_plan
+
+    cheat = with_body(CLOCK_CHEATS["split-asm"])
+    with pytest.raises(trial_plan.Refused, match="^timer"):
+        trial_plan.compile_trial(cheat, SOFTMAX, "sm_90", compiler)
+    assert trial_plan.compile_trial(BASE, SOFTMAX, "sm_90", compiler).cubin
+    with ThreadPoolExecutor(1) as pool:
+        ahead = {(("BLOCK", 64),): (pool.submit(trial_plan.compile_trial, cheat, SOFTMAX, "sm_90", compiler), True),
+                 (("BLOCK", 128),): (pool.submit(trial_plan.compile_trial, BASE, SOFTMAX, "sm_90", compiler), True)}
+        assert [key for key, *_ in trial_plan.compiled_trials(ahead)] == [(("BLOCK", 128),)]

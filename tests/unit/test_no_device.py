@@ -55,3 +55,11 @@ def test_without_a_device_eval_and_run_local_say_why_in_one_line(tmp_path, args)
     assert out.stderr.count("\n") == 1, out.stderr
     assert "no NVIDIA driver" in out.stderr or "no CUDA device is visible" in out.stderr, out.stderr
     assert "insufficient" not in out.stderr
+
+
+def test_without_a_device_eval_rejects_a_module_over_the_bound():
+    """The 16 KiB bound on module variables is read from the cubin on the host: a 16 MiB
+    __device__ array is REJECTED before fsr looks for a GPU (it once compiled, then exited 3)."""
+    out = fsr("eval", "softmax", "tests/adversarial/softmax/device_array_16mib.cu")
+    assert out.returncode not in (0, commands.EXIT_NO_DEVICE), out.stderr
+    assert "REJECTED" in out.stdout + out.stderr and "16777216 bytes" in out.stdout + out.stderr, out.stdout + out.stderr

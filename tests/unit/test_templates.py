@@ -2,7 +2,8 @@
 for sm_90 with NVRTC (no GPU needed), within the resources every launch must fit: registers x
 threads and shared memory per block (static within 48 KiB, with dynamic within sm_90's opt-in
 227 KiB), at every test size and the bench size, and without register spills except where a
-feature caps the registers on purpose.
+feature caps the registers on purpose. Every one also passes the static guards, on its source
+and on what it compiles to (PTX rules, the module-variable bound): honest code is never refused.
 
 Template combinations checked (CI has two cores, so a sample, not the whole product): all
 features off and all on, each feature alone and each left out, a seeded sample of feature
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from fsr import candidate, tasks
+from fsr.evaluate import guards
 from fsr.evaluate.compile import CompileFailed, CompileService
 from fsr.types import Candidate, Task
 
@@ -83,7 +85,8 @@ def problems(task: Task, cand: Candidate, values: dict[str, int]) -> list[str]:
         compiled = COMPILER.compile(one, ARCH)
     except CompileFailed as e:
         return [f"{values}: compile error\n{e.log[:3000]}"]
-    out = []
+    refused = guards.check(one) or guards.check_compiled(compiled.ptx, compiled.cubin)
+    out = [f"{values}: {refused}"] if refused else []
     for name, res in compiled.kernel_resources:
         if res.spill_bytes and not spills_allowed(task.name, dict(one.resolved_defines())):
             out.append(f"{values}: {name} spills {res.spill_bytes} bytes")
