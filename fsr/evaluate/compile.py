@@ -99,8 +99,6 @@ def include_dirs() -> list[str]:
 
 
 _PLAIN_ARCH = re.compile(r"sm_(\d{2,3})")
-
-
 # ptxas's words for an instruction the plain arch lacks and its arch-specific variant may have
 _VARIANT_ONLY = re.compile(r"not supported on \.target 'sm_\d+'")
 
@@ -174,26 +172,22 @@ class CompileService:
             raise CompileFailed(f"compile option(s) not allowed: {' '.join(bad)}")
         source = full_source(cand)
         kernels = tuple(dict.fromkeys(launch.kernel for launch in cand.launches))
-        variant = target_arch(arch)
-        plain = self._key(source, kernels, (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options)
-        if variant != arch and plain in self.needs_variant:
-            arch = variant  # known from an earlier compile: straight to the variant
+        plain = (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options
+        variant = (f"--gpu-architecture={target_arch(arch)}",) + plain[1:]
+        key = _key(source, kernels, plain)
+        if variant != plain and key in self.needs_variant:  # known from an earlier compile
+            return self._compile(source, kernels, variant, _key(source, kernels, variant))
         try:
-            return self._compile(source, kernels, (f"--gpu-architecture={arch}",) + BASE_OPTIONS + cand.compile_options)
+            return self._compile(source, kernels, plain, key)
         except CompileFailed as e:
-            if variant == arch or not _VARIANT_ONLY.search(str(e)):
+            if variant == plain or not _VARIANT_ONLY.search(str(e)):
                 raise
-        result = self._compile(source, kernels, (f"--gpu-architecture={variant}",) + BASE_OPTIONS + cand.compile_options)
+        result = self._compile(source, kernels, variant, _key(source, kernels, variant))
         with self.lock:
-            self.needs_variant.add(plain)
+            self.needs_variant.add(key)
         return result
 
-    @staticmethod
-    def _key(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> str:
-        return hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
-
-    def _compile(self, source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
-        key = self._key(source, kernels, options)
+    def _compile(self, source: str, kernels: tuple[str, ...], options: tuple[str, ...], key: str) -> Compiled:
         result = self._get(key)
         if result is not None:
             return result
@@ -228,6 +222,11 @@ class CompileService:
     def _miss(self, source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
         pool = self.pool
         return pool.compile(source, kernels, options) if pool is not None else nvrtc(source, kernels, options)
+
+
+def _key(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> str:
+    """A program's key in the compile caches: everything that decides its cubin."""
+    return hashlib.sha256(repr((compile_cache.CACHE_FORMAT, toolchain_id(), source, kernels, options)).encode()).hexdigest()
 
 
 @functools.cache
