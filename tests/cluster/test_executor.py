@@ -25,7 +25,7 @@ class TestRayExecutorContract(ExecutorContract):
         return RayExecutor(MarkedEvaluatorFactory(latency_s=0.01), num_workers=2)
 
 
-def test_every_gpu_gets_a_worker_and_no_worker_holds_more_than_two_calls(make):
+def test_every_gpu_gets_a_worker_and_no_worker_holds_more_than_two_calls(fresh_ray_cluster, make):
     ex = make(evaluator_factory=MarkedEvaluatorFactory(latency_s=0.2))
     assert ex.free_slots() == 8  # 4 GPUs in the cluster x 2 calls each
     # every worker started before the work: on a loaded machine a late one found it all done
