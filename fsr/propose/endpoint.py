@@ -3,7 +3,6 @@ credentials, its ceilings as a gate, and a check that it can serve a run at all.
 
 from __future__ import annotations
 
-import os
 import re
 from urllib.parse import urlsplit
 
@@ -51,16 +50,14 @@ class EndpointError(Exception):
 def check_endpoint(config: LLMConfig) -> None:
     """Reach the endpoint before a run starts (raises EndpointError). A server without a model
     list (404, 501) passes: whether it serves the model is left to the first request."""
-    import openai
+    from fsr.propose.llm_client import list_models  # the client library's seam (it imports this module)
+    from fsr.propose.retry import AttemptFailed
 
     url = safe_url(config.base_url) or "the OpenAI API"
-    client = openai.OpenAI(base_url=config.base_url or None, api_key=os.environ.get(config.api_key_env) or "none",
-                           timeout=min(config.timeout_s, 10.0), max_retries=0)
     try:
-        client.models.list()
-    except openai.APIConnectionError as e:
-        raise EndpointError(f"cannot reach {url}: {e.__cause__ or e}") from None
-    except openai.AuthenticationError:
-        raise EndpointError(f"{url} refused the API key in {config.api_key_env}") from None
-    except openai.APIStatusError:
-        pass
+        list_models(config)
+    except AttemptFailed as e:
+        if e.kind in ("connection", "timeout"):
+            raise EndpointError(f"cannot reach {url}: {e}") from None
+        if e.status == 401:
+            raise EndpointError(f"{url} refused the API key in {config.api_key_env}") from None

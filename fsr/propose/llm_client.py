@@ -4,6 +4,10 @@ endpoint's ceilings, retries that honour Retry-After (fsr.propose.retry), token 
 budgets that calls in flight cannot overrun, and a response cache under the run directory that
 lets a run be replayed without the endpoint (fsr.propose.endpoint: its prices, its check).
 
+This is the one module that imports `openai` (lazily, where a call is made): the retries
+(fsr.propose.retry) and the endpoint's check (fsr.propose.endpoint) see its errors as
+fsr.propose.retry.AttemptFailed, so a change of client library stays here.
+
 The API key is read from the environment variable the config names, handed to the `openai`
 client, and nowhere else: it is never stored in a cache entry, a log line or a repr, and it is
 scrubbed from error texts (some servers echo it back).
@@ -35,7 +39,7 @@ from fsr.propose.endpoint import gate_for, is_local, price_of, safe_url
 from fsr.propose.llm_cache import ResponseCache, Sample, prompt_sha
 from fsr.propose.llm_gate import CallGate, Meter, Reservation, submit
 from fsr.propose.prompt import estimate_tokens
-from fsr.propose.retry import THROTTLES, CallFailed, sending, with_retries
+from fsr.propose.retry import THROTTLES, AttemptFailed, CallFailed, sending, with_retries
 
 # OpenAI reasoning models take max_completion_tokens and no temperature.
 REASONING = re.compile(r"^(o\d|gpt-5)")
@@ -254,11 +258,15 @@ class ChatClient:
         return samples
 
     async def _send(self, kwargs: dict[str, Any]) -> Any:
-        """One attempt of a call, on the least busy HTTP client."""
+        """One attempt of a call, on the least busy HTTP client; raises AttemptFailed."""
+        import openai
+
         shard = self._connect()
         self._busy[shard] += 1
         try:
             return await self._clients[shard].chat.completions.create(**kwargs)
+        except (openai.OpenAIError, ValueError, TypeError) as e:  # ValueError, TypeError: an unreadable response
+            raise failure(e) from None
         finally:
             self._busy[shard] -= 1
 
@@ -316,3 +324,40 @@ class ChatClient:
         if len(key) >= 4 and key != "none":
             text = text.replace(key, "***")
         return text
+
+
+# ---- the client library's errors, and the endpoint's model list ----------------------------------
+
+def failure(e: Exception) -> AttemptFailed:
+    """An error of the `openai` client (or of reading its response) as fsr's AttemptFailed."""
+    import openai
+
+    if isinstance(e, openai.APIStatusError):
+        return AttemptFailed("status", _status_text(e), e.status_code, e.response.headers)
+    if isinstance(e, openai.APITimeoutError):  # before APIConnectionError, its base class
+        return AttemptFailed("timeout", str(e))
+    if isinstance(e, openai.APIConnectionError):
+        return AttemptFailed("connection", str(e.__cause__ or e))
+    return AttemptFailed("bad", f"{type(e).__name__}: {e}")
+
+
+def list_models(config: LLMConfig) -> list[str]:
+    """The models the endpoint lists (one call, no retry, at most 10 s); raises AttemptFailed."""
+    import openai
+
+    client = openai.OpenAI(base_url=config.base_url or None, api_key=os.environ.get(config.api_key_env) or "none",
+                           timeout=min(config.timeout_s, 10.0), max_retries=0)
+    try:
+        return [str(getattr(m, "id", "")) for m in client.models.list().data or []]
+    except (openai.OpenAIError, ValueError, TypeError) as e:
+        raise failure(e) from None
+
+
+def _status_text(e: Any) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        msg = err.get("message") if isinstance(err, dict) else err
+        if msg:
+            return str(msg)[:500]
+    return str(getattr(e, "message", e))[:500]

@@ -6,6 +6,9 @@ A call is retried (up to `llm.retries` times) after a timeout, a failed connecti
 where it gives one (more than `llm.max_wait_s` gives up at once), else `llm.backoff_s` doubled
 per attempt, with jitter. A 429 holds every caller of the endpoint (`CallGate.throttled`) and is
 reported to the task that met it (`THROTTLES`), so the search can pace itself.
+
+Nothing here knows the client library: fsr.propose.llm_client, the one module that imports
+`openai`, turns each of its errors into an AttemptFailed before it reaches this loop.
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ THROTTLES: contextvars.ContextVar[list[float | None] | None] = contextvars.Conte
 SENT: contextvars.ContextVar[tuple[CallGate, list[list[float]]] | None] = contextvars.ContextVar("fsr_sent", default=None)
 
 
+class AttemptFailed(Exception):
+    """One attempt that failed, as the client's seam (fsr.propose.llm_client) describes it.
+    `kind`: "status" (the server answered `status`, with `headers`), "timeout" (no reply in
+    time), "connection" (the request did not get through) or "bad" (an unreadable response)."""
+
+    def __init__(self, kind: str, text: str, status: int = 0, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(text)
+        self.kind, self.status, self.headers = kind, status, headers
+
+
 class CallFailed(Exception):
     """A call that failed for good (after `attempts` tries); the message says why."""
 
@@ -51,8 +64,6 @@ async def with_retries(send: Callable[[dict[str, Any]], Awaitable[Any]], kwargs:
     """`send(kwargs)` retried as the module docstring says: (the response, attempts made). Each
     attempt passes the gate (so retries count against the endpoint's ceilings) and a 429 holds
     every caller of it. Raises CallFailed, its message passed through `redact`."""
-    import openai
-
     last = ""
     for attempt in range(1, config.retries + 2):
         wait = backoff_s(config, attempt)
@@ -64,33 +75,39 @@ async def with_retries(send: Callable[[dict[str, Any]], Awaitable[Any]], kwargs:
             usage = getattr(response, "usage", None)
             used = int(getattr(usage, "total_tokens", 0) or 0) or worst_tokens
             return response, attempt
-        except openai.APIStatusError as e:
-            status = e.status_code
-            last = f"HTTP {status}: {_status_text(e)}"
-            if status not in RETRIED_STATUS and status < 500:
-                raise CallFailed(redact(f"{last} (not retried)"), attempt) from None
-            asked = retry_after_s(e.response.headers)
-            if asked is not None:
-                if asked > config.max_wait_s:
-                    raise CallFailed(redact(f"{last}; the server asks to wait {asked:.0f} s, more "
-                                            f"than max_wait_s {config.max_wait_s:.0f} s"), attempt) from None
-                wait = asked
-            if status == 429:
+        except AttemptFailed as e:
+            last, wait = _retried(e, attempt, wait, config, gate, redact)
+            if e.status == 429:
                 used = 0  # refused, not counted
-                gate.throttled(wait if asked is not None else None)
-                if (met := THROTTLES.get()) is not None:
-                    met.append(asked)
-        except openai.APITimeoutError:
-            last = f"no reply within {config.timeout_s:g} s"
-        except openai.APIConnectionError as e:
-            last = f"connection failed: {e.__cause__ or e}"
-        except (openai.OpenAIError, ValueError, TypeError) as e:  # an unreadable response
-            raise CallFailed(redact(f"bad response: {type(e).__name__}: {e}"), attempt) from None
         finally:
             gate.leave(entry, used)
         if attempt <= config.retries:
             await asyncio.sleep(wait)  # outside the gate: waiting does not hold a call slot
     raise CallFailed(redact(f"gave up after {config.retries + 1} attempts: {last}"), config.retries + 1)
+
+
+def _retried(e: AttemptFailed, attempt: int, wait: float, config: LLMConfig, gate: CallGate,
+             redact: Callable[[str], str]) -> tuple[str, float]:
+    """(what went wrong, the wait before the next attempt) for a failure worth retrying; raises
+    CallFailed for one that is not. A 429 holds the gate and is told to the task (THROTTLES)."""
+    if e.kind == "bad":
+        raise CallFailed(redact(f"bad response: {e}"), attempt) from None
+    if e.kind != "status":
+        return (f"no reply within {config.timeout_s:g} s" if e.kind == "timeout" else f"connection failed: {e}"), wait
+    last = f"HTTP {e.status}: {e}"
+    if e.status not in RETRIED_STATUS and e.status < 500:
+        raise CallFailed(redact(f"{last} (not retried)"), attempt) from None
+    asked = retry_after_s(e.headers)
+    if asked is not None:
+        if asked > config.max_wait_s:
+            raise CallFailed(redact(f"{last}; the server asks to wait {asked:.0f} s, more "
+                                    f"than max_wait_s {config.max_wait_s:.0f} s"), attempt) from None
+        wait = asked
+    if e.status == 429:
+        gate.throttled(wait if asked is not None else None)
+        if (met := THROTTLES.get()) is not None:
+            met.append(asked)
+    return last, wait
 
 
 def backoff_s(config: LLMConfig, attempt: int) -> float:
@@ -125,12 +142,3 @@ def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
-
-def _status_text(e: Any) -> str:
-    body = getattr(e, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        msg = err.get("message") if isinstance(err, dict) else err
-        if msg:
-            return str(msg)[:500]
-    return str(getattr(e, "message", e))[:500]
