@@ -20,7 +20,7 @@ from fsr.commands import EXIT_OK, UsageError
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.features import detect
 from fsr.propose.prompt import Prompt, build, estimate_tokens
-from fsr.types import DeviceInfo, Evaluation, Task, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
 
 # What a prompt built away from a GPU says about the device: an H100 SXM's properties (CUDA's
 # device attributes for that card), none of its measured ceilings.
@@ -63,22 +63,37 @@ def render(prompt: Prompt, budget: int) -> str:
 
 
 def _improving(task: Task, path: Path, run: Path | None) -> ProposalRequest:
-    """A request to improve the kernel in `path`, with what `run` knows of it and of the task."""
+    """A request to improve the kernel in `path`, with what `run` knows of it and of the task.
+    The kernel is printed once: where it is also the run's fastest, it is the fastest too."""
     try:
         source = path.read_text()
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a text file") from None
     parent = cfmt.parse(source, task)
     rows = _rows(run, task) if run else []
-    evaluations = {row["candidate_id"]: row for row in rows}
-    found = evaluations.get(parent.id)
+    found = _row_of(parent, rows)
     scored = Scored(parent, lineage.evaluation_from_row(found) if found else None, detect(parent))
     ok = [r for r in rows if r["verdict"] == Verdict.OK.value and r["median_us"] is not None]
     best = None
     if ok:
         fastest = min(ok, key=lambda r: r["median_us"])
-        best = _scored(fastest) if fastest["candidate_id"] != parent.id else scored
+        best = scored if found is not None and fastest["candidate_id"] == found["candidate_id"] else _scored(fastest)
     return ProposalRequest(task, (scored,), best=best)
+
+
+def _row_of(parent: Candidate, rows: list[dict]) -> dict | None:
+    """The lineage row of the kernel `parent`: by its content hash, else the row whose kernel, with
+    its tuned values made the defaults, is `parent`'s text (what `fsr run` writes to best/)."""
+    by_id = {row["candidate_id"]: row for row in rows}
+    if parent.id in by_id:
+        return by_id[parent.id]
+    text = parent.source.strip()
+    for row in rows:
+        cand = lineage.candidate_from_row(row)
+        tuned = tuple((d["name"], d["value"]) for d in row.get("tuned_defines") or [])
+        if cfmt.export(cand, tuned or cand.resolved_defines()).strip() == text:
+            return row
+    return None
 
 
 def _rows(run: Path, task: Task) -> list[dict]:
