@@ -28,6 +28,7 @@ from fsr.evaluate.compile import target_arch
 from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.features import BY_NAME
+from fsr.propose.reference_text import semantics
 from fsr.propose.render import (
     LOG_CHARS,
     LOG_CHARS_SHORT,
@@ -350,12 +351,12 @@ def ask_section(request: ProposalRequest) -> str:
     return fill("ask.md", focus=focus)
 
 
-
 def reference_source(task: Task) -> str:
-    """The task's reference.py, less any library comparator (not the model's business)."""
+    """The task's reference.py as the model sees it: `make_inputs` and `reference` with what they
+    use, none of the comparators' harness (fsr.propose.reference_text)."""
     path = Path(task.directory) / "reference.py"
     try:
         text = path.read_text()
     except OSError:
         return "(reference not available)"
-    return re.sub(r"\ndef library\(.*?(?=\ndef |\Z)", "\n", text, flags=re.S).rstrip() + "\n"
+    return semantics(text)

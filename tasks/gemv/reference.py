@@ -1,5 +1,7 @@
 """GEMV: uniform(-1, 1) inputs (outputs vary in sign and size), float64 reference computed in
-row blocks (the benchmark matrix in float64 would take 1 GiB), cuBLAS via CuPy."""
+row blocks (the benchmark matrix in float64 would take 1 GiB), cuBLAS via CuPy. A is drawn in
+float32 and shifted in place: a float64 draw of the benchmark matrix would take 1 GiB and most
+of the task's preparation time on each worker."""
 
 import numpy as np
 
@@ -8,8 +10,6 @@ ROWS_PER_BLOCK = 1024
 
 def make_inputs(sizes, rng):
     m, n = sizes["M"], sizes["N"]
-    # Drawn in float32 and shifted in place: a float64 draw of the benchmark matrix would take
-    # 1 GiB and most of the task's preparation time on each worker.
     a = rng.random((m, n), dtype=np.float32)
     a *= 2.0
     a -= 1.0

@@ -1,4 +1,6 @@
-"""Softmax: float64 reference, inputs whose rows differ in scale and offset, CuPy comparator."""
+"""Softmax: float64 reference, inputs whose rows differ in scale and offset, CuPy comparator.
+The inputs are drawn and shifted in float32 (in place): at the benchmark size a float64 draw is
+most of the cost of preparing the task on each worker."""
 
 import numpy as np
 
@@ -7,8 +9,6 @@ def make_inputs(sizes, rng):
     rows, cols = sizes["rows"], sizes["cols"]
     # Per-row offset and scale so that the row max matters (a kernel that skips the max
     # subtraction overflows) and outputs are far from uniform.
-    # Drawn and shifted in float32 (in place): at the benchmark size a float64 draw is most of
-    # the cost of preparing the task on each worker.
     offset = rng.uniform(-20.0, 20.0, size=(rows, 1)).astype(np.float32)
     scale = rng.uniform(0.5, 4.0, size=(rows, 1)).astype(np.float32)
     x = rng.standard_normal((rows, cols), dtype=np.float32)
