@@ -1,8 +1,13 @@
 """run.json: what a run directory says about itself (config with secrets scrubbed, versions,
-host, command, devices, and each campaign's totals), written atomically beside the lineage."""
+host, command, devices, and each campaign's totals), written atomically beside the lineage.
+
+`devices` lists the GPU of each worker that served the run, as its worker measured it: CUDA's
+properties and the ceilings (copy and read bandwidth, SGEMM, tensor-core rates) that the judge
+and the prompts use; `fsr prompt --run` describes the card from there."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import re
@@ -17,6 +22,7 @@ from typing import Any
 from fsr import __version__
 from fsr.files import atomic_write
 from fsr.lineage import LineageError
+from fsr.types import DeviceInfo
 
 SECRET_WORDS = ("api_key", "token", "secret")
 # Names that contain a secret word but hold no secret: an environment variable's *name*, and a
@@ -67,6 +73,40 @@ def record_campaign(run_dir: str | Path, campaign: Mapping[str, Any]) -> None:
     doc = read_run_json(run_dir)
     doc["campaigns"] = [*(doc.get("campaigns") or []), dict(campaign)]
     _write(path, doc)
+
+
+def record_devices(run_dir: str | Path, devices: Mapping[str, DeviceInfo]) -> None:
+    """Record each worker's GPU (`devices`: by worker name) in run.json's `devices`, replacing the
+    entry of a worker of that name that an earlier campaign of the run recorded."""
+    if not devices:
+        return
+    path = Path(run_dir) / "run.json"
+    doc = read_run_json(run_dir)
+    new = [{"worker": worker, **dataclasses.asdict(device)} for worker, device in devices.items()]
+    kept = [d for d in doc.get("devices") or [] if not (isinstance(d, dict) and d.get("worker") in devices)]
+    doc["devices"] = [*kept, *new]
+    _write(path, doc)
+
+
+def read_devices(run_dir: str | Path) -> list[DeviceInfo]:
+    """The GPUs run.json records, as measured (LineageError where run.json is damaged)."""
+    doc = read_run_json(run_dir)
+    entries = doc.get("devices") or []
+    fields = {f.name for f in dataclasses.fields(DeviceInfo)}
+    devices = []
+    for entry in entries if isinstance(entries, list) else [entries]:
+        try:
+            values = {k: v for k, v in entry.items() if k in fields}
+            device = DeviceInfo(**values)
+            ok = isinstance(device.name, str) and isinstance(device.arch, str) and all(
+                isinstance(v, int | float) and not isinstance(v, bool) for k, v in values.items() if k not in ("name", "arch"))
+        except (AttributeError, TypeError):
+            ok = False
+        if not ok:
+            raise LineageError(f"{Path(run_dir) / 'run.json'} is damaged: a device entry is not a measured GPU: "
+                               f"{json.dumps(entry, default=str)[:200]}")
+        devices.append(device)
+    return devices
 
 
 def _write(path: Path, doc: Mapping[str, Any]) -> None:

@@ -15,7 +15,7 @@ from fsr import config as cfg_mod
 from fsr import run_json, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError
 from fsr.dtypes import LOW_PRECISION, flop_ceiling
-from fsr.types import Candidate, Evaluation, Task, Verdict, WorkerSpec, size_label
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSpec, size_label
 
 
 def load_candidate(task: Task, file: str) -> Candidate:
@@ -105,7 +105,7 @@ def eval_command(args: argparse.Namespace) -> int:
     finally:
         evaluator.close()
     if args.lineage:
-        append_lineage(args.lineage, cand, results, config)
+        append_lineage(args.lineage, cand, results, config, evaluator.sandbox.device)
     if args.json:
         for result, wall in zip(results[:-1], walls[:-1], strict=False):
             print(json.dumps(to_json(result, [wall]), default=str))
@@ -125,12 +125,17 @@ def no_device(static, cand: Candidate, args: argparse.Namespace, reason: str) ->
     return EXIT_NO_DEVICE
 
 
-def append_lineage(run_dir: str, cand: Candidate, results: list[Evaluation], config: cfg_mod.Config) -> None:
+def append_lineage(run_dir: str, cand: Candidate, results: list[Evaluation], config: cfg_mod.Config,
+                   device: DeviceInfo | None = None) -> None:
+    """The evaluations appended to `run_dir`'s lineage (run.json written first where it lacks
+    one), and the GPU that gave them recorded in run.json as the worker "local"."""
     from fsr import lineage
 
     path = Path(run_dir)
     if not (path / "run.json").exists():
         run_json.write_run_json(path, cfg_mod.to_dict(config), {"command": "fsr eval"})
+    if device is not None:
+        run_json.record_devices(path, {"local": device})
     with lineage.LineageWriter(path) as writer:
         for result in results:
             writer.append(cand, replace(result, worker="local"))

@@ -1,11 +1,16 @@
-"""`fsr prompt TASK [--parent FILE.cu] [--run DIR]`: the system and user messages a model would
-be sent for a task, with fsr's token estimate and what the budget shortened. No GPU needed.
+"""`fsr prompt TASK [--parent FILE.cu] [--run DIR] [--device NAME]`: the system and user messages
+a model would be sent for a task, with fsr's token estimate and what the budget shortened. No GPU
+needed.
 
 Without `--parent`, the first round's prompt (write the first kernel). With it, the prompt that
 asks to improve FILE.cu; with `--run` too, FILE.cu's evaluation in that run's lineage (found by
-the candidate's content hash) and the run's fastest correct kernel of the task come with it, as
-in a campaign. The device is described, not measured: an H100 SXM's properties, and no measured
-bandwidth or FLOP rate (a campaign's prompt has its worker's measured figures instead).
+the candidate's content hash, or as the run's best/ export of it) and the run's fastest correct
+kernel of the task come with it, as in a campaign.
+
+The GPU paragraph is the one a campaign's prompt has: a card as its worker measured it, read
+from run.json's `devices`: `--run`'s (the first, or the one `--device` names), or with `--device`
+alone the newest run under `--runs-dir` that measured a card of that name. With neither, no card
+was measured, and the prompt has no GPU paragraph (the footer says so).
 """
 
 from __future__ import annotations
@@ -22,43 +27,76 @@ from fsr.propose.features import detect
 from fsr.propose.prompt import Prompt, build, estimate_tokens
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict
 
-# What a prompt built away from a GPU says about the device: an H100 SXM's properties (CUDA's
-# device attributes for that card), none of its measured ceilings.
-DESCRIBED_DEVICE = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", sm_count=132,
-                              smem_per_block=48 * 1024, smem_per_block_optin=227 * 1024, smem_per_sm=228 * 1024,
-                              l2_bytes=50 * 2**20, regs_per_sm=65536)
+NO_DEVICE = ("No GPU was measured for this prompt, so it has no GPU paragraph (a campaign's prompt describes the "
+             "card its worker measured): --run RUN_DIR or --device NAME gives one.")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("prompt", help="print the prompt a model would be sent for a task (no GPU needed)")
     parser.add_argument("task")
     parser.add_argument("--parent", metavar="FILE.cu", help="the kernel to improve (default: a first-round prompt)")
-    parser.add_argument("--run", metavar="DIR", help="a run directory: the parent's evaluation and the fastest "
-                                                     "kernel so far come from its lineage")
+    parser.add_argument("--run", metavar="DIR", help="a run directory: its measured GPU; with --parent, the "
+                                                     "parent's evaluation and the fastest kernel so far from its lineage")
+    parser.add_argument("--device", metavar="NAME", help="the GPU (part of its name, e.g. H200) as a run measured it: "
+                                                         "--run's, else the newest under --runs-dir")
+    parser.add_argument("--runs-dir", default="runs", help="where --device looks for runs (default: runs/)")
 
 
 def prompt_command(args: argparse.Namespace) -> int:
     config = cfg_mod.load(args.config)
     task = tasks.load(args.task, args.tasks_dir)
-    if args.run and not args.parent:
-        raise UsageError("--run needs --parent FILE.cu (the kernel whose evaluation it holds)")
+    if args.device is not None and not args.device.strip():
+        raise UsageError("--device needs part of a GPU's name, e.g. H200")
+    device, said = measured_device(Path(args.run) if args.run else None, args.device, Path(args.runs_dir))
     request = ProposalRequest(task, ())
     if args.parent:
         request = _improving(task, Path(args.parent), Path(args.run) if args.run else None)
-    prompt = build(request, DESCRIBED_DEVICE, budget_tokens=config.llm.prompt_budget_tokens,
+    prompt = build(request, device, budget_tokens=config.llm.prompt_budget_tokens,
                    diagnostics=config.llm.diagnostics)
-    print(render(prompt, config.llm.prompt_budget_tokens))
+    print(render(prompt, config.llm.prompt_budget_tokens, said))
     return EXIT_OK
 
 
-def render(prompt: Prompt, budget: int) -> str:
+def measured_device(run: Path | None, name: str | None, runs_dir: Path) -> tuple[DeviceInfo | None, str]:
+    """The GPU the prompt describes, as a run measured it, and a sentence saying where it comes
+    from (or that none was measured). Bad input (no such run, no such card): UsageError."""
+    if run is not None:
+        devices = run_json.read_devices(run)  # LineageError (one line) where it is no run directory
+        if not devices:
+            return None, f"{run} records no measured GPU (its run.json's devices is empty): no GPU paragraph."
+        chosen = _named(devices, name)
+        if chosen is None:
+            raise UsageError(f"--device {name}: {run} measured {', '.join(sorted({d.name for d in devices}))} only")
+        return chosen, f"The GPU is {chosen.name} as {run} measured it."
+    if name is None:
+        return None, NO_DEVICE
+    runs = sorted((d for d in runs_dir.iterdir() if (d / "run.json").is_file()), reverse=True) \
+        if runs_dir.is_dir() else []
+    for found in runs:  # run ids begin with their start time: newest first
+        try:
+            chosen = _named(run_json.read_devices(found), name)
+        except lineage.LineageError:
+            continue  # a damaged run.json is not this command's business
+        if chosen is not None:
+            return chosen, f"The GPU is {chosen.name} as {found} measured it."
+    raise UsageError(f"--device {name}: no run under {runs_dir} measured a GPU of that name; "
+                     "--run RUN_DIR names a campaign's run")
+
+
+def _named(devices: list[DeviceInfo], name: str | None) -> DeviceInfo | None:
+    """The first device whose name holds `name` (any case); the first of all without a name."""
+    if name is None:
+        return devices[0] if devices else None
+    return next((d for d in devices if name.strip().casefold() in d.name.casefold()), None)
+
+
+def render(prompt: Prompt, budget: int, device: str = NO_DEVICE) -> str:
     """Both messages under headings with their sizes, then the total and what was shortened."""
     parts = [f"===== {role} message ({estimate_tokens(text)} tokens) =====\n{text.rstrip()}\n"
              for role, text in prompt.messages]
     shortened = ", ".join(prompt.shortened) or "nothing"
     parts.append(f"===== {prompt.tokens} tokens by fsr's estimate (characters / 4) of a budget of {budget} "
-                 f"(llm.prompt_budget_tokens); shortened to fit: {shortened}. The GPU is described, not measured: "
-                 f"an {DESCRIBED_DEVICE.name}'s properties, no measured rates (a campaign's workers measure theirs).")
+                 f"(llm.prompt_budget_tokens); shortened to fit: {shortened}. {device}")
     return "\n".join(parts)
 
 

@@ -111,6 +111,7 @@ def run_campaign_args(args: argparse.Namespace) -> tuple[int, Path]:
               file=sys.stderr)
         with lineage.LineageWriter(run_dir) as writer:
             summary = _search(args, config, task_list, executor, proposer, writer, run_dir)
+        run_json.record_devices(run_dir, executor.workers().devices)  # as the workers measured them
     except EvaluatorUnavailable as e:  # also every Ray worker lost: what was evaluated is kept
         resume = "" if _discard_unstarted(run_dir, fresh) else f"; carry the campaign on with: fsr run --resume {run_dir}"
         print(f"fsr: {e}{resume}", file=sys.stderr)

@@ -17,16 +17,14 @@ written (templates, clipping, figures, one evaluation described) is in fsr.propo
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fsr import dtypes, tasks
-from fsr.dtypes import LOW_PRECISION, flop_ceiling
+from fsr import dtypes
 from fsr.evaluate import guards
-from fsr.evaluate.compile import target_arch
 from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
+from fsr.propose.device_text import device_section, floors
 from fsr.propose.features import BY_NAME
 from fsr.propose.reference_text import semantics
 from fsr.propose.render import (
@@ -37,7 +35,6 @@ from fsr.propose.render import (
     describe,
     diagnosed,
     fill,
-    format_bytes,
     format_us,
     format_x,
 )
@@ -123,47 +120,6 @@ def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tup
 
 # ---- sections -----------------------------------------------------------------------------------
 
-def device_section(device: DeviceInfo, task: Task) -> str:
-    return fill("device.md", name=device.name, arch=device.arch, sm_count=device.sm_count or "?",
-                smem_per_block=format_bytes(device.smem_per_block),
-                smem_optin=format_bytes(device.smem_per_block_optin),
-                smem_per_sm=format_bytes(device.smem_per_sm), l2=format_bytes(device.l2_bytes),
-                regs_per_sm=device.regs_per_sm or "?",
-                copy=f"{device.copy_gbps:.0f} GB/s" if device.copy_gbps else "not measured",
-                sgemm=f"{device.sgemm_tflops:.1f} TFLOP/s" if device.sgemm_tflops else "not measured",
-                tensor=(f"{device.tensor_tflops:.0f} TFLOP/s (float32-accurate split TF32, three MMAs a product, "
-                        "reaches a third of it)") if device.tensor_tflops else "not measured",
-                low=tensor_cores(device, task))
-
-
-# wgmma exists on sm_90a only (sm_100a's tensor cores take tcgen05 instead), which fsr compiles an
-# sm_90 device's candidates for (fsr.evaluate.compile.target_arch).
-WGMMA = ("wgmma.mma_async.sync.aligned.m64nNk16 (N 8 to 256 by 8, one warpgroup of 128 threads; A from "
-         "registers or a shared-memory matrix descriptor, B from a descriptor; bf16/f16 in, f32 accumulate; "
-         "m64nNk32 for e4m3/e5m2) with wgmma.fence, commit_group and wait_group, and fence.proxy.async after "
-         "writing its shared-memory operands; setmaxnreg")
-
-
-def tensor_cores(device: DeviceInfo, task: Task) -> str:
-    """For a task judged in a 16- or 8-bit float: its measured tensor-core rate and the
-    instructions NVRTC compiles for this device's arch (wgmma on sm_90, which fsr compiles for
-    as sm_90a); "" for other tasks."""
-    if task.dtype not in dtypes.LOW_PRECISION:
-        return ""
-    m = re.fullmatch(r"sm_(\d+)[af]?", device.arch)
-    cc = int(m.group(1)) if m else 0
-    rate = flop_ceiling(device, task.dtype)
-    said = f" Measured {task.dtype} tensor-core GEMM rate {rate:.0f} TFLOP/s." if rate else ""
-    if cc < 80:
-        return said + " This arch has no bfloat16 tensor-core MMA."
-    ops = ["mma.sync.aligned.m16n8k16 (bf16/f16 in, f32 accumulate)", "ldmatrix", "cp.async"]
-    if cc >= 89:
-        ops.insert(1, "mma.sync.aligned.m16n8k32 with e4m3/e5m2")
-    if target_arch(device.arch) == "sm_90a":
-        ops.insert(0, WGMMA)
-    return said + f" Tensor-core instructions this arch compiles: {'; '.join(ops)}; `mma.h` (wmma) too."
-
-
 def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = None,
                  timed: str = "") -> str:
     """The problem: its buffers, sizes, tolerance and floors, then the built-in reference (NumPy),
@@ -225,22 +181,6 @@ def comparators(request: ProposalRequest) -> str:
              f"torch.compile {format_us(compiled)}" if compiled else ""]
     said = " and ".join(p for p in parts if p)
     return f" There, {said}." if said else ""
-
-
-def floors(task: Task, device: DeviceInfo) -> str:
-    """What physics allows at the benchmark size on this device, as a sentence ("" if unknown)."""
-    sizes = dict(task.bench_size)
-    parts = []
-    if device.copy_gbps:
-        us = tasks.bytes_moved(task, sizes) / (device.copy_gbps * 1e9) * 1e6
-        parts.append(f"moving its {format_bytes(int(tasks.bytes_moved(task, sizes)))} at the measured copy "
-                     f"bandwidth takes {format_us(us)}")
-    ceiling = flop_ceiling(device, task.dtype)
-    if ceiling and tasks.flops(task, sizes):
-        us = tasks.flops(task, sizes) / (ceiling * 1e12) * 1e6
-        rate = f"{task.dtype} tensor-core GEMM rate" if task.dtype in LOW_PRECISION else "SGEMM rate"
-        parts.append(f"its flops at the measured {rate} take {format_us(us)}")
-    return ("At the benchmark size " + "; ".join(parts) + ".") if parts else ""
 
 
 def parent_section(parent: Scored, task: Task, source_chars: int, diagnostics: bool = False) -> str:

@@ -11,7 +11,6 @@ import pytest
 from fsr import tasks
 from fsr.candidate import parse
 from fsr.cli import main
-from fsr.commands.prompt import DESCRIBED_DEVICE
 from fsr.lineage import LineageWriter
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.features import detect
@@ -27,6 +26,9 @@ SYSTEM_TOKENS_BEFORE = 1226  # the system message at 18b579d, which this must no
 FACTS = ("- softmax_rows (40 instructions in the code): global loads 2 x 128-bit; stores 1 x 128-bit; "
          "no tensor-core instructions; no local memory\n- Most likely limit: memory bandwidth: 88% of the copy rate")
 BUILTIN = softmax_task(None)
+DESCRIBED_DEVICE = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", sm_count=132, smem_per_block=48 * 1024,
+                              smem_per_block_optin=227 * 1024, smem_per_sm=228 * 1024, l2_bytes=50 * 2**20,
+                              regs_per_sm=65536)  # an H100's properties, none of its ceilings
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +135,7 @@ def test_fsr_prompt_prints_both_messages_for_a_built_in_and_an_imported_task(
     assert main(["prompt", "softmax"]) == 0
     out = capsys.readouterr().out
     assert "===== system message (" in out and "===== user message (" in out
-    assert "# The task: softmax" in out and "shortened to fit: nothing" in out and "described, not measured" in out
+    assert "# The task: softmax" in out and "shortened to fit: nothing" in out and "No GPU was measured" in out
     assert main(["--tasks-dir", str(imported), "prompt", "kb1_23_softmax"]) == 0
     out = capsys.readouterr().out
     assert "# The task: kb1_23_softmax" in out and out.count("return torch.softmax(x, dim=1)") == 1
