@@ -94,7 +94,7 @@ def render(prompt: Prompt, budget: int, device: str = NO_DEVICE) -> str:
     """Both messages under headings with their sizes, then the total and what was shortened."""
     parts = [f"===== {role} message ({estimate_tokens(text)} tokens) =====\n{text.rstrip()}\n"
              for role, text in prompt.messages]
-    shortened = ", ".join(prompt.shortened) or "nothing"
+    shortened = "; ".join(prompt.cuts) or "nothing"
     parts.append(f"===== {prompt.tokens} tokens by fsr's estimate (characters / 4) of a budget of {budget} "
                  f"(llm.prompt_budget_tokens); shortened to fit: {shortened}. {device}")
     return "\n".join(parts)

@@ -101,6 +101,25 @@ def problem_text(reference: str) -> str | None:
     return ""
 
 
+def problem_layout(reference: str) -> dict | None:
+    """The task's layout held by a reference.py this module wrote (its `_LAYOUT`: forward's
+    inputs, the module's state as [name, module path] pairs, the outputs), or None."""
+    if not reference.startswith(MARKER):
+        return None
+    try:
+        tree = ast.parse(reference)
+    except SyntaxError:
+        return None
+    for node in reversed(tree.body):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["_LAYOUT"]:
+            try:
+                layout = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            return layout if isinstance(layout, dict) else None
+    return None
+
+
 def literal(text: str) -> str:
     """`text` as a Python literal that reads like the file: a raw triple-quoted string where
     that gives `text` back exactly, else repr."""

@@ -18,14 +18,14 @@ written (templates, clipping, figures, one evaluation described) is in fsr.propo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from fsr import dtypes
 from fsr.evaluate import guards
-from fsr.kernelbench import write
 from fsr.propose.base import ProposalRequest, Scored, speedup_basis, task_speedup
 from fsr.propose.device_text import device_section, floors
 from fsr.propose.features import BY_NAME
+from fsr.propose.imported import STEPS, imported, signatures
+from fsr.propose.imported import description as imported_description
 from fsr.propose.reference_text import semantics
 from fsr.propose.render import (
     LOG_CHARS,
@@ -51,12 +51,28 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass(frozen=True)
 class Section:
-    """A part of the user message: variants from full to shortest ("" drops it); sections of
-    lower `priority` are shortened first."""
+    """A part of the user message: variants from full to shortest ("" drops it), each with what
+    it leaves out (`cuts`, "" for the full one); sections of lower `priority` are shortened first."""
 
     name: str
     priority: int
     variants: tuple[str, ...]
+    cuts: tuple[str, ...] = ()
+
+    def cut(self, step: int) -> str:
+        """What the variant `step` leaves out, in words."""
+        if step < len(self.cuts) and self.cuts[step]:
+            return self.cuts[step]
+        return "dropped" if not self.variants[step] else "shortened"
+
+
+def section(name: str, priority: int, variants: list[tuple[str, str]]) -> Section:
+    """A Section from (text, what it leaves out) pairs, full first; a variant no shorter than the
+    one before it is left out (a text too short to clip)."""
+    kept: dict[str, str] = {}
+    for text, cut in variants:
+        kept.setdefault(text, cut)
+    return Section(name, priority, tuple(kept), tuple(kept.values()))
 
 
 @dataclass(frozen=True)
@@ -65,7 +81,8 @@ class Prompt:
 
     messages: tuple[tuple[str, str], ...]  # (role, content)
     tokens: int
-    shortened: tuple[str, ...]
+    shortened: tuple[str, ...]  # the names of the sections shortened
+    cuts: tuple[str, ...] = ()  # what each shortened section left out: "task: ..."
 
     def as_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]
@@ -88,10 +105,10 @@ def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tup
     task, parent = request.task, (request.parents[0] if request.parents else None)
     sections = [
         Section("device", 90, (device_section(device, task),)) if device else None,
-        Section("task", 80, tuple(dict.fromkeys(task_section(task, n, device, comparators(request))
-                                                for n in (REFERENCE_CHARS, 1200)))),
-        Section("parent", 100, (parent_section(parent, task, SOURCE_CHARS, diagnostics),
-                                parent_section(parent, task, 6000, diagnostics))) if parent else None,
+        section("task", 80, task_variants(task, device, comparators(request))),
+        section("parent", 100, [(parent_section(parent, task, SOURCE_CHARS, diagnostics), ""),
+                                (parent_section(parent, task, 6000, diagnostics), "its source clipped to 6,000 characters")])
+        if parent else None,
         performance_section(request, diagnostics),
         second_parent_section(request),
         failures_section(request.failures, task),
@@ -115,7 +132,8 @@ def build(request: ProposalRequest, device: DeviceInfo | None, reply_errors: tup
         chosen[victim.name] += 1
         shortened.append(victim.name)
     user = "\n".join(s.variants[chosen[s.name]] for s in live if s.variants[chosen[s.name]])
-    return Prompt((("system", system), ("user", user)), size(), tuple(dict.fromkeys(shortened)))
+    cuts = tuple(f"{s.name}: {s.cut(chosen[s.name])}" for s in live if chosen[s.name])
+    return Prompt((("system", system), ("user", user)), size(), tuple(dict.fromkeys(shortened)), cuts)
 
 
 # ---- sections -----------------------------------------------------------------------------------
@@ -124,24 +142,35 @@ def task_section(task: Task, reference_chars: int, device: DeviceInfo | None = N
                  timed: str = "") -> str:
     """The problem: its buffers, sizes, tolerance and floors, then the built-in reference (NumPy),
     or for an imported task its module's source, once, and no line of the importer's runtime."""
-    signature = "\n".join(f"- `{a.name}`: {a.dtype}[{', '.join(a.shape)}], "
-                          f"{'input (read-only)' if a.intent == 'in' else 'output'}{c_type(a.dtype)}" for a in task.args)
+    return task_variants(task, device, timed, (reference_chars,))[0][0]
+
+
+def task_variants(task: Task, device: DeviceInfo | None = None, timed: str = "",
+                  reference_chars: tuple[int, ...] = (REFERENCE_CHARS, 1200)) -> list[tuple[str, str]]:
+    """The task's section from full to shortest, each with what it leaves out: a built-in task's
+    reference clipped shorter; an imported task's arguments summarised (fsr.propose.imported)."""
     constants = ""
     if task.constants:
         constants = " Constants (passed as `float`): " + ", ".join(f"{k} = {v:g}" for k, v in task.constants) + "."
-    common = dict(name=task.name, signature=signature, size_names=", ".join(task.size_names), constants=constants,
+    common = dict(name=task.name, size_names=", ".join(task.size_names), constants=constants,
                   test_sizes="\n".join(f"- {size_label(s)}" for s in task.test_sizes),
                   bench_size=size_label(task.bench_size), floor="",
                   comparators=timed, tolerance=tolerance_text(task))
     if device is not None and (floor := floors(task, device)):
         common["floor"] = " " + floor
-    module = imported_module(task)
-    if module is not None:  # the description already holds the module's source where the import wrote it
-        described = task.description if module.strip() in task.description else (
-            f"{task.description}\n\nThe module's source:\n\n```python\n{module.rstrip()}\n```")
-        return fill("task_module.md", description=described, **common)
-    return fill("task.md", description=task.description, reference=clip(reference_source(task), reference_chars),
-                **common)
+    found = imported(task)
+    if found is not None:
+        described = imported_description(task)  # the module's source is there where the import wrote it
+        if found.source.strip() not in described:
+            described += f"\n\nThe module's source:\n\n```python\n{found.source.rstrip()}\n```"
+        lists = signatures(task, found.paths, c_type)
+        return [(fill("task_module.md", description=described, signature=text, **common), cut)
+                for text, cut in zip(lists, STEPS, strict=False)]
+    signature = "\n".join(f"- `{a.name}`: {a.dtype}[{', '.join(a.shape)}], "
+                          f"{'input (read-only)' if a.intent == 'in' else 'output'}{c_type(a.dtype)}" for a in task.args)
+    return [(fill("task.md", description=task.description, reference=clip(reference_source(task), chars),
+                  signature=signature, **common), f"the reference clipped to {chars:,} characters" if i else "")
+            for i, chars in enumerate(reference_chars)]
 
 
 def c_type(dtype: str) -> str:
@@ -164,10 +193,8 @@ def tolerance_text(task: Task) -> str:
 
 def imported_module(task: Task) -> str | None:
     """The problem file's text of a task `fsr import` wrote, else None (a built-in task)."""
-    try:
-        return write.problem_text((Path(task.directory) / "reference.py").read_text())
-    except OSError:
-        return None
+    found = imported(task)
+    return found.source if found is not None else None
 
 
 def comparators(request: ProposalRequest) -> str:
@@ -226,8 +253,10 @@ def performance_section(request: ProposalRequest, diagnostics: bool = False) -> 
     with_contrast = full
     if contrast is not None and contrast.ok and contrast.id not in (best.id, parent.id):
         with_contrast += f"\n\nThe slower one:\n\n```cuda\n{clip(contrast.candidate.source, SOURCE_CHARS)}\n```"
-    variants = dict.fromkeys(fill("performance.md", comparison=t) for t in (with_contrast, full, text))
-    return Section("performance", 50, (*variants, ""))
+    return section("performance", 50, [(fill("performance.md", comparison=with_contrast), ""),
+                                       (fill("performance.md", comparison=full), "the slower kernel's source"),
+                                       (fill("performance.md", comparison=text), "the kernels' sources"),
+                                       ("", "dropped")])
 
 
 def second_parent_section(request: ProposalRequest) -> Section | None:
@@ -254,9 +283,9 @@ def failures_section(failures: tuple[Scored, ...], task: Task) -> Section | None
             parts.append(part)
         return fill("failures.md", attempts="\n\n".join(parts))
 
-    variants = (attempts(LOG_CHARS, 1), attempts(LOG_CHARS, 0), attempts(LOG_CHARS_SHORT, 0),
-                attempts(160, 0))
-    return Section("failures", 60, (*dict.fromkeys(variants), ""))
+    return section("failures", 60, [(attempts(LOG_CHARS, 1), ""), (attempts(LOG_CHARS, 0), "the failed source"),
+                                    (attempts(LOG_CHARS_SHORT, 0), f"logs clipped to {LOG_CHARS_SHORT} characters"),
+                                    (attempts(160, 0), "logs clipped to 160 characters"), ("", "dropped")])
 
 
 def reply_errors_section(errors: tuple[str, ...]) -> Section | None:
@@ -264,7 +293,7 @@ def reply_errors_section(errors: tuple[str, ...]) -> Section | None:
         return None
     full = fill("reply_errors.md", errors="".join(f"- {clip(e, LOG_CHARS_SHORT)}\n" for e in errors))
     short = fill("reply_errors.md", errors=f"- {clip(errors[-1], 300)}\n")
-    return Section("reply errors", 70, tuple(dict.fromkeys((full, short))))
+    return section("reply errors", 70, [(full, ""), (short, "all but the last error")])
 
 
 def features_section(request: ProposalRequest) -> Section | None:
@@ -294,9 +323,4 @@ def ask_section(request: ProposalRequest) -> str:
 def reference_source(task: Task) -> str:
     """The task's reference.py as the model sees it: `make_inputs` and `reference` with what they
     use, none of the comparators' harness (fsr.propose.reference_text)."""
-    path = Path(task.directory) / "reference.py"
-    try:
-        text = path.read_text()
-    except OSError:
-        return "(reference not available)"
-    return semantics(text)
+    return semantics(task.reference_source) if task.reference_source.strip() else "(reference not available)"
