@@ -10,9 +10,12 @@ them.
 
 Budget: tokens are estimated as characters / 4. Long texts are cut on purpose where they enter
 (compiler logs keep their head and tail around a marker), then, while the prompt is over budget,
-the section of lowest priority steps down to its next shorter variant (and at last to nothing).
-Nothing is ever cut by accident or mid-section without a marker saying so. How each piece is
-written (templates, clipping, figures, one evaluation described) is in fsr.propose.render.
+the section of lowest priority steps down to its next shorter variant (and at last to nothing),
+and the prompt records what each step left out (`Prompt.cuts`). Nothing is ever cut by accident
+or mid-section without a marker saying so. How each piece is written (templates, clipping,
+figures, one evaluation described) is in fsr.propose.render; the GPU paragraph in
+fsr.propose.device_text; what a built-in task's reference shows in fsr.propose.reference_text;
+an imported task's arguments in fsr.propose.imported.
 """
 
 from __future__ import annotations
@@ -67,8 +70,8 @@ class Section:
 
 
 def section(name: str, priority: int, variants: list[tuple[str, str]]) -> Section:
-    """A Section from (text, what it leaves out) pairs, full first; a variant no shorter than the
-    one before it is left out (a text too short to clip)."""
+    """A Section from (text, what it leaves out) pairs, full first; a variant the same as an
+    earlier one is left out (a text too short to clip, say)."""
     kept: dict[str, str] = {}
     for text, cut in variants:
         kept.setdefault(text, cut)
@@ -189,12 +192,6 @@ def tolerance_text(task: Task) -> str:
     return (f"|got - expected| <= {atol}{task.rtol:g} * max(|expected|, {task.floor:g} * the output's mean "
             f"|expected|) (outputs in {task.dtype}, compared in float32 or wider with the float64 reference; "
             f"computing or storing in a narrower type than {task.dtype}, fp8 say, fails)")
-
-
-def imported_module(task: Task) -> str | None:
-    """The problem file's text of a task `fsr import` wrote, else None (a built-in task)."""
-    found = imported(task)
-    return found.source if found is not None else None
 
 
 def comparators(request: ProposalRequest) -> str:
