@@ -36,6 +36,7 @@ from fsr.types import (
     Resources,
     Scratch,
     SizeCheck,
+    Tier,
     Timing,
     TrialRecord,
     Tunable,
@@ -81,7 +82,8 @@ def _candidate(d: Mapping[str, Any]) -> Candidate:
         scratch=tuple(Scratch(**x) for x in d["scratch"]), defines=_pairs(d["defines"]),
         compile_options=tuple(d["compile_options"]), parents=tuple(d["parents"]), island=d["island"],
         generation=d["generation"],
-        origin=Origin(o["proposer"], o["model"], tuple(o["features_requested"]), o["move"]))
+        origin=Origin(o["proposer"], o["model"], tuple(o["features_requested"]), o["move"]),
+        certify=d.get("certify") or "")
 
 
 def _pairs(value: Iterable[Any]) -> Defines:
@@ -125,14 +127,16 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "completion_tokens": completion_tokens, "error": error, "setup_s": e.setup_s,
         "comparators_s": e.comparators_s,
         "torch_us": e.torch_us, "torch_compile_us": e.torch_compile_us, "torch_compile_s": e.torch_compile_s,
-        "diagnostics": e.diagnostics, "dtype": e.dtype or None,
+        "diagnostics": e.diagnostics, "dtype": e.dtype or None, "tier": str(e.tier),
+        "certified": e.certified, "certifies": c.certify or None, "failed_check": e.failed_check or None,
+        "cut_short": e.cut_short, "answered_from": e.answered_from or None,
     }
 
 
 def candidate_from_row(row: Mapping[str, Any]) -> Candidate:
     """Rebuild the Candidate of an `evaluations` row (for resume); equal to the one appended."""
     origin = {k: row[k] for k in ("proposer", "model", "features_requested", "move")}
-    return _candidate({**row, **json.loads(row["launches"]), "origin": origin})
+    return _candidate({**row, **json.loads(row["launches"]), "origin": origin, "certify": row.get("certifies")})
 
 
 def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
@@ -154,7 +158,9 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       comparators_s=row.get("comparators_s") or 0.0, torch_us=row.get("torch_us"),
                       torch_compile_us=row.get("torch_compile_us"), torch_compile_s=row.get("torch_compile_s"),
                       diagnostics=row.get("diagnostics") or "", worker=row.get("worker") or "",
-                      dtype=row.get("dtype") or "")
+                      dtype=row.get("dtype") or "", tier=Tier(row.get("tier") or Tier.SCREEN),
+                      certified=row.get("certified"), failed_check=row.get("failed_check") or "",
+                      cut_short=bool(row.get("cut_short")), answered_from=row.get("answered_from") or "")
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:

@@ -49,6 +49,17 @@ class Verdict(enum.StrEnum):
     CRASH = "CRASH"  # the CUDA context died (illegal address, trap): the child was replaced
     TIMEOUT = "TIMEOUT"  # still running past its deadline: the child was killed and replaced
     SUSPECT = "SUSPECT"  # faster than the device's measured ceiling allows
+    # screened OK, then failed its certification: wrong on inputs drawn from the OS's entropy, wrong
+    # in a timed run there, crashed or hung there, or timed clearly slower than it was screened
+    UNCERTIFIED = "UNCERTIFIED"
+
+
+class Tier(enum.StrEnum):
+    """Which judgement an evaluation is: screening (every candidate, fsr's fixed-seed inputs) or
+    certification (a screened result that would count, re-judged on inputs nothing can predict)."""
+
+    SCREEN = "screen"
+    CERTIFY = "certify"
 
 
 @dataclass(frozen=True)
@@ -168,14 +179,22 @@ class Candidate:
     island: int = 0
     generation: int = 0
     origin: Origin = field(default_factory=Origin)
+    # A certification request: the id of the screened candidate this one re-judges (at its tuned
+    # defines); "" for a candidate to screen. Part of the id only when set, so screened ids stay
+    # what they were and a request never collides with the candidate it certifies.
+    certify: str = ""
 
     @property
     def id(self) -> str:
-        """Content hash: source, defines, launches and compile options. Lineage fields (parents,
-        island, origin) are not part of identity, so the same kernel is never evaluated twice."""
+        """Content hash: source, defines, launches and compile options (and the candidate it
+        certifies, for a certification request). Lineage fields (parents, island, origin) are
+        not part of identity, so the same kernel is never evaluated twice."""
         h = hashlib.sha256()
-        for part in (self.task, self.source, repr(self.resolved_defines()), repr(self.launches),
-                     repr(self.scratch), repr(self.compile_options)):
+        parts = [self.task, self.source, repr(self.resolved_defines()), repr(self.launches),
+                 repr(self.scratch), repr(self.compile_options)]
+        if self.certify:
+            parts.append(f"certify {self.certify}")
+        for part in parts:
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()[:16]
@@ -286,6 +305,11 @@ class Evaluation:
     diagnostics: str = ""  # digested facts from the machine code (fsr.evaluate.diagnose); "" where not compiled
     worker: str = ""  # the GPU worker that gave the verdict, stamped by the executor ("" before)
     dtype: str = ""  # the task's dtype (Task.dtype), stamped by the evaluator ("" where the task is unknown)
+    tier: Tier = Tier.SCREEN
+    certified: bool | None = None  # a certification's outcome (None: a screening, which certifies nothing)
+    failed_check: str = ""  # a failed certification: the input set or check that failed ("timing", ...)
+    cut_short: bool = False  # its timing stopped early: its samples already showed it clearly slower
+    answered_from: str = ""  # the earlier candidate whose judgement answered this one (same program run)
 
     @property
     def speedup(self) -> float | None:
