@@ -24,13 +24,13 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import tasks
-from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards
+from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards, judged
 from fsr.evaluate.compile import Compiled, CompileFailed, CompileService, nvrtc_version
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
-from fsr.evaluate.wire import ChildResult, Died, EvalRequest, TimedOut
+from fsr.evaluate.wire import ChildResult, Died, EvalRequest, TimedOut, TrialPrograms
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,7 @@ class GpuEvaluator:
         self._owed_s = 0.0  # the comparators' GPU seconds not yet charged to an evaluation
         self._owed_lock = threading.Lock()  # not the GPU lock: another candidate holds that while it runs
         self._toolchain = ""
+        self._judged = judged.Judgements()  # what this worker judged, by the program that ran
 
     def device(self) -> DeviceInfo:
         with self._gpu:
@@ -232,7 +233,24 @@ class GpuEvaluator:
             return replace(static.verdict, device=device.name, setup_s=setup_s), clock + setup_s
         compiled = static.compiled
         assert compiled is not None
-        programs = compiled_trials(ahead)  # host work, done before taking the GPU child
+        judgement = judged.key(cand, compiled, trials)
+        earlier = self._judged.claim(judgement)  # the same program judged before: no GPU time
+        if earlier is not None:
+            for future, _ in ahead.values():
+                future.cancel()
+            return replace(judged.answer(earlier, cand, compiled.seconds), setup_s=setup_s), clock + setup_s
+        try:
+            result = self._on_gpu(cand, task, compiled, compiled_trials(ahead), trials, setup_s)
+        except BaseException:
+            self._judged.abandon(judgement)
+            raise
+        self._judged.settle(judgement, result[0])
+        return result
+
+    def _on_gpu(self, cand: Candidate, task: Task, compiled: Compiled, programs: TrialPrograms, trials: int,
+                setup_s: float) -> tuple[Evaluation, float]:
+        """The GPU child's judgement of a compiled candidate (tuned with `trials` trials, from
+        `programs` compiled ahead), and when its setup ended; `setup_s` so far."""
         setup_s += self._await_contents(task)
         with self._gpu:
             clock = time.perf_counter()
@@ -266,9 +284,9 @@ class GpuEvaluator:
         if isinstance(reply, Died):
             return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed), setup_end
         assert isinstance(reply, ChildResult)
-        judged = self._judge(base, reply, task, device)
-        diagnostics = diagnose.of_evaluation(cand, compiled, judged, task, device, self.compiler)
-        return _noting(replace(judged, diagnostics=diagnostics), failed), setup_end
+        out = self._judge(base, reply, task, device)
+        diagnostics = diagnose.of_evaluation(cand, compiled, out, task, device, self.compiler)
+        return _noting(replace(out, diagnostics=diagnostics), failed), setup_end
 
     def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources
