@@ -53,6 +53,10 @@ class EvalConfig:
     # past it the least recently used are dropped and built again when needed. 0 = 40% of the
     # host's memory times the worker's share of its cores.
     prepared_host_max_bytes: int = 0
+    # Certification (docs/judge.md, "Two tiers"): a screened result that would become its task's
+    # best is judged again on inputs from the operating system's entropy before it counts; off,
+    # every screened OK result counts as it did before certification existed.
+    certify: bool = True
 
 
 @dataclass(frozen=True)

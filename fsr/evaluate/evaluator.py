@@ -20,18 +20,27 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from fsr import candidate as cfmt
-from fsr import tasks
+from fsr import certification, tasks
 from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards, judged
 from fsr.evaluate.compile import Compiled, CompileFailed, CompileService, nvrtc_version
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
-from fsr.evaluate.wire import ChildResult, Died, EvalRequest, TimedOut, TrialPrograms
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSpec
+from fsr.evaluate.wire import (
+    Certified,
+    CertifyRequest,
+    ChildResult,
+    Died,
+    EvalRequest,
+    TimedOut,
+    TrialPrograms,
+)
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Tier, Verdict, WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +208,8 @@ class GpuEvaluator:
             result = Evaluation(candidate.id, candidate.task, Verdict.REJECTED, str(e))
             setup_end = time.perf_counter()
         else:
-            result, setup_end = self._evaluate(candidate, task, tune)
+            judge = self._certify if candidate.certify else partial(self._evaluate, tune=tune)
+            result, setup_end = judge(candidate, task)
             result = replace(result, dtype=task.dtype)
         end = time.perf_counter()
         charged = self._worker_time.charge(started, end)
@@ -218,7 +228,7 @@ class GpuEvaluator:
             self.sandbox.close()
 
     # -- internals ------------------------------------------------------------------------------
-    def _evaluate(self, cand: Candidate, task: Task, tune: bool) -> tuple[Evaluation, float]:
+    def _evaluate(self, cand: Candidate, task: Task, tune: bool = True) -> tuple[Evaluation, float]:
         """The evaluation, and when its setup (the child's start, the task's preparation) ended."""
         clock = time.perf_counter()
         known = self.sandbox.device
@@ -246,6 +256,57 @@ class GpuEvaluator:
             raise
         self._judged.settle(judgement, result[0])
         return result
+
+    def _certify(self, cand: Candidate, task: Task) -> tuple[Evaluation, float]:
+        """A certification request judged (fsr.evaluate.gpu.certify): compiled at its (tuned)
+        defines, then checked and timed by the GPU child on inputs from entropy; never answered
+        from an earlier judgement. The verdict is OK (certified) or UNCERTIFIED with the set or
+        check that failed; the paired timing bound is the caller's (fsr.certification.judge)."""
+        clock = time.perf_counter()
+        device = self.sandbox.device or self.device()
+        setup_s = time.perf_counter() - clock
+        base = Evaluation(cand.id, task.name, Verdict.OK, device=device.name, toolchain=self._toolchain_once(),
+                          tuned_defines=cand.resolved_defines(), tier=Tier.CERTIFY, setup_s=setup_s)
+        static = static_stage(cand, task, device.arch, self.compiler)
+        if static.verdict is not None:
+            first = static.verdict.message.strip().splitlines()[:1]
+            return certification.failure(base, "compile", first[0] if first else "", static.verdict.verdict), \
+                clock + setup_s
+        compiled = static.compiled
+        assert compiled is not None
+        setup_s += self._await_contents(task)
+        with self._gpu:
+            clock = time.perf_counter()
+            device = self.sandbox.ensure_started()
+            self._prepare(task)
+            setup_end = time.perf_counter()
+            request = CertifyRequest(cand, compiled.cubin, compiled.lowered)
+            reply = self.sandbox.call("certify", request, self.cfg.timeout_s)
+            times = self._take_compared(task)
+        base = replace(base, resources=compiled.resources, compile_s=compiled.seconds, baseline_us=times.baseline_us,
+                       library_us=times.library_us, torch_us=times.torch_us, torch_compile_us=times.torch_compile_us,
+                       torch_compile_s=times.torch_compile_s, setup_s=setup_s + setup_end - clock)
+        return self._certified(base, reply, task, device), setup_end
+
+    def _certified(self, base: Evaluation, reply: object, task: Task, device: DeviceInfo) -> Evaluation:
+        """The certification's Evaluation from the GPU child's reply."""
+        if isinstance(reply, TimedOut):
+            return certification.failure(base, "timeout", f"still running after {reply.seconds:.1f} s; the GPU "
+                                         "child was killed and replaced", Verdict.TIMEOUT)
+        if isinstance(reply, Died):
+            return certification.failure(base, "crash", reply.reason, Verdict.CRASH)
+        assert isinstance(reply, Certified)
+        base = replace(base, checks=reply.checks, verify_s=reply.stages.verify_s, bench_s=reply.stages.bench_s,
+                       resources=reply.resources or base.resources)
+        if reply.verdict != Verdict.OK:
+            return certification.failure(base, reply.failed_check, reply.message, reply.verdict)
+        sizes = dict(task.bench_size)
+        timing = summarise(list(reply.samples_us), tasks.bytes_moved(task, sizes), tasks.flops(task, sizes), device,
+                           task.dtype)
+        reason = implausible(timing, device, self.cfg, task.dtype)
+        if reason:
+            return certification.failure(base, "plausibility", reason, Verdict.SUSPECT)
+        return replace(base, timing=timing, certified=True)
 
     def _on_gpu(self, cand: Candidate, task: Task, compiled: Compiled, programs: TrialPrograms, trials: int,
                 setup_s: float) -> tuple[Evaluation, float]:

@@ -29,6 +29,31 @@ class EvalRequest:
 
 
 @dataclass(frozen=True)
+class CertifyRequest:
+    """A screened candidate for certification (fsr.evaluate.gpu.certify): its program at the
+    defines it was tuned to, judged again on inputs from the operating system's entropy."""
+
+    candidate: Candidate
+    cubin: bytes
+    lowered: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Certified:
+    """The GPU child's answer to a CertifyRequest: OK with the checks and the timing samples, or
+    the verdict of what failed (WRONG, LAUNCH_ERROR, REJECTED), with `failed_check` naming the
+    input set or check."""
+
+    verdict: Verdict
+    message: str = ""
+    failed_check: str = ""
+    checks: tuple[SizeCheck, ...] = ()
+    samples_us: tuple[float, ...] = ()
+    resources: Resources | None = None
+    stages: Stages = field(default_factory=lambda: Stages())
+
+
+@dataclass(frozen=True)
 class Stages:
     """Wall seconds of the GPU child's stages for one candidate."""
 

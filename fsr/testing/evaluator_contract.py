@@ -13,12 +13,14 @@ evaluator needs a GPU; the fakes in fsr/testing/fakes.py run the suite without o
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
+from fsr import certification
 from fsr.execute.base import Evaluator
 from fsr.testing.fakes import broken, softmax_variants
-from fsr.types import DeviceInfo, Evaluation, Verdict
+from fsr.types import DeviceInfo, Evaluation, Tier, Verdict
 
 
 class EvaluatorContract:
@@ -57,3 +59,20 @@ class EvaluatorContract:
         evaluator.evaluate(broken())
         good = softmax_variants(2)[1]
         assert evaluator.evaluate(good).verdict == Verdict.OK
+
+    def test_a_correct_kernel_certifies_at_the_defines_it_was_screened_at(self, evaluator):
+        cand = softmax_variants(3)[2]
+        screened = evaluator.evaluate(cand)
+        assert screened.verdict == Verdict.OK and screened.tier == Tier.SCREEN, screened.message
+        request = certification.request(cand, screened)
+        got = evaluator.evaluate(request)
+        assert got.candidate_id == request.id and got.tier == Tier.CERTIFY and not got.answered_from
+        assert got.verdict == Verdict.OK and got.certified is True, got.message
+        assert got.timing is not None and 0 < got.timing.median_us < float("inf")
+        assert certification.judge(screened, got).certified is True  # not clearly slower than screened
+
+    def test_a_kernel_that_cannot_compile_fails_certification_saying_where(self, evaluator):
+        bad = replace(broken(), certify="0123456789abcdef")
+        got = evaluator.evaluate(bad)
+        assert got.candidate_id == bad.id and got.tier == Tier.CERTIFY
+        assert got.verdict == Verdict.UNCERTIFIED and got.certified is False and got.failed_check and got.message

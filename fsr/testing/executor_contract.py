@@ -18,9 +18,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from fsr import certification
 from fsr.execute.base import Executor
 from fsr.testing.fakes import broken, softmax_variants
-from fsr.types import Evaluation, Verdict
+from fsr.types import Evaluation, Tier, Verdict
 
 
 class ExecutorContract:
@@ -91,6 +92,19 @@ class ExecutorContract:
         executor.submit(bad)
         (ev,) = self.collect(executor, 1)
         assert ev.candidate_id == bad.id and ev.verdict == Verdict.COMPILE_ERROR and ev.message
+
+    def test_a_certification_request_comes_back_as_the_certification_it_names(self, executor):
+        cand = softmax_variants(1)[0]
+        executor.submit(cand)
+        (screened,) = self.collect(executor, 1)
+        assert screened.tier == Tier.SCREEN and screened.certified is None
+        assert screened.verdict == Verdict.OK, screened.message
+        request = certification.request(cand, screened)
+        executor.submit(request)
+        (got,) = self.collect(executor, 1)
+        assert got.candidate_id == request.id != cand.id and got.task == cand.task
+        assert got.tier == Tier.CERTIFY and got.verdict == Verdict.OK and got.certified is True, got.message
+        assert got.timing is not None and got.timing.median_us > 0
 
     def test_poll_with_nothing_in_flight_returns_nothing_within_its_timeout(self, executor):
         start = time.monotonic()

@@ -21,15 +21,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from fsr import certification
 from fsr.evaluate.compile import CompileService
 from fsr.evaluate.evaluator import static_stage
 from fsr.execute.base import Evaluator
 from fsr.tasks import load
-from fsr.types import Candidate, DeviceInfo, Evaluation, SizeCheck, Task, Timing, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, SizeCheck, Task, Tier, Timing, Verdict, size_label
 
 # ---- canned kernels (softmax, the candidate format) -------------------------------------------
 
@@ -324,17 +325,25 @@ class StandInEvaluator:
         task = self._tasks.setdefault(cand.task, load(cand.task))
         static = static_stage(cand, task, "sm_90", self.compiler)
         if static.verdict is not None:
+            if cand.certify:
+                return certification.failure(replace(static.verdict, tier=Tier.CERTIFY), "compile",
+                                             static.verdict.message, static.verdict.verdict)
             return static.verdict
         assert static.compiled is not None
         kernel = cand.launches[0].kernel
+        tier = Tier.CERTIFY if cand.certify else Tier.SCREEN
         if kernel in self.wrong:
             checks = (SizeCheck(task.test_sizes[0], True), SizeCheck(task.test_sizes[1], True),
                       SizeCheck(task.test_sizes[2], False, 2.7, WRONG_MESSAGE.partition(": ")[2]))
-            return Evaluation(cand.id, cand.task, Verdict.WRONG, WRONG_MESSAGE, checks=checks,
-                              resources=static.compiled.resources, device=self.device().name)
+            wrong = Evaluation(cand.id, cand.task, Verdict.WRONG, WRONG_MESSAGE, checks=checks,
+                               resources=static.compiled.resources, device=self.device().name, tier=tier)
+            if cand.certify:  # a certification request: its failure names the set
+                return certification.failure(wrong, f"fresh inputs at {size_label(task.test_sizes[2])}",
+                                             WRONG_MESSAGE, Verdict.WRONG)
+            return wrong
         return Evaluation(cand.id, cand.task, Verdict.OK, timing=_timing(self.latency_us.get(kernel, self.default_us)),
                           baseline_us=self.baseline_us, resources=static.compiled.resources,
-                          device=self.device().name)
+                          device=self.device().name, tier=tier, certified=True if cand.certify else None)
 
     def device(self) -> DeviceInfo:
         return DeviceInfo("stand-in H200", "sm_90", 132, 49152, 232448, 233472, 60 * 2**20, 65536, 4140.0, 50.6, 317.0)

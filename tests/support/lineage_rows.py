@@ -32,6 +32,8 @@ def row(**values: Any) -> dict[str, Any]:
         "tune_s": 0.0, "bench_s": 0.3, "wall_s": 1.0, "worker": "gpu0", "started_at": T0,
         "finished_at": T0 + timedelta(seconds=1), "prompt_tokens": None, "completion_tokens": None,
         "error": None, "setup_s": 0.0, "comparators_s": 0.0, "torch_us": 15.0, "dtype": None,
+        "tier": "screen", "certified": None, "certifies": None, "failed_check": None, "cut_short": False,
+        "answered_from": None,
     }
     unknown = set(values) - set(base)
     if unknown:

@@ -24,7 +24,7 @@ from fsr import tasks
 from fsr.evaluate import configurations, guards
 from fsr.evaluate.compile import Compiled
 from fsr.evaluate.compile_pool import worker_compiler
-from fsr.evaluate.gpu import ceilings, timing, tuning
+from fsr.evaluate.gpu import ceilings, certify, timing, tuning
 from fsr.evaluate.gpu.beside import Beside
 from fsr.evaluate.gpu.buffers import Buffers, make_buffers, scratch_buffers
 from fsr.evaluate.gpu.comparators import Comparators, import_torch_soon
@@ -50,7 +50,7 @@ from fsr.evaluate.gpu.sample_plan import SamplePlan
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
 from fsr.evaluate.trial_plan import TrialCompiles, compile_threads
-from fsr.evaluate.wire import ChildResult, EvalRequest, Prepared, Stages
+from fsr.evaluate.wire import Certified, CertifyRequest, ChildResult, EvalRequest, Prepared, Stages
 from fsr.types import (
     Candidate,
     Defines,
@@ -136,6 +136,8 @@ class Child:
         for bench_set in state.sets:
             bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
         evicted += self.tasks.add(name, state)
+        if self.cfg.certify:  # certification's fresh inputs, built on host threads from now
+            certify.fresh_inputs(state)
         if evicted:
             log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
                      self.tasks.held_bytes / 2**30, self.tasks.budget_bytes / 2**30)
@@ -148,6 +150,13 @@ class Child:
         compiled_us, compile_s = self.comparators.pytorch_us(state, self.cfg.torch_compile) if compiled else (None, None)
         device_s = time.perf_counter() - started - host_s - (compile_s or 0.0)
         return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s, tuple(evicted))
+
+    def certify(self, req: CertifyRequest) -> Certified:
+        """Certify a screened candidate of a prepared task (fsr.evaluate.gpu.certify)."""
+        state = self.tasks.get(req.candidate.task)
+        if state is None:  # the parent prepares the task first: a bug if seen
+            raise tasks.TaskError(f"task {req.candidate.task!r} is not prepared in this child")
+        return certify.certify(self, state, req)
 
     def ready(self, name: str) -> bool:
         """Whether preparing the task would start uploading at once (prepared already, or its host
@@ -367,7 +376,8 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
                 reply: Any = child.ready(payload)
             else:
                 with child.gate:
-                    reply = child.prepare(*payload) if kind == "prepare" else child.evaluate(payload)
+                    reply = child.prepare(*payload) if kind == "prepare" else \
+                        child.certify(payload) if kind == "certify" else child.evaluate(payload)
             compared = child.beside.finished()
             if compared:
                 conn.send(("compared", compared))
