@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fsr.types import Candidate, Evaluation, Tier, Verdict
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # held to the issue's bound (certified no faster than an honest twin beyond 3%).
 SLOWER = 1.03
 TIMING = "timing"
+Row = TypeVar("Row", bound=Mapping[str, Any])
 
 
 def request(candidate: Candidate, screened: Evaluation) -> Candidate:
@@ -61,6 +62,17 @@ def judge(screened: Evaluation, certified: Evaluation) -> Evaluation:
                    message=f"certification failed at {TIMING}: {reason}")
 
 
+def as_certification(request: Candidate, evaluation: Evaluation) -> Evaluation:
+    """An executor's answer to a certification request as a certification: the CRASH or TIMEOUT
+    an executor gives for a request whose workers were lost under it becomes UNCERTIFIED."""
+    if evaluation.tier == Tier.CERTIFY or not request.certify:
+        return evaluation
+    if evaluation.verdict == Verdict.OK:
+        return replace(evaluation, tier=Tier.CERTIFY, certified=True)
+    return failure(replace(evaluation, tier=Tier.CERTIFY), str(evaluation.verdict).lower(), evaluation.message,
+                   evaluation.verdict)
+
+
 def feedback(candidate: Candidate, certified: Evaluation) -> Evaluation:
     """What the proposer is told of `candidate` (the screened one) after its certification
     failed: a correctness failure whose message names the set or check."""
@@ -89,7 +101,7 @@ def certified_ids(rows: Iterable[Mapping[str, Any]]) -> set[str]:
     return {r["certifies"] for r in rows if r.get("tier") == Tier.CERTIFY and r.get("certified") and r.get("certifies")}
 
 
-def screenings(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def screenings(rows: Iterable[Row]) -> list[Row]:
     """The rows that are evaluations of candidates: certification rows are not."""
     return [r for r in rows if (r.get("tier") or Tier.SCREEN) != Tier.CERTIFY]
 

@@ -34,7 +34,10 @@ def _speedup(task: TaskProgress) -> str:
 
 
 def _verdicts(task: TaskProgress) -> str:
-    return " ".join(f"{v}={n}" for v, n in task.verdicts) or "-"
+    failed = sum(n for _, n in task.uncertified)
+    certified = f" certified={task.certified}" + (f" UNCERTIFIED={failed}" if failed else "") \
+        if task.certified or failed else ""
+    return (" ".join(f"{v}={n}" for v, n in task.verdicts) or "-") + certified
 
 
 def _clock(seconds: float) -> str:
@@ -49,6 +52,9 @@ def headline(p: Progress) -> str:
     extra = f"  dup {p.duplicates_dropped}  invalid {p.proposals_dropped}"
     if p.proposer_errors:
         extra += f"  proposer errors {p.proposer_errors}"
+    if p.certifications or p.certifying:
+        failed = f" ({p.uncertified} failed)" if p.uncertified else ""
+        extra += f"  certified {p.certifications - p.uncertified}{failed}  certifying {p.certifying}"
     return (f"{_clock(p.elapsed_s)}  evals {p.evaluations}  {p.evaluations_per_min:.1f}/min  "
             f"in flight {p.in_flight}{busy}{extra}")
 

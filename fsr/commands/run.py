@@ -311,7 +311,7 @@ def _fsr_strategy(args: argparse.Namespace, config: cfg_mod.Config, task_list: l
     lines, started, reasons, stops = [], time.perf_counter(), set(), {}
     for task in task_list:
         s = run_fsr(task, executor, proposer, config.search, writer, args.depth or DEPTH,
-                    config.llm.candidates_per_request)
+                    config.llm.candidates_per_request, certify=config.eval.certify)
         best = f"{s.best.latency_us:.1f} us" if s.best and s.best.ok else "none correct"
         lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
         reasons.add(s.stopped_by)
@@ -336,7 +336,7 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
         if _uses_model(args, config) else None
     summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
                            resume=run_dir if args.resume else None, pace=pace,
-                           candidates_per_request=config.llm.candidates_per_request)
+                           candidates_per_request=config.llm.candidates_per_request, certify=config.eval.certify)
     run_json.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
                                       "stopped_by": summary.stopped_by,
@@ -367,13 +367,18 @@ def _worker_lines(stats: Sequence[WorkerStats]) -> list[str]:
 
 
 def _export_best(run_dir: Path) -> None:
-    """runs/<id>/best/<task>.cu: each task's fastest correct kernel, its tuned values as defaults."""
+    """runs/<id>/best/<task>.cu: each task's fastest correct kernel (certified, where the campaign
+    certifies), its tuned values as defaults."""
+    from fsr import certification
     from fsr.candidate import export
 
     table = lineage.read(run_dir)
     if table.num_rows == 0:
         return
-    rows = [r for r in table.to_pylist() if r["verdict"] == "OK" and r["median_us"] is not None]
+    every = table.to_pylist()
+    passed = certification.certified_ids(every) if certification.certifying(run_json.read_run_json(run_dir)) else None
+    rows = [r for r in certification.screenings(every) if r["verdict"] == "OK" and r["median_us"] is not None
+            and (passed is None or r["candidate_id"] in passed)]
     best: dict[str, dict] = {}
     for r in rows:
         if r["task"] not in best or r["median_us"] < best[r["task"]]["median_us"]:
