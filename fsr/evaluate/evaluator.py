@@ -163,7 +163,8 @@ class _TaskTimes:
 class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
-    def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None, beside: bool = False):
+    def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None, beside: bool = False,
+                 remember: bool = False):
         """`spec`: the campaign's tasks (the only ones this evaluator takes), the configuration,
         the journal place, and `host_threads`, this worker's share of the host's cores for the
         GPU child's host work (0: every core, one worker per host); the GPU child builds the
@@ -171,7 +172,10 @@ class GpuEvaluator:
         `compiler`: the compile service to use (and close), else one built from `spec.eval`.
         `beside`: a task's comparators are timed beside its first candidates (a campaign: its
         first evaluations carry no comparator figures, later ones do) instead of before them
-        (one evaluation that must report them: fsr eval, fsr explore)."""
+        (one evaluation that must report them: fsr eval, fsr explore). `remember`: a candidate
+        whose program this evaluator judged before is answered from that judgement
+        (fsr.evaluate.judged: a campaign's worker); without it every call is judged (fsr eval
+        --repeat, studies of timing)."""
         threads = spec.host_threads or os.cpu_count() or 1
         self.spec = replace(spec, host_threads=threads)
         self.cfg = spec.eval
@@ -190,7 +194,8 @@ class GpuEvaluator:
         self._owed_s = 0.0  # the comparators' GPU seconds not yet charged to an evaluation
         self._owed_lock = threading.Lock()  # not the GPU lock: another candidate holds that while it runs
         self._toolchain = ""
-        self._judged = judged.Judgements()  # what this worker judged, by the program that ran
+        # what this worker judged, by the program that ran (none kept: every call judged)
+        self._judged = judged.Judgements(judged.MAX_ENTRIES if remember else 0)
 
     def device(self) -> DeviceInfo:
         with self._gpu:

@@ -47,9 +47,10 @@ class StubSandbox:
 
 
 def stub_evaluator(task: Task, compiler: CompileService, sandbox: StubSandbox, trials: int = 0,
-                   config: Config | None = None) -> GpuEvaluator:
-    """A GpuEvaluator of `task` on `sandbox`, compiling with `compiler` (its own, closed with it)."""
+                   config: Config | None = None, remember: bool = True) -> GpuEvaluator:
+    """A campaign worker's GpuEvaluator of `task` (`remember`: judgements kept) on `sandbox`,
+    compiling with `compiler` (its own, closed with it)."""
     config = config or Config(tune=TuneConfig(trials=trials))
-    evaluator = GpuEvaluator(WorkerSpec.of(config, [task]), compiler=compiler)
+    evaluator = GpuEvaluator(WorkerSpec.of(config, [task]), compiler=compiler, remember=remember)
     evaluator.sandbox = sandbox  # type: ignore[assignment]  # the stand-in answers what the Sandbox would
     return evaluator

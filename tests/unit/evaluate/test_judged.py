@@ -155,3 +155,17 @@ def test_a_claim_made_again_further_up_the_same_call_does_not_wait_for_itself() 
     memo.settle("k", ok("outer"))
     found = memo.claim("k")
     assert found is not None and found.candidate_id == "outer"
+
+
+def test_an_evaluator_that_does_not_remember_judges_every_call(compiler) -> None:
+    # fsr eval --repeat times the same kernel again
+    sandbox = StubSandbox()
+    evaluator = stub_evaluator(SOFTMAX, compiler, sandbox, remember=False)
+    try:
+        cand = cfmt.with_defines(BASE, {"BLOCK": 128})
+        evaluator.evaluate(cand)
+        before = sandbox.calls["evaluate"]
+        assert not evaluator.evaluate(cand).answered_from
+        assert sandbox.calls["evaluate"] == before + 1
+    finally:
+        evaluator.close()
