@@ -31,6 +31,7 @@ from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
+from fsr.evaluate.turns import Turns
 from fsr.evaluate.wire import (
     Certified,
     CertifyRequest,
@@ -183,7 +184,7 @@ class GpuEvaluator:
         # Proposer code is compiled in bounded processes, never in this worker's own.
         self.compiler = compiler or worker_compiler(self.cfg, compile_threads)
         self.sandbox = Sandbox(self.spec)
-        self._gpu = threading.RLock()  # the child: one request at a time (a baseline inside a prepare)
+        self._gpu = Turns()  # the child: one request at a time (a baseline inside a prepare), certifications first
         self._compiles = ThreadPoolExecutor(compile_threads, thread_name_prefix="fsr-trials")
         self._worker_time = WorkerTime()
         self._times: dict[str, _TaskTimes] = {}
@@ -279,8 +280,8 @@ class GpuEvaluator:
                 clock + setup_s
         compiled = static.compiled
         assert compiled is not None
-        setup_s += self._await_contents(task)
-        with self._gpu:
+        setup_s += self._await_contents(task) + self._await_fresh(task)
+        with self._gpu.urgent():
             clock = time.perf_counter()
             device = self.sandbox.ensure_started()
             self._prepare(task)
@@ -394,6 +395,22 @@ class GpuEvaluator:
                     break
                 reply = self.sandbox.call("ready", task.name, READY_TIMEOUT_S)
             if reply is not False:  # ready, or a failure that the preparation itself will meet
+                break
+            time.sleep(READY_POLL_S)
+        return time.perf_counter() - started
+
+    def _await_fresh(self, task: Task) -> float:
+        """Seconds waited until the GPU child holds a fresh benchmark set of `task` for a
+        certification (built on its host threads from the task's preparation): asked between
+        other candidates' turns on the GPU, as `_await_contents` asks, so a certification does
+        not hold the GPU while a float64 reference is computed."""
+        started = time.perf_counter()
+        while time.perf_counter() - started < PREPARE_TIMEOUT_S:
+            with self._gpu.urgent():
+                self.sandbox.ensure_started()
+                self._prepare(task)
+                reply = self.sandbox.call("fresh", task.name, READY_TIMEOUT_S)
+            if reply is not False:  # built, or a failure the certification itself will meet
                 break
             time.sleep(READY_POLL_S)
         return time.perf_counter() - started

@@ -36,7 +36,7 @@ class StubSandbox:
     def call(self, kind: str, payload: Any, timeout_s: float) -> Any:
         self.calls[kind] += 1
         self.payloads.append((kind, payload))
-        if kind == "ready":
+        if kind in ("ready", "fresh"):
             return True
         if kind == "prepare":
             return Prepared(library_us=None)

@@ -65,6 +65,10 @@ class Fresh:
             ready, self._next = self._next, _builds.submit(self._build, self.task)
         return ready.result()
 
+    def ready(self) -> bool:
+        """Whether `bench` would answer without waiting for a build."""
+        return self._next.done()
+
     def close(self) -> None:
         """Stop the pool's thread and drop a build not yet started."""
         self.pool.stop()

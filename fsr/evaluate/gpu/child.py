@@ -158,6 +158,12 @@ class Child:
             raise tasks.TaskError(f"task {req.candidate.task!r} is not prepared in this child")
         return certify.certify(self, state, req)
 
+    def fresh_ready(self, name: str) -> bool | None:
+        """Whether a certification of the task would start at once: its fresh benchmark set built
+        (fsr.evaluate.gpu.certify); None if the task is not prepared in this child."""
+        state = self.tasks.get(name)
+        return None if state is None else certify.fresh_inputs(state).ready()
+
     def ready(self, name: str) -> bool:
         """Whether preparing the task would start uploading at once (prepared already, or its host
         contents built); if not, its contents are built in the background, so the parent can run
@@ -372,8 +378,8 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
                 tune_module.flush_journals(timeout_s=30.0)
             return
         try:
-            if kind == "ready":  # host work only: the comparator thread may hold the GPU meanwhile
-                reply: Any = child.ready(payload)
+            if kind in ("ready", "fresh"):  # host work only: the comparator thread may hold the GPU meanwhile
+                reply: Any = child.ready(payload) if kind == "ready" else child.fresh_ready(payload)
             else:
                 with child.gate:
                     reply = child.prepare(*payload) if kind == "prepare" else \

@@ -109,3 +109,26 @@ def test_where_a_campaign_certifies_only_certified_results_have_a_latency_in_the
 def test_an_old_lineage_without_the_tier_column_counts_every_row() -> None:
     old = pd.DataFrame([{"candidate_id": "a", "verdict": "OK", "median_us": 3.0}])
     assert certification.counted(old, certifies=True)["median_us"].tolist() == [3.0]
+
+
+def test_a_certification_waits_for_its_fresh_benchmark_set_between_other_work(compiler) -> None:
+    # the child builds it on a host thread: asked again (the GPU lock let go between questions)
+    # rather than certified while the reference is computed
+    answers = iter([False, False, True])
+
+    class Building(StubSandbox):
+        def call(self, kind, payload, timeout_s):
+            if kind == "fresh":
+                self.calls[kind] += 1
+                return next(answers)
+            return super().call(kind, payload, timeout_s)
+
+    sandbox = Building(lambda kind, payload: Certified(Verdict.OK, samples_us=SAMPLES) if kind == "certify"
+                       else ChildResult(Verdict.OK, samples_us=SAMPLES))
+    evaluator = stub_evaluator(SOFTMAX, compiler, sandbox)
+    try:
+        screened = evaluator.evaluate(CANDIDATE)
+        got = evaluator.evaluate(certification.request(CANDIDATE, screened))
+        assert sandbox.calls["fresh"] == 3 and sandbox.calls["certify"] == 1 and got.certified is True
+    finally:
+        evaluator.close()
