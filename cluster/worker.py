@@ -91,7 +91,7 @@ def _build_gpu_evaluator(spec: WorkerSpec) -> Evaluator:
     if not spec.host_threads:
         spec = replace(spec, host_threads=host_share() or 0)
     # a campaign's worker: comparators timed beside candidates, a program judged once
-    return GpuEvaluator(spec, beside=True, remember=True)
+    return GpuEvaluator(spec, beside=True, campaign=True)
 
 
 def host_share() -> int | None:

@@ -282,7 +282,7 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
         from fsr.execute.local import LocalExecutor
 
         # comparators timed beside the first candidates: a campaign does not wait for them
-        return LocalExecutor(lambda: GpuEvaluator(spec, beside=True, remember=True), max_in_flight=2)  # the next one queued
+        return LocalExecutor(lambda: GpuEvaluator(spec, beside=True, campaign=True), max_in_flight=2)  # the next one queued
     if not args.address:
         from fsr.commands.launch import device_problem
 

@@ -17,7 +17,6 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -41,6 +40,7 @@ from fsr.evaluate.wire import (
     TimedOut,
     TrialPrograms,
 )
+from fsr.evaluate.worker_time import WorkerTime
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Tier, Verdict, WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -86,51 +86,6 @@ def toolchain() -> str:
     return f"{nvrtc_version()}; cupy {cupy_version}"
 
 
-class WorkerTime:
-    """Attributes a worker's time to evaluations that may overlap: an evaluation is charged its
-    span less the parts that evaluations finished before it were charged, so the charges add up
-    to the time at least one evaluation was running. The finished spans are kept as their union,
-    less the parts that no running evaluation can overlap any more (many short evaluations may
-    finish inside one long one: a fixed number of spans would forget some of them and charge
-    their time twice)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._union: list[tuple[float, float]] = []  # disjoint, in order
-        self._running: Counter[float] = Counter()  # starts handed out by `begin`, not yet charged
-
-    def begin(self, now: float | None = None) -> float:
-        """The start of an evaluation (`now`, default the clock's now); pass it to `charge` when
-        the evaluation ends. Starts come in time order."""
-        with self._lock:
-            start = time.perf_counter() if now is None else now
-            self._running[start] += 1
-            return start
-
-    def charge(self, start: float, end: float) -> float:
-        """The evaluation begun at `start` ended at `end`: the time it adds to the union."""
-        with self._lock:
-            covered = _covered(start, end, self._union)
-            self._running[start] -= 1
-            if self._running[start] <= 0:
-                del self._running[start]
-            horizon = min(self._running, default=end)  # no evaluation begun later starts before it
-            self._union = [span for span in _merged(self._union, start, end) if span[1] > horizon]
-        return max(0.0, end - start - covered)
-
-
-def _merged(union: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
-    """`union` (disjoint, in order) with [start, end] added, still disjoint and in order."""
-    out: list[tuple[float, float]] = []
-    for s, e in union:
-        if e < start or s > end:
-            out.append((s, e))
-        else:
-            start, end = min(s, start), max(e, end)
-    out.append((start, end))
-    return sorted(out)
-
-
 def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:
     """The verdict's message, with the configurations that hung or crashed a child first."""
     summary = configurations.summary(failed)
@@ -139,17 +94,6 @@ def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:
     if result.message.startswith(configurations.FAILED):  # the child's own list: one list
         return replace(result, message=f"{summary}; {result.message[len(configurations.FAILED):]}")
     return replace(result, message=f"{result.message}; {summary}" if result.message else summary)
-
-
-def _covered(start: float, end: float, spans: list[tuple[float, float]]) -> float:
-    """Length of [start, end] inside the union of `spans`."""
-    clipped = sorted((max(s, start), min(e, end)) for s, e in spans if e > start and s < end)
-    total, reach = 0.0, start
-    for s, e in clipped:
-        if e > reach:
-            total += e - max(s, reach)
-            reach = e
-    return total
 
 
 @dataclass
@@ -165,7 +109,7 @@ class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
     def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None, beside: bool = False,
-                 remember: bool = False):
+                 campaign: bool = False):
         """`spec`: the campaign's tasks (the only ones this evaluator takes), the configuration,
         the journal place, and `host_threads`, this worker's share of the host's cores for the
         GPU child's host work (0: every core, one worker per host); the GPU child builds the
@@ -173,10 +117,11 @@ class GpuEvaluator:
         `compiler`: the compile service to use (and close), else one built from `spec.eval`.
         `beside`: a task's comparators are timed beside its first candidates (a campaign: its
         first evaluations carry no comparator figures, later ones do) instead of before them
-        (one evaluation that must report them: fsr eval, fsr explore). `remember`: a candidate
-        whose program this evaluator judged before is answered from that judgement
-        (fsr.evaluate.judged: a campaign's worker); without it every call is judged (fsr eval
-        --repeat, studies of timing)."""
+        (one evaluation that must report them: fsr eval, fsr explore). `campaign`: a campaign's
+        worker, where a candidate whose program this evaluator judged before is answered from
+        that judgement (fsr.evaluate.judged) and a candidate's timing races against its task's
+        best this worker judged (timing.raced: stopped once clearly slower); without it every
+        call is judged in full (fsr eval and its --repeat, studies of timing)."""
         threads = spec.host_threads or os.cpu_count() or 1
         self.spec = replace(spec, host_threads=threads)
         self.cfg = spec.eval
@@ -196,7 +141,9 @@ class GpuEvaluator:
         self._owed_lock = threading.Lock()  # not the GPU lock: another candidate holds that while it runs
         self._toolchain = ""
         # what this worker judged, by the program that ran (none kept: every call judged)
-        self._judged = judged.Judgements(judged.MAX_ENTRIES if remember else 0)
+        self._judged = judged.Judgements(judged.MAX_ENTRIES if campaign else 0)
+        self._race = campaign
+        self._best_us: dict[str, float] = {}  # task -> the fastest median this worker judged OK (racing)
 
     def device(self) -> DeviceInfo:
         with self._gpu:
@@ -327,8 +274,9 @@ class GpuEvaluator:
             setup_s += setup_end - clock
             journal_dir = self.spec.journal_dir
             journal = str(Path(journal_dir) / "optuna.journal") if journal_dir and trials else None
+            race_us = self._best_us.get(task.name) if self._race else None
             request = EvalRequest(cand, compiled.cubin, compiled.lowered, trials, journal_path=journal,
-                                  programs=programs)
+                                  programs=programs, race_us=race_us)
             timeout = self.cfg.timeout_s + (self.spec.tune.time_budget_s if trials else 0.0)
 
             def attempt(failed: configurations.Failed) -> object:
@@ -352,6 +300,8 @@ class GpuEvaluator:
             return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed), setup_end
         assert isinstance(reply, ChildResult)
         out = self._judge(base, reply, task, device)
+        if out.verdict == Verdict.OK and out.timing is not None and not out.cut_short:
+            self._best_us[task.name] = min(out.timing.median_us, self._best_us.get(task.name, float("inf")))
         diagnostics = diagnose.of_evaluation(cand, compiled, out, task, device, self.compiler)
         return _noting(replace(out, diagnostics=diagnostics), failed), setup_end
 
@@ -363,7 +313,7 @@ class GpuEvaluator:
         out = replace(base, verdict=reply.verdict, message=reply.message, checks=reply.checks,
                       resources=resources, tuned_defines=reply.defines,
                       tune_trials=len(reply.trials), trials=reply.trials, verify_s=reply.stages.verify_s,
-                      tune_s=reply.stages.tune_s, bench_s=reply.stages.bench_s)
+                      tune_s=reply.stages.tune_s, bench_s=reply.stages.bench_s, cut_short=reply.cut_short)
         if reply.verdict != Verdict.OK:
             return out
         sizes = dict(task.bench_size)

@@ -26,6 +26,7 @@ class EvalRequest:
     journal_path: str | None = None
     programs: TrialPrograms = ()
     failed: tuple[tuple[Defines, str], ...] = ()  # configurations that hung or crashed a child before, and how
+    race_us: float | None = None  # the task's best median the worker knows: timing stops once clearly slower
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class ChildResult:
     resources: Resources | None = None
     trials: tuple[TrialRecord, ...] = ()
     stages: Stages = field(default_factory=Stages)
+    cut_short: bool = False  # its timing stopped early, clearly slower than the request's race_us
 
 
 @dataclass(frozen=True)

@@ -47,10 +47,10 @@ class StubSandbox:
 
 
 def stub_evaluator(task: Task, compiler: CompileService, sandbox: StubSandbox, trials: int = 0,
-                   config: Config | None = None, remember: bool = True) -> GpuEvaluator:
-    """A campaign worker's GpuEvaluator of `task` (`remember`: judgements kept) on `sandbox`,
+                   config: Config | None = None, campaign: bool = True) -> GpuEvaluator:
+    """A campaign worker's GpuEvaluator of `task` (`campaign`: judgements kept, timing raced) on `sandbox`,
     compiling with `compiler` (its own, closed with it)."""
     config = config or Config(tune=TuneConfig(trials=trials))
-    evaluator = GpuEvaluator(WorkerSpec.of(config, [task]), compiler=compiler, remember=remember)
+    evaluator = GpuEvaluator(WorkerSpec.of(config, [task]), compiler=compiler, campaign=campaign)
     evaluator.sandbox = sandbox  # type: ignore[assignment]  # the stand-in answers what the Sandbox would
     return evaluator

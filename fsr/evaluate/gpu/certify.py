@@ -114,7 +114,7 @@ def certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
         clock.lap("verify")
         sets = TaskState(task, fresh.pool, sets=[upload(task, fresh.bench(), child.stream)])
         # the full protocol, as a screened winner is timed (warm-up included: the program is new)
-        samples, timed = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples)
+        samples, timed, _ = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples)
         clock.lap("bench")
     except LaunchRefused as e:
         return Certified(Verdict.LAUNCH_ERROR, str(e), "launch", stages=clock.stages())

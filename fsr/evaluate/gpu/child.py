@@ -206,7 +206,7 @@ class Child:
             return ChildResult(Verdict.REJECTED, refused, defines=cand.resolved_defines(), stages=clock.stages())
         own = tuning.Option(cand, program, None, 0.0)
         if not (req.tune_trials > 0 and _space(cand) > 1):
-            return self._full(state, own, (), clock, tuned=False)
+            return self._full(state, own, (), clock, tuned=False, race_us=req.race_us)
         tuned = tuning.run(DeviceTrials(self, state), state.task, cand, req, self.spec.tune)
         self.compiles.forget()  # points the budget left unmeasured
         clock.lap("tune")
@@ -217,7 +217,7 @@ class Child:
             return ChildResult(verdict, known, defines=cand.resolved_defines(), trials=trials, stages=clock.stages())
         failures: list[tuple[Defines, str]] = []
         for option in tuned.options or (own,):  # none feasible: the candidate's own fails as it does
-            result = self._full(state, option, trials, clock, tuned=True)
+            result = self._full(state, option, trials, clock, tuned=True, race_us=req.race_us)
             if result.verdict == Verdict.OK:
                 return replace(result, message=configurations.summary(tuple(failures)))
             values = _tunable_values(option.candidate)
@@ -231,9 +231,9 @@ class Child:
         return replace(first, trials=trials, message=first.message + (f"; {others}" if others else ""))
 
     def _full(self, state: TaskState, option: tuning.Option, trials: tuple[Any, ...], clock: _Stages,
-              tuned: bool) -> ChildResult:
+              tuned: bool, race_us: float | None = None) -> ChildResult:
         """One configuration checked at every test size, timed with the full protocol (its trial's
-        median spares the warm-up) and its timed runs checked."""
+        median spares the warm-up; raced against `race_us`) and its timed runs checked."""
         cand, program = option.candidate, option.program
         if tuned:
             self.note(configurations.TUNED + configurations.label(_tunable_values(cand)), None)
@@ -245,8 +245,8 @@ class Child:
             clock.lap("verify")
             if not checks[-1].passed:
                 return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages=clock.stages())
-            samples, timed = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples,
-                                        per_run_s)
+            samples, timed, cut = self._time(state, cand, program, self.cfg.bench_budget_s,
+                                             self.cfg.bench_min_samples, per_run_s, race_us)
             clock.lap("bench")
         except LaunchRefused as e:
             clock.lap("verify")
@@ -254,7 +254,7 @@ class Child:
         if not timed.passed:
             return done(Verdict.WRONG, f"timed runs are checked: {_wrong(timed)}", checks + (timed,), tuple(samples),
                         stages=clock.stages())
-        return done(Verdict.OK, "", checks + (timed,), tuple(samples), stages=clock.stages())
+        return done(Verdict.OK, "", checks + (timed,), tuple(samples), stages=clock.stages(), cut_short=cut)
 
     # -- stages -----------------------------------------------------------------------------
     def _verify(self, state: TaskState, cand: Candidate, program: Program, indices: Any) -> tuple[SizeCheck, ...]:
@@ -268,17 +268,19 @@ class Child:
         return tuple(checks)
 
     def _time(self, state: TaskState, cand: Candidate, program: Program, budget_s: float,
-              min_samples: int, per_run_s: float | None = None) -> tuple[list[float], SizeCheck]:
+              min_samples: int, per_run_s: float | None = None,
+              race_us: float | None = None) -> tuple[list[float], SizeCheck, bool]:
         """Samples of the full protocol, every run reset and checked (timed_runs), a few from a
-        decoy; and the check of the timed runs (failed: WRONG). Raises LaunchRefused."""
+        decoy; the check of the timed runs (failed: WRONG); and whether racing against
+        `race_us` cut the timing short. Raises LaunchRefused."""
         runs = TimedRuns(state, cand, program, self.stream, SamplePlan(len(state.sets), min_samples))
-        samples = timing.sample(runs.run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
-                               max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=runs.before,
-                               after=runs.after, hold=self.hold, rel_error=self.cfg.bench_rel_error,
-                               per_run_s=per_run_s)
+        samples, cut = timing.raced(runs.run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
+                                    max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s,
+                                    before=runs.before, after=runs.after, hold=self.hold,
+                                    rel_error=self.cfg.bench_rel_error, per_run_s=per_run_s, race_us=race_us)
         synchronize(self.stream)
         failed = runs.verdict()
-        return samples, failed or SizeCheck(state.task.bench_size, True)
+        return samples, failed or SizeCheck(state.task.bench_size, True), cut
 
 class DeviceTrials:
     """The child's side of one candidate's tuning (tuning.TrialBench): trial compiles on the

@@ -160,7 +160,7 @@ def test_a_claim_made_again_further_up_the_same_call_does_not_wait_for_itself() 
 def test_an_evaluator_that_does_not_remember_judges_every_call(compiler) -> None:
     # fsr eval --repeat times the same kernel again
     sandbox = StubSandbox()
-    evaluator = stub_evaluator(SOFTMAX, compiler, sandbox, remember=False)
+    evaluator = stub_evaluator(SOFTMAX, compiler, sandbox, campaign=False)
     try:
         cand = cfmt.with_defines(BASE, {"BLOCK": 128})
         evaluator.evaluate(cand)
