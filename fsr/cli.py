@@ -14,7 +14,15 @@ import sys
 import typing
 
 import fsr
-from fsr.commands import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, at_least, bad_input_errors, config_option
+from fsr.commands import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    at_least,
+    bad_input_errors,
+    config_option,
+    non_empty,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -27,16 +35,6 @@ class Parser(argparse.ArgumentParser):
 
 
 GLOBAL_OPTIONS = ("--tasks-dir", "--config")
-
-
-def non_empty(what: str) -> typing.Callable[[str], str]:
-    """An argparse `type=` for a path that may not be empty (an empty one would mean the default)."""
-    def parse(text: str) -> str:
-        if not text.strip():
-            raise argparse.ArgumentTypeError(f"expected {what}, not an empty string")
-        return text
-
-    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,9 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="evaluate one kernel on the local GPU: compile, verify, time, compare")
     ev.add_argument("task")
-    ev.add_argument("file", help="a .cu file in the candidate format")
+    ev.add_argument("file", type=non_empty("a .cu file"), help="a .cu file in the candidate format")
     ev.add_argument("--json", action="store_true", help="print the evaluation as JSON")
-    ev.add_argument("--lineage", metavar="RUN_DIR", help="append the evaluation to this run's lineage")
+    ev.add_argument("--lineage", type=non_empty("a run directory"), metavar="RUN_DIR", help="append the evaluation to this run's lineage")
     ev.add_argument("--tune", action="store_true", help="tune the kernel's declared launch parameters")
     ev.add_argument("--tune-trials", type=config_option("tune", "trials"),
                     help="tuning trial budget (0 turns tuning off)")
