@@ -25,7 +25,7 @@ from fsr import candidate as cfmt
 from fsr import config as cfg_mod
 from fsr import tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError, at_least, config_option
-from fsr.files import read_input
+from fsr.files import InputFileError, read_input
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Tunable, Verdict, WorkerSpec
 
 Values = dict[str, int]
@@ -102,6 +102,8 @@ def read_configs(paths: list[str], task: str) -> list[Values]:
             data = json.loads(read_input(path, "--configs"))
         except json.JSONDecodeError as e:
             raise UsageError(f"--configs {path}: not JSON ({e})") from None
+        except InputFileError as e:
+            raise UsageError(str(e)) from None
         items = data.get(task, []) if isinstance(data, dict) else data
         if not isinstance(items, list) or not all(_is_config(c) for c in items):
             raise UsageError(f"--configs {path}: expected a list of {{NAME: integer}} objects"
