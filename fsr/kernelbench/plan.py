@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from fsr.files import read_input
 from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, poly, precision, probe, runtime, scale, sizes
 from fsr.kernelbench.probe import ProblemError, Shapes, Values
 
@@ -68,7 +69,7 @@ def plan(path: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES, dtype: str 
     """The plan of `path`'s task, its benchmark size fitted to `max_bench_bytes` of arguments (0:
     the file's sizes whatever they hold), its floating arguments in `dtype` (float32, float16 or bfloat16);
     raises ProblemError with the one-line reason it has none."""
-    source = path.read_text()
+    source = read_input(path)
     bench = sizes.constants(source)
     if not bench:
         raise ProblemError("no module-level integer sizes")
