@@ -6,6 +6,10 @@ one. fsr bounds their total size (guards.check_module: on the host at the static
 cubin, and again in the GPU child) and restores them before every launch sequence, checked or
 timed (gpu.programs.Program.reset_globals): `.nv.global` (zero-initialised, NOBITS) is zeroed
 and `.nv.global.init` gets its initial image back, which is the section's bytes in the cubin.
+Each variable is restored on its own, at the address the loaded module gives its name
+(`restore_spans`): the loader need not keep a section in one allocation (variables of different
+alignments may land in different ones, next to each other or not), and a copy or memset that
+runs from one allocation into the next is refused (cudaErrorInvalidValue).
 `__constant__` banks are not here: a kernel cannot write one through the variable's name (it
 can through a generic pointer; fsr neither restores nor counts them yet).
 
@@ -16,6 +20,7 @@ CUDA (the parent, tests and the child all use it).
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 WRITABLE_SECTIONS = (".nv.global", ".nv.global.init")
@@ -45,6 +50,29 @@ class Section:
     size: int
     image: bytes | None
     symbols: tuple[Symbol, ...]
+
+
+@dataclass(frozen=True)
+class Span:
+    """One variable's restore: `size` bytes at device `address`, from `offset` in its section's
+    initial image (zeroed where the section has none)."""
+
+    address: int
+    offset: int
+    size: int
+
+
+def restore_spans(section: Section, placed: Mapping[str, int]) -> tuple[Span, ...] | None:
+    """The restore of `section`, one span per variable, each exactly the variable's bytes at the
+    address the loaded module gives its name (`placed`); None when a variable of it has no address
+    there, or the section holds bytes but names no variable: what fsr cannot locate it cannot
+    restore, and the module is refused (guards.check_module), never restored by a guess. Spans
+    never join: two variables side by side in the section may lie in two allocations."""
+    if section.size and not section.symbols:
+        return None
+    if any(sym.name not in placed for sym in section.symbols):
+        return None
+    return tuple(Span(placed[sym.name], sym.offset, sym.size) for sym in section.symbols if sym.size)
 
 
 @dataclass(frozen=True)

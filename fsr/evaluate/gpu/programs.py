@@ -33,30 +33,28 @@ class Program:
         self.kernels = {name: self.module.get_function(symbol) for name, symbol in lowered}
         self.globals = device_globals.read(cubin)
         self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
-        self.unresettable: list[str] = []  # sections no variable of which the driver could place
+        self.unresettable: list[str] = []  # sections with a variable the driver could not place
         self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
 
     def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
-        """(device address, bytes, source address or 0 for zero) covering a section: the whole
-        section from its first variable's address when every variable sits at base + offset (the
-        loader keeps a section whole), else variable by variable."""
-        addresses = []
+        """(device address, bytes, source address or 0 for zero), one per variable of a section
+        (device_globals.restore_spans); none, and the section named unresettable, when a variable
+        has no address under its name."""
+        placed: dict[str, int] = {}
         for sym in section.symbols:
             try:
-                addresses.append((sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))))
-            except cp.cuda.driver.CUDADriverError:  # not exported under that name: another one places the section
+                placed[sym.name] = int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))
+            except cp.cuda.driver.CUDADriverError:  # not exported under that name: not restorable
                 continue
-        if not addresses:
+        spans = device_globals.restore_spans(section, placed)
+        if spans is None:
             self.unresettable.append(section.name)
             return []
-        base = addresses[0][1] - addresses[0][0].offset
-        whole = all(ptr == base + sym.offset for sym, ptr in addresses)
-        spans = [(base, 0, section.size)] if whole else [(ptr, sym.offset, sym.size) for sym, ptr in addresses]
         if section.image is None:
-            return [(ptr, size, 0) for ptr, _, size in spans]
+            return [(span.address, span.size, 0) for span in spans]
         image = cp.asarray(np.frombuffer(section.image, dtype=np.uint8))
         self._images.append(image)
-        return [(ptr, size, image.data.ptr + offset) for ptr, offset, size in spans]
+        return [(span.address, span.size, image.data.ptr + span.offset) for span in spans]
 
     def reset_globals(self, stream: cp.cuda.Stream) -> None:
         """Queue the restore of every module-scope variable on `stream`: zero-initialised ones
