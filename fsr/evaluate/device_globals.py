@@ -5,12 +5,13 @@ kernel could keep results, counters or markers in them and tell a timed launch f
 one. fsr bounds their total size (guards.check_module: on the host at the static stage, from the
 cubin, and again in the GPU child) and restores them before every launch sequence, checked or
 timed (gpu.programs.Program.reset_globals): `.nv.global` (zero-initialised, NOBITS) is zeroed
-and `.nv.global.init` gets its initial image back, which is the section's bytes in the cubin.
-Each variable is restored on its own, at the address the loaded module gives its name
+and `.nv.global.init` gets back the bytes the loader wrote, copied right after the load: the
+section's bytes in the cubin (`Section.image`) with the pointers in it filled in by the loader
+(`.rela.nv.global.init`: a `__device__` pointer to a string literal is 0 in the cubin). Each
+variable is restored on its own, at the address the loaded module gives its name
 (`restore_spans`): the loader need not keep a section in one allocation (variables of different
 alignments may land in different ones, next to each other or not), and a copy or memset that
-runs from one allocation into the next is refused (cudaErrorInvalidValue).
-`__constant__` banks are not here: a kernel cannot write one through the variable's name (it
+runs from one allocation into the next is refused (cudaErrorInvalidValue). `__constant__` banks are not here: a kernel cannot write one through the variable's name (it
 can through a generic pointer; fsr neither restores nor counts them yet).
 
 A cubin is an ELF64 file; this reads its section headers and symbol table with `struct`, no
@@ -43,8 +44,8 @@ class Symbol:
 
 @dataclass(frozen=True)
 class Section:
-    """One writable section: its size, its initial image (None: zero-initialised) and the
-    variables in it. Reset restores [base, base + size), base = a symbol's address - its offset."""
+    """One writable section: its size, its initial image as the cubin holds it, before the
+    loader fills in pointers (None: zero-initialised), and the variables in it."""
 
     name: str
     size: int

@@ -68,6 +68,12 @@ extern "C" __global__ void k(const float* x, float* y, int rows, int cols) {""" 
 }
 extern "C" __global__ void stash(float* y) { seen[0] = 1ull; last[127] = 0.5f; }
 """
+# String literals a `__device__` pointer array points to live in a writable section too
+# (`.nv.global.init`, as `$str` variables): each is placed by its name, and the pointers, which
+# the loader fills in (0 in the cubin), are restored to what it wrote, not to the cubin's zeros.
+STRINGS = TWO_TYPES.replace("    if (threadIdx.x == 0) {", """    if (tags[blockIdx.x & 1][threadIdx.x & 3] == 'Z') yr[0] = 0.0f;
+    if (threadIdx.x == 0) {""").replace("__device__ float last[128];", """__device__ float last[128];
+__device__ const char* tags[2] = {"soft", "max"};""")
 
 
 @pytest.fixture(scope="module")
@@ -92,4 +98,15 @@ def test_a_value_stashed_by_an_earlier_launch_sequence_is_not_found(evaluator):
     """Every check runs its size twice and every timed run is checked, each from restored
     variables: a stash that survived would be added to an output, and the verdict WRONG."""
     result = judge(evaluator, STASH)
+    assert result.verdict == Verdict.OK, f"{result.verdict}: {result.message[:400]}"
+
+
+def test_pointers_and_string_literals_in_a_writable_section_are_restored_as_loaded(evaluator):
+    from fsr.evaluate import device_globals
+
+    cand = candidate.parse(STRINGS, tasks.load("softmax"))
+    compiled = evaluator.compiler.compile(cand, evaluator.device().arch)
+    names = device_globals.read(compiled.cubin).names()
+    assert any(n.startswith("$str") for n in names), names  # else this test shows nothing
+    result = judge(evaluator, STRINGS)
     assert result.verdict == Verdict.OK, f"{result.verdict}: {result.message[:400]}"

@@ -25,7 +25,8 @@ class ContextLost(Exception):
 
 class Program:
     """A loaded cubin, its kernels by declared name, and its module-scope variables, which
-    `reset_globals` restores to their state at load (fsr.evaluate.device_globals)."""
+    `reset_globals` restores to their state at load (fsr.evaluate.device_globals): zeroed, or
+    copied back from a copy taken right after the load."""
 
     def __init__(self, cubin: bytes, lowered: tuple[tuple[str, str], ...]):
         self.module = cp.cuda.Module()
@@ -52,7 +53,16 @@ class Program:
             return []
         if section.image is None:
             return [(span.address, span.size, 0) for span in spans]
-        image = cp.asarray(np.frombuffer(section.image, dtype=np.uint8))
+        if not spans:
+            return []
+        # The bytes the loader wrote, copied before any launch, not the cubin's: the loader fills
+        # in pointers (a __device__ pointer to a string literal or to another variable is 0 in
+        # the cubin, and restoring that made the kernel read address 0)
+        image = cp.empty(section.size, dtype=cp.uint8)
+        for span in spans:
+            cp.cuda.runtime.memcpyAsync(image.data.ptr + span.offset, span.address, span.size,
+                                        cp.cuda.runtime.memcpyDeviceToDevice, 0)
+        cp.cuda.Stream.null.synchronize()  # fsr's streams do not wait for the legacy default one
         self._images.append(image)
         return [(span.address, span.size, image.data.ptr + span.offset) for span in spans]
 

@@ -89,3 +89,23 @@ def test_empty_variables_need_no_restore(size):
     section = Section(".nv.global", size, None, (Symbol("empty", 0, 0),) + ((Symbol("x", 0, 4),) if size else ()))
     spans = restore_spans(section, {"empty": 0x1000, "x": 0x1000})
     assert spans == ((Span(0x1000, 0, 4),) if size else ())
+
+
+POINTERS = r"""
+__device__ const char* tags[2] = {"soft", "max"};
+extern "C" __global__ void k(char* y) { y[threadIdx.x] = tags[blockIdx.x & 1][threadIdx.x & 3]; }
+"""
+
+
+def test_the_cubins_image_of_a_pointer_is_not_what_the_loader_writes():
+    """Why the GPU child restores initialised variables from a copy of the loaded bytes: in the
+    cubin, a `__device__` pointer to a string literal is 0 until the loader fills it in (a
+    relocation), so the cubin's image put back would point the kernel at address 0."""
+    data = cubin(POINTERS)
+    section = only_section(POINTERS)
+    assert section.name == ".nv.global.init" and section.image is not None
+    tags = next(sym for sym in section.symbols if sym.name == "tags")
+    assert section.image[tags.offset:tags.offset + tags.size] == bytes(16)
+    assert b".rela.nv.global.init" in data
+    strings = [sym for sym in section.symbols if sym.name.startswith("$str")]
+    assert sorted(section.image[s.offset:s.offset + s.size] for s in strings) == [b"max\0", b"soft\0"]
