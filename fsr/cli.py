@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 the candidate's verdict is not OK (for `fsr import`: a file was
 skipped); 2 bad input (unknown task, missing file, malformed header or config); 3 no CUDA device
-(what needs none was still done).
+(what needs none was still done), or fsr's own machinery failed on the GPU (no verdict).
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ import sys
 import typing
 
 import fsr
-from fsr.commands import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, at_least, bad_input_errors, config_option
+from fsr.commands import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_DEVICE,
+    EXIT_OK,
+    EXIT_USAGE,
+    at_least,
+    bad_input_errors,
+    config_option,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -114,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
     except Exception as e:
+        from fsr.types import EvaluatorFault
+
+        if isinstance(e, EvaluatorFault):  # fsr's fault, not the kernel's: one line, the traceback in the log
+            print(f"fsr: error: {_one_line(e)}", file=sys.stderr)
+            return EXIT_NO_DEVICE
         if not isinstance(e, bad_input_errors()):
             raise
         print(f"fsr: error: {_one_line(e)}", file=sys.stderr)

@@ -5,6 +5,7 @@ launch, or a context the kernel broke).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cupy as cp
@@ -176,3 +177,34 @@ def is_context_error(error: BaseException) -> bool:
     """A CUDA error of the kind a faulting kernel leaves behind (any call may report it)."""
     return (isinstance(error, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError))
             and getattr(error, "status", None) in STICKY_ERRORS)
+
+
+def context_error() -> BaseException | None:
+    """The error a broken context answers any call with (a kernel's fault found late, by a call
+    of fsr's own), or None while the context is usable. Asks without waiting on any stream."""
+    try:
+        cp.cuda.runtime.memGetInfo()
+    except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as e:
+        return e if is_context_error(e) else None
+    return None
+
+
+def failure_reply(error: BaseException, probe: Callable[[], BaseException | None] = context_error) -> tuple[str, str]:
+    """What the GPU child tells its parent when a request raised `error` (the child is replaced
+    either way): ("crash", line) when the candidate caused it: a context its kernel broke,
+    whichever call found out (`error` itself, else `probe`), or device memory its buffers asked
+    for and did not get; else ("fault", line): fsr's own code failed, never a verdict on the
+    candidate (the parent retries it on a fresh child, then reports fsr's error)."""
+    if is_context_error(error):
+        return "crash", crash_line(error)
+    if isinstance(error, cp.cuda.memory.OutOfMemoryError):
+        return "crash", f"out of GPU memory for the candidate's buffers ({_one_line(error)}); the GPU child was replaced"
+    broken = probe()
+    if broken is not None:
+        return "crash", crash_line(broken)
+    return "fault", (f"evaluator error ({type(error).__name__}: {_one_line(error)}); the GPU child was replaced "
+                     "(traceback in the worker's log)")
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300]
