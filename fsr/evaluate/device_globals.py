@@ -87,3 +87,17 @@ def read(cubin: bytes) -> ModuleGlobals:
         Section(name, headers[i][5], None if headers[i][1] == NOBITS else cubin[headers[i][4]:headers[i][4] + headers[i][5]],
                 tuple(sorted(symbols[i], key=lambda s: s.offset)))
         for i, name in sorted(wanted.items())))
+
+
+def spans(section: Section, placed: list[tuple[Symbol, int]]) -> list[tuple[int, int, int]]:
+    """(device address, offset in the section, bytes) covering `section`, given the device
+    addresses of those of its variables the driver could place (`placed`): the whole section from
+    its base when every variable sits at base + offset (the loader keeps a section whole, and
+    variables the driver cannot name, `static` ones, are covered too), else variable by variable;
+    [] when none could be placed."""
+    if not placed:
+        return []
+    base = placed[0][1] - placed[0][0].offset
+    if all(ptr == base + sym.offset for sym, ptr in placed):
+        return [(base, 0, section.size)]
+    return [(ptr, sym.offset, sym.size) for sym, ptr in placed]

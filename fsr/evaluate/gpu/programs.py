@@ -37,21 +37,18 @@ class Program:
         self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
 
     def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
-        """(device address, bytes, source address or 0 for zero) covering a section: the whole
-        section from its first variable's address when every variable sits at base + offset (the
-        loader keeps a section whole), else variable by variable."""
-        addresses = []
+        """(device address, bytes, source address or 0 for zero) covering a section
+        (device_globals.spans: the whole section where the loader kept it whole)."""
+        placed = []
         for sym in section.symbols:
             try:
-                addresses.append((sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))))
+                placed.append((sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))))
             except cp.cuda.driver.CUDADriverError:  # not exported under that name: another one places the section
                 continue
-        if not addresses:
+        spans = device_globals.spans(section, placed)
+        if not spans:
             self.unresettable.append(section.name)
             return []
-        base = addresses[0][1] - addresses[0][0].offset
-        whole = all(ptr == base + sym.offset for sym, ptr in addresses)
-        spans = [(base, 0, section.size)] if whole else [(ptr, sym.offset, sym.size) for sym, ptr in addresses]
         if section.image is None:
             return [(ptr, size, 0) for ptr, _, size in spans]
         image = cp.asarray(np.frombuffer(section.image, dtype=np.uint8))
