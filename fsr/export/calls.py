@@ -48,14 +48,14 @@ class Kernel:
         return tuple(d.whole(sizes) for d in arg.shape)
 
     def sizes(self, shapes: dict[str, tuple[int, ...]], given: dict[str, Any]) -> dict[str, int]:
-        """Each size: given, or read from the first argument whose shape names it alone in a
-        dimension; ValueError for one neither gives."""
+        """Each size: given, or read from the first argument passed whose shape gives it in a
+        dimension (less that dimension's offset); ValueError for one neither gives."""
         out = {}
         for name in self.spec.sizes:
             value = given.get(name)
-            for arg, dim in dict(self.spec.inferred).get(name, ()) if value is None else ():
+            for arg, dim, offset in dict(self.spec.inferred).get(name, ()) if value is None else ():
                 if arg in shapes and dim < len(shapes[arg]):
-                    value = shapes[arg][dim]
+                    value = shapes[arg][dim] - offset
                     break
             if value is None:
                 raise ValueError(f"size {name} is read from no argument's shape here: pass {name}=")

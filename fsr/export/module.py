@@ -152,9 +152,7 @@ def spec_text(task: Task, cand: Candidate) -> str:
     launches = [f"Launch({launch.kernel!r},\n           grid={_tuple([_expr(g) for g in launch.grid])},"
                 f"\n           block={_tuple([_expr(b) for b in launch.block])},\n           smem={_expr(launch.smem)},"
                 f"\n           args={launch.args!r})" for launch in cand.launches]
-    ordered = task.inputs + task.outputs
-    inferred = tuple((n, tuple((a.name, i) for a in ordered for i, d in enumerate(a.shape) if d.strip() == n))
-                     for n in task.size_names)
+    inferred = tuple((n, _sources(task, n)) for n in task.size_names)
     tol = tasks.tolerance(task)
     fields = {
         "task": repr(task.name), "source": literal(compiler.full_source(cand)),
@@ -171,6 +169,44 @@ def spec_text(task: Task, cand: Candidate) -> str:
     return f"# ---- the kernel\nSPEC = Spec(\n{body},\n)\nKERNEL = Kernel(SPEC)\n"
 
 
+def _size_source(task: Task, size: str) -> str:
+    """Where a call reads a size from, in words, for the functions' docstrings."""
+    found = _sources(task, size)
+    if not found:
+        return "required"
+    name, dim, offset = found[0]
+    where = f"{name}.shape[{dim}]" + (f" - {offset}" if offset > 0 else f" + {-offset}" if offset < 0 else "")
+    given = "" if name in {a.name for a in task.inputs} else f" when {name} is given, else required"
+    return f"{where} where not given{given}"
+
+
+def _sources(task: Task, size: str) -> tuple[tuple[str, int, int], ...]:
+    """(buffer, dimension, offset) of each dimension that gives `size` as its length less the
+    offset (`rows`, `rows + 1`, `n - 2`), inputs first: where a call reads the size from."""
+    out = []
+    for arg in task.inputs + task.outputs:
+        for i, dim in enumerate(arg.shape):
+            offset = _offset(ast.parse(dim.strip(), mode="eval").body, size)
+            if offset is not None:
+                out.append((arg.name, i, offset))
+    return tuple(out)
+
+
+def _offset(node: ast.expr, size: str) -> int | None:
+    """k where `node` is `size + k`, `k + size` or `size - k` (k an integer), 0 for `size` alone."""
+    if isinstance(node, ast.Name):
+        return 0 if node.id == size else None
+    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Add | ast.Sub):
+        return None
+    left, right = node.left, node.right
+    if isinstance(node.op, ast.Add) and isinstance(left, ast.Constant):
+        left, right = right, left
+    if (isinstance(left, ast.Name) and left.id == size and isinstance(right, ast.Constant)
+            and type(right.value) is int):
+        return right.value if isinstance(node.op, ast.Add) else -right.value
+    return None
+
+
 def _list(items: list[str]) -> str:
     return _tuple(["\n        " + i for i in items]) if items else "()"
 
@@ -185,7 +221,7 @@ def functions_text(task: Task) -> str:
     outs = ", ".join(_param(a.name) for a in task.outputs)
     lines = [f"    {_param(a.name)}: {a.dtype} ({', '.join(a.shape)}), "
              f"{'an input' if a.intent == 'in' else 'an output, allocated when not given'}" for a in ordered]
-    lines.append(f"    {', '.join(task.size_names)}: read from the shapes where not given")
+    lines += [f"    {n}: {_size_source(task, n)}" for n in task.size_names]
     bits = sorted({a.dtype for a in ordered if dtypes.device_dtype(a.dtype) != dtypes.numpy_dtype(a.dtype)})
     cupy_note = (f"\n    CuPy has no {' or '.join(bits)}: such arrays hold its bits as unsigned integers of its width."
                  if bits else "")

@@ -97,7 +97,7 @@ class Spec:
     options: tuple[str, ...]
     variant_only: str  # ptxas's words for an instruction only the arch-specific variant (sm_90a) has
     sizes: tuple[str, ...]
-    inferred: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # size -> (arg, dimension) giving it
+    inferred: tuple[tuple[str, tuple[tuple[str, int, int], ...]], ...]  # size -> (arg, dimension, offset)
     args: tuple[Arg, ...]
     constants: tuple[tuple[str, float], ...]
     defines: tuple[tuple[str, int], ...]
