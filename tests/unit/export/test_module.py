@@ -229,3 +229,15 @@ def test_the_check_holds_outputs_to_fsrs_tolerance_and_reference(folder: Path):
     inputs = checks.reference_module(m.KERNEL).make_inputs(size, np.random.default_rng(3))
     want = tasks.functions(task).reference(inputs, size)["C"]
     assert np.array_equal(checks.reference_module(m.KERNEL).reference(inputs, size)["C"], want)
+
+
+def test_the_copied_modules_define_each_name_once():
+    from fsr.export.module import EMBEDDED, PUBLIC
+
+    names: list[str] = []
+    for module in EMBEDDED:
+        tree = ast.parse(Path(module.__file__).read_text())
+        names += [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                  if isinstance(t, ast.Name)]
+        names += [node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)]
+    assert len(names) == len(set(names)) and not set(names) & set(PUBLIC)
