@@ -24,6 +24,7 @@ from fsr.evaluate import compile as compiler
 from fsr.export import checks, runtime
 from fsr.export.module import ExportError, Provenance, module_text
 from fsr.types import LaunchSpec
+from tests.support.paths import DATA
 
 EXPORTS = [("softmax", "baseline"), ("softmax", "template"), ("gemm_bf16", "baseline"), ("gemm_bf16", "template"),
            ("scan", "template"), ("spmv_csr", "baseline"), ("histogram", "baseline")]
@@ -199,7 +200,7 @@ def test_the_module_compiles_the_cubin_fsr_compiles(folder: Path):
 
 def test_code_only_the_arch_variant_assembles_compiles_for_it(tmp_path: Path):
     task = tasks.load("gemm_bf16")
-    wgmma = tasks.DEFAULT_TASKS_DIR.parent / "tests" / "data" / "wgmma" / "gemm_bf16_wgmma.cu"
+    wgmma = DATA / "wgmma" / "gemm_bf16_wgmma.cu"
     cand = cfmt.parse(wgmma.read_text(), task)
     (tmp_path / "wgmma.py").write_text(module_text(task, cand, Provenance(str(wgmma)), "wgmma"))
     m = load(tmp_path / "wgmma.py")
