@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import prompt as prompt_command
 
     prompt_command.add_parser(sub)
+    from fsr.commands import export as export_command
+
+    export_command.add_parser(sub)
     return parser
 
 
@@ -105,7 +108,7 @@ COMMANDS = {
     "run": ("fsr.commands.run", "run_command"), "bench": ("fsr.commands.bench", "bench_command"),
     "report": ("fsr.commands.report", "report_command"), "explore": ("fsr.commands.explore", "explore_command"),
     "launch": ("fsr.commands.launch", "launch_command"), "import": ("fsr.commands.importer", "import_command"),
-    "prompt": ("fsr.commands.prompt", "prompt_command"),
+    "prompt": ("fsr.commands.prompt", "prompt_command"), "export": ("fsr.commands.export", "export_command"),
 }
 
 

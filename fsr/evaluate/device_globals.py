@@ -116,3 +116,4 @@ def read(cubin: bytes) -> ModuleGlobals:
         Section(name, headers[i][5], None if headers[i][1] == NOBITS else cubin[headers[i][4]:headers[i][4] + headers[i][5]],
                 tuple(sorted(symbols[i], key=lambda s: s.offset)))
         for i, name in sorted(wanted.items())))
+
