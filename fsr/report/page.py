@@ -47,10 +47,10 @@ a#to-top { position: fixed; right: 1em; bottom: 1em; background: #fff; border: 1
   border-radius: 4px; padding: 0.3em 0.6em; font-size: 0.85em; text-decoration: none; color: #333; }
 table.fsr { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
 table.fsr th, table.fsr td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
-table.fsr td { white-space: nowrap; } table.fsr td:last-child { white-space: normal; }
+table.fsr td.n { white-space: nowrap; }
 table.fsr th { background: #f3f3f3; } table.fsr td:first-child { text-align: left; }
 table.fsr tr.geomean td { font-weight: 600; border-top: 2px solid #999; }
-table.fsr td.not-timed { color: #a33; font-style: italic; }
+table.fsr td.not-timed { color: #a33; font-style: italic; white-space: nowrap; }
 table.fsr tr.impossible td { background: #fde8e8; color: #a00; font-weight: 600; }
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
 details.run > summary { font-size: 1.1em; cursor: pointer; margin: 0.6em 0; }
@@ -108,11 +108,18 @@ def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None, links
     classes = list(row_classes or [""] * len(rows))
     if last_row_class and classes:
         classes[-1] = last_row_class
-    body = ["<tr" + (f" class='{classes[i]}'" if classes[i] else "") + ">"
-            + "".join(f"<td class='not-timed'>{c}</td>" if c == NOT_TIMED else f"<td>{c}</td>" for c in row)
-            + "</tr>" for i, row in enumerate(rows)]
+    body = ["<tr" + (f" class='{classes[i]}'" if classes[i] else "") + ">" + "".join(_cell(c) for c in row) + "</tr>"
+            for i, row in enumerate(rows)]
     head = "".join(f"<th>{html.escape(name)}</th>" for name in columns.values())
     return f"<table class='fsr'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _cell(text: str) -> str:
+    """A table cell: "not timed" marked as such; a figure with no space in it ("1,234.5",
+    "97.0-105.0") never broken across lines, where text with spaces may wrap."""
+    if text == NOT_TIMED:
+        return f"<td class='not-timed'>{text}</td>"
+    return f"<td class='n'>{text}</td>" if text and " " not in text and "<" not in text else f"<td>{text}</td>"
 
 
 def summary_html(t: RunTables, links: dict[str, str]) -> str:
