@@ -13,8 +13,8 @@ import pytest
 
 from fsr import cli, dtypes
 from fsr.report import ceilings, comparators, costs, data, kernels, tables, text
-from tests.lineage_rows import T0, frame, row
-from tests.unit.report.imported_run import write_imported_run
+from tests.support.lineage_rows import T0, frame, row
+from tests.support.report_imported_run import write_imported_run
 
 
 def report_md(run: Path, capsys: pytest.CaptureFixture[str]) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fsr import cli
-from tests.unit.report.imported_run import write_imported_run
+from tests.support.report_imported_run import write_imported_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
