@@ -8,7 +8,7 @@ GPU-minute (evaluations / (GPUs x wall minutes)), per worker the evaluations, th
 to evaluations and the part of them spent waiting on setup (starting the GPU child, preparing a
 task), the preparing share, and how many times each task was prepared on each worker (an
 evaluation that paid for a preparation has setup_s > 0: the same reading for any tree, old or
-new). The last line is the one BENCHMARKS.md quotes:
+new). The last line gives the figures of BENCHMARKS.md's scale table:
 
     scale: 1 GPU N evaluations per GPU-minute, preparing P%, at most K preparations of a task per worker
 

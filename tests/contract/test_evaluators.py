@@ -7,10 +7,10 @@ import pytest
 
 from fsr.config import Config, TuneConfig
 from fsr.tasks import load
+from fsr.testing.evaluator_contract import EvaluatorContract
 from fsr.testing.fakes import FakeEvaluator
 from fsr.testing.llm_server import StandInEvaluator
 from fsr.types import WorkerSpec
-from tests.contract.evaluator_contract import EvaluatorContract
 
 
 class TestFakeEvaluator(EvaluatorContract):

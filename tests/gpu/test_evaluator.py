@@ -12,11 +12,12 @@ from fsr import candidate, tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict, WorkerSpec
+from tests.support.paths import ROOT
 
 from ..adversarial.corpus import corpus
 
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parents[2]
+
 HANG_TIMEOUT_S = 8.0
 
 
@@ -313,8 +314,8 @@ def test_a_correct_kernel_of_an_imported_task_is_ok(tmp_path, tune_trials):
     another thread, and the kernel read them as float32 garbage)."""
     pytest.importorskip("torch")
     from fsr.kernelbench.one import import_one
+    from tests.support.paths import ROOT as root
 
-    root = Path(__file__).resolve().parents[2]
     done = import_one(root / "tests/data/kernelbench/level1/19_ReLU.py", tmp_path, max_bench_bytes=2**28)
     assert done["ok"], done
     relu = tasks.load(str(tmp_path / "kb1_19_relu"))

@@ -1,6 +1,6 @@
 """Every task's feature template on a real GPU: a seeded sample of whole switch-and-tunable
 combinations (with every switch off and every switch on) is OK at every test size and the
-benchmark size. tests/unit/test_templates.py compiles a larger sample without a GPU; this runs
+benchmark size. tests/unit/tasks/test_templates.py compiles a larger sample without a GPU; this runs
 some of them, since "every combination is a correct kernel" is what the offline search relies
 on when it draws one."""
 

@@ -16,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import fsr
 from fsr import cli, commands, config, tasks
+from tests.support.paths import DATA, ROOT
 
-ROOT = Path(fsr.__file__).resolve().parent.parent  # the checkout this fsr was imported from
-BASELINE = str(ROOT / "tasks" / "softmax" / "baseline.cu")
-RELU = ROOT / "tests" / "data" / "kernelbench" / "level1" / "19_ReLU.py"
+RELU = DATA / "kernelbench" / "level1" / "19_ReLU.py"
 
 
 def run_main(capsys, *args: str) -> tuple[int, str, str]:

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-import fsr
+from tests.support.paths import DATA, ROOT
 
 pytest.importorskip("torch")
 
-ROOT = Path(fsr.__file__).resolve().parent.parent  # the checkout this fsr was imported from
-RELU = ROOT / "tests" / "data" / "kernelbench" / "level1" / "19_ReLU.py"
+RELU = DATA / "kernelbench" / "level1" / "19_ReLU.py"
 
 MODULE = '''import torch
 import torch.nn as nn
