@@ -21,6 +21,7 @@ from typing import Any
 from fsr import candidate as cfmt
 from fsr import tasks
 from fsr.commands import EXIT_OK, UsageError
+from fsr.files import read_input
 from fsr.types import Candidate, Task
 
 
@@ -47,7 +48,7 @@ def export_command(args: argparse.Namespace) -> int:
     if not path.is_file():
         held = ", ".join(sorted(p.stem for p in best.glob("*.cu"))) or "none"
         raise UsageError(f"{run_dir}: no best kernel of {task.name} (best/ holds kernels of: {held})")
-    cand = cfmt.parse(_read(path), task)
+    cand = cfmt.parse(read_input(path), task)  # InputFileError: one line, exit 2
     row = judged(run_dir, task, cand)
     if row is None:
         raise UsageError(f"{path}: no evaluation with verdict OK in {run_dir}'s lineage is of this kernel "
@@ -70,12 +71,6 @@ def export_command(args: argparse.Namespace) -> int:
     print(f"{out}: {task.name} candidate {row['candidate_id']}{timing}")
     return EXIT_OK
 
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: cannot be read ({e})") from None
 
 
 def _module_name(out: Path) -> str:
