@@ -31,7 +31,7 @@ def evaluator(request):
     """The corpus's tasks (softmax among them), hangs cut at HANG_TIMEOUT_S, torch.compile off
     (compiling its comparators is no part of these tests); the corpus compiled ahead. Its crashes
     and hangs restart its child, so it is this module's alone. The session's evaluator of every
-    task, which this module's last tests use, starts first: its tasks' contents build in the
+    task, which the every-task tests here use, starts first: its tasks' contents build in the
     background while the corpus runs."""
     if any("bench_evaluator" in item.fixturenames for item in request.session.items
            if getattr(item, "module", None) is request.module):

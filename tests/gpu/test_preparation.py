@@ -34,7 +34,8 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Task:
 def evaluator(bare: Task) -> Iterator[GpuEvaluator]:
     """layernorm and the bare softmax, nothing built ahead; each task is used by one test alone,
     so that test's first evaluation is its task's first in this evaluator."""
-    ev = GpuEvaluator(WorkerSpec((tasks.load("layernorm"), bare), CONFIG.eval, CONFIG.tune))
+    ev = GpuEvaluator(WorkerSpec((tasks.load("layernorm"), bare), CONFIG.eval, CONFIG.tune,
+                                 host_threads=CONFIG.eval.host_threads))
     yield ev
     ev.close()
 

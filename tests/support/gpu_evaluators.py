@@ -22,8 +22,10 @@ COMPILE_THREADS = 16  # NVRTC releases the GIL; the evaluator's compile processe
 
 
 def spec(config: Config, names: Iterable[str] | None = None, **fields: Any) -> WorkerSpec:
-    """A spec of these tasks (default: every task), as a campaign's driver builds one."""
+    """A spec of these tasks (default: every task), as a campaign's driver builds one (the child's
+    host threads from `config.eval.host_threads`, as WorkerSpec.of takes them)."""
     loaded = [tasks.load(n) for n in (tasks.list_tasks() if names is None else names)]
+    fields.setdefault("host_threads", config.eval.host_threads)
     return WorkerSpec(tuple(loaded), config.eval, config.tune, **fields)
 
 
