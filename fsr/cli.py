@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 the candidate's verdict is not OK (for `fsr import`: a file was
 skipped); 2 bad input (unknown task, missing file, malformed header or config); 3 no CUDA device
-(what needs none was still done).
+(what needs none was still done), or fsr's own machinery failed on the GPU (no verdict).
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ import sys
 import typing
 
 import fsr
-from fsr.commands import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, at_least, bad_input_errors, config_option
+from fsr.commands import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_DEVICE,
+    EXIT_OK,
+    EXIT_USAGE,
+    at_least,
+    bad_input_errors,
+    config_option,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -88,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import prompt as prompt_command
 
     prompt_command.add_parser(sub)
+    from fsr.commands import export as export_command
+
+    export_command.add_parser(sub)
     return parser
 
 
@@ -97,7 +108,7 @@ COMMANDS = {
     "run": ("fsr.commands.run", "run_command"), "bench": ("fsr.commands.bench", "bench_command"),
     "report": ("fsr.commands.report", "report_command"), "explore": ("fsr.commands.explore", "explore_command"),
     "launch": ("fsr.commands.launch", "launch_command"), "import": ("fsr.commands.importer", "import_command"),
-    "prompt": ("fsr.commands.prompt", "prompt_command"),
+    "prompt": ("fsr.commands.prompt", "prompt_command"), "export": ("fsr.commands.export", "export_command"),
 }
 
 
@@ -114,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
     except Exception as e:
+        from fsr.types import EvaluatorFault
+
+        if isinstance(e, EvaluatorFault):  # fsr's fault, not the kernel's: one line, the traceback in the log
+            print(f"fsr: error: {_one_line(e)}", file=sys.stderr)
+            return EXIT_NO_DEVICE
         if not isinstance(e, bad_input_errors()):
             raise
         print(f"fsr: error: {_one_line(e)}", file=sys.stderr)

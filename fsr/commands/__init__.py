@@ -1,6 +1,7 @@
 """The work behind each `fsr` subcommand (fsr.cli only parses).
 
-Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input; 3 no CUDA device.
+Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input; 3 no CUDA device, or fsr's
+own machinery failed on the GPU (fsr.types.EvaluatorFault: no verdict).
 """
 
 from __future__ import annotations

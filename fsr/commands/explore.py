@@ -193,6 +193,7 @@ def explore_command(args: argparse.Namespace) -> int:
     from fsr.commands.launch import device_problem
     from fsr.evaluate.evaluator import GpuEvaluator
     from fsr.evaluate.sandbox import NoDevice
+    from fsr.types import EvaluatorFault
 
     problem = device_problem()  # in one line, before a GPU child is started for nothing
     if problem is not None:
@@ -206,6 +207,8 @@ def explore_command(args: argparse.Namespace) -> int:
             print(f"fsr: exploring needs a CUDA device ({' '.join(str(e).split())})", file=sys.stderr)
             return EXIT_NO_DEVICE
         evaluations = evaluate_all(evaluator, template, configs, args.trials > 0)
+    except EvaluatorFault:  # fsr's own: one line and exit 3 (fsr.cli), not a verdict
+        raise
     except RuntimeError as e:  # the task's baseline is not OK: nothing can be compared with it
         print(f"fsr: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_VERDICT
