@@ -31,11 +31,14 @@ def evaluator(request):
     """The corpus's tasks (softmax among them), hangs cut at HANG_TIMEOUT_S, torch.compile off
     (compiling its comparators is no part of these tests); the corpus compiled ahead. Its crashes
     and hangs restart its child, so it is this module's alone. The session's evaluator of every
-    task, which the every-task tests here use, starts first: its tasks' contents build in the
-    background while the corpus runs."""
+    task, which the every-task tests here use, starts first, their kernels compiled ahead: its
+    tasks' contents build in the background while the corpus runs."""
     if any("bench_evaluator" in item.fixturenames for item in request.session.items
            if getattr(item, "module", None) is request.module):
-        request.getfixturevalue("bench_evaluator")
+        every = [tasks.load(name) for name in tasks.list_tasks()]
+        precompile(request.getfixturevalue("bench_evaluator"),
+                   [candidate.parse(source, task) for task in every
+                    for source in (task.baseline_source, task.template_source) if source])
     config = Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S, torch_compile="off", host_threads=host_threads()),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(spec(config, CORPUS_TASKS))
