@@ -200,3 +200,25 @@ def test_scale_writes_its_figures_as_json(tmp_path):
     assert figures["evaluations"] == 6 and figures["per_gpu_minute"] == pytest.approx(6.0)
     assert figures["preparing_share"] == pytest.approx(1.0 / 12.0) and figures["most_preparations"] == 1
     json.dumps(figures)  # plain JSON
+
+
+def test_the_tests_step_runs_pytest_on_its_gpus_one_worker_each(monkeypatch, tmp_path):
+    seen = {}
+
+    def run_bounded(command, env, log, limit_s, cwd=gc.ROOT):
+        seen.update(command=command, gpus=env["CUDA_VISIBLE_DEVICES"], limit_s=limit_s)
+        (tmp_path / "tests-gpu.xml").write_text(JUNIT)
+        log.write_text("")
+        return 1, False
+
+    monkeypatch.setattr(gc, "run_bounded", run_bounded)
+    monkeypatch.setattr(gc, "timeout_plugin", lambda: (2, 4))
+    found = gc.tests_step("gpu", "gpu and not whole_machine", ("2", "3"), tmp_path, 400.0)
+    command = seen["command"]
+    assert seen["gpus"] == "2,3" and command[command.index("-n") + 1] == "2"
+    assert command[command.index("-m", 3) + 1] == "gpu and not whole_machine"
+    assert command[command.index("--session-timeout") + 1] == "340" and "--timeout" in command
+    assert (found["passed"], found["failed"], found["returncode"]) == (2, 1, 1)
+    monkeypatch.setattr(gc, "timeout_plugin", lambda: (0, 0))  # without pytest-timeout: no option it lacks
+    gc.tests_step("gpu", "gpu", ("0",), tmp_path, 400.0)
+    assert "-n" not in seen["command"] and "--timeout" not in seen["command"]
