@@ -26,17 +26,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gpu_check_summary import (  # bench/ is this script's folder
+    failed,
+    gate_figures,
+    junit_results,
+    lines,
+    log_results,
+    ratio,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / ".gpucheck"  # git-ignored; carried to the device machine
@@ -46,9 +53,6 @@ TEST_TIMEOUT_S = 300  # one test, at most (pytest-timeout)
 GATE_MAX_WALL_S = 420.0  # fsr bench's own default --max-wall
 GATE_OVERHEAD_S = 60.0  # a gate's start (Ray, the GPU child) and its lineage read, beyond --max-wall
 MIN_GATE_S = 90.0  # below this --max-wall a cold campaign measures its start more than its throughput
-SLOWEST = 10
-OUTCOME = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
-NODE = re.compile(r"(\S+\.py::\S+)")
 
 
 @dataclass(frozen=True)
@@ -85,87 +89,6 @@ def layout(gpus: list[str], trees: tuple[str, ...] = ("tree", "ref"), tests: boo
 def gate_wall_s(left_s: float, gates: int) -> float:
     """fsr bench's --max-wall for each of `gates` gates run one after the other in `left_s`."""
     return min(GATE_MAX_WALL_S, (left_s - gates * GATE_OVERHEAD_S) / max(1, gates))
-
-
-# ---- results ------------------------------------------------------------------------------------
-
-def junit_results(path: Path) -> dict[str, Any] | None:
-    """Outcomes and the slowest tests from pytest's JUnit XML; None if there is none."""
-    if not path.is_file():
-        return None
-    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    failures, times = [], []
-    for case in ET.parse(path).getroot().iter("testcase"):
-        node = f"{case.get('classname', '')}::{case.get('name', '')}"
-        kinds = {child.tag for child in case}
-        kind = "failed" if "failure" in kinds else "errors" if "error" in kinds else "skipped" if "skipped" in kinds \
-            else "passed"
-        counts[kind] += 1
-        if kind in ("failed", "errors"):
-            failures.append(node)
-        if kind != "skipped":
-            times.append((float(case.get("time") or 0.0), node))
-    slowest = [{"test": node, "s": round(t, 1)} for t, node in sorted(times, reverse=True)[:SLOWEST]]
-    return {**counts, "failures": failures, "slowest": slowest}
-
-
-def log_results(text: str) -> dict[str, Any]:
-    """Outcomes read from pytest's -v lines, for a run cut before it wrote its XML."""
-    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    failures, seen = [], set()
-    for line in text.splitlines():
-        outcome, node = OUTCOME.search(line), NODE.search(line)
-        if not outcome or not node or (node.group(1), outcome.group(1)) in seen:
-            continue
-        seen.add((node.group(1), outcome.group(1)))
-        kind = {"PASSED": "passed", "XPASS": "passed", "FAILED": "failed", "ERROR": "errors"}.get(outcome.group(1),
-                                                                                                "skipped")
-        counts[kind] += 1
-        if kind in ("failed", "errors"):
-            failures.append(node.group(1))
-    return {**counts, "failures": failures, "slowest": []}
-
-
-def gate_figures(path: Path) -> dict[str, Any] | None:
-    """bench/scale.py's --json figures, or None."""
-    try:
-        return dict(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
-
-
-def ratio(summary: dict[str, Any]) -> float | None:
-    """The working tree's evaluations per GPU-minute over the ref's."""
-    tree, ref = (summary["gates"].get(k) or {} for k in ("tree", "ref"))
-    if tree.get("per_gpu_minute") and ref.get("per_gpu_minute"):
-        return float(tree["per_gpu_minute"]) / float(ref["per_gpu_minute"])
-    return None
-
-
-def lines(summary: dict[str, Any]) -> list[str]:
-    """The printed summary."""
-    out = [f"gpu_check: {summary['layout']} (tree {summary['commits'].get('tree', '?')}, "
-           f"ref {summary['commits'].get('ref', '?')}), {summary['wall_s']:.0f} s"]
-    for name, step in summary["tests"].items():
-        cut = f", cut at {step['limit_s']:.0f} s" if step.get("cut") else ""
-        cut += f", pytest exit {step['returncode']} (log: {step['log']})" if step["returncode"] not in (0, 1, 5) else ""
-        out.append(f"tests ({name}): {step['passed']} passed, {step['failed']} failed, {step['errors']} errors, "
-                   f"{step['skipped']} skipped in {step['wall_s']:.0f} s on GPU {','.join(step['gpus'])}{cut}")
-        out += [f"  FAILED {node}" for node in step["failures"][:20]]
-        out += [f"  {s['s']:6.1f} s  {s['test']}" for s in step["slowest"][:5]]
-    for tree in ("tree", "ref"):
-        gate = summary["gates"].get(tree)
-        if gate is None:
-            continue
-        if "per_gpu_minute" in gate:
-            out.append(f"gate ({tree}, {gate['label']}): {gate['per_gpu_minute']:.1f} evaluations per GPU-minute, "
-                       f"preparing {gate['preparing_share']:.0%}, {gate['evaluations']} evaluations in "
-                       f"{gate['wall_s']:.0f} s (--max-wall {gate['max_wall_s']:.0f})")
-        else:
-            out.append(f"gate ({tree}): no figures ({gate.get('error', 'see its log')})")
-    if summary.get("ratio") is not None:
-        out.append(f"ratio (tree / ref, evaluations per GPU-minute): {summary['ratio']:.3f}")
-    return out + [f"note: {n}" for n in summary["notes"]]
 
 
 # ---- steps --------------------------------------------------------------------------------------
@@ -264,8 +187,8 @@ def gate_lane(check: Check, gpu: str, trees: tuple[str, ...], roots: dict[str, P
     left of the budget, shared."""
     wall = gate_wall_s(check.left_s(), len(trees))
     if wall < MIN_GATE_S:
-        check.note(f"gates of {', '.join(trees)} left out: {check.left_s():.0f} s left of the budget; run "
-                   "`python bench/gpu_check.py run --skip-tests` in a call of their own")
+        check.note(f"gates of {', '.join(trees)} left out: {check.left_s():.0f} s of the budget left, too few; "
+                   "in a call of their own: `python3 bench/gpu_check.py run --out $OUT --skip-tests`")
         return
     for tree in trees:
         check.record("gates", tree, gate_step(tree, roots[tree], gpu, check.out, wall, tasks))
@@ -367,14 +290,6 @@ def start(args: argparse.Namespace) -> int:
     check.write()
     print("\n".join(lines(check.summary)))
     return 1 if failed(check.summary) else 0
-
-
-def failed(summary: dict[str, Any]) -> bool:
-    """Whether a test failed or a step did not finish: a test step cut short or ended by anything
-    but its tests (pytest's 0, or 5 where it had none), a gate without figures."""
-    steps = summary["tests"].values()
-    return (any(s["failed"] or s["errors"] or s["cut"] or s["returncode"] not in (0, 5) for s in steps)
-            or any("error" in gate for gate in summary["gates"].values()))
 
 
 def main(argv: list[str] | None = None) -> int:

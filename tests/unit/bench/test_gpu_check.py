@@ -17,15 +17,22 @@ from tests.support.paths import ROOT
 
 
 def load(name: str):
+    """A bench script as a module; bench/ on the path while it loads, as for a script run there
+    (gpu_check imports gpu_check_summary beside it)."""
     spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
     return module
 
 
 gc = load("gpu_check")
+summary_of = load("gpu_check_summary")
 
 
 @pytest.mark.parametrize(("gpus", "tests", "lanes"), [
@@ -64,19 +71,19 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 def test_results_from_the_xml_and_from_the_lines_of_a_cut_run(tmp_path):
     xml = tmp_path / "t.xml"
     xml.write_text(JUNIT)
-    found = gc.junit_results(xml)
+    found = summary_of.junit_results(xml)
     assert {k: found[k] for k in ("passed", "failed", "errors", "skipped")} == \
         {"passed": 2, "failed": 1, "errors": 1, "skipped": 1}
     assert found["failures"] == ["tests.gpu.test_b::test_bad", "tests.gpu.test_b::test_setup"]
     assert found["slowest"][0] == {"test": "tests.gpu.test_a::test_slow[x]", "s": 40.0}  # skipped ones not timed
-    assert gc.junit_results(tmp_path / "none.xml") is None
+    assert summary_of.junit_results(tmp_path / "none.xml") is None
     log = "\n".join(["[gw0] [ 10%] PASSED tests/gpu/test_a.py::test_ok",
                      "tests/gpu/test_t.py::test_x[8] PASSED                 [ 20%]",
                      "[gw1] [ 30%] FAILED tests/gpu/test_b.py::test_bad",
                      "[gw1] [ 40%] SKIPPED tests/gpu/test_c.py::test_skip",
                      "FAILED tests/gpu/test_b.py::test_bad - AssertionError: no",  # the summary repeats it
                      "collected 4 items"])
-    cut = gc.log_results(log)
+    cut = summary_of.log_results(log)
     assert (cut["passed"], cut["failed"], cut["skipped"], cut["failures"]) == (2, 1, 1, ["tests/gpu/test_b.py::test_bad"])
 
 
@@ -144,11 +151,11 @@ def test_summary_lines_name_failures_cuts_and_a_gate_without_figures():
     summary = {"layout": "tests on 0", "commits": {}, "wall_s": 10.0, "notes": ["left out"], "ratio": None,
                "tests": {"gpu": step(failed=1, failures=["tests.gpu.test_b::test_bad"], cut=True, returncode=2)},
                "gates": {"tree": {"label": "tree", "error": "exit 1: see its log"}}}
-    text = "\n".join(gc.lines(summary))
+    text = "\n".join(summary_of.lines(summary))
     assert "1 failed" in text and "FAILED tests.gpu.test_b::test_bad" in text and "cut at 420 s" in text
     assert "pytest exit 2" in text and "gate (tree): no figures (exit 1: see its log)" in text
-    assert "note: left out" in text and gc.failed(summary)
-    assert not gc.failed({"tests": {"gpu": step(returncode=5)}, "gates": {"tree": gate(1.0, "t")}})
+    assert "note: left out" in text and summary_of.failed(summary)
+    assert not summary_of.failed({"tests": {"gpu": step(returncode=5)}, "gates": {"tree": gate(1.0, "t")}})
 
 
 def test_arguments_are_checked_in_one_line(tmp_path, monkeypatch, capsys):
