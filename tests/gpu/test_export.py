@@ -16,10 +16,9 @@ import pytest
 from fsr import candidate as cfmt
 from fsr import cli, lineage, run_json, tasks
 from fsr.commands.run import _export_best
-from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.export.module import Provenance, module_text
-from fsr.types import Verdict, WorkerSpec
+from fsr.types import Verdict
 
 pytestmark = pytest.mark.gpu
 FRAMEWORKS = ["cupy", "torch"]
@@ -113,22 +112,18 @@ def export(tmp_path: Path, task_name: str, source: str, name: str) -> ModuleType
 
 
 @pytest.fixture(scope="module")
-def judged_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny run: the softmax and gemm_bf16 templates judged by fsr's evaluator, with their
-    lineage and best/ as `fsr run` leaves them."""
+def judged_run(tmp_path_factory: pytest.TempPathFactory, bench_evaluator: GpuEvaluator) -> Path:
+    """A tiny run: the softmax and gemm_bf16 templates judged by fsr's evaluator (the session's,
+    which holds every task at its benchmark size, torch.compile off), with their lineage and best/
+    as `fsr run` leaves them."""
     run = tmp_path_factory.mktemp("runs") / "r1"
     loaded = [tasks.load(n) for n in ("softmax", "gemm_bf16")]
-    config = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
-    evaluator = GpuEvaluator(WorkerSpec.of(config, loaded))
-    try:
-        with lineage.LineageWriter(run) as writer:
-            for task in loaded:
-                cand = cfmt.parse(task.template_source or "", task)
-                result = evaluator.evaluate(cand, tune=False)
-                assert result.verdict == Verdict.OK, f"{task.name}: {result.message[:400]}"
-                writer.append(cand, result)
-    finally:
-        evaluator.close()
+    with lineage.LineageWriter(run) as writer:
+        for task in loaded:
+            cand = cfmt.parse(task.template_source or "", task)
+            result = bench_evaluator.evaluate(cand, tune=False)
+            assert result.verdict == Verdict.OK, f"{task.name}: {result.message[:400]}"
+            writer.append(cand, result)
     run_json.write_run_json(run, {}, {"tasks": [t.name for t in loaded]})
     _export_best(run)
     return run
