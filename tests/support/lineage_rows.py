@@ -31,9 +31,9 @@ def row(**values: Any) -> dict[str, Any]:
         "tune_trials": 0, "device": "NVIDIA H200", "toolchain": "", "compile_s": 0.1, "verify_s": 0.2,
         "tune_s": 0.0, "bench_s": 0.3, "wall_s": 1.0, "worker": "gpu0", "started_at": T0,
         "finished_at": T0 + timedelta(seconds=1), "prompt_tokens": None, "completion_tokens": None,
-        "error": None, "setup_s": 0.0, "comparators_s": 0.0, "torch_us": 15.0, "dtype": None,
-        "tier": "screen", "certified": None, "certifies": None, "failed_check": None, "cut_short": False,
-        "answered_from": None,
+        "error": None, "setup_s": 0.0, "comparators_s": 0.0, "torch_us": 15.0, "torch_compile_us": None,
+        "torch_compile_s": None, "dtype": None, "tier": "screen", "certified": None, "certifies": None,
+        "failed_check": None, "cut_short": False, "answered_from": None,
     }
     unknown = set(values) - set(base)
     if unknown:

@@ -93,3 +93,19 @@ def check_all(task: Task, cand: Candidate, combos: list[dict[str, int]]) -> None
     with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 2)) as pool:
         found = [p for ps in pool.map(lambda v: problems(task, cand, v), combos) for p in ps]
     assert not found, f"{len(found)} problem(s):\n" + "\n".join(found[:10])
+
+
+def extremes(template: Candidate) -> list[dict[str, int]]:
+    """Every switch off and every switch on, tunables at their defaults (one if they are the same)."""
+    off = {f.name: f.values[0] for f in template.features}
+    on = {f.name: max(f.values) for f in template.features}
+    return [off] if on == off else [off, on]
+
+
+def sample(template: Candidate, seed: int, count: int) -> list[dict[str, int]]:
+    """Every switch off, every switch on (tunables at their defaults), then `count` seeded whole
+    combinations of switches and tunables; duplicates dropped, the first kept."""
+    rng = random.Random(seed)
+    out = extremes(template)
+    out += [{x.name: rng.choice(x.values) for x in template.features + template.tunables} for _ in range(count)]
+    return list({tuple(sorted(d.items())): d for d in out}.values())

@@ -92,7 +92,7 @@ def test_configs_files_are_a_list_or_a_task_entry_and_anything_else_is_refused(t
     broken.write_text("[{")
     assert read_configs([str(listed), str(keyed)], "softmax") == [{"VEC4": 1}, {"BLOCK": 128}]
     assert read_configs([str(keyed)], "scan") == []
-    for path, said in ((bad, "NAME: integer"), (broken, "not JSON"), (tmp_path / "none.json", "No such file")):
+    for path, said in ((bad, "NAME: integer"), (broken, "not JSON"), (tmp_path / "none.json", "no such file")):
         with pytest.raises(UsageError, match=said):
             read_configs([str(path)], "softmax")
 

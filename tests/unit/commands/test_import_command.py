@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fsr import cli, tasks
+from fsr import cli, commands, tasks
 from fsr.commands import importer
 from tests.support.paths import ROOT
 
@@ -86,10 +86,11 @@ def test_an_installed_fsr_without_out_asks_for_one(tmp_path, monkeypatch, capsys
     assert list(tmp_path.rglob("*")) == [tmp_path / "site-packages", site]
 
 
-def test_a_checkout_imports_into_its_own_tasks_folder(tmp_path, monkeypatch):
+def test_a_checkout_imports_only_into_a_folder_named(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("")
     monkeypatch.setattr(tasks, "DEFAULT_TASKS_DIR", tmp_path / "tasks")
-    assert importer.output_dir(argparse.Namespace(out=None, tasks_dir=None)) == tmp_path / "tasks"
+    with pytest.raises(commands.UsageError, match="pass --out DIR"):
+        importer.output_dir(argparse.Namespace(out=None, tasks_dir=None))
     assert importer.output_dir(argparse.Namespace(out=None, tasks_dir=str(tmp_path / "t"))) == tmp_path / "t"
 
 

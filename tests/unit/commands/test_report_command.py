@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from plotly.offline import get_plotlyjs
 
 from fsr import cli, run_json
+from fsr.report.page import plotly_js
 from tests.support.lineage_rows import small_run, synthetic_rows, synthetic_trials, write_run
 from tests.support.paths import ROOT as REPO
 
@@ -24,7 +24,7 @@ def test_html_page_is_written_into_the_run_directory(tmp_path: Path, capsys: pyt
     page = run / "report.html"
     assert capsys.readouterr().out.strip() == str(page)
     text = page.read_text()
-    assert text.count(get_plotlyjs()[:200]) == 1  # plotly's JavaScript embedded once
+    assert text.count(plotly_js()[:200]) == 1  # plotly's JavaScript embedded once
     assert "<script src=" not in text  # nothing fetched from the network
     assert "softmax: best so far" in text and "sgemm: best so far" in text
 

@@ -124,7 +124,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return (x + 4096.0) - 4096.0
+        return (x + 16.0) - 16.0  # bfloat16 rounds x + 16 to 1/8, float32 to 2^-19: far below float16
 
 n = 4096
 

@@ -64,10 +64,12 @@ def test_the_winner_its_tuned_values_and_its_file_are_named(tmp_path: Path, caps
                 tuned_defines=[{"name": "BLOCK", "value": 256}, {"name": "VEC", "value": 4}])]
     run = write_run(tmp_path / "r", rows)
     md = report_md(capsys, run)
-    assert "softmax: fast at 10.0 us, BLOCK=256, VEC=4; not exported (best/ is written when the run ends)" in md
+    assert ("softmax: fast at 10.0 us, 32 registers, no spills, BLOCK=256, VEC=4; not exported (best/ is written "
+            "when the run ends)") in md
     (run / "best").mkdir()
     (run / "best" / "softmax.cu").write_text("/* fsr */")
-    assert f"softmax: fast at 10.0 us, BLOCK=256, VEC=4; {run / 'best' / 'softmax.cu'}" in report_md(capsys, run)
+    assert (f"softmax: fast at 10.0 us, 32 registers, no spills, BLOCK=256, VEC=4; {run / 'best' / 'softmax.cu'}"
+            in report_md(capsys, run))
 
 
 def test_times_are_readable(tmp_path: Path) -> None:
