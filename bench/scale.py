@@ -95,11 +95,14 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any
     from fsr import lineage
     from fsr.report.costs import SETUP_PAID_S, paid_setup, worker_occupancy
 
-    frame = lineage.read_pandas(run_dir)
+    every = lineage.read_pandas(run_dir)
+    certifying = every["tier"].fillna("screen") == "certify"
+    frame = every[~certifying].copy()  # certifications are not evaluations: the rate counts screenings
     frame["setup_s"] = frame["setup_s"].fillna(0.0)
     rate = len(frame) / (gpus * wall_s / 60.0)
+    failed = int((every["certified"] == False).sum())  # noqa: E712  (a nullable column)
     print(f"[{label}] {len(frame)} evaluations in {wall_s:.0f} s on {gpus} GPU(s): {rate:.1f} per GPU-minute "
-          f"({run_dir})")
+          f"({run_dir}); {int(certifying.sum())} certifications beside them, {failed} failed")
     workers = worker_occupancy(frame)
     workers["share"] = (workers["setup_s"] / workers["busy_s"]).where(workers["busy_s"] > 0, 0.0)
     for w in workers.itertuples():
@@ -111,7 +114,8 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any
     most = int(workers["preparations"].max()) if len(workers) else 0
     print(f"scale: {gpus} GPU{'s' if gpus > 1 else ''} {rate:.0f} evaluations per GPU-minute, preparing "
           f"{share:.0%} (the busiest worker), at most {most} preparations of a task per worker [{label}]")
-    return {"evaluations": len(frame), "per_gpu_minute": rate, "preparing_share": share, "most_preparations": most,
+    return {"evaluations": len(frame), "certifications": int(certifying.sum()), "uncertified": failed,
+            "per_gpu_minute": rate, "preparing_share": share, "most_preparations": most,
             "run_dir": str(run_dir),
             "workers": [{"worker": str(w.worker), "evaluations": int(w.evaluations), "busy_s": float(w.busy_s),
                          "setup_s": float(w.setup_s), "share": float(w.share)} for w in workers.itertuples()]}
