@@ -81,11 +81,16 @@ def _candidate(d: Mapping[str, Any]) -> Candidate:
                        for x in d["launches"]),
         tunables=tunables(d["tunables"]), features=tunables(d["features"]),
         scratch=tuple(Scratch(**x) for x in d["scratch"]), defines=_pairs(d["defines"]),
-        tensormaps=tuple(TensorMap(**{k: tuple(v) if isinstance(v, list) else v for k, v in x.items()})
-                         for x in d.get("tensormaps", ())),
+        tensormaps=tuple(_tensormap(x) for x in d.get("tensormaps", ())),
         compile_options=tuple(d["compile_options"]), parents=tuple(d["parents"]), island=d["island"],
         generation=d["generation"],
         origin=Origin(o["proposer"], o["model"], tuple(o["features_requested"]), o["move"]))
+
+
+def _tensormap(x: Mapping[str, Any]) -> TensorMap:
+    """A TensorMap from its `dataclasses.asdict` form (JSON lists become tuples again)."""
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in x.items()}
+    return TensorMap(**fields)
 
 
 def _pairs(value: Iterable[Any]) -> Defines:
