@@ -90,6 +90,8 @@ def _fills_device(cand: Candidate, task: Task, name: str, value: int) -> bool:
         after = [math.prod(g) for g, _, _ in launch_dims(with_defines(cand, {name: value}), sizes)]
     except HeaderError:
         return False
+    if len(after) != len(before):  # a `when` of the tunable's changes which launches run
+        return False
     return all(a >= min(b, MIN_BLOCKS) for a, b in zip(after, before, strict=True))
 
 

@@ -36,6 +36,7 @@ class Program:
         self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
         self.unresettable: list[str] = []  # sections no variable of which the driver could place
         self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
+        self._clusters: dict[str, tuple[int, int, int] | None] = {}
 
     def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
         """(device address, bytes, source address or 0 for zero) covering a section: the whole
@@ -90,9 +91,11 @@ class Program:
 
     def cluster(self, name: str) -> tuple[int, int, int] | None:
         """The cluster the named kernel was compiled with (`__cluster_dims__`), or None."""
-        drv = cp.cuda.driver
-        dims = tuple(int(drv.funcGetAttribute(a, self.kernels[name].ptr)) for a in REQUIRED_CLUSTER)
-        return dims if all(d > 0 for d in dims) else None  # type: ignore[return-value]
+        if name not in self._clusters:
+            drv = cp.cuda.driver
+            dims = tuple(int(drv.funcGetAttribute(a, self.kernels[name].ptr)) for a in REQUIRED_CLUSTER)
+            self._clusters[name] = dims if all(d > 0 for d in dims) else None  # type: ignore[assignment]
+        return self._clusters[name]
 
 
 # CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, _HEIGHT, _DEPTH (cuda.h; CuPy names none of them)
