@@ -24,6 +24,7 @@
 
 `[[tensormap]]` tables (fsr.tensormap) name tensor maps that fsr encodes over a buffer and passes
 to a kernel as a `const __grid_constant__ CUtensorMap` parameter.
+
 Tunables reach the code as `#define NAME value` lines prepended by the compiler stage.
 Users write this format, proposers are asked to write it, and exports use it.
 """
@@ -36,7 +37,7 @@ import tomllib
 from dataclasses import replace
 
 from fsr import dtypes, expr, tensormap
-from fsr.types import Candidate, LaunchSpec, Origin, Scratch, Task, TensorMap, Tunable
+from fsr.types import Candidate, LaunchSpec, Origin, Scratch, Task, TensorMap, Tunable, size_label
 
 HEADER_RE = re.compile(r"/\*\s*fsr\b(.*?)\*/", re.S)
 GLOBAL_RE = re.compile(r"__global__\b(.*?)\b(\w+)\s*\(([^)]*)\)", re.S)
@@ -170,7 +171,7 @@ def _check_param(kernel: str, arg: str, param: str, task: Task, buffers: set[str
 
 
 def _label(sizes: dict[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sizes.items())
+    return size_label(tuple(sizes.items()))
 
 
 def names_at(cand: Candidate, sizes: dict[str, int]) -> dict[str, int]:

@@ -120,3 +120,11 @@ def test_a_map_that_reaches_past_its_buffer_is_refused():
         resolved(replace(BASE, strides=("cols + 8",)))
     resolved(replace(BASE, dims=("cols", "rows")))  # exactly the buffer
     resolved(replace(BASE, dims=("cols // 2", "rows")), elements=256 * 127 + 128)  # the last row's first half
+
+
+def test_every_buffer_dtype_has_an_element_type_and_another_dtype_is_refused():
+    from fsr.dtypes import DTYPES
+
+    assert set(tensormap.ELEMENT_TYPES) == set(DTYPES)  # a dtype added later needs its element type here
+    with pytest.raises(MapError, match="buffer x of complex64 has no tensor-map element type"):
+        resolved(dtype="complex64")
