@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from fsr.files import InputFileError, read_input
+
 
 @dataclass(frozen=True)
 class EvalConfig:
@@ -264,10 +266,10 @@ def load(path: str | Path | None = None, overrides: dict[str, dict[str, Any]] | 
     data: dict[str, Any] = {}
     if path:
         try:
-            data = tomllib.loads(Path(path).read_text())
-        except IsADirectoryError:
-            raise ConfigError(f"config {path}: is a directory, not a TOML file") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            data = tomllib.loads(read_input(path, "config"))
+        except InputFileError as e:
+            raise ConfigError(str(e)) from None
+        except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config {path}: {e}") from None
         try:
             from_dict(data)

@@ -328,6 +328,14 @@ class Evaluation:
         return self.baseline_us / self.timing.median_us
 
 
+class EvaluatorFault(RuntimeError):
+    """fsr's own machinery failed while judging a candidate (raised by an evaluator, and across
+    a Ray boundary inside RayTaskError): the GPU child failed in fsr's code on two fresh children
+    in a row, or a task could not be prepared. It says nothing about the candidate, so it is never
+    a verdict: a cluster executor counts it as a lost worker and evaluates the candidate again
+    elsewhere (cluster.faults); the local executor stops the run with the reason."""
+
+
 
 
 @dataclass(frozen=True)

@@ -87,10 +87,28 @@ class LineView:
         print(f"fsr: {text}", file=self.stream, flush=True)
 
     def _write(self, p: Progress) -> None:
-        tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {latency_text(t.best_us)} ({_speedup(t)})"
-                          for t in p.tasks)
+        tasks = task_words(p.tasks)
         pace = pace_line(p)
         print(f"{headline(p)}  |  {tasks}" + (f"  |  {pace}" if pace else ""), file=self.stream, flush=True)
+
+
+EACH_TASK_UP_TO = 4  # tasks named one by one on a plain line; more get one short summary
+GAINS_SHOWN = 3
+
+
+def task_words(tasks: tuple[TaskProgress, ...]) -> str:
+    """The tasks' part of a plain line: each task's evaluations, best and speedup for a few
+    tasks; for more, how many have a correct kernel and beat their reference (the baseline, or
+    PyTorch eager for a task without one) and the best few gains, so a campaign of 98 tasks still
+    prints one short line (each task's detail is in the live view and the report)."""
+    if len(tasks) <= EACH_TASK_UP_TO:
+        return "  ".join(f"{t.task}: {t.finished}/{t.budget} best {latency_text(t.best_us)} ({_speedup(t)})"
+                         for t in tasks)
+    correct = sum(t.best_us is not None for t in tasks)
+    faster = [t for t in tasks if t.best_speedup is not None and t.best_speedup > 1.0]
+    gains = sorted(faster, key=lambda t: -(t.best_speedup or 0.0))[:GAINS_SHOWN]
+    best = f"; best gains {', '.join(f'{t.task} {_speedup(t)}' for t in gains)}" if gains else ""
+    return f"{len(tasks)} tasks: {correct} with a correct kernel, {len(faster)} faster than their reference{best}"
 
 
 class LiveView:

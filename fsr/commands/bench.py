@@ -133,7 +133,7 @@ def fast_p(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
     names = dict(COMPARATORS)
     return {names[r.pop("column")]: {k: _plain(v) for k, v in r.items() if k != "comparator"}
-            for r in table(_summary(rows)).to_dict("records")}
+            for r in table(_summary(rows)).to_dict("records") if r["column"] in names}
 
 
 def _us(value: float | None) -> str:

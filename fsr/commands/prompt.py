@@ -16,7 +16,8 @@ from pathlib import Path
 from fsr import candidate as cfmt
 from fsr import config as cfg_mod
 from fsr import lineage, run_json, tasks
-from fsr.commands import EXIT_OK, UsageError
+from fsr.commands import EXIT_OK, UsageError, non_empty
+from fsr.files import read_input
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.features import detect
 from fsr.propose.prompt import Prompt, build, estimate_tokens
@@ -32,8 +33,8 @@ DESCRIBED_DEVICE = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", sm_cou
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("prompt", help="print the prompt a model would be sent for a task (no GPU needed)")
     parser.add_argument("task")
-    parser.add_argument("--parent", metavar="FILE.cu", help="the kernel to improve (default: a first-round prompt)")
-    parser.add_argument("--run", metavar="DIR", help="a run directory: the parent's evaluation and the fastest "
+    parser.add_argument("--parent", type=non_empty("a .cu file"), metavar="FILE.cu", help="the kernel to improve (default: a first-round prompt)")
+    parser.add_argument("--run", type=non_empty("a run directory"), metavar="DIR", help="a run directory: the parent's evaluation and the fastest "
                                                      "kernel so far come from its lineage")
 
 
@@ -64,10 +65,7 @@ def render(prompt: Prompt, budget: int) -> str:
 
 def _improving(task: Task, path: Path, run: Path | None) -> ProposalRequest:
     """A request to improve the kernel in `path`, with what `run` knows of it and of the task."""
-    try:
-        source = path.read_text()
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text file") from None
+    source = read_input(path, "--parent")  # InputFileError: one line, exit 2
     parent = cfmt.parse(source, task)
     rows = _rows(run, task) if run else []
     evaluations = {row["candidate_id"]: row for row in rows}

@@ -1,7 +1,10 @@
 """The evaluation pipeline for one GPU: header check, static guards, compile (here, no GPU
 needed), then verify, tune and time in the child process, then the plausibility judgement.
 
-Failures are values: `evaluate` returns a verdict for any candidate and never raises for one.
+Failures are values: `evaluate` returns a verdict for any candidate and never raises for one. A
+failure of fsr's own machinery is no verdict: the GPU child reports it apart from a kernel's
+crash, the request is sent once more to a fresh child, and a second failure raises
+EvaluatorFault (fsr.types), which the executors treat as a fault of the worker.
 
 Several evaluations may run at once (the worker actor takes eval.calls_per_worker calls): the host
 stage of each (its compile and the compiles of its first tuning trials, on this process's
@@ -30,8 +33,8 @@ from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
-from fsr.evaluate.wire import ChildResult, Died, EvalRequest, TimedOut
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSpec
+from fsr.evaluate.wire import ChildResult, Died, EvalRequest, Faulted, TimedOut
+from fsr.types import Candidate, DeviceInfo, Evaluation, EvaluatorFault, Task, Verdict, WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +201,11 @@ class GpuEvaluator:
             result = Evaluation(candidate.id, candidate.task, Verdict.REJECTED, str(e))
             setup_end = time.perf_counter()
         else:
-            result, setup_end = self._evaluate(candidate, task, tune)
+            try:
+                result, setup_end = self._evaluate(candidate, task, tune)
+            except BaseException:  # fsr's own fault (EvaluatorFault) or a shutdown: no verdict
+                self._worker_time.charge(started, time.perf_counter())
+                raise
             result = replace(result, dtype=task.dtype)
         end = time.perf_counter()
         charged = self._worker_time.charge(started, end)
@@ -237,7 +244,12 @@ class GpuEvaluator:
         with self._gpu:
             clock = time.perf_counter()
             device = self.sandbox.ensure_started()  # after a CRASH, a new child
-            times = self._prepare(task)
+            try:
+                times = self._prepare(task)
+            except EvaluatorFault as e:  # fsr's own: once more, in a fresh child (the first is gone)
+                log.warning("%s (try 1 of 2, each in a fresh GPU child)", e)
+                self.sandbox.ensure_started()
+                times = self._prepare(task)
             setup_end = time.perf_counter()
             setup_s += setup_end - clock
             journal_dir = self.spec.journal_dir
@@ -248,9 +260,7 @@ class GpuEvaluator:
 
             def attempt(failed: configurations.Failed) -> object:
                 """After a hang or a crash in one configuration: a new child, the task loaded."""
-                self.sandbox.ensure_started()
-                self._prepare(task)
-                return self.sandbox.call("evaluate", replace(request, failed=failed), timeout)
+                return self._call_evaluate(cand, task, replace(request, failed=failed), timeout)
 
             reply, failed = configurations.with_retries(attempt, {t.name for t in cand.tunables} if trials else set())
             times = self._take_compared(task)
@@ -269,6 +279,23 @@ class GpuEvaluator:
         judged = self._judge(base, reply, task, device)
         diagnostics = diagnose.of_evaluation(cand, compiled, judged, task, device, self.compiler)
         return _noting(replace(judged, diagnostics=diagnostics), failed), setup_end
+
+    def _call_evaluate(self, cand: Candidate, task: Task, request: EvalRequest, timeout: float) -> object:
+        """The child's reply to `request` (a result, or Died / TimedOut: the candidate's), sent
+        again to a fresh child once when fsr's own code failed in the first (Faulted, or the task
+        could not be prepared); EvaluatorFault when it failed in the second too."""
+        for tries in (1, 2):
+            try:
+                self.sandbox.ensure_started()
+                self._prepare(task)
+                reply = self.sandbox.call("evaluate", request, timeout)
+            except EvaluatorFault as e:
+                reply = Faulted(str(e))
+            if not isinstance(reply, Faulted):
+                return reply
+            log.warning("candidate %s: %s (try %d of 2, each in a fresh GPU child)", cand.id, reply.reason, tries)
+        raise EvaluatorFault(f"candidate {cand.id}: fsr's own code failed in the GPU child twice, each time in a "
+                             f"fresh child; no verdict on the candidate: {reply.reason}")
 
     def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources
@@ -346,17 +373,21 @@ class GpuEvaluator:
             started = time.perf_counter()
             first = task.name not in self._times
             reply = self.sandbox.call("prepare", (task.name, self._comparators(task)), PREPARE_TIMEOUT_S)
-            if isinstance(reply, (Died, TimedOut)):
-                raise RuntimeError(f"task {task.name}: preparing its inputs failed: {reply}")
+            if isinstance(reply, (Died, Faulted, TimedOut)):  # no candidate ran: fsr's own fault
+                raise EvaluatorFault(f"task {task.name}: preparing its inputs failed: {reply}")
             self._prepared_in[task.name] = self.sandbox.restarts
             for name in reply.evicted:  # dropped in the child to make room: prepared again when needed
                 self._prepared_in.pop(name, None)
             if first:
                 times = _TaskTimes(None, reply.library_us, reply.torch_us, reply.torch_compile_us,
                                    reply.torch_compile_s)
-                self._times[task.name] = times
+                self._times[task.name] = times  # the baseline's own evaluation reads them
                 if task.baseline_source.strip():  # else speedups read against PyTorch eager
-                    self._times[task.name] = replace(times, baseline_us=self._baseline_us(task))
+                    try:
+                        self._times[task.name] = replace(times, baseline_us=self._baseline_us(task))
+                    except BaseException:  # timed again by the next preparation
+                        self._times.pop(task.name, None)
+                        raise
             log.info("task %s prepared in %.2f s: inputs and references %.2f s, uploads and comparators "
                      "%.2f s, baseline %.2f s", task.name, time.perf_counter() - started, reply.host_s,
                      reply.device_s, time.perf_counter() - started - reply.host_s - reply.device_s)
@@ -365,7 +396,6 @@ class GpuEvaluator:
     def _baseline_us(self, task: Task) -> float:
         baseline, _ = self._evaluate(cfmt.parse(task.baseline_source, task), task, tune=False)
         if baseline.verdict != Verdict.OK or baseline.timing is None:
-            del self._times[task.name]
             raise RuntimeError(f"task {task.name}: its baseline kernel is {baseline.verdict}: "
                                f"{baseline.message[:500]}")
         return baseline.timing.median_us

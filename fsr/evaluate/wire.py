@@ -1,5 +1,5 @@
 """The records that cross the pipe between a GPU worker's evaluator (this side) and its GPU child
-(fsr.evaluate.gpu): requests, answers and the two ways a request can fail. Nothing else uses them.
+(fsr.evaluate.gpu): requests, answers and the three ways a request can fail. Nothing else uses them.
 """
 
 from __future__ import annotations
@@ -87,6 +87,14 @@ class Compared:
 @dataclass(frozen=True)
 class Died:
     """The GPU child died or broke its context while handling a request."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Faulted:
+    """fsr's own code failed in the GPU child while handling a request (no context was broken:
+    not the kernel's doing); the child is gone. Never a verdict on the candidate."""
 
     reason: str
 

@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible chat server for tests and bench/, canned replies, and an evaluator stand-in.
 
 `ScriptedServer` listens on 127.0.0.1 (port 0: the system picks) in a thread and answers
-POST /v1/chat/completions from a queue of behaviours, one per request, recording every request
+POST /v1/chat/completions from a queue of behaviours, one per request (and GET /v1/models with
+the ids given as `models`, 501 without them, as a server that lists none), recording every request
 body and header it receives. When the queue is empty it answers 500 "script exhausted", so a
 client that asks more than the test meant is seen, never hangs. Behaviours: `Reply` (choices
 with given texts, with or without usage), `Status` (an HTTP error, optionally with Retry-After),
@@ -176,8 +177,10 @@ EMPTY = Reply(())  # a 200 with no choices
 class ScriptedServer:
     """See the module docstring. Use as a context manager; `base_url` ends in /v1."""
 
-    def __init__(self, script: Iterable[Any] = ()) -> None:
+    def __init__(self, script: Iterable[Any] = (), models: Iterable[str] | None = None) -> None:
         self.script: deque[Any] = deque(script)
+        # GET /v1/models answers these ids; None: no model list (501, as a server without one)
+        self.models = None if models is None else list(models)
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request
@@ -235,6 +238,13 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != "/v1/models" or server.models is None:
+                self._json(501 if server.models is None else 404, {"error": {"message": f"no route {self.path}"}})
+                return
+            self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
+                                                        for m in server.models]})
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)

@@ -6,20 +6,17 @@ in one line before the driver sees it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from fsr import candidate, tasks
-from fsr.config import EvalConfig, TuneConfig
-from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Verdict, WorkerSpec
+from fsr.types import Verdict
+from tests.support.paths import DATA
 
 pytestmark = pytest.mark.gpu
 GEMM = tasks.load("gemm_bf16")
 GELU = tasks.load("gelu")
-TMA = (Path(__file__).resolve().parents[1] / "data" / "tma" / "gemm_bf16_tma.cu").read_text()
+TMA = (DATA / "tma" / "gemm_bf16_tma.cu").read_text()
 RIGHT_B = "load_tile(Bs, &b_tiles, n0, k0, bar);"
 WRONG_B = "load_tile(Bs, &b_tiles, k0, n0, bar);"  # the coordinates swapped: (k, n) where (n, k) is meant
 
@@ -29,12 +26,11 @@ def aligned(size) -> bool:
     return sizes["K"] % 8 == 0 and sizes["N"] % 8 == 0
 
 
-@pytest.fixture(scope="module")
-def evaluator():
-    # torch.compile off: its comparator is not what these tests are about
-    ev = GpuEvaluator(WorkerSpec((GEMM, GELU), EvalConfig(torch_compile="off"), TuneConfig(trials=0)))
-    yield ev
-    ev.close()
+@pytest.fixture
+def evaluator(bench_evaluator):
+    """The session's evaluator of every task (tests/gpu/conftest.py): none of these kernels
+    crashes or hangs, so its child and its tasks' contents stay."""
+    return bench_evaluator
 
 
 def test_a_tma_gemm_is_ok_at_every_test_size(evaluator):

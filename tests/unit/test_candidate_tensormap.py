@@ -6,7 +6,6 @@ kernel's parameters must take the maps as `const __grid_constant__ CUtensorMap`.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,10 @@ from fsr.candidate import HeaderError
 from fsr.evaluate.compile import CompileService
 from fsr.evaluate.evaluator import static_stage
 from fsr.types import Evaluation, LaunchSpec, Verdict
+from tests.support.paths import DATA
 
 GEMM = tasks.load("gemm_bf16")
-TMA_PATH = Path(__file__).resolve().parent.parent / "data" / "tma" / "gemm_bf16_tma.cu"
+TMA_PATH = DATA / "tma" / "gemm_bf16_tma.cu"
 TMA = TMA_PATH.read_text()
 
 

@@ -41,8 +41,7 @@ from fsr.evaluate.gpu.programs import (
     ContextLost,
     LaunchRefused,
     Program,
-    crash_line,
-    is_context_error,
+    failure_reply,
     synchronize,
 )
 from fsr.evaluate.gpu.resident import Resident, footprint
@@ -376,9 +375,7 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
             log.error("GPU child: %s", e, exc_info=True)
             conn.send(("crash", str(e)))
             os._exit(3)
-        except Exception as e:  # one line to the verdict; the traceback to the worker's log
-            log.error("GPU child: %s failed", kind, exc_info=True)
-            conn.send(("crash", crash_line(e) if is_context_error(e) else
-                       f"evaluator error ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
-                       "the GPU child was replaced (traceback in the worker's log)"))
+        except Exception as e:  # one line to the parent: the candidate's crash or fsr's own fault
+            log.error("GPU child: %s failed", kind, exc_info=True)  # the traceback to the worker's log
+            conn.send(failure_reply(e))
             os._exit(4)

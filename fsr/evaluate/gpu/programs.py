@@ -5,6 +5,7 @@ launch, or a context the kernel broke).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,8 @@ class ContextLost(Exception):
 
 class Program:
     """A loaded cubin, its kernels by declared name, and its module-scope variables, which
-    `reset_globals` restores to their state at load (fsr.evaluate.device_globals)."""
+    `reset_globals` restores to their state at load (fsr.evaluate.device_globals): zeroed, or
+    copied back from a copy taken right after the load."""
 
     def __init__(self, cubin: bytes, lowered: tuple[tuple[str, str], ...]):
         self.module = cp.cuda.Module()
@@ -34,31 +36,38 @@ class Program:
         self.kernels = {name: self.module.get_function(symbol) for name, symbol in lowered}
         self.globals = device_globals.read(cubin)
         self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
-        self.unresettable: list[str] = []  # sections no variable of which the driver could place
+        self.unresettable: list[str] = []  # sections with a variable the driver could not place
         self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
         self._clusters: dict[str, tuple[int, int, int] | None] = {}
 
     def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
-        """(device address, bytes, source address or 0 for zero) covering a section: the whole
-        section from its first variable's address when every variable sits at base + offset (the
-        loader keeps a section whole), else variable by variable."""
-        addresses = []
+        """(device address, bytes, source address or 0 for zero), one per variable of a section
+        (device_globals.restore_spans); none, and the section named unresettable, when a variable
+        has no address under its name."""
+        placed: dict[str, int] = {}
         for sym in section.symbols:
             try:
-                addresses.append((sym, int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))))
-            except cp.cuda.driver.CUDADriverError:  # not exported under that name: another one places the section
+                placed[sym.name] = int(cp.cuda.driver.moduleGetGlobal(self.module.ptr, sym.name))
+            except cp.cuda.driver.CUDADriverError:  # not exported under that name: not restorable
                 continue
-        if not addresses:
+        spans = device_globals.restore_spans(section, placed)
+        if spans is None:
             self.unresettable.append(section.name)
             return []
-        base = addresses[0][1] - addresses[0][0].offset
-        whole = all(ptr == base + sym.offset for sym, ptr in addresses)
-        spans = [(base, 0, section.size)] if whole else [(ptr, sym.offset, sym.size) for sym, ptr in addresses]
         if section.image is None:
-            return [(ptr, size, 0) for ptr, _, size in spans]
-        image = cp.asarray(np.frombuffer(section.image, dtype=np.uint8))
+            return [(span.address, span.size, 0) for span in spans]
+        if not spans:
+            return []
+        # The bytes the loader wrote, copied before any launch, not the cubin's: the loader fills
+        # in pointers (a __device__ pointer to a string literal or to another variable is 0 in
+        # the cubin, and restoring that made the kernel read address 0)
+        image = cp.empty(section.size, dtype=cp.uint8)
+        for span in spans:
+            cp.cuda.runtime.memcpyAsync(image.data.ptr + span.offset, span.address, span.size,
+                                        cp.cuda.runtime.memcpyDeviceToDevice, 0)
+        cp.cuda.Stream.null.synchronize()  # fsr's streams do not wait for the legacy default one
         self._images.append(image)
-        return [(ptr, size, image.data.ptr + offset) for ptr, offset, size in spans]
+        return [(span.address, span.size, image.data.ptr + span.offset) for span in spans]
 
     def reset_globals(self, stream: cp.cuda.Stream) -> None:
         """Queue the restore of every module-scope variable on `stream`: zero-initialised ones
@@ -235,3 +244,34 @@ def is_context_error(error: BaseException) -> bool:
     """A CUDA error of the kind a faulting kernel leaves behind (any call may report it)."""
     return (isinstance(error, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError))
             and getattr(error, "status", None) in STICKY_ERRORS)
+
+
+def context_error() -> BaseException | None:
+    """The error a broken context answers any call with (a kernel's fault found late, by a call
+    of fsr's own), or None while the context is usable. Asks without waiting on any stream."""
+    try:
+        cp.cuda.runtime.memGetInfo()
+    except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as e:
+        return e if is_context_error(e) else None
+    return None
+
+
+def failure_reply(error: BaseException, probe: Callable[[], BaseException | None] = context_error) -> tuple[str, str]:
+    """What the GPU child tells its parent when a request raised `error` (the child is replaced
+    either way): ("crash", line) when the candidate caused it: a context its kernel broke,
+    whichever call found out (`error` itself, else `probe`), or device memory its buffers asked
+    for and did not get; else ("fault", line): fsr's own code failed, never a verdict on the
+    candidate (the parent retries it on a fresh child, then reports fsr's error)."""
+    if is_context_error(error):
+        return "crash", crash_line(error)
+    if isinstance(error, cp.cuda.memory.OutOfMemoryError):
+        return "crash", f"out of GPU memory for the candidate's buffers ({_one_line(error)}); the GPU child was replaced"
+    broken = probe()
+    if broken is not None:
+        return "crash", crash_line(broken)
+    return "fault", (f"evaluator error ({type(error).__name__}: {_one_line(error)}); the GPU child was replaced "
+                     "(traceback in the worker's log)")
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300]

@@ -88,8 +88,9 @@ class L2Flusher:
     A write alone leaves the L2 full of dirty lines, which the timed kernel then writes back to
     DRAM as it evicts them, inside its timed region, by an amount that varies from run to run: on
     an H200 an 8 MB streaming kernel read 8.2 or 8.6-8.9 us from loop to loop behind a memset,
-    7.42-7.55 us behind the memset and the read (BENCHMARKS.md, the flush study). A read alone left some
-    lines of the last sample's outputs in place (its loops read 7.3 or 8.0 us)."""
+    7.42-7.55 us behind the memset and the read (docs/benchmarks/2026-11-23-throughput.md, the flush
+    study). A read alone left some lines of the last sample's outputs in place (its loops read 7.3
+    or 8.0 us)."""
 
     def __init__(self, l2_bytes: int):
         self.buffer = cp.empty(max(2 * l2_bytes, 8 << 20) // 16 * 16, dtype=cp.uint8)

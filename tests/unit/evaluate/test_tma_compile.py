@@ -5,16 +5,16 @@ header has it) where it names it, and the bulk tensor copy is plain sm_90 code."
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from fsr import candidate, tasks
 from fsr.evaluate import compile as nvcompile
 from fsr.evaluate.evaluator import static_stage
+from tests.support.paths import DATA
 
 GEMM = tasks.load("gemm_bf16")
-TMA = (Path(__file__).resolve().parents[2] / "data" / "tma" / "gemm_bf16_tma.cu").read_text()
+TMA = (DATA / "tma" / "gemm_bf16_tma.cu").read_text()
 
 
 def test_the_tma_gemm_passes_the_static_stage_of_an_sm_90_device(compiler) -> None:
