@@ -2,7 +2,9 @@
 
 Expressions come from task files and candidate headers, which may be written by a language
 model, so they are parsed with `ast` and only a small whitelist is evaluated: numbers, names,
-+ - * / // % **, parentheses, and the functions `cdiv`, `min`, `max`. Nothing is `eval`ed.
++ - * / // % **, parentheses, and the functions `cdiv`, `min`, `max`; for conditions (a launch's
+`when`), comparisons (== != < <= > >=, chained as in Python) and `and`, `or`, `not`, which give
+1 or 0. Nothing is `eval`ed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ _BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
     ast.Pow: operator.pow,
+}
+_COMPARISONS = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge,
 }
 _FUNCS: dict[str, Callable[..., float]] = {
     "cdiv": lambda a, b: -(-a // b),
@@ -82,6 +88,14 @@ def _eval(node: ast.expr, names: Mapping[str, float], text: str) -> float:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _eval(node.operand, names, text)
         return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return int(not _eval(node.operand, names, text))
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARISONS for op in node.ops):
+        values = [_eval(v, names, text) for v in (node.left, *node.comparators)]
+        return int(all(_COMPARISONS[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:], strict=False)))
+    if isinstance(node, ast.BoolOp):  # every operand evaluated: an error anywhere is reported
+        values = [bool(_eval(v, names, text)) for v in node.values]
+        return int(all(values) if isinstance(node.op, ast.And) else any(values))
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS
             and not node.keywords):
         args = [_eval(a, names, text) for a in node.args]

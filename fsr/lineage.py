@@ -36,6 +36,7 @@ from fsr.types import (
     Resources,
     Scratch,
     SizeCheck,
+    TensorMap,
     Tier,
     Timing,
     TrialRecord,
@@ -77,13 +78,21 @@ def _candidate(d: Mapping[str, Any]) -> Candidate:
     return Candidate(
         task=d["task"], source=d["source"],
         launches=tuple(LaunchSpec(x["kernel"], tuple(x["grid"]), tuple(x["block"]), tuple(x["args"]),
-                                  x["smem"]) for x in d["launches"]),
+                                  x["smem"], x.get("when", ""), tuple(x.get("cluster", ())))
+                       for x in d["launches"]),
         tunables=tunables(d["tunables"]), features=tunables(d["features"]),
         scratch=tuple(Scratch(**x) for x in d["scratch"]), defines=_pairs(d["defines"]),
+        tensormaps=tuple(_tensormap(x) for x in d.get("tensormaps", ())),
         compile_options=tuple(d["compile_options"]), parents=tuple(d["parents"]), island=d["island"],
         generation=d["generation"],
         origin=Origin(o["proposer"], o["model"], tuple(o["features_requested"]), o["move"]),
         certify=d.get("certify") or "")
+
+
+def _tensormap(x: Mapping[str, Any]) -> TensorMap:
+    """A TensorMap from its `dataclasses.asdict` form (JSON lists become tuples again)."""
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in x.items()}
+    return TensorMap(**fields)
 
 
 def _pairs(value: Iterable[Any]) -> Defines:
@@ -114,7 +123,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "move": o.move, "features_requested": list(o.features_requested),
         "features_detected": list(features_detected), "source": c.source,
         "defines": _pair_structs(c.defines),
-        "launches": json.dumps({k: plain[k] for k in LAUNCH_KEYS}, sort_keys=True),
+        "launches": _launches_json(plain),
         "compile_options": list(c.compile_options), "verdict": str(e.verdict), "message": e.message,
         "checks": [{"size": _pair_structs(s.size), "passed": s.passed, "max_abs_err": s.max_abs_err,
                     "detail": s.detail} for s in e.checks],
@@ -131,6 +140,18 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "certified": e.certified, "certifies": c.certify or None, "failed_check": e.failed_check or None,
         "cut_short": e.cut_short, "answered_from": e.answered_from or None,
     }
+
+
+def _launches_json(plain: dict[str, Any]) -> str:
+    """The header's data of a candidate (`dataclasses.asdict`) as the `launches` column holds it:
+    a launch's `when` and `cluster`, and the tensor maps, only where declared, so rows of
+    candidates without them read as they always did."""
+    data = {k: plain[k] for k in LAUNCH_KEYS}
+    data["launches"] = [{k: v for k, v in launch.items() if v or k not in ("when", "cluster")}
+                        for launch in data["launches"]]
+    if plain["tensormaps"]:
+        data["tensormaps"] = plain["tensormaps"]
+    return json.dumps(data, sort_keys=True)
 
 
 def candidate_from_row(row: Mapping[str, Any]) -> Candidate:

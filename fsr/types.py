@@ -137,16 +137,46 @@ class Scratch:
 
 
 @dataclass(frozen=True)
+class TensorMap:
+    """A tensor map a candidate asks for (fsr.tensormap): fsr encodes it on the host over one of
+    the launch's buffers and passes it by value. Dimensions are listed innermost first, as the
+    driver and the copy instructions take them; every number is an expression of sizes and
+    tunables, in elements (strides too: fsr turns them into bytes)."""
+
+    name: str
+    buffer: str  # a task buffer or a scratch buffer; the element type is its dtype
+    dims: tuple[str, ...]
+    box: tuple[str, ...]
+    strides: tuple[str, ...] = ()  # rank - 1 strides of dimensions 1.. in elements; () = packed
+    element_strides: tuple[str, ...] = ()  # () = all 1
+    swizzle: str = "none"  # none, 32B, 64B, 128B
+    interleave: str = "none"  # none, 16B, 32B
+    l2_promotion: str = "none"  # none, 64B, 128B, 256B
+    oob_fill: str = "zero"  # zero, nan (floats only)
+
+
+@dataclass(frozen=True, repr=False)
 class LaunchSpec:
     """One kernel launch, declared as data. Grid, block and smem are expressions over the task's
     size variables and the candidate's tunables; `args` names task buffers, scratch buffers,
-    size variables (passed as int32) or task constants (float32), in kernel parameter order."""
+    tensor maps, size variables (passed as int32) or task constants (float32), in kernel
+    parameter order. `when` (a condition; "" = always) says at which sizes the launch runs;
+    `cluster` (1-3 expressions; () = none declared here) asks for thread block clusters."""
 
     kernel: str
     grid: tuple[str, ...]
     block: tuple[str, ...]
     args: tuple[str, ...]
     smem: str = "0"
+    when: str = ""
+    cluster: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        # A candidate's id hashes this text: the fields added later appear only when set, so the
+        # ids of candidates that do not use them stay what they were (lineage compatibility).
+        extra = "".join(f", {k}={v!r}" for k, v in (("when", self.when), ("cluster", self.cluster)) if v)
+        return (f"LaunchSpec(kernel={self.kernel!r}, grid={self.grid!r}, block={self.block!r}, "
+                f"args={self.args!r}, smem={self.smem!r}{extra})")
 
 
 @dataclass(frozen=True)
@@ -173,6 +203,7 @@ class Candidate:
     tunables: tuple[Tunable, ...] = ()
     features: tuple[Tunable, ...] = ()  # feature switches: defines set by proposers, never tuned
     scratch: tuple[Scratch, ...] = ()
+    tensormaps: tuple[TensorMap, ...] = ()
     defines: Defines = ()
     compile_options: tuple[str, ...] = ()
     parents: tuple[str, ...] = ()
@@ -186,15 +217,15 @@ class Candidate:
 
     @property
     def id(self) -> str:
-        """Content hash: source, defines, launches and compile options (and the candidate it
-        certifies, for a certification request). Lineage fields (parents, island, origin) are
-        not part of identity, so the same kernel is never evaluated twice."""
+        """Content hash: source, defines, launches, scratch, tensor maps (where there are any) and
+        compile options, and the candidate it certifies (for a certification request). Lineage
+        fields (parents, island, origin) are not part of identity, so the same kernel is never
+        evaluated twice."""
         h = hashlib.sha256()
-        parts = [self.task, self.source, repr(self.resolved_defines()), repr(self.launches),
-                 repr(self.scratch), repr(self.compile_options)]
-        if self.certify:
-            parts.append(f"certify {self.certify}")
-        for part in parts:
+        maps = (repr(self.tensormaps),) if self.tensormaps else ()  # absent: the ids of before
+        certifies = (f"certify {self.certify}",) if self.certify else ()  # likewise
+        for part in (self.task, self.source, repr(self.resolved_defines()), repr(self.launches),
+                     repr(self.scratch), repr(self.compile_options), *maps, *certifies):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()[:16]

@@ -115,7 +115,7 @@ class SizeRun:
 def planned(cand: Candidate, sizes: list[Size]) -> list[SizeRun]:
     """The launches at each size, from the header alone (no device)."""
     return [SizeRun(size, tuple((launch.kernel, grid, block, smem) for launch, (grid, block, smem)
-                                in zip(cand.launches, cfmt.launch_dims(cand, dict(size)), strict=True)))
+                                in cfmt.launches_at(cand, dict(size))))
             for size in sizes]
 
 

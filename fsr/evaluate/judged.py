@@ -4,7 +4,7 @@ judged before is answered from that judgement, without GPU time.
 A model that sends its parent back with a new comment, a renamed local or an unused helper sends
 a new candidate id (ids hash the source) but the same cubin: judging it again would spend a
 GPU child's time to learn nothing. What runs is the cubin and the launch header (the launches,
-the tunables and features with their values, the scratch buffers). Where the candidate's
+the tunables and features with their values, the scratch buffers, the tensor maps). Where the candidate's
 tunables are tuned, the tuning runs programs compiled at other values than the candidate's own,
 which the one cubin does not show, so the key holds the source too, without its comments and
 blank space (a comment still costs nothing; a changed line does).
@@ -38,7 +38,7 @@ def key(cand: Candidate, compiled: Compiled, tune_trials: int) -> str:
     h = hashlib.sha256()
     tuned = tune_trials > 0 and any(len(t.values) > 1 for t in cand.tunables)
     parts = [cand.task, repr(compiled.lowered), repr(cand.launches), repr(cand.tunables), repr(cand.features),
-             repr(cand.scratch), repr(cand.resolved_defines()), f"trials {tune_trials}",
+             repr(cand.scratch), repr(cand.tensormaps), repr(cand.resolved_defines()), f"trials {tune_trials}",
              _code(cand.source) if tuned else ""]
     h.update(compiled.cubin)
     for part in parts:

@@ -132,7 +132,13 @@ def device_section(device: DeviceInfo, task: Task) -> str:
                 sgemm=f"{device.sgemm_tflops:.1f} TFLOP/s" if device.sgemm_tflops else "not measured",
                 tensor=(f"{device.tensor_tflops:.0f} TFLOP/s (float32-accurate split TF32, three MMAs a product, "
                         "reaches a third of it)") if device.tensor_tflops else "not measured",
-                low=tensor_cores(device, task))
+                low=tensor_cores(device, task)) + tensor_maps(device)
+
+
+def tensor_maps(device: DeviceInfo) -> str:
+    """How to ask for a tensor map, on a device with the tensor memory accelerator (sm_90 on)."""
+    m = re.fullmatch(r"sm_(\d+)[af]?", device.arch)
+    return "\n" + fill("tensormap.md") if m and int(m.group(1)) >= 90 else ""
 
 
 # wgmma exists on sm_90a only (sm_100a's tensor cores take tcgen05 instead), which fsr compiles an

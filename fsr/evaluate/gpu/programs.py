@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import cupy as cp
 import numpy as np
@@ -37,6 +38,7 @@ class Program:
         self._images: list[cp.ndarray] = []  # keeps the device copies of initial images alive
         self.unresettable: list[str] = []  # sections with a variable the driver could not place
         self._resets = [r for s in self.globals.sections for r in self._ranges(s)]
+        self._clusters: dict[str, tuple[int, int, int] | None] = {}
 
     def _ranges(self, section: device_globals.Section) -> list[tuple[int, int, int]]:
         """(device address, bytes, source address or 0 for zero), one per variable of a section
@@ -96,9 +98,24 @@ class Program:
         return int(drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.kernels[name].ptr))
 
 
+    def cluster(self, name: str) -> tuple[int, int, int] | None:
+        """The cluster the named kernel was compiled with (`__cluster_dims__`), or None."""
+        if name not in self._clusters:
+            drv = cp.cuda.driver
+            dims = tuple(int(drv.funcGetAttribute(a, self.kernels[name].ptr)) for a in REQUIRED_CLUSTER)
+            self._clusters[name] = dims if all(d > 0 for d in dims) else None  # type: ignore[assignment]
+        return self._clusters[name]
+
+
+# CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, _HEIGHT, _DEPTH (cuda.h; CuPy names none of them)
+REQUIRED_CLUSTER = (11, 12, 13)
+
+
 @dataclass(frozen=True)
 class Launch:
-    """One launch with its dimensions and arguments resolved (expressions evaluated once)."""
+    """One launch with its dimensions and arguments resolved (expressions evaluated once); `ex`,
+    where the launch takes tensor maps or runs in clusters, is the driver's extended launch
+    that makes it (fsr.evaluate.gpu.launch_ex)."""
 
     name: str
     kernel: cp.RawKernel
@@ -106,34 +123,84 @@ class Launch:
     block: tuple[int, ...]
     smem: int
     args: tuple
+    ex: Any = None
 
 
 def plan(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
          buffers: dict[str, cp.ndarray]) -> list[Launch]:
-    """Every declared launch at these sizes on these buffers; raises LaunchRefused."""
+    """Every launch that runs at these sizes, on these buffers, its tensor maps encoded over
+    them; raises LaunchRefused."""
+    try:
+        running = cfmt.launches_at(cand, sizes)
+        maps = cfmt.resolve_maps(cand, task, sizes, [spec for spec, _ in running])
+        names = cfmt.names_at(cand, sizes)
+        clusters = [cfmt.cluster_of(spec, {}, names) for spec, _ in running]  # the header's
+    except cfmt.HeaderError as e:  # checked at the task's sizes already: another size (fsr launch)
+        raise LaunchRefused(str(e)) from None
     constants = dict(task.constants)
     out = []
-    for launch, (grid, block, smem) in zip(cand.launches, cfmt.launch_dims(cand, sizes), strict=True):
+    for (launch, (grid, block, smem)), cluster in zip(running, clusters, strict=True):
         kernel = program.kernels[launch.kernel]
-        args = tuple(buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes else np.float32(constants[a])
-                     for a in launch.args)
+        args = tuple(buffers[a] if a in buffers else np.int32(sizes[a]) if a in sizes
+                     else None if a in maps else np.float32(constants[a]) for a in launch.args)
+        where = f"{launch.kernel} grid={grid} block={block} smem={smem}"
         try:
             if smem and smem + program.static_smem(launch.kernel) > 48 * 1024:  # past the default limit: opt in
                 cp.cuda.driver.funcSetAttribute(
                     kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            compiled = program.cluster(launch.kernel)
         except cp.cuda.driver.CUDADriverError as e:
-            raise LaunchRefused(f"{launch.kernel} grid={grid} block={block} smem={smem}: {e}") from None
-        out.append(Launch(launch.kernel, kernel, grid, block, smem, args))
+            raise LaunchRefused(f"{where}: {e}") from None
+        if (cluster or compiled) and (reason := cfmt.cluster_misfit(grid, cluster or compiled)):  # type: ignore[arg-type]
+            raise LaunchRefused(f"{where}: {reason}")
+        ex = None
+        if cluster or compiled or any(a in maps for a in launch.args):
+            ex = _extended(kernel.ptr, grid, block, smem, cluster, launch.args, args, maps, buffers, where)
+        out.append(Launch(launch.kernel, kernel, grid, block, smem, args, ex))
     return out
+
+
+def _extended(function: int, grid: tuple[int, ...], block: tuple[int, ...], smem: int,
+              cluster: tuple[int, int, int] | None, names: tuple[str, ...], args: tuple, maps: dict[str, Any],
+              buffers: dict[str, cp.ndarray], where: str) -> Any:
+    """The extended launch of one planned launch, each map encoded over its buffer here."""
+    import ctypes
+
+    from fsr.evaluate.gpu import launch_ex  # cuda.bindings: only where a launch needs it
+
+    values: list[Any] = []
+    try:
+        for name, arg in zip(names, args, strict=True):
+            if name in maps:
+                values.append(launch_ex.encode(maps[name], int(buffers[maps[name].buffer].data.ptr)))
+            elif isinstance(arg, cp.ndarray):
+                values.append(ctypes.c_void_p(int(arg.data.ptr)))
+            else:
+                values.append(ctypes.c_int32(int(arg)) if isinstance(arg, np.int32) else ctypes.c_float(float(arg)))
+        return launch_ex.ExLaunch(function, grid, block, smem, cluster, values)
+    except launch_ex.DriverRefused as e:
+        raise LaunchRefused(f"{where}: {e}") from None
 
 
 def enqueue(launches: list[Launch], stream: cp.cuda.Stream) -> None:
     """Enqueue planned launches on `stream`, in order; raises LaunchRefused."""
     for launch in launches:
+        if launch.ex is not None:
+            _enqueue_ex(launch, stream)
+            continue
         try:
             launch.kernel(launch.grid, launch.block, launch.args, shared_mem=launch.smem, stream=stream)
         except cp.cuda.driver.CUDADriverError as e:
             raise LaunchRefused(f"{launch.name} grid={launch.grid} block={launch.block} smem={launch.smem}: {e}") from None
+
+
+def _enqueue_ex(launch: Launch, stream: cp.cuda.Stream) -> None:
+    from fsr.evaluate.gpu import launch_ex
+
+    try:
+        launch.ex.enqueue(stream.ptr)
+    except launch_ex.DriverRefused as e:
+        raise LaunchRefused(f"{launch.name} grid={launch.grid} block={launch.block} smem={launch.smem}: {e}") from None
 
 
 def launch_all(program: Program, cand: Candidate, task: Task, sizes: dict[str, int],
