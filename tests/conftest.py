@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpu_items = [item for item in items if "gpu" in item.keywords]
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]  # a marker, not a keyword: tests/unit/evaluate/gpu/ is a folder named gpu
     if gpu_items and cuda_device_count() == 0:
         skip = pytest.mark.skip(reason="needs a CUDA device")
         for item in gpu_items:
@@ -70,7 +70,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if xdist_gpus.worker_count(os.environ) > 1:  # other workers' tests run beside this one's
         alone = pytest.mark.skip(reason="needs the machine to itself: run `pytest -m whole_machine` without -n")
         for item in items:
-            if "whole_machine" in item.keywords:
+            if item.get_closest_marker("whole_machine"):
                 item.add_marker(alone)
 
 
