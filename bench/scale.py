@@ -8,11 +8,16 @@ GPU-minute (evaluations / (GPUs x wall minutes)), per worker the evaluations, th
 to evaluations and the part of them spent waiting on setup (starting the GPU child, preparing a
 task), the preparing share, and how many times each task was prepared on each worker (an
 evaluation that paid for a preparation has setup_s > 0: the same reading for any tree, old or
-new). The last line is the one BENCHMARKS.md quotes:
+new). The last line gives the figures of BENCHMARKS.md's scale table:
 
     scale: 1 GPU N evaluations per GPU-minute, preparing P%, at most K preparations of a task per worker
 
-    python bench/scale.py --gpus 0 [--root DIR] [--out DIR] [-- EXTRA fsr bench ARGS]
+    python bench/scale.py --gpus 0 [--root DIR] [--out DIR] [--json FILE] [-- EXTRA fsr bench ARGS]
+
+`--json FILE` writes the same figures as JSON (bench/gpu_check.py reads them): the label, the tree
+(`--root`), GPUs, evaluations, wall seconds, evaluations per GPU-minute, the busiest worker's
+preparing share, the most preparations of a task per worker, each worker's figures, the run
+directory and the command's exit status.
 
 The suite is the 16 float32 tasks every figure of the gate was measured on (GATE_TASKS), unless the
 extra arguments name tasks of their own (any argument not starting with "-" and not an option's
@@ -22,12 +27,14 @@ value is taken as one): the built-in suite has grown low-precision tasks since.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 GATE_TASKS = ("attention", "cross_entropy", "gelu", "gemv", "histogram", "jacobi2d", "layernorm", "maxpool2d",
               "nbody", "rmsnorm", "scan", "sgemm", "softmax", "spmv_csr", "sum_middle", "transpose")
@@ -39,6 +46,7 @@ def main() -> int:
     parser.add_argument("--root", default=".", help="the checkout to run (default: this one)")
     parser.add_argument("--out", default="", help="where the run directory goes (default: a temporary one)")
     parser.add_argument("--label", default="", help="a name for this run in the printed lines")
+    parser.add_argument("--json", default="", help="also write the figures to this file as JSON")
     parser.add_argument("extra", nargs="*", help="more `fsr bench` arguments, after --")
     args = parser.parse_args()
     root = Path(args.root).resolve()
@@ -56,11 +64,16 @@ def main() -> int:
     done = subprocess.run(command, cwd=root, env=env)
     wall_s = time.monotonic() - started
     runs = sorted((out / "runs").glob("*/"))
+    figures: dict[str, Any] = {"label": label, "root": str(root), "gpus": gpus, "wall_s": wall_s,
+                               "returncode": done.returncode}
     if not runs:
         print(f"[{label}] no run directory (exit {done.returncode})")
-        return 1
-    report(label, runs[-1], gpus, wall_s)
-    return done.returncode
+        figures["error"] = "no run directory"
+    else:
+        figures |= report(label, runs[-1], gpus, wall_s)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
+    return done.returncode if runs else 1
 
 
 def names_tasks(extra: list[str]) -> bool:
@@ -76,17 +89,20 @@ def names_tasks(extra: list[str]) -> bool:
     return False
 
 
-def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> None:
+def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any]:
     """Print the campaign's figures from its lineage (see the module's docstring), read the way
-    `fsr report` reads them (fsr.report.costs.worker_occupancy)."""
+    `fsr report` reads them (fsr.report.costs.worker_occupancy), and return them."""
     from fsr import lineage
     from fsr.report.costs import SETUP_PAID_S, paid_setup, worker_occupancy
 
-    frame = lineage.read_pandas(run_dir)
+    every = lineage.read_pandas(run_dir)
+    certifying = every["tier"].fillna("screen") == "certify"
+    frame = every[~certifying].copy()  # certifications are not evaluations: the rate counts screenings
     frame["setup_s"] = frame["setup_s"].fillna(0.0)
     rate = len(frame) / (gpus * wall_s / 60.0)
+    failed = int((every["certified"] == False).sum())  # noqa: E712  (a nullable column)
     print(f"[{label}] {len(frame)} evaluations in {wall_s:.0f} s on {gpus} GPU(s): {rate:.1f} per GPU-minute "
-          f"({run_dir})")
+          f"({run_dir}); {int(certifying.sum())} certifications beside them, {failed} failed")
     workers = worker_occupancy(frame)
     workers["share"] = (workers["setup_s"] / workers["busy_s"]).where(workers["busy_s"] > 0, 0.0)
     for w in workers.itertuples():
@@ -94,9 +110,15 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> None:
         print(f"[{label}]   worker {w.worker}: {w.evaluations} evaluations, {w.busy_s:.0f} s charged, "
               f"{w.setup_s:.0f} s of it setup ({w.share:.0%}); preparations per task: "
               f"{', '.join(f'{t} {n}' for t, n in paid.sort_values(ascending=False).items()) or 'none'}")
-    share, most = workers["share"].max(), int(workers["preparations"].max())
+    share = float(workers["share"].max()) if len(workers) else 0.0
+    most = int(workers["preparations"].max()) if len(workers) else 0
     print(f"scale: {gpus} GPU{'s' if gpus > 1 else ''} {rate:.0f} evaluations per GPU-minute, preparing "
           f"{share:.0%} (the busiest worker), at most {most} preparations of a task per worker [{label}]")
+    return {"evaluations": len(frame), "certifications": int(certifying.sum()), "uncertified": failed,
+            "per_gpu_minute": rate, "preparing_share": share, "most_preparations": most,
+            "run_dir": str(run_dir),
+            "workers": [{"worker": str(w.worker), "evaluations": int(w.evaluations), "busy_s": float(w.busy_s),
+                         "setup_s": float(w.setup_s), "share": float(w.share)} for w in workers.itertuples()]}
 
 
 if __name__ == "__main__":

@@ -139,7 +139,9 @@ def campaign(out: Path, label: str, evaluations: int, task_names: list[str], fsr
         if cache is not None:
             shutil.rmtree(cache, ignore_errors=True)
     run_dir = next(runs.iterdir())
-    return lineage.read(run_dir).to_pylist(), " ".join(command), code
+    # certifications are not evaluations (a lineage of an fsr before them has none): screenings only
+    rows = [r for r in lineage.read(run_dir).to_pylist() if (r.get("tier") or "screen") != "certify"]
+    return rows, " ".join(command), code
 
 
 def main(out_dir: str, label: str, evaluations: int, task_names: list[str], fsr_path: str | None,

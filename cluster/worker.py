@@ -90,7 +90,8 @@ def _build_gpu_evaluator(spec: WorkerSpec) -> Evaluator:
             spec = replace(spec, journal_dir=None)
     if not spec.host_threads:
         spec = replace(spec, host_threads=host_share() or 0)
-    return GpuEvaluator(spec, beside=True)  # a campaign's worker: comparators timed beside candidates
+    # a campaign's worker: comparators timed beside candidates, a program judged once
+    return GpuEvaluator(spec, beside=True, campaign=True)
 
 
 def host_share() -> int | None:

@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 the candidate's verdict is not OK (for `fsr import`: a file was
 skipped); 2 bad input (unknown task, missing file, malformed header or config); 3 no CUDA device
-(what needs none was still done).
+(what needs none was still done), or fsr's own machinery failed on the GPU (no verdict).
 """
 
 from __future__ import annotations
@@ -14,7 +14,16 @@ import sys
 import typing
 
 import fsr
-from fsr.commands import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, at_least, bad_input_errors, config_option
+from fsr.commands import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_DEVICE,
+    EXIT_OK,
+    EXIT_USAGE,
+    at_least,
+    bad_input_errors,
+    config_option,
+    non_empty,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -27,16 +36,6 @@ class Parser(argparse.ArgumentParser):
 
 
 GLOBAL_OPTIONS = ("--tasks-dir", "--config")
-
-
-def non_empty(what: str) -> typing.Callable[[str], str]:
-    """An argparse `type=` for a path that may not be empty (an empty one would mean the default)."""
-    def parse(text: str) -> str:
-        if not text.strip():
-            raise argparse.ArgumentTypeError(f"expected {what}, not an empty string")
-        return text
-
-    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,9 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="evaluate one kernel on the local GPU: compile, verify, time, compare")
     ev.add_argument("task")
-    ev.add_argument("file", help="a .cu file in the candidate format")
+    ev.add_argument("file", type=non_empty("a .cu file"), help="a .cu file in the candidate format")
     ev.add_argument("--json", action="store_true", help="print the evaluation as JSON")
-    ev.add_argument("--lineage", metavar="RUN_DIR", help="append the evaluation to this run's lineage")
+    ev.add_argument("--lineage", type=non_empty("a run directory"), metavar="RUN_DIR", help="append the evaluation to this run's lineage")
     ev.add_argument("--tune", action="store_true", help="tune the kernel's declared launch parameters")
     ev.add_argument("--tune-trials", type=config_option("tune", "trials"),
                     help="tuning trial budget (0 turns tuning off)")
@@ -88,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fsr.commands import prompt as prompt_command
 
     prompt_command.add_parser(sub)
+    from fsr.commands import export as export_command
+
+    export_command.add_parser(sub)
     return parser
 
 
@@ -97,7 +99,7 @@ COMMANDS = {
     "run": ("fsr.commands.run", "run_command"), "bench": ("fsr.commands.bench", "bench_command"),
     "report": ("fsr.commands.report", "report_command"), "explore": ("fsr.commands.explore", "explore_command"),
     "launch": ("fsr.commands.launch", "launch_command"), "import": ("fsr.commands.importer", "import_command"),
-    "prompt": ("fsr.commands.prompt", "prompt_command"),
+    "prompt": ("fsr.commands.prompt", "prompt_command"), "export": ("fsr.commands.export", "export_command"),
 }
 
 
@@ -114,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
     except Exception as e:
+        from fsr.types import EvaluatorFault
+
+        if isinstance(e, EvaluatorFault):  # fsr's fault, not the kernel's: one line, the traceback in the log
+            print(f"fsr: error: {_one_line(e)}", file=sys.stderr)
+            return EXIT_NO_DEVICE
         if not isinstance(e, bad_input_errors()):
             raise
         print(f"fsr: error: {_one_line(e)}", file=sys.stderr)

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from fsr.files import InputFileError, read_input
+
 
 @dataclass(frozen=True)
 class EvalConfig:
@@ -53,6 +55,10 @@ class EvalConfig:
     # past it the least recently used are dropped and built again when needed. 0 = 40% of the
     # host's memory times the worker's share of its cores.
     prepared_host_max_bytes: int = 0
+    # Certification (docs/judge.md, "Two tiers"): a screened result that would become its task's
+    # best is judged again on inputs from the operating system's entropy before it counts; off,
+    # every screened OK result counts as it did before certification existed.
+    certify: bool = True
 
 
 @dataclass(frozen=True)
@@ -264,10 +270,10 @@ def load(path: str | Path | None = None, overrides: dict[str, dict[str, Any]] | 
     data: dict[str, Any] = {}
     if path:
         try:
-            data = tomllib.loads(Path(path).read_text())
-        except IsADirectoryError:
-            raise ConfigError(f"config {path}: is a directory, not a TOML file") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            data = tomllib.loads(read_input(path, "config"))
+        except InputFileError as e:
+            raise ConfigError(str(e)) from None
+        except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config {path}: {e}") from None
         try:
             from_dict(data)

@@ -36,6 +36,8 @@ from fsr.types import (
     Resources,
     Scratch,
     SizeCheck,
+    TensorMap,
+    Tier,
     Timing,
     TrialRecord,
     Tunable,
@@ -76,12 +78,21 @@ def _candidate(d: Mapping[str, Any]) -> Candidate:
     return Candidate(
         task=d["task"], source=d["source"],
         launches=tuple(LaunchSpec(x["kernel"], tuple(x["grid"]), tuple(x["block"]), tuple(x["args"]),
-                                  x["smem"]) for x in d["launches"]),
+                                  x["smem"], x.get("when", ""), tuple(x.get("cluster", ())))
+                       for x in d["launches"]),
         tunables=tunables(d["tunables"]), features=tunables(d["features"]),
         scratch=tuple(Scratch(**x) for x in d["scratch"]), defines=_pairs(d["defines"]),
+        tensormaps=tuple(_tensormap(x) for x in d.get("tensormaps", ())),
         compile_options=tuple(d["compile_options"]), parents=tuple(d["parents"]), island=d["island"],
         generation=d["generation"],
-        origin=Origin(o["proposer"], o["model"], tuple(o["features_requested"]), o["move"]))
+        origin=Origin(o["proposer"], o["model"], tuple(o["features_requested"]), o["move"]),
+        certify=d.get("certify") or "")
+
+
+def _tensormap(x: Mapping[str, Any]) -> TensorMap:
+    """A TensorMap from its `dataclasses.asdict` form (JSON lists become tuples again)."""
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in x.items()}
+    return TensorMap(**fields)
 
 
 def _pairs(value: Iterable[Any]) -> Defines:
@@ -112,7 +123,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "move": o.move, "features_requested": list(o.features_requested),
         "features_detected": list(features_detected), "source": c.source,
         "defines": _pair_structs(c.defines),
-        "launches": json.dumps({k: plain[k] for k in LAUNCH_KEYS}, sort_keys=True),
+        "launches": _launches_json(plain),
         "compile_options": list(c.compile_options), "verdict": str(e.verdict), "message": e.message,
         "checks": [{"size": _pair_structs(s.size), "passed": s.passed, "max_abs_err": s.max_abs_err,
                     "detail": s.detail} for s in e.checks],
@@ -125,14 +136,28 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "completion_tokens": completion_tokens, "error": error, "setup_s": e.setup_s,
         "comparators_s": e.comparators_s,
         "torch_us": e.torch_us, "torch_compile_us": e.torch_compile_us, "torch_compile_s": e.torch_compile_s,
-        "diagnostics": e.diagnostics, "dtype": e.dtype or None,
+        "diagnostics": e.diagnostics, "dtype": e.dtype or None, "tier": str(e.tier),
+        "certified": e.certified, "certifies": c.certify or None, "failed_check": e.failed_check or None,
+        "cut_short": e.cut_short, "answered_from": e.answered_from or None,
     }
+
+
+def _launches_json(plain: dict[str, Any]) -> str:
+    """The header's data of a candidate (`dataclasses.asdict`) as the `launches` column holds it:
+    a launch's `when` and `cluster`, and the tensor maps, only where declared, so rows of
+    candidates without them read as they always did."""
+    data = {k: plain[k] for k in LAUNCH_KEYS}
+    data["launches"] = [{k: v for k, v in launch.items() if v or k not in ("when", "cluster")}
+                        for launch in data["launches"]]
+    if plain["tensormaps"]:
+        data["tensormaps"] = plain["tensormaps"]
+    return json.dumps(data, sort_keys=True)
 
 
 def candidate_from_row(row: Mapping[str, Any]) -> Candidate:
     """Rebuild the Candidate of an `evaluations` row (for resume); equal to the one appended."""
     origin = {k: row[k] for k in ("proposer", "model", "features_requested", "move")}
-    return _candidate({**row, **json.loads(row["launches"]), "origin": origin})
+    return _candidate({**row, **json.loads(row["launches"]), "origin": origin, "certify": row.get("certifies")})
 
 
 def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
@@ -154,7 +179,9 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       comparators_s=row.get("comparators_s") or 0.0, torch_us=row.get("torch_us"),
                       torch_compile_us=row.get("torch_compile_us"), torch_compile_s=row.get("torch_compile_s"),
                       diagnostics=row.get("diagnostics") or "", worker=row.get("worker") or "",
-                      dtype=row.get("dtype") or "")
+                      dtype=row.get("dtype") or "", tier=Tier(row.get("tier") or Tier.SCREEN),
+                      certified=row.get("certified"), failed_check=row.get("failed_check") or "",
+                      cut_short=bool(row.get("cut_short")), answered_from=row.get("answered_from") or "")
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pyarrow as pa
 PAIRS = pa.list_(pa.struct([("name", pa.string()), ("value", pa.int64())]))
 STRINGS = pa.list_(pa.string())
 TS = pa.timestamp("us", tz="UTC")
-F64, I32, I64, STR = pa.float64(), pa.int32(), pa.int64(), pa.string()
+F64, I32, I64, STR, BOOL = pa.float64(), pa.int32(), pa.int64(), pa.string(), pa.bool_()
 CHECKS = pa.list_(pa.struct([("size", PAIRS), ("passed", pa.bool_()), ("max_abs_err", F64),
                              ("detail", STR)]))
 TIMING_COLUMNS = ("median_us", "p10_us", "p90_us", "min_us", "samples_us", "gbps", "tflops",
@@ -50,6 +50,14 @@ EVALUATIONS = _schema([
     ("comparators_s", F64, True),  # of setup_s, comparators timed beside candidates; null before the column
     ("diagnostics", STR, True),  # fsr.evaluate.diagnose's lines; null before the column existed
     ("dtype", STR, True),  # the task's dtype (its outputs'); null where unknown or before the column
+    # The two tiers (docs/judge.md): null in lineages written before the columns, read as a screening
+    # that was not cut short nor answered from an earlier judgement.
+    ("tier", STR, True),  # "screen" or "certify"
+    ("certified", BOOL, True),  # a certification row: passed or not; null on screening rows
+    ("certifies", STR, True),  # a certification row: the screened candidate it re-judged
+    ("failed_check", STR, True),  # a failed certification: the input set or check that failed
+    ("cut_short", BOOL, True),  # its timing stopped early, its samples already clearly slower than the best
+    ("answered_from", STR, True),  # answered from this earlier candidate's judgement (the same program)
 ])
 TRIALS = _schema([
     ("run_id", STR, False), ("candidate_id", STR, False), ("trial", I32, False),

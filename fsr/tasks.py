@@ -33,6 +33,7 @@ import numpy as np
 
 from fsr import candidate as cfmt
 from fsr import dtypes, expr
+from fsr.files import InputFileError, read_input
 from fsr.types import Arg, Size, Task
 
 BUILTIN_PACKAGE = "fsr_tasks"  # the repository's tasks/ folder, installed under this name (setup.py)
@@ -105,8 +106,8 @@ def load(name_or_path: str | Path, root: str | Path | None = None) -> Task:
     if not (path / "task.toml").is_file():
         raise TaskError(_unknown(str(name_or_path), root))
     try:
-        data = tomllib.loads((path / "task.toml").read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
+        data = tomllib.loads(_read(path / "task.toml"))
+    except tomllib.TOMLDecodeError as e:
         raise TaskError(f"{path}/task.toml: {e}") from None
     try:
         task = _task(data, path)
@@ -225,12 +226,11 @@ def _number(value: Any, key: str) -> float:
 
 
 def _read(path: Path) -> str:
+    """A task file's text through the gate every user-named file passes (fsr.files.read_input)."""
     try:
-        return path.read_text()
-    except FileNotFoundError:
-        raise TaskError(f"{path} not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TaskError(f"{path}: {e}") from None
+        return read_input(path)
+    except InputFileError as e:
+        raise TaskError(str(e)) from None
 
 
 def _check_sources(task: Task, path: Path) -> None:

@@ -49,6 +49,17 @@ class Verdict(enum.StrEnum):
     CRASH = "CRASH"  # the CUDA context died (illegal address, trap): the child was replaced
     TIMEOUT = "TIMEOUT"  # still running past its deadline: the child was killed and replaced
     SUSPECT = "SUSPECT"  # faster than the device's measured ceiling allows
+    # screened OK, then failed its certification: wrong on inputs drawn from the OS's entropy, wrong
+    # in a timed run there, crashed or hung there, or timed clearly slower than it was screened
+    UNCERTIFIED = "UNCERTIFIED"
+
+
+class Tier(enum.StrEnum):
+    """Which judgement an evaluation is: screening (every candidate, fsr's fixed-seed inputs) or
+    certification (a screened result that would count, re-judged on inputs nothing can predict)."""
+
+    SCREEN = "screen"
+    CERTIFY = "certify"
 
 
 @dataclass(frozen=True)
@@ -126,16 +137,46 @@ class Scratch:
 
 
 @dataclass(frozen=True)
+class TensorMap:
+    """A tensor map a candidate asks for (fsr.tensormap): fsr encodes it on the host over one of
+    the launch's buffers and passes it by value. Dimensions are listed innermost first, as the
+    driver and the copy instructions take them; every number is an expression of sizes and
+    tunables, in elements (strides too: fsr turns them into bytes)."""
+
+    name: str
+    buffer: str  # a task buffer or a scratch buffer; the element type is its dtype
+    dims: tuple[str, ...]
+    box: tuple[str, ...]
+    strides: tuple[str, ...] = ()  # rank - 1 strides of dimensions 1.. in elements; () = packed
+    element_strides: tuple[str, ...] = ()  # () = all 1
+    swizzle: str = "none"  # none, 32B, 64B, 128B
+    interleave: str = "none"  # none, 16B, 32B
+    l2_promotion: str = "none"  # none, 64B, 128B, 256B
+    oob_fill: str = "zero"  # zero, nan (floats only)
+
+
+@dataclass(frozen=True, repr=False)
 class LaunchSpec:
     """One kernel launch, declared as data. Grid, block and smem are expressions over the task's
     size variables and the candidate's tunables; `args` names task buffers, scratch buffers,
-    size variables (passed as int32) or task constants (float32), in kernel parameter order."""
+    tensor maps, size variables (passed as int32) or task constants (float32), in kernel
+    parameter order. `when` (a condition; "" = always) says at which sizes the launch runs;
+    `cluster` (1-3 expressions; () = none declared here) asks for thread block clusters."""
 
     kernel: str
     grid: tuple[str, ...]
     block: tuple[str, ...]
     args: tuple[str, ...]
     smem: str = "0"
+    when: str = ""
+    cluster: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        # A candidate's id hashes this text: the fields added later appear only when set, so the
+        # ids of candidates that do not use them stay what they were (lineage compatibility).
+        extra = "".join(f", {k}={v!r}" for k, v in (("when", self.when), ("cluster", self.cluster)) if v)
+        return (f"LaunchSpec(kernel={self.kernel!r}, grid={self.grid!r}, block={self.block!r}, "
+                f"args={self.args!r}, smem={self.smem!r}{extra})")
 
 
 @dataclass(frozen=True)
@@ -162,20 +203,29 @@ class Candidate:
     tunables: tuple[Tunable, ...] = ()
     features: tuple[Tunable, ...] = ()  # feature switches: defines set by proposers, never tuned
     scratch: tuple[Scratch, ...] = ()
+    tensormaps: tuple[TensorMap, ...] = ()
     defines: Defines = ()
     compile_options: tuple[str, ...] = ()
     parents: tuple[str, ...] = ()
     island: int = 0
     generation: int = 0
     origin: Origin = field(default_factory=Origin)
+    # A certification request: the id of the screened candidate this one re-judges (at its tuned
+    # defines); "" for a candidate to screen. Part of the id only when set, so screened ids stay
+    # what they were and a request never collides with the candidate it certifies.
+    certify: str = ""
 
     @property
     def id(self) -> str:
-        """Content hash: source, defines, launches and compile options. Lineage fields (parents,
-        island, origin) are not part of identity, so the same kernel is never evaluated twice."""
+        """Content hash: source, defines, launches, scratch, tensor maps (where there are any) and
+        compile options, and the candidate it certifies (for a certification request). Lineage
+        fields (parents, island, origin) are not part of identity, so the same kernel is never
+        evaluated twice."""
         h = hashlib.sha256()
+        maps = (repr(self.tensormaps),) if self.tensormaps else ()  # absent: the ids of before
+        certifies = (f"certify {self.certify}",) if self.certify else ()  # likewise
         for part in (self.task, self.source, repr(self.resolved_defines()), repr(self.launches),
-                     repr(self.scratch), repr(self.compile_options)):
+                     repr(self.scratch), repr(self.compile_options), *maps, *certifies):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()[:16]
@@ -286,6 +336,11 @@ class Evaluation:
     diagnostics: str = ""  # digested facts from the machine code (fsr.evaluate.diagnose); "" where not compiled
     worker: str = ""  # the GPU worker that gave the verdict, stamped by the executor ("" before)
     dtype: str = ""  # the task's dtype (Task.dtype), stamped by the evaluator ("" where the task is unknown)
+    tier: Tier = Tier.SCREEN
+    certified: bool | None = None  # a certification's outcome (None: a screening, which certifies nothing)
+    failed_check: str = ""  # a failed certification: the input set or check that failed ("timing", ...)
+    cut_short: bool = False  # its timing stopped early: its samples already showed it clearly slower
+    answered_from: str = ""  # the earlier candidate whose judgement answered this one (same program run)
 
     @property
     def speedup(self) -> float | None:
@@ -293,6 +348,14 @@ class Evaluation:
         if self.verdict != Verdict.OK or self.timing is None or not self.baseline_us:
             return None
         return self.baseline_us / self.timing.median_us
+
+
+class EvaluatorFault(RuntimeError):
+    """fsr's own machinery failed while judging a candidate (raised by an evaluator, and across
+    a Ray boundary inside RayTaskError): the GPU child failed in fsr's code on two fresh children
+    in a row, or a task could not be prepared. It says nothing about the candidate, so it is never
+    a verdict: a cluster executor counts it as a lost worker and evaluates the candidate again
+    elsewhere (cluster.faults); the local executor stops the run with the reason."""
 
 
 

@@ -34,7 +34,10 @@ def _speedup(task: TaskProgress) -> str:
 
 
 def _verdicts(task: TaskProgress) -> str:
-    return " ".join(f"{v}={n}" for v, n in task.verdicts) or "-"
+    failed = sum(n for _, n in task.uncertified)
+    certified = f" certified={task.certified}" + (f" UNCERTIFIED={failed}" if failed else "") \
+        if task.certified or failed else ""
+    return (" ".join(f"{v}={n}" for v, n in task.verdicts) or "-") + certified
 
 
 def _clock(seconds: float) -> str:
@@ -49,6 +52,9 @@ def headline(p: Progress) -> str:
     extra = f"  dup {p.duplicates_dropped}  invalid {p.proposals_dropped}"
     if p.proposer_errors:
         extra += f"  proposer errors {p.proposer_errors}"
+    if p.certifications or p.certifying:
+        failed = f" ({p.uncertified} failed)" if p.uncertified else ""
+        extra += f"  certified {p.certifications - p.uncertified}{failed}  certifying {p.certifying}"
     return (f"{_clock(p.elapsed_s)}  evals {p.evaluations}  {p.evaluations_per_min:.1f}/min  "
             f"in flight {p.in_flight}{busy}{extra}")
 
@@ -87,10 +93,28 @@ class LineView:
         print(f"fsr: {text}", file=self.stream, flush=True)
 
     def _write(self, p: Progress) -> None:
-        tasks = "  ".join(f"{t.task}: {t.finished}/{t.budget} best {latency_text(t.best_us)} ({_speedup(t)})"
-                          for t in p.tasks)
+        tasks = task_words(p.tasks)
         pace = pace_line(p)
         print(f"{headline(p)}  |  {tasks}" + (f"  |  {pace}" if pace else ""), file=self.stream, flush=True)
+
+
+EACH_TASK_UP_TO = 4  # tasks named one by one on a plain line; more get one short summary
+GAINS_SHOWN = 3
+
+
+def task_words(tasks: tuple[TaskProgress, ...]) -> str:
+    """The tasks' part of a plain line: each task's evaluations, best and speedup for a few
+    tasks; for more, how many have a correct kernel and beat their reference (the baseline, or
+    PyTorch eager for a task without one) and the best few gains, so a campaign of 98 tasks still
+    prints one short line (each task's detail is in the live view and the report)."""
+    if len(tasks) <= EACH_TASK_UP_TO:
+        return "  ".join(f"{t.task}: {t.finished}/{t.budget} best {latency_text(t.best_us)} ({_speedup(t)})"
+                         for t in tasks)
+    correct = sum(t.best_us is not None for t in tasks)
+    faster = [t for t in tasks if t.best_speedup is not None and t.best_speedup > 1.0]
+    gains = sorted(faster, key=lambda t: -(t.best_speedup or 0.0))[:GAINS_SHOWN]
+    best = f"; best gains {', '.join(f'{t.task} {_speedup(t)}' for t in gains)}" if gains else ""
+    return f"{len(tasks)} tasks: {correct} with a correct kernel, {len(faster)} faster than their reference{best}"
 
 
 class LiveView:

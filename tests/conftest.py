@@ -1,10 +1,13 @@
-"""Shared test set-up: `gpu` tests skip cleanly on machines without a CUDA device; compiled
-programs are cached in a temporary folder, never in the real ~/.cache; `compiler` is a compile
-service for the tests that compile."""
+"""Shared test set-up: `gpu` tests skip cleanly on machines without a CUDA device; under
+pytest-xdist, `-n auto` starts one worker per visible GPU and pins each worker to its own
+(tests/support/xdist_gpus.py), and `whole_machine` tests skip where other workers run beside them;
+compiled programs are cached in a temporary folder, never in the real ~/.cache; `compiler` is a
+compile service for the tests that compile."""
 
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.support import xdist_gpus
 
 if TYPE_CHECKING:
     from fsr.evaluate.compile import CompileService
@@ -28,12 +33,45 @@ def cuda_device_count() -> int:
         return 0
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Under pytest-xdist (-n) without a --dist of the command line's: `loadfile`, a module's tests
+    on one worker, so a module's evaluator (a GPU child, its tasks' contents) is built once, not
+    once per worker. (pytest-xdist itself would take "no" for "load" next.)"""
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", None) == "no":
+        config.option.dist = "loadfile"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: one worker per visible GPU (pytest-xdist would count CPU cores); without a GPU,
+    or with PYTEST_XDIST_AUTO_NUM_WORKERS set, pytest-xdist's own count."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return xdist_gpus.auto_workers(cuda_device_count())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker, before any test or fixture starts CUDA: this worker's GPU alone."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        devices = xdist_gpus.visible_devices(os.environ, cuda_device_count())
+        device = xdist_gpus.worker_device(worker, devices)
+        if device is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = device
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpu_items = [item for item in items if "gpu" in item.keywords]
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]  # a marker, not a keyword: tests/unit/evaluate/gpu/ is a folder named gpu
     if gpu_items and cuda_device_count() == 0:
         skip = pytest.mark.skip(reason="needs a CUDA device")
         for item in gpu_items:
             item.add_marker(skip)
+    if xdist_gpus.worker_count(os.environ) > 1:  # other workers' tests run beside this one's
+        alone = pytest.mark.skip(reason="needs the machine to itself: run `pytest -m whole_machine` without -n")
+        for item in items:
+            if item.get_closest_marker("whole_machine"):
+                item.add_marker(alone)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,6 +1,7 @@
 """The work behind each `fsr` subcommand (fsr.cli only parses).
 
-Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input; 3 no CUDA device.
+Exit codes: 0 success; 1 the candidate's verdict is not OK; 2 bad input; 3 no CUDA device, or fsr's
+own machinery failed on the GPU (fsr.types.EvaluatorFault: no verdict).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ def bad_input_errors() -> tuple[type[BaseException], ...]:
     """Every error that means bad input (exit 2, one line): imported only once one was raised."""
     from fsr import candidate, config, lineage, tasks
     from fsr.evaluate.compile import CompilerUnavailable
+    from fsr.files import InputFileError
 
     return (UsageError, tasks.TaskError, config.ConfigError, candidate.HeaderError, lineage.LineageError,
-            CompilerUnavailable, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+            CompilerUnavailable, InputFileError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
 def config_option(section: str, name: str) -> Callable[[str], Any]:
@@ -53,6 +55,17 @@ def _out_of_range(text: str) -> str:
         except ValueError:
             pass
     return ""
+
+
+def non_empty(what: str) -> Callable[[str], str]:
+    """An argparse `type=` for a name or path that may not be empty (an empty one would silently
+    mean the default: no model, the working directory)."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {what}, not an empty string")
+        return text
+
+    return parse
 
 
 def at_least(low: int) -> Callable[[str], int]:

@@ -2,7 +2,8 @@
 
 The campaign is `fsr run`'s (fsr.commands.run: same executors, lineage and run directory) with
 a budget that keeps the whole suite short: a per-task evaluation cap and a wall cap. Afterwards
-each task's row comes from `fsr.report.tables.task_summary` (the figures `fsr report` shows);
+each task's row comes from `fsr.report.tables.task_summary` (the figures `fsr report` shows) over
+the rows that count (fsr.certification.counted: where the campaign certifies, certified results only);
 the geometric means and KernelBench's fast_p come from the same module, so bench and report
 agree; this module adds only bench.md / bench.json in the run directory.
 """
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fsr import lineage, run_json
+from fsr import certification, lineage, run_json
 from fsr import tasks as tasks_mod
 from fsr.commands import EXIT_OK, UsageError, config_option
 from fsr.commands.run import add_model_arguments, add_search_arguments, add_where_arguments
@@ -57,7 +58,8 @@ def bench_command(args: argparse.Namespace) -> int:
     if code != EXIT_OK:
         return code
     recorded = run_json.read_run_json(run_dir)
-    rows = bench_rows(lineage.read_pandas(run_dir), recorded.get("tasks") or [])
+    frame = certification.counted(lineage.read_pandas(run_dir), certification.certifying(recorded))
+    rows = bench_rows(frame, recorded.get("tasks") or [])
     means = geomeans(rows)
     markdown = to_markdown(rows, means, run_dir, _provenance(recorded))
     (run_dir / "bench.md").write_text(markdown)
@@ -133,7 +135,7 @@ def fast_p(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
     names = dict(COMPARATORS)
     return {names[r.pop("column")]: {k: _plain(v) for k, v in r.items() if k != "comparator"}
-            for r in table(_summary(rows)).to_dict("records")}
+            for r in table(_summary(rows)).to_dict("records") if r["column"] in names}
 
 
 def _us(value: float | None) -> str:

@@ -15,26 +15,15 @@ from fsr import config as cfg_mod
 from fsr import run_json, tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError
 from fsr.dtypes import LOW_PRECISION, flop_ceiling
+from fsr.files import read_input
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSpec, size_label
 
 
 def load_candidate(task: Task, file: str) -> Candidate:
     """The candidate in `file`; UsageError naming the file and what is wrong with it."""
-    path = Path(file)
-    if path.is_dir():
-        raise UsageError(f"{file} is a directory, not a .cu file")
-    if not path.exists():
-        raise UsageError(f"no such file: {file}")
-    if not path.is_file():
-        raise UsageError(f"{file} is not a regular file")
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise UsageError(f"{file}: not a text file") from None
-    except OSError as e:
-        raise UsageError(f"{file}: {e.strerror or e}") from None
+    text = read_input(file)  # InputFileError: one line, exit 2
     if not text.strip():
-        raise UsageError(f"{file} is empty")
+        raise UsageError(f"{file}: is empty")
     try:
         return cfmt.parse(text, task)
     except cfmt.HeaderError as e:

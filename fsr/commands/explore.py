@@ -19,13 +19,13 @@ import json
 import random
 import sys
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from fsr import candidate as cfmt
 from fsr import config as cfg_mod
 from fsr import tasks
 from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError, at_least, config_option
+from fsr.files import InputFileError, read_input
 from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Tunable, Verdict, WorkerSpec
 
 Values = dict[str, int]
@@ -99,11 +99,11 @@ def read_configs(paths: list[str], task: str) -> list[Values]:
     out: list[Values] = []
     for path in paths:
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(read_input(path, "--configs"))
         except json.JSONDecodeError as e:
             raise UsageError(f"--configs {path}: not JSON ({e})") from None
-        except OSError as e:
-            raise UsageError(f"--configs {path}: {e.strerror or e}") from None
+        except InputFileError as e:
+            raise UsageError(str(e)) from None
         items = data.get(task, []) if isinstance(data, dict) else data
         if not isinstance(items, list) or not all(_is_config(c) for c in items):
             raise UsageError(f"--configs {path}: expected a list of {{NAME: integer}} objects"
@@ -193,6 +193,7 @@ def explore_command(args: argparse.Namespace) -> int:
     from fsr.commands.launch import device_problem
     from fsr.evaluate.evaluator import GpuEvaluator
     from fsr.evaluate.sandbox import NoDevice
+    from fsr.types import EvaluatorFault
 
     problem = device_problem()  # in one line, before a GPU child is started for nothing
     if problem is not None:
@@ -206,6 +207,8 @@ def explore_command(args: argparse.Namespace) -> int:
             print(f"fsr: exploring needs a CUDA device ({' '.join(str(e).split())})", file=sys.stderr)
             return EXIT_NO_DEVICE
         evaluations = evaluate_all(evaluator, template, configs, args.trials > 0)
+    except EvaluatorFault:  # fsr's own: one line and exit 3 (fsr.cli), not a verdict
+        raise
     except RuntimeError as e:  # the task's baseline is not OK: nothing can be compared with it
         print(f"fsr: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_VERDICT

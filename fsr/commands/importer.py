@@ -7,8 +7,10 @@ hangs or exhausts memory is skipped with that reason and a fresh child takes the
 line per file (imported, or skipped and why), then the counts.
 
 Exit codes: 0 every file imported; 1 a file was skipped (the others are written); 2 bad input
-(a path, an option, --out) or an importing process that cannot start (torch missing: one line
-says how to get it).
+(a path, an option, no --out), no file imported (nothing importable was given: one file's
+reason, or a line per file, then the error), or an importing process that cannot start (torch
+missing: one line says how to get it). A task folder appears in --out only once its file is
+imported (the child writes it into a staging folder), and --out only with the first one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from pathlib import Path
 from typing import IO
 
 import fsr
-from fsr.commands import EXIT_OK, EXIT_VERDICT, UsageError, at_least
+from fsr.commands import EXIT_OK, EXIT_VERDICT, UsageError, at_least, non_empty
+from fsr.files import input_problem
 from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES
 
 START_S = 120  # a child's torch import on a loaded machine
@@ -38,8 +41,8 @@ STDERR_TAIL = 300  # characters of a dead child's stderr quoted in its line
 def add_parser(sub: argparse._SubParsersAction) -> None:
     imp = sub.add_parser("import", help="turn KernelBench-format problem files into task folders")
     imp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR", help="problem files, or folders of them")
-    imp.add_argument("--out", metavar="TASKS_DIR", help="where the task folders go (default: --tasks-dir, or the checkout's tasks/; an installed "
-                          "fsr needs one of them)")
+    imp.add_argument("--out", type=non_empty("a folder"), metavar="TASKS_DIR", help="where the task folders go, created with the first one "
+                                                       "(default: --tasks-dir; one of them is needed)")
     imp.add_argument("--timeout", type=at_least(1), default=300, help="seconds one file may take (default 300)")
     imp.add_argument("--jobs", type=at_least(1), default=1, help="files imported at once (default 1)")
     imp.add_argument("--max-bench-bytes", type=byte_count, default=DEFAULT_MAX_BENCH_BYTES, metavar="BYTES",
@@ -76,7 +79,9 @@ def byte_count(text: str) -> int:
 
 
 def problem_files(paths: list[str]) -> list[Path]:
-    """The .py files named or inside the folders named, in natural order; raises UsageError."""
+    """The .py files named or inside the folders named, in natural order; raises UsageError for
+    a path that is neither a folder nor a file fsr reads (missing, a device, a FIFO, too large). A
+    folder's files are read by the importing process, which skips one that is no text file."""
     files: list[Path] = []
     for text in paths:
         path = Path(text)
@@ -85,10 +90,11 @@ def problem_files(paths: list[str]) -> list[Path]:
             if not found:
                 raise UsageError(f"{path} holds no .py files")
             files += found
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise UsageError(f"{path} does not exist")
+            continue
+        problem = input_problem(path)
+        if problem:
+            raise UsageError(f"{path}: {'no such file or folder' if problem == 'no such file' else problem}")
+        files.append(path)
     return files
 
 
@@ -123,11 +129,12 @@ class Child:
         text = " ".join(self.stderr.read().split())
         return lead + ("..." + text[-STDERR_TAIL:] if len(text) > STDERR_TAIL else text) if text else ""
 
-    def run(self, path: Path, timeout_s: float) -> dict[str, object]:
+    def run(self, path: Path, staging: Path, timeout_s: float) -> dict[str, object]:
+        """The child's answer for `path` (its task staged in `staging`), or why it has none in time."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{path.resolve()}\n")
+        self.proc.stdin.write(json.dumps({"path": str(path.resolve()), "staging": str(staging)}) + "\n")
         self.proc.stdin.flush()
         line = self._line(self.proc, timeout_s)
         if line is None:
@@ -177,37 +184,28 @@ def child_env() -> dict[str, str]:
 
 
 def output_dir(args: argparse.Namespace) -> Path:
-    """Where the task folders go: --out, else --tasks-dir, else the checkout's tasks/ (where `fsr
-    tasks` looks). An installed fsr's built-in tasks live in site-packages, where imported tasks
-    would be lost on reinstall, so it asks for a folder. Created here; raises UsageError if it
-    cannot be."""
-    from fsr import tasks
-
-    if args.out or args.tasks_dir:
-        out = Path(args.out or args.tasks_dir)
-    elif (tasks.DEFAULT_TASKS_DIR.parent / "pyproject.toml").is_file():
-        out = tasks.DEFAULT_TASKS_DIR
-    else:
-        raise UsageError("an installed fsr has no tasks folder to import into: pass --out DIR "
-                         "(then fsr --tasks-dir DIR tasks lists what was imported)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(f"--out {out} is a file, not a folder") from None
-    except OSError as e:
-        raise UsageError(f"cannot create --out {out}: {e.strerror or e}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write in --out {out}: permission denied")
+    """Where the task folders go: --out, else --tasks-dir; without either, bad input (a checkout's
+    or an installed fsr's own tasks/ is no place for them). Checked, not created: the first task
+    imported creates it (write.place). Raises UsageError if it cannot be a folder fsr writes in."""
+    if not (args.out or args.tasks_dir):
+        raise UsageError("pass --out DIR, the folder the task folders go to (fsr --tasks-dir DIR tasks "
+                         "then lists what was imported)")
+    flag, out = ("--out", Path(args.out)) if args.out else ("--tasks-dir", Path(args.tasks_dir))
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{flag} {out} is a file, not a folder")
+    existing = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise UsageError(f"cannot create {flag} {out}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write in {flag} {out}: permission denied")
     return out
 
 
 def import_command(args: argparse.Namespace) -> int:
-    from fsr.kernelbench.write import task_name
-
     files = problem_files(args.paths)
+    out = output_dir(args)
     if importlib.util.find_spec("torch") is None:
         raise UsageError(f"fsr import needs torch, which is not installed: {TORCH_HINT}")
-    out = output_dir(args)
     results: dict[int, dict[str, object]] = {}
     queue = list(enumerate(files))
     lock = threading.Lock()
@@ -221,10 +219,12 @@ def import_command(args: argparse.Namespace) -> int:
                     if not queue:
                         return
                     i, path = queue.pop(0)
-                result = child.run(path, args.timeout)
-                with lock:
-                    results[i] = result
-                    _print(path, task_name(path), result)
+                with tempfile.TemporaryDirectory(prefix="fsr-import-") as staging:  # gone whatever happens
+                    result = child.run(path, Path(staging), args.timeout)
+                    with lock:
+                        results[i] = placed(result, out)
+                        if results[i].get("ok") or len(files) > 1:  # one file not imported: the error says why
+                            _print(path, results[i])
         except UsageError as e:
             with lock:
                 failures.append(e)
@@ -239,13 +239,41 @@ def import_command(args: argparse.Namespace) -> int:
         t.join()
     if failures:
         raise failures[0]
+    return outcome(files, results, out)
+
+
+def placed(result: dict[str, object], out: Path) -> dict[str, object]:
+    """The child's answer, its staged task moved into `out` if it imported the file."""
+    from fsr.kernelbench import write
+    from fsr.kernelbench.probe import ProblemError
+
+    if not result.get("ok"):
+        return result
+    try:
+        write.place(Path(str(result["staged"])), out)
+    except ProblemError as e:
+        return {**result, "ok": False, "reason": str(e)}
+    except OSError as e:
+        return {**result, "ok": False, "reason": f"cannot write in {out}: {e.strerror or e}"}
+    return result
+
+
+def outcome(files: list[Path], results: dict[int, dict[str, object]], out: Path) -> int:
+    """The counts and the exit code: 0 every file imported, 1 some (a partial import), and bad
+    input (UsageError, exit 2) where none was: nothing importable was given, nothing written."""
     imported = sum(1 for r in results.values() if r.get("ok"))
+    if not imported:
+        if len(files) == 1:
+            raise UsageError(f"{files[0]}: {results[0]['reason']}")
+        raise UsageError(f"none of the {len(files)} files was imported (each line above says why); nothing written")
     print(f"imported {imported}, skipped {len(files) - imported} (into {out})")
     return EXIT_OK if imported == len(files) else EXIT_VERDICT
 
 
-def _print(path: Path, name: str, result: dict[str, object]) -> None:
-    print(result_line(path, name, result), flush=True)
+def _print(path: Path, result: dict[str, object]) -> None:
+    from fsr.kernelbench.write import task_name
+
+    print(result_line(path, task_name(path), result), flush=True)
 
 
 def result_line(path: Path, name: str, result: dict[str, object]) -> str:

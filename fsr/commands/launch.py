@@ -34,7 +34,7 @@ import numpy as np
 
 from fsr import candidate as cfmt
 from fsr import dtypes, tasks
-from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError, at_least
+from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, EXIT_VERDICT, UsageError, at_least, non_empty
 from fsr.types import Candidate, Size, Task, size_label
 
 DEFAULT_ARCH = "sm_90"  # compile target without a device, as `fsr eval` uses
@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     la = sub.add_parser("launch", help="launch one configuration of a kernel alone on the task's inputs "
                                        "(for ncu or compute-sanitizer); --error: how close to the tolerance")
     la.add_argument("task")
-    la.add_argument("file", help="a .cu file in the candidate format (a template, a baseline, an export)")
+    la.add_argument("file", type=non_empty("a .cu file"), help="a .cu file in the candidate format (a template, a baseline, an export)")
     la.add_argument("--define", "-D", type=parse_define, action="append", default=[], metavar="NAME=VALUE",
                     help="a tunable or switch value (repeatable; the others keep their defaults)")
     la.add_argument("--size", action="append", default=[], metavar="SIZE",
@@ -115,7 +115,7 @@ class SizeRun:
 def planned(cand: Candidate, sizes: list[Size]) -> list[SizeRun]:
     """The launches at each size, from the header alone (no device)."""
     return [SizeRun(size, tuple((launch.kernel, grid, block, smem) for launch, (grid, block, smem)
-                                in zip(cand.launches, cfmt.launch_dims(cand, dict(size)), strict=True)))
+                                in cfmt.launches_at(cand, dict(size))))
             for size in sizes]
 
 

@@ -19,9 +19,10 @@ import argparse
 from pathlib import Path
 
 from fsr import candidate as cfmt
+from fsr import certification, lineage, run_json, tasks
 from fsr import config as cfg_mod
-from fsr import lineage, run_json, tasks
-from fsr.commands import EXIT_OK, UsageError
+from fsr.commands import EXIT_OK, UsageError, non_empty
+from fsr.files import read_input
 from fsr.propose.base import ProposalRequest, Scored
 from fsr.propose.features import detect
 from fsr.propose.prompt import Prompt, build, estimate_tokens
@@ -34,19 +35,21 @@ NO_DEVICE = ("No GPU was measured for this prompt, so it has no GPU paragraph (a
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("prompt", help="print the prompt a model would be sent for a task (no GPU needed)")
     parser.add_argument("task")
-    parser.add_argument("--parent", metavar="FILE.cu", help="the kernel to improve (default: a first-round prompt)")
-    parser.add_argument("--run", metavar="DIR", help="a run directory: its measured GPU; with --parent, the "
-                                                     "parent's evaluation and the fastest kernel so far from its lineage")
-    parser.add_argument("--device", metavar="NAME", help="the GPU (part of its name, e.g. H200) as a run measured it: "
-                                                         "--run's, else the newest under --runs-dir")
-    parser.add_argument("--runs-dir", default="runs", help="where --device looks for runs (default: runs/)")
+    parser.add_argument("--parent", type=non_empty("a .cu file"), metavar="FILE.cu",
+                        help="the kernel to improve (default: a first-round prompt)")
+    parser.add_argument("--run", type=non_empty("a run directory"), metavar="DIR",
+                        help="a run directory: its measured GPU; with --parent, the parent's evaluation and the "
+                             "fastest kernel so far from its lineage")
+    parser.add_argument("--device", type=non_empty("part of a GPU's name, e.g. H200"), metavar="NAME",
+                        help="the GPU (part of its name, e.g. H200) as a run measured it: --run's, else the newest "
+                             "under --runs-dir")
+    parser.add_argument("--runs-dir", type=non_empty("a folder"), default="runs",
+                        help="where --device looks for runs (default: runs/)")
 
 
 def prompt_command(args: argparse.Namespace) -> int:
     config = cfg_mod.load(args.config)
     task = tasks.load(args.task, args.tasks_dir)
-    if args.device is not None and not args.device.strip():
-        raise UsageError("--device needs part of a GPU's name, e.g. H200")
     device, said = measured_device(Path(args.run) if args.run else None, args.device, Path(args.runs_dir))
     request = ProposalRequest(task, ())
     if args.parent:
@@ -103,10 +106,7 @@ def render(prompt: Prompt, budget: int, device: str = NO_DEVICE) -> str:
 def _improving(task: Task, path: Path, run: Path | None) -> ProposalRequest:
     """A request to improve the kernel in `path`, with what `run` knows of it and of the task.
     The kernel is printed once: where it is also the run's fastest, it is the fastest too."""
-    try:
-        source = path.read_text()
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text file") from None
+    source = read_input(path, "--parent")  # InputFileError: one line, exit 2
     parent = cfmt.parse(source, task)
     rows = _rows(run, task) if run else []
     found = _row_of(parent, rows)
@@ -135,8 +135,10 @@ def _row_of(parent: Candidate, rows: list[dict]) -> dict | None:
 
 
 def _rows(run: Path, task: Task) -> list[dict]:
+    """The task's evaluations in the run's lineage (a certification row re-judges one of them: not
+    a kernel of its own)."""
     run_json.read_run_json(run)  # LineageError (one line, exit 2) where it is no run directory
-    return [r for r in lineage.read(run).to_pylist() if r["task"] == task.name]
+    return [r for r in certification.screenings(lineage.read(run).to_pylist()) if r["task"] == task.name]
 
 
 def _scored(row: dict) -> Scored:

@@ -21,7 +21,7 @@ from typing import Any
 
 from fsr import config as cfg_mod
 from fsr import lineage, run_json, tasks
-from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_option
+from fsr.commands import EXIT_NO_DEVICE, EXIT_OK, UsageError, at_least, config_option, non_empty
 from fsr.evaluate import START_TIMEOUT_S
 from fsr.execute.base import Executor, WorkerStats
 from fsr.propose.base import Proposer, has_baseline, speedup_basis, speedup_words
@@ -36,7 +36,7 @@ def add_where_arguments(parser: argparse.ArgumentParser) -> Any:
     where.add_argument("--address", help="join this Ray cluster ('auto', host:port or ray://host:port)")
     where.add_argument("--gpus", type=at_least(1), help="GPUs the embedded Ray uses (default: all local GPUs)")
     where.add_argument("--local", action="store_true", help="one local GPU, no Ray")
-    where.add_argument("--runs-dir", default="runs", help="where run directories go (default: runs/)")
+    where.add_argument("--runs-dir", type=non_empty("a folder"), default="runs", help="where run directories go (default: runs/)")
     return where
 
 
@@ -53,7 +53,7 @@ def add_search_arguments(group: Any) -> None:
 def add_model_arguments(parser: argparse.ArgumentParser) -> Any:
     """The model's name, endpoint and money ceiling (shared by `fsr run` and `fsr bench`)."""
     model = parser.add_argument_group("language model (default: the offline mutator)")
-    model.add_argument("--model", help="model name at an OpenAI-compatible endpoint")
+    model.add_argument("--model", type=non_empty("a model name"), help="model name at an OpenAI-compatible endpoint")
     model.add_argument("--base-url", type=config_option("llm", "base_url"),
                        help="endpoint, e.g. http://localhost:8000/v1 (default: OpenAI's)")
     model.add_argument("--max-cost", type=config_option("llm", "max_cost"),
@@ -65,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="search for fast kernels for one or more tasks")
     run.add_argument("tasks", nargs="*", help="task names or task directories (default with --resume: the run's)")
     where = add_where_arguments(run)
-    where.add_argument("--resume", metavar="RUN_DIR", help="carry on a stopped run from its lineage")
+    where.add_argument("--resume", type=non_empty("a run directory"), metavar="RUN_DIR", help="carry on a stopped run from its lineage")
     budget = run.add_argument_group("budget and search")
     budget.add_argument("--max-evaluations", type=config_option("search", "max_evaluations"),
                         help="evaluations per task")
@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help="islands (fsr's search) or fsr (the paper's loop, for comparison)")
     model.add_argument("--depth", type=at_least(1), help=f"rounds of the fsr strategy (default {DEPTH}; "
                                                          "only with --strategy fsr)")
-    model.add_argument("--replay", metavar="RUN_DIR", help="serve model replies from that run's cache")
+    model.add_argument("--replay", type=non_empty("a run directory"), metavar="RUN_DIR", help="serve model replies from that run's cache")
     run.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")
 
 
@@ -283,7 +283,7 @@ def _executor(args: argparse.Namespace, config: cfg_mod.Config, run_dir: Path, t
         from fsr.execute.local import LocalExecutor
 
         # comparators timed beside the first candidates: a campaign does not wait for them
-        return LocalExecutor(lambda: GpuEvaluator(spec, beside=True), max_in_flight=2)  # the next one queued
+        return LocalExecutor(lambda: GpuEvaluator(spec, beside=True, campaign=True), max_in_flight=2)  # the next one queued
     if not args.address:
         from fsr.commands.launch import device_problem
 
@@ -312,7 +312,7 @@ def _fsr_strategy(args: argparse.Namespace, config: cfg_mod.Config, task_list: l
     lines, started, reasons, stops = [], time.perf_counter(), set(), {}
     for task in task_list:
         s = run_fsr(task, executor, proposer, config.search, writer, args.depth or DEPTH,
-                    config.llm.candidates_per_request)
+                    config.llm.candidates_per_request, certify=config.eval.certify)
         best = f"{s.best.latency_us:.1f} us" if s.best and s.best.ok else "none correct"
         lines.append(f"{task.name}: best {best} after {s.evaluations} evaluations, stopped by {s.stopped_by}")
         reasons.add(s.stopped_by)
@@ -337,7 +337,7 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
         if _uses_model(args, config) else None
     summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
                            resume=run_dir if args.resume else None, pace=pace,
-                           candidates_per_request=config.llm.candidates_per_request)
+                           candidates_per_request=config.llm.candidates_per_request, certify=config.eval.certify)
     run_json.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
                                       "stopped_by": summary.stopped_by,
@@ -368,13 +368,18 @@ def _worker_lines(stats: Sequence[WorkerStats]) -> list[str]:
 
 
 def _export_best(run_dir: Path) -> None:
-    """runs/<id>/best/<task>.cu: each task's fastest correct kernel, its tuned values as defaults."""
+    """runs/<id>/best/<task>.cu: each task's fastest correct kernel (certified, where the campaign
+    certifies), its tuned values as defaults."""
+    from fsr import certification
     from fsr.candidate import export
 
     table = lineage.read(run_dir)
     if table.num_rows == 0:
         return
-    rows = [r for r in table.to_pylist() if r["verdict"] == "OK" and r["median_us"] is not None]
+    every = table.to_pylist()
+    passed = certification.certified_ids(every) if certification.certifying(run_json.read_run_json(run_dir)) else None
+    rows = [r for r in certification.screenings(every) if r["verdict"] == "OK" and r["median_us"] is not None
+            and (passed is None or r["candidate_id"] in passed)]
     best: dict[str, dict] = {}
     for r in rows:
         if r["task"] not in best or r["median_us"] < best[r["task"]]["median_us"]:

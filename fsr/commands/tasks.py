@@ -17,7 +17,7 @@ import warnings
 
 from fsr import config as cfg_mod
 from fsr import tasks
-from fsr.commands import EXIT_OK, EXIT_USAGE
+from fsr.commands import EXIT_OK, EXIT_USAGE, UsageError
 from fsr.types import Task, size_label
 
 # A sentence ends at a full stop followed by a space and a capital (or an opening bracket):
@@ -54,9 +54,13 @@ NAME_COLUMN_MAX = 32  # longer names sit on their own line, so the text keeps it
 
 
 def list_tasks(root: str | None) -> int:
-    """Each task's name, what it computes and its benchmark size; exit 2 if one does not load."""
+    """Each task's name, what it computes and its benchmark size; exit 2 if one does not load, or
+    there is none (an empty folder is a wrong --tasks-dir, not an empty list)."""
     broken, blocks = [], []
     names = tasks.list_tasks(root)
+    if not names:
+        raise UsageError(f"no tasks in {tasks.tasks_dir(root)} (a task is a folder holding a task.toml; "
+                         "fsr import writes them from KernelBench files)")
     column = min(max((len(n) for n in names), default=0) + 2, NAME_COLUMN_MAX)
     for name in names:
         try:

@@ -72,11 +72,22 @@ PRELUDE = """#ifndef INFINITY
 """
 
 
+# The driver's tensor map type, which `cuda.h` defines (a host header, not allowed) and
+# `cuda/barrier` only declares: 128 opaque bytes, given to a code that names it. fsr encodes the
+# map (fsr.evaluate.gpu.launch_ex); the kernel takes it as `const __grid_constant__ CUtensorMap`.
+TENSOR_MAP_PRELUDE = """#ifndef __cuda_cuda_h__
+typedef struct CUtensorMap_st { alignas(64) unsigned long long opaque[16]; } CUtensorMap;
+#endif
+"""
+
+
 def full_source(cand: Candidate) -> str:
-    """The text NVRTC sees: tunable defines and the prelude first, then the file as written
-    (#line keeps the compiler's line numbers equal to the file's)."""
+    """The text NVRTC sees: tunable defines and the prelude first (the tensor map type where the
+    code names it), then the file as written (#line keeps the compiler's line numbers equal to
+    the file's)."""
     defines = "".join(f"#define {k} {v}\n" for k, v in cand.resolved_defines())
-    return f"{defines}{PRELUDE}#line 1 \"candidate.cu\"\n{cand.source}"
+    maps = TENSOR_MAP_PRELUDE if "CUtensorMap" in cand.source else ""
+    return f"{defines}{PRELUDE}{maps}#line 1 \"candidate.cu\"\n{cand.source}"
 
 
 def include_dirs() -> list[str]:

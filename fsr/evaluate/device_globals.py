@@ -5,8 +5,13 @@ kernel could keep results, counters or markers in them and tell a timed launch f
 one. fsr bounds their total size (guards.check_module: on the host at the static stage, from the
 cubin, and again in the GPU child) and restores them before every launch sequence, checked or
 timed (gpu.programs.Program.reset_globals): `.nv.global` (zero-initialised, NOBITS) is zeroed
-and `.nv.global.init` gets its initial image back, which is the section's bytes in the cubin.
-`__constant__` banks are not here: a kernel cannot write one through the variable's name (it
+and `.nv.global.init` gets back the bytes the loader wrote, copied right after the load: the
+section's bytes in the cubin (`Section.image`) with the pointers in it filled in by the loader
+(`.rela.nv.global.init`: a `__device__` pointer to a string literal is 0 in the cubin). Each
+variable is restored on its own, at the address the loaded module gives its name
+(`restore_spans`): the loader need not keep a section in one allocation (variables of different
+alignments may land in different ones, next to each other or not), and a copy or memset that
+runs from one allocation into the next is refused (cudaErrorInvalidValue). `__constant__` banks are not here: a kernel cannot write one through the variable's name (it
 can through a generic pointer; fsr neither restores nor counts them yet).
 
 A cubin is an ELF64 file; this reads its section headers and symbol table with `struct`, no
@@ -16,6 +21,7 @@ CUDA (the parent, tests and the child all use it).
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 WRITABLE_SECTIONS = (".nv.global", ".nv.global.init")
@@ -38,13 +44,36 @@ class Symbol:
 
 @dataclass(frozen=True)
 class Section:
-    """One writable section: its size, its initial image (None: zero-initialised) and the
-    variables in it. Reset restores [base, base + size), base = a symbol's address - its offset."""
+    """One writable section: its size, its initial image as the cubin holds it, before the
+    loader fills in pointers (None: zero-initialised), and the variables in it."""
 
     name: str
     size: int
     image: bytes | None
     symbols: tuple[Symbol, ...]
+
+
+@dataclass(frozen=True)
+class Span:
+    """One variable's restore: `size` bytes at device `address`, from `offset` in its section's
+    initial image (zeroed where the section has none)."""
+
+    address: int
+    offset: int
+    size: int
+
+
+def restore_spans(section: Section, placed: Mapping[str, int]) -> tuple[Span, ...] | None:
+    """The restore of `section`, one span per variable, each exactly the variable's bytes at the
+    address the loaded module gives its name (`placed`); None when a variable of it has no address
+    there, or the section holds bytes but names no variable: what fsr cannot locate it cannot
+    restore, and the module is refused (guards.check_module), never restored by a guess. Spans
+    never join: two variables side by side in the section may lie in two allocations."""
+    if section.size and not section.symbols:
+        return None
+    if any(sym.name not in placed for sym in section.symbols):
+        return None
+    return tuple(Span(placed[sym.name], sym.offset, sym.size) for sym in section.symbols if sym.size)
 
 
 @dataclass(frozen=True)
@@ -87,3 +116,4 @@ def read(cubin: bytes) -> ModuleGlobals:
         Section(name, headers[i][5], None if headers[i][1] == NOBITS else cubin[headers[i][4]:headers[i][4] + headers[i][5]],
                 tuple(sorted(symbols[i], key=lambda s: s.offset)))
         for i, name in sorted(wanted.items())))
+

@@ -270,11 +270,11 @@ def _kernels(functions: dict[str, list[str]], lowered: tuple[tuple[str, str], ..
              arch: str) -> list[Kernel]:
     resources = dict(kernel_resources)
     try:
-        dims = cfmt.launch_dims(cand, dict(task.bench_size))
+        running = cfmt.launches_at(cand, dict(task.bench_size))
     except cfmt.HeaderError:
-        dims = []
+        running = []
     first_launch: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
-    for spec, dim in zip(cand.launches, dims, strict=False):
+    for spec, dim in running:
         first_launch.setdefault(spec.kernel, dim)
     out = []
     for name, symbol in lowered:

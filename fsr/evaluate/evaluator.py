@@ -1,7 +1,10 @@
 """The evaluation pipeline for one GPU: header check, static guards, compile (here, no GPU
 needed), then verify, tune and time in the child process, then the plausibility judgement.
 
-Failures are values: `evaluate` returns a verdict for any candidate and never raises for one.
+Failures are values: `evaluate` returns a verdict for any candidate and never raises for one. A
+failure of fsr's own machinery is no verdict: the GPU child reports it apart from a kernel's
+crash, the request is sent once more to a fresh child, and a second failure raises
+EvaluatorFault (fsr.types), which the executors treat as a fault of the worker.
 
 Several evaluations may run at once (the worker actor takes eval.calls_per_worker calls): the host
 stage of each (its compile and the compiles of its first tuning trials, on this process's
@@ -17,21 +20,32 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from fsr import candidate as cfmt
-from fsr import tasks
-from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards
+from fsr import certification, tasks
+from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards, judged
 from fsr.evaluate.compile import Compiled, CompileFailed, CompileService, nvrtc_version
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
-from fsr.evaluate.wire import ChildResult, Died, EvalRequest, TimedOut
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Verdict, WorkerSpec
+from fsr.evaluate.turns import Turns
+from fsr.evaluate.wire import (
+    Certified,
+    CertifyRequest,
+    ChildResult,
+    Died,
+    EvalRequest,
+    Faulted,
+    TimedOut,
+    TrialPrograms,
+)
+from fsr.evaluate.worker_time import WorkerTime
+from fsr.types import Candidate, DeviceInfo, Evaluation, EvaluatorFault, Task, Tier, Verdict, WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -76,51 +90,6 @@ def toolchain() -> str:
     return f"{nvrtc_version()}; cupy {cupy_version}"
 
 
-class WorkerTime:
-    """Attributes a worker's time to evaluations that may overlap: an evaluation is charged its
-    span less the parts that evaluations finished before it were charged, so the charges add up
-    to the time at least one evaluation was running. The finished spans are kept as their union,
-    less the parts that no running evaluation can overlap any more (many short evaluations may
-    finish inside one long one: a fixed number of spans would forget some of them and charge
-    their time twice)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._union: list[tuple[float, float]] = []  # disjoint, in order
-        self._running: Counter[float] = Counter()  # starts handed out by `begin`, not yet charged
-
-    def begin(self, now: float | None = None) -> float:
-        """The start of an evaluation (`now`, default the clock's now); pass it to `charge` when
-        the evaluation ends. Starts come in time order."""
-        with self._lock:
-            start = time.perf_counter() if now is None else now
-            self._running[start] += 1
-            return start
-
-    def charge(self, start: float, end: float) -> float:
-        """The evaluation begun at `start` ended at `end`: the time it adds to the union."""
-        with self._lock:
-            covered = _covered(start, end, self._union)
-            self._running[start] -= 1
-            if self._running[start] <= 0:
-                del self._running[start]
-            horizon = min(self._running, default=end)  # no evaluation begun later starts before it
-            self._union = [span for span in _merged(self._union, start, end) if span[1] > horizon]
-        return max(0.0, end - start - covered)
-
-
-def _merged(union: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
-    """`union` (disjoint, in order) with [start, end] added, still disjoint and in order."""
-    out: list[tuple[float, float]] = []
-    for s, e in union:
-        if e < start or s > end:
-            out.append((s, e))
-        else:
-            start, end = min(s, start), max(e, end)
-    out.append((start, end))
-    return sorted(out)
-
-
 def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:
     """The verdict's message, with the configurations that hung or crashed a child first."""
     summary = configurations.summary(failed)
@@ -129,17 +98,6 @@ def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:
     if result.message.startswith(configurations.FAILED):  # the child's own list: one list
         return replace(result, message=f"{summary}; {result.message[len(configurations.FAILED):]}")
     return replace(result, message=f"{result.message}; {summary}" if result.message else summary)
-
-
-def _covered(start: float, end: float, spans: list[tuple[float, float]]) -> float:
-    """Length of [start, end] inside the union of `spans`."""
-    clipped = sorted((max(s, start), min(e, end)) for s, e in spans if e > start and s < end)
-    total, reach = 0.0, start
-    for s, e in clipped:
-        if e > reach:
-            total += e - max(s, reach)
-            reach = e
-    return total
 
 
 @dataclass
@@ -154,7 +112,8 @@ class _TaskTimes:
 class GpuEvaluator:
     """Evaluates candidates of any task on the local GPU (the one CUDA_VISIBLE_DEVICES shows)."""
 
-    def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None, beside: bool = False):
+    def __init__(self, spec: WorkerSpec, compiler: CompileService | None = None, beside: bool = False,
+                 campaign: bool = False):
         """`spec`: the campaign's tasks (the only ones this evaluator takes), the configuration,
         the journal place, and `host_threads`, this worker's share of the host's cores for the
         GPU child's host work (0: every core, one worker per host); the GPU child builds the
@@ -162,7 +121,11 @@ class GpuEvaluator:
         `compiler`: the compile service to use (and close), else one built from `spec.eval`.
         `beside`: a task's comparators are timed beside its first candidates (a campaign: its
         first evaluations carry no comparator figures, later ones do) instead of before them
-        (one evaluation that must report them: fsr eval, fsr explore)."""
+        (one evaluation that must report them: fsr eval, fsr explore). `campaign`: a campaign's
+        worker, where a candidate whose program this evaluator judged before is answered from
+        that judgement (fsr.evaluate.judged) and a candidate's timing races against its task's
+        best this worker judged (timing.raced: stopped once clearly slower); without it every
+        call is judged in full (fsr eval and its --repeat, studies of timing)."""
         threads = spec.host_threads or os.cpu_count() or 1
         self.spec = replace(spec, host_threads=threads)
         self.cfg = spec.eval
@@ -170,7 +133,7 @@ class GpuEvaluator:
         # Proposer code is compiled in bounded processes, never in this worker's own.
         self.compiler = compiler or worker_compiler(self.cfg, compile_threads)
         self.sandbox = Sandbox(self.spec)
-        self._gpu = threading.RLock()  # the child: one request at a time (a baseline inside a prepare)
+        self._gpu = Turns()  # the child: one request at a time (a baseline inside a prepare), certifications first
         self._compiles = ThreadPoolExecutor(compile_threads, thread_name_prefix="fsr-trials")
         self._worker_time = WorkerTime()
         self._times: dict[str, _TaskTimes] = {}
@@ -181,6 +144,10 @@ class GpuEvaluator:
         self._owed_s = 0.0  # the comparators' GPU seconds not yet charged to an evaluation
         self._owed_lock = threading.Lock()  # not the GPU lock: another candidate holds that while it runs
         self._toolchain = ""
+        # what this worker judged, by the program that ran (none kept: every call judged)
+        self._judged = judged.Judgements(judged.MAX_ENTRIES if campaign else 0)
+        self._race = campaign
+        self._best_us: dict[str, float] = {}  # task -> the fastest median this worker judged OK (racing)
 
     def device(self) -> DeviceInfo:
         with self._gpu:
@@ -198,7 +165,12 @@ class GpuEvaluator:
             result = Evaluation(candidate.id, candidate.task, Verdict.REJECTED, str(e))
             setup_end = time.perf_counter()
         else:
-            result, setup_end = self._evaluate(candidate, task, tune)
+            judge = self._certify if candidate.certify else partial(self._evaluate, tune=tune)
+            try:
+                result, setup_end = judge(candidate, task)
+            except BaseException:  # fsr's own fault (EvaluatorFault) or a shutdown: no verdict
+                self._worker_time.charge(started, time.perf_counter())
+                raise
             result = replace(result, dtype=task.dtype)
         end = time.perf_counter()
         charged = self._worker_time.charge(started, end)
@@ -217,7 +189,7 @@ class GpuEvaluator:
             self.sandbox.close()
 
     # -- internals ------------------------------------------------------------------------------
-    def _evaluate(self, cand: Candidate, task: Task, tune: bool) -> tuple[Evaluation, float]:
+    def _evaluate(self, cand: Candidate, task: Task, tune: bool = True) -> tuple[Evaluation, float]:
         """The evaluation, and when its setup (the child's start, the task's preparation) ended."""
         clock = time.perf_counter()
         known = self.sandbox.device
@@ -232,25 +204,97 @@ class GpuEvaluator:
             return replace(static.verdict, device=device.name, setup_s=setup_s), clock + setup_s
         compiled = static.compiled
         assert compiled is not None
-        programs = compiled_trials(ahead)  # host work, done before taking the GPU child
+        judgement = judged.key(cand, compiled, trials)
+        earlier = self._judged.claim(judgement)  # the same program judged before: no GPU time
+        if earlier is not None:
+            for future, _ in ahead.values():
+                future.cancel()
+            return replace(judged.answer(earlier, cand, compiled.seconds), setup_s=setup_s), clock + setup_s
+        try:
+            result = self._on_gpu(cand, task, compiled, compiled_trials(ahead), trials, setup_s)
+        except BaseException:
+            self._judged.abandon(judgement)
+            raise
+        self._judged.settle(judgement, result[0])
+        return result
+
+    def _certify(self, cand: Candidate, task: Task) -> tuple[Evaluation, float]:
+        """A certification request judged (fsr.evaluate.gpu.certify): compiled at its (tuned)
+        defines, then checked and timed by the GPU child on inputs from entropy; never answered
+        from an earlier judgement. The verdict is OK (certified) or UNCERTIFIED with the set or
+        check that failed; the paired timing bound is the caller's (fsr.certification.judge)."""
+        clock = time.perf_counter()
+        device = self.sandbox.device or self.device()
+        setup_s = time.perf_counter() - clock
+        base = Evaluation(cand.id, task.name, Verdict.OK, device=device.name, toolchain=self._toolchain_once(),
+                          tuned_defines=cand.resolved_defines(), tier=Tier.CERTIFY, setup_s=setup_s)
+        static = static_stage(cand, task, device.arch, self.compiler)
+        if static.verdict is not None:
+            first = static.verdict.message.strip().splitlines()[:1]
+            return certification.failure(base, "compile", first[0] if first else "", static.verdict.verdict), \
+                clock + setup_s
+        compiled = static.compiled
+        assert compiled is not None
+        setup_s += self._await_contents(task) + self._await_fresh(task)
+        with self._gpu.urgent():
+            clock = time.perf_counter()
+            device = self.sandbox.ensure_started()
+            self._prepare(task)
+            setup_end = time.perf_counter()
+            request = CertifyRequest(cand, compiled.cubin, compiled.lowered)
+            reply = self._call_evaluate(cand, task, request, self.cfg.timeout_s, kind="certify")
+            times = self._take_compared(task)
+        base = replace(base, resources=compiled.resources, compile_s=compiled.seconds, baseline_us=times.baseline_us,
+                       library_us=times.library_us, torch_us=times.torch_us, torch_compile_us=times.torch_compile_us,
+                       torch_compile_s=times.torch_compile_s, setup_s=setup_s + setup_end - clock)
+        return self._certified(base, reply, task, device), setup_end
+
+    def _certified(self, base: Evaluation, reply: object, task: Task, device: DeviceInfo) -> Evaluation:
+        """The certification's Evaluation from the GPU child's reply."""
+        if isinstance(reply, TimedOut):
+            return certification.failure(base, "timeout", f"still running after {reply.seconds:.1f} s; the GPU "
+                                         "child was killed and replaced", Verdict.TIMEOUT)
+        if isinstance(reply, Died):
+            return certification.failure(base, "crash", reply.reason, Verdict.CRASH)
+        assert isinstance(reply, Certified)
+        base = replace(base, checks=reply.checks, verify_s=reply.stages.verify_s, bench_s=reply.stages.bench_s,
+                       resources=reply.resources or base.resources)
+        if reply.verdict != Verdict.OK:
+            return certification.failure(base, reply.failed_check, reply.message, reply.verdict)
+        sizes = dict(task.bench_size)
+        timing = summarise(list(reply.samples_us), tasks.bytes_moved(task, sizes), tasks.flops(task, sizes), device,
+                           task.dtype)
+        reason = implausible(timing, device, self.cfg, task.dtype)
+        if reason:
+            return certification.failure(base, "plausibility", reason, Verdict.SUSPECT)
+        return replace(base, timing=timing, certified=True)
+
+    def _on_gpu(self, cand: Candidate, task: Task, compiled: Compiled, programs: TrialPrograms, trials: int,
+                setup_s: float) -> tuple[Evaluation, float]:
+        """The GPU child's judgement of a compiled candidate (tuned with `trials` trials, from
+        `programs` compiled ahead), and when its setup ended; `setup_s` so far."""
         setup_s += self._await_contents(task)
         with self._gpu:
             clock = time.perf_counter()
             device = self.sandbox.ensure_started()  # after a CRASH, a new child
-            times = self._prepare(task)
+            try:
+                times = self._prepare(task)
+            except EvaluatorFault as e:  # fsr's own: once more, in a fresh child (the first is gone)
+                log.warning("%s (try 1 of 2, each in a fresh GPU child)", e)
+                self.sandbox.ensure_started()
+                times = self._prepare(task)
             setup_end = time.perf_counter()
             setup_s += setup_end - clock
             journal_dir = self.spec.journal_dir
             journal = str(Path(journal_dir) / "optuna.journal") if journal_dir and trials else None
+            race_us = self._best_us.get(task.name) if self._race else None
             request = EvalRequest(cand, compiled.cubin, compiled.lowered, trials, journal_path=journal,
-                                  programs=programs)
+                                  programs=programs, race_us=race_us)
             timeout = self.cfg.timeout_s + (self.spec.tune.time_budget_s if trials else 0.0)
 
             def attempt(failed: configurations.Failed) -> object:
                 """After a hang or a crash in one configuration: a new child, the task loaded."""
-                self.sandbox.ensure_started()
-                self._prepare(task)
-                return self.sandbox.call("evaluate", replace(request, failed=failed), timeout)
+                return self._call_evaluate(cand, task, replace(request, failed=failed), timeout)
 
             reply, failed = configurations.with_retries(attempt, {t.name for t in cand.tunables} if trials else set())
             times = self._take_compared(task)
@@ -266,9 +310,30 @@ class GpuEvaluator:
         if isinstance(reply, Died):
             return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed), setup_end
         assert isinstance(reply, ChildResult)
-        judged = self._judge(base, reply, task, device)
-        diagnostics = diagnose.of_evaluation(cand, compiled, judged, task, device, self.compiler)
-        return _noting(replace(judged, diagnostics=diagnostics), failed), setup_end
+        out = self._judge(base, reply, task, device)
+        if out.verdict == Verdict.OK and out.timing is not None and not out.cut_short:
+            self._best_us[task.name] = min(out.timing.median_us, self._best_us.get(task.name, float("inf")))
+        diagnostics = diagnose.of_evaluation(cand, compiled, out, task, device, self.compiler)
+        return _noting(replace(out, diagnostics=diagnostics), failed), setup_end
+
+    def _call_evaluate(self, cand: Candidate, task: Task, request: EvalRequest | CertifyRequest, timeout: float,
+                       kind: str = "evaluate") -> object:
+        """The child's reply to `request` (a result, or Died / TimedOut: the candidate's), sent
+        again to a fresh child once when fsr's own code failed in the first (Faulted, or the task
+        could not be prepared); EvaluatorFault when it failed in the second too. `kind`:
+        "evaluate", or "certify" for a CertifyRequest."""
+        for tries in (1, 2):
+            try:
+                self.sandbox.ensure_started()
+                self._prepare(task)
+                reply = self.sandbox.call(kind, request, timeout)
+            except EvaluatorFault as e:
+                reply = Faulted(str(e))
+            if not isinstance(reply, Faulted):
+                return reply
+            log.warning("candidate %s: %s (try %d of 2, each in a fresh GPU child)", cand.id, reply.reason, tries)
+        raise EvaluatorFault(f"candidate {cand.id}: fsr's own code failed in the GPU child twice, each time in a "
+                             f"fresh child; no verdict on the candidate: {reply.reason}")
 
     def _judge(self, base: Evaluation, reply: ChildResult, task: Task, device: DeviceInfo) -> Evaluation:
         resources = base.resources
@@ -278,7 +343,7 @@ class GpuEvaluator:
         out = replace(base, verdict=reply.verdict, message=reply.message, checks=reply.checks,
                       resources=resources, tuned_defines=reply.defines,
                       tune_trials=len(reply.trials), trials=reply.trials, verify_s=reply.stages.verify_s,
-                      tune_s=reply.stages.tune_s, bench_s=reply.stages.bench_s)
+                      tune_s=reply.stages.tune_s, bench_s=reply.stages.bench_s, cut_short=reply.cut_short)
         if reply.verdict != Verdict.OK:
             return out
         sizes = dict(task.bench_size)
@@ -310,6 +375,22 @@ class GpuEvaluator:
                     break
                 reply = self.sandbox.call("ready", task.name, READY_TIMEOUT_S)
             if reply is not False:  # ready, or a failure that the preparation itself will meet
+                break
+            time.sleep(READY_POLL_S)
+        return time.perf_counter() - started
+
+    def _await_fresh(self, task: Task) -> float:
+        """Seconds waited until the GPU child holds a fresh benchmark set of `task` for a
+        certification (built on its host threads from the task's preparation): asked between
+        other candidates' turns on the GPU, as `_await_contents` asks, so a certification does
+        not hold the GPU while a float64 reference is computed."""
+        started = time.perf_counter()
+        while time.perf_counter() - started < PREPARE_TIMEOUT_S:
+            with self._gpu.urgent():
+                self.sandbox.ensure_started()
+                self._prepare(task)
+                reply = self.sandbox.call("fresh", task.name, READY_TIMEOUT_S)
+            if reply is not False:  # built, or a failure the certification itself will meet
                 break
             time.sleep(READY_POLL_S)
         return time.perf_counter() - started
@@ -346,17 +427,21 @@ class GpuEvaluator:
             started = time.perf_counter()
             first = task.name not in self._times
             reply = self.sandbox.call("prepare", (task.name, self._comparators(task)), PREPARE_TIMEOUT_S)
-            if isinstance(reply, (Died, TimedOut)):
-                raise RuntimeError(f"task {task.name}: preparing its inputs failed: {reply}")
+            if isinstance(reply, (Died, Faulted, TimedOut)):  # no candidate ran: fsr's own fault
+                raise EvaluatorFault(f"task {task.name}: preparing its inputs failed: {reply}")
             self._prepared_in[task.name] = self.sandbox.restarts
             for name in reply.evicted:  # dropped in the child to make room: prepared again when needed
                 self._prepared_in.pop(name, None)
             if first:
                 times = _TaskTimes(None, reply.library_us, reply.torch_us, reply.torch_compile_us,
                                    reply.torch_compile_s)
-                self._times[task.name] = times
+                self._times[task.name] = times  # the baseline's own evaluation reads them
                 if task.baseline_source.strip():  # else speedups read against PyTorch eager
-                    self._times[task.name] = replace(times, baseline_us=self._baseline_us(task))
+                    try:
+                        self._times[task.name] = replace(times, baseline_us=self._baseline_us(task))
+                    except BaseException:  # timed again by the next preparation
+                        self._times.pop(task.name, None)
+                        raise
             log.info("task %s prepared in %.2f s: inputs and references %.2f s, uploads and comparators "
                      "%.2f s, baseline %.2f s", task.name, time.perf_counter() - started, reply.host_s,
                      reply.device_s, time.perf_counter() - started - reply.host_s - reply.device_s)
@@ -365,7 +450,6 @@ class GpuEvaluator:
     def _baseline_us(self, task: Task) -> float:
         baseline, _ = self._evaluate(cfmt.parse(task.baseline_source, task), task, tune=False)
         if baseline.verdict != Verdict.OK or baseline.timing is None:
-            del self._times[task.name]
             raise RuntimeError(f"task {task.name}: its baseline kernel is {baseline.verdict}: "
                                f"{baseline.message[:500]}")
         return baseline.timing.median_us

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from fsr.candidate import LEXEME_RE, strip_comments
-from fsr.evaluate import device_globals
+from fsr.evaluate import device_globals, ptx_text
 from fsr.evaluate.device_globals import ModuleGlobals
 from fsr.types import Candidate
 
@@ -110,7 +110,8 @@ def check_module(module: ModuleGlobals, unresettable: tuple[str, ...] = ()) -> s
             "memory belongs in a [[scratch]] buffer, which fsr sizes and resets")
 
 
-# What the compiled program may not do, read from its PTX (comments removed: they do not run).
+# What the compiled program may not do, read from its PTX as ptxas reads it (fsr.evaluate.ptx_text:
+# comments removed, strings known, so no instruction hides between comment markers in strings).
 # Special registers are named there whatever the source did to hide them; every function the
 # program calls that it does not define is an `.extern .func`: the driver's printf, heap and
 # assert, or the device runtime's launches and allocations.
@@ -124,13 +125,20 @@ PTX_RULES = (
 EXTERN_FUNC_RE = re.compile(r"\.extern\s+\.func\s*(?:\([^)]*\))?\s*([\w$]+)")
 ALLOWED_EXTERNS = frozenset({"__assertfail"})  # assert(): a trap with a message, a CRASH
 EXTERN_RULES = {"vprintf": "printf", "malloc": "device-heap", "free": "device-heap"}
-PTX_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+UNREADABLE = ("the rules on what runs (clocks, timers, the SM id, printf, device heap, host calls) could not "
+              "read the compiled program, so it is refused rather than passed unread")
 
 
 def check_ptx(ptx: str) -> str | None:
     """None if the compiled program reads no timer, clock or SM id and calls nothing outside
-    itself but assert, else why it is refused."""
-    code = PTX_COMMENT_RE.sub(" ", ptx)
+    itself but assert, else why it is refused; a program whose PTX is missing or cannot be read
+    (a string or comment never closed) is refused too."""
+    if not ptx.strip():
+        return f"ptx-unreadable: the compiled PTX is missing; {UNREADABLE}"
+    try:
+        code = ptx_text.code(ptx)
+    except ptx_text.Unreadable as e:
+        return f"ptx-unreadable: in the compiled PTX, {e}; {UNREADABLE}"
     for rule in PTX_RULES:
         m = rule.pattern.search(code)
         if m:

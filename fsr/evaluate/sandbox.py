@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fsr.evaluate import START_TIMEOUT_S
-from fsr.evaluate.wire import Compared, Died, TimedOut
+from fsr.evaluate.wire import Compared, Died, Faulted, TimedOut
 from fsr.types import DeviceInfo, WorkerSpec
 
 # The thread-count variables of the BLAS and OpenMP runtimes NumPy may be built on. Ray sets
@@ -67,7 +67,9 @@ class Sandbox:
         return payload
 
     def call(self, kind: str, payload: Any, timeout_s: float) -> Any:
-        """Send one request; the reply, or Died / TimedOut (after which the child is gone). The
+        """Send one request; the reply, or Died / Faulted / TimedOut (after which the child is
+        gone): Died when the child died or a kernel broke its context, Faulted when fsr's own code
+        failed there. The
         child may send notes of what it is running before its reply (("note", text), or ("note",
         (text, seconds)): that part may run `seconds` at most, within `timeout_s`); a death or a
         timeout names the last one. Comparator figures that finished meanwhile (("compared",
@@ -94,9 +96,9 @@ class Sandbox:
         except (EOFError, OSError, BrokenPipeError):
             code = self._reap()
             return Died(_during(f"the GPU child died (exit code {code})", doing))
-        if status == "crash":
+        if status in ("crash", "fault"):
             self._reap()
-            return Died(_during(reply, doing))
+            return (Died if status == "crash" else Faulted)(_during(reply, doing))
         return reply
 
     def kill(self) -> None:

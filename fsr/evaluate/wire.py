@@ -1,5 +1,5 @@
 """The records that cross the pipe between a GPU worker's evaluator (this side) and its GPU child
-(fsr.evaluate.gpu): requests, answers and the two ways a request can fail. Nothing else uses them.
+(fsr.evaluate.gpu): requests, answers and the three ways a request can fail. Nothing else uses them.
 """
 
 from __future__ import annotations
@@ -26,6 +26,32 @@ class EvalRequest:
     journal_path: str | None = None
     programs: TrialPrograms = ()
     failed: tuple[tuple[Defines, str], ...] = ()  # configurations that hung or crashed a child before, and how
+    race_us: float | None = None  # the task's best median the worker knows: timing stops once clearly slower
+
+
+@dataclass(frozen=True)
+class CertifyRequest:
+    """A screened candidate for certification (fsr.evaluate.gpu.certify): its program at the
+    defines it was tuned to, judged again on inputs from the operating system's entropy."""
+
+    candidate: Candidate
+    cubin: bytes
+    lowered: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Certified:
+    """The GPU child's answer to a CertifyRequest: OK with the checks and the timing samples, or
+    the verdict of what failed (WRONG, LAUNCH_ERROR, REJECTED), with `failed_check` naming the
+    input set or check."""
+
+    verdict: Verdict
+    message: str = ""
+    failed_check: str = ""
+    checks: tuple[SizeCheck, ...] = ()
+    samples_us: tuple[float, ...] = ()
+    resources: Resources | None = None
+    stages: Stages = field(default_factory=lambda: Stages())
 
 
 @dataclass(frozen=True)
@@ -51,6 +77,7 @@ class ChildResult:
     resources: Resources | None = None
     trials: tuple[TrialRecord, ...] = ()
     stages: Stages = field(default_factory=Stages)
+    cut_short: bool = False  # its timing stopped early, clearly slower than the request's race_us
 
 
 @dataclass(frozen=True)
@@ -87,6 +114,14 @@ class Compared:
 @dataclass(frozen=True)
 class Died:
     """The GPU child died or broke its context while handling a request."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Faulted:
+    """fsr's own code failed in the GPU child while handling a request (no context was broken:
+    not the kernel's doing); the child is gone. Never a verdict on the candidate."""
 
     reason: str
 

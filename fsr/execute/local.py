@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fsr.execute.base import Evaluator, Workers, WorkerStats
-from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, EvaluatorFault, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +24,10 @@ WORKER_NAME = "local"
 
 
 class EvaluatorUnavailable(RuntimeError):
-    """Nothing can be evaluated: the evaluator could not be built (no GPU, broken toolchain), or
-    a cluster has no worker left (cluster.executor.NoWorkerError). One line; what was evaluated
-    before is in the lineage."""
+    """Nothing can be evaluated: the evaluator could not be built (no GPU, broken toolchain), its
+    own machinery failed on a candidate (EvaluatorFault: no verdict, and the local executor has
+    no other worker to send it to), or a cluster has no worker left (cluster.executor
+    .NoWorkerError). One line; what was evaluated before is in the lineage."""
 
 
 def crash_evaluation(candidate: Candidate, message: str, device: str = "") -> Evaluation:
@@ -53,6 +54,7 @@ class LocalExecutor:
         self._evaluator: Evaluator | None = None
         self._device: DeviceInfo | None = None
         self._build_error: BaseException | None = None
+        self._fault: EvaluatorFault | None = None  # fsr's own failure on a candidate: the worker stopped
         # Busy accounting, written by the worker thread under the lock.
         self._lock = threading.Lock()
         self._ready_at: float | None = None
@@ -67,7 +69,7 @@ class LocalExecutor:
 
     def free_slots(self) -> int:
         """Candidates that may be submitted now without exceeding `max_in_flight`."""
-        if self._closed or self._build_error is not None:
+        if self._closed or self._build_error is not None or self._fault is not None:
             return 0
         return max(0, self._max_in_flight - self._in_flight)
 
@@ -184,6 +186,9 @@ class LocalExecutor:
         if self._build_error is not None:
             raise EvaluatorUnavailable(f"the evaluator could not be built: {self._build_error}") \
                 from self._build_error
+        if self._fault is not None:
+            raise EvaluatorUnavailable(f"the evaluator failed (fsr's own fault, not a verdict on the kernel): "
+                                       f"{' '.join(str(self._fault).split())}") from self._fault
 
     def _run(self) -> None:
         try:
@@ -199,7 +204,12 @@ class LocalExecutor:
         self._built.set()
         try:
             while (candidate := self._inbox.get()) is not None:
-                self._outbox.put(self._evaluate(self._evaluator, candidate))
+                try:
+                    self._outbox.put(self._evaluate(self._evaluator, candidate))
+                except EvaluatorFault as e:  # no verdict: the run stops with the reason (poll, submit)
+                    log.error("evaluator failed on candidate %s: %s", candidate.id, e)
+                    self._fault = e
+                    break
         finally:
             with self._lock:
                 self._stopped_at = time.monotonic()
@@ -213,6 +223,8 @@ class LocalExecutor:
             with self._lock:
                 self._setup_s += evaluation.setup_s
             return evaluation
+        except EvaluatorFault:
+            raise
         except Exception as e:
             # The protocol says evaluate never raises; if it does, that is an evaluator bug, and
             # the search must stay total: the candidate gets CRASH with the reason, loudly logged.

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from fsr.files import read_input
 from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, poly, precision, probe, runtime, scale, sizes
 from fsr.kernelbench.probe import ProblemError, Shapes, Values
 
@@ -50,7 +51,7 @@ class Plan:
     flops_expr: str
     atol: float
     rtol: float
-    note: str  # "" or why the tolerance cannot tell reduced precision apart
+    note: str  # "" or how atol was capped below what half precision passes (precision.below_half)
     file_bench: dict[str, int]  # the file's own sizes: `bench` unless they pass max_bench_bytes
     file_bench_bytes: int  # the arguments' bytes at file_bench
     max_bench_bytes: int  # the bound the benchmark size was fitted to (0: none)
@@ -68,7 +69,7 @@ def plan(path: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES, dtype: str 
     """The plan of `path`'s task, its benchmark size fitted to `max_bench_bytes` of arguments (0:
     the file's sizes whatever they hold), its floating arguments in `dtype` (float32, float16 or bfloat16);
     raises ProblemError with the one-line reason it has none."""
-    source = path.read_text()
+    source = read_input(path)
     bench = sizes.constants(source)
     if not bench:
         raise ProblemError("no module-level integer sizes")
@@ -312,12 +313,10 @@ def _tolerance(vals: list[Values]) -> tuple[float, float, str]:
               for v in vals for f, r in zip(v.float32, v.reference, strict=True))
     atol = float(f"{max(MARGIN * err, 16 * 2.0**-24 * scale):.3g}")
 
-    def passes(pick: Any) -> bool:
-        return all(np.all(np.abs(np.asarray(o, np.float64) - r) <= atol + RTOL * np.abs(r))
-                   for v in vals for o, r in zip(pick(v), v.reference, strict=True))
-
-    if not passes(lambda v: v.float32):
+    errors = {dtype: precision.least_atol([o for v in vals for o in getattr(v, dtype)],
+                                          [r for v in vals for r in v.reference], RTOL)
+              for dtype in ("float32", *precision.HALVES)}
+    if errors["float32"] > atol:
         raise ProblemError("PyTorch's own float32 output fails the tolerance derived from it")
-    lax = [name for name, pick in (("float16", lambda v: v.float16), ("bfloat16", lambda v: v.bfloat16)) if passes(pick)]
-    note = f"{' and '.join(lax)} emulation passes this tolerance" if lax else ""
+    atol, note = precision.below_half(errors, atol, scale)  # a half-precision kernel must fail it
     return atol, RTOL, note

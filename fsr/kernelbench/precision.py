@@ -2,10 +2,15 @@
 that dtype's default tolerance (fsr.dtypes: relative, with a magnitude floor), and PyTorch's own
 module run in the dtype, as the task's comparators run it (cast.py), must pass it against the
 float64 reference of the rounded inputs at every test size; a problem whose module does not (it
-cannot run in that dtype, or its outputs are too sensitive for it) is skipped saying so."""
+cannot run in that dtype, or its outputs are too sensitive for it) is skipped saying so.
+
+And the float32 counterpart (`below_half`): a float32 task's tolerance, derived from PyTorch's own
+float32 error, must still fail a float16- or bfloat16-rounded result, or a half-precision kernel
+would be judged correct on it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -16,7 +21,6 @@ from fsr.kernelbench.probe import ProblemError, _why
 from fsr.kernelbench.runtime import outputs
 
 LEAST = 5  # plan.LEAST: test sizes a task needs
-
 
 
 def lowered(dtype: str, tensor_dtype: str) -> str:
@@ -73,3 +77,42 @@ def check(source: str, layout: dict[str, Any], tests: tuple[dict[str, int], ...]
         raise ProblemError(f"only {len(kept)} test sizes have outputs other than zeros in {dtype} "
                            f"(at least {LEAST} needed)")
     return default, tuple(kept)
+
+
+# A float32 task's atol capped below what half precision passes keeps at least this factor over
+# float32's own error (32 where nothing is capped: plan.MARGIN), so a float32 kernel that sums
+# in another order than PyTorch still passes.
+F32_MARGIN_LEAST = 4
+HALVES = ("float16", "bfloat16")
+
+
+def least_atol(outs: list[np.ndarray], refs: list[np.ndarray], rtol: float) -> float:
+    """The smallest atol at which `outs` pass against `refs` with `rtol` (inf where one is NaN or
+    infinite: no atol passes it)."""
+    worst = -np.inf
+    for out, ref in zip(outs, refs, strict=True):
+        with np.errstate(invalid="ignore"):
+            excess = np.abs(np.asarray(out, np.float64) - ref) - rtol * np.abs(ref)
+        worst = max(worst, float(np.max(np.nan_to_num(excess, nan=np.inf), initial=-np.inf)))
+    return worst
+
+
+def below_half(errors: dict[str, float], atol: float, scale: float) -> tuple[float, str]:
+    """A float32 task's atol that no float16- or bfloat16-rounded result passes (inputs, weights
+    and outputs rounded: the least a half-precision kernel errs), from each dtype's least passing
+    atol in `errors` ("float32", "float16", "bfloat16"): `atol` itself where neither passes it,
+    else one capped to the geometric mean of float32's error and theirs, with the note that says
+    so. Raises ProblemError where no atol keeps F32_MARGIN_LEAST over float32 and stays below them."""
+    passing = [d for d in HALVES if errors[d] <= atol]
+    if not passing:
+        return atol, ""
+    lowest = min(HALVES, key=lambda d: errors[d])
+    low = errors[lowest]
+    base = max(errors["float32"], 2.0**-24 * scale)  # at least one float32 ulp of the largest output
+    if low < F32_MARGIN_LEAST**2 * base:
+        raise ProblemError(f"{' and '.join(passing)} emulation (inputs, weights and outputs rounded) passes "
+                           f"any tolerance float32 needs: PyTorch's float32 forward errs by up to {base:.3g}, "
+                           f"{lowest} emulation by only {low:.3g} (a half-precision kernel would pass)")
+    capped = float(f"{math.sqrt(base * low):.3g}")
+    return capped, (f"atol capped from {atol:.3g} (which {' and '.join(passing)} emulation passes, erring by "
+                    f"{low:.3g}) to {capped:.3g}, {capped / base:.3g} times float32's error")

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
+import uuid
 from pathlib import Path
 
+from fsr.files import read_input
 from fsr.kernelbench import cast, runtime, scale
 from fsr.kernelbench.plan import Plan
 from fsr.kernelbench.probe import ProblemError
@@ -59,17 +62,18 @@ def task_name(path: Path) -> str:
 
 
 def write(path: Path, plan: Plan, out: Path) -> Path:
-    """The task folder `out/<name>`, replacing one that an earlier import wrote."""
+    """The task folder `out/<name>`, replacing one that an earlier import wrote (`fsr import`
+    writes into a staging folder, then `place`s the task)."""
     name = task_name(path)
     folder = out / name
+    check_replaceable(folder)
     if folder.exists():
-        if not _imported(folder):
-            raise ProblemError(f"{folder} exists and is not an imported task")
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
+    source = read_input(path)
     header = f"{MARKER} from {path.name} (its text is _SOURCE at the end of this file).\n"
     code = Path(runtime.__file__).read_text()
-    tail = TAIL.format(layout=repr(plan.layout), source=literal(path.read_text()))
+    tail = TAIL.format(layout=repr(plan.layout), source=literal(source))
     if plan.dtype != "float32":  # inputs, weights and the comparators' module in the dtype (cast.py)
         code += "\n\n# " + CAST_BANNER + Path(cast.__file__).read_text().split(f"\n{cast.COPY_FROM}\n", 1)[1]
         for plain, cast_name in (("draw(", "cast_draw("), ("reference64(", "cast_reference("), ("module32(", "cast_module(")):
@@ -77,6 +81,29 @@ def write(path: Path, plan: Plan, out: Path) -> Path:
     (folder / "reference.py").write_text(header + code + tail)
     (folder / "task.toml").write_text(toml(path, name, plan))
     return folder
+
+
+def check_replaceable(folder: Path) -> None:
+    """Raises ProblemError where `folder` exists and is not a task an earlier import wrote."""
+    if folder.exists() and not _imported(folder):
+        raise ProblemError(f"{folder} exists and is not an imported task")
+
+
+def place(staged: Path, out: Path) -> Path:
+    """Move the task folder `staged` to `out/<its name>`, replacing an earlier import of it, so
+    that it appears there whole or not at all; `out` is created here, by the first import that
+    succeeds. Raises ProblemError where that folder holds something else."""
+    final = out / staged.name
+    check_replaceable(final)
+    out.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    incoming, old = out / f".importing-{staged.name}-{tag}", out / f".replaced-{staged.name}-{tag}"
+    shutil.move(staged, incoming)  # a rename where both are on one file system, else a copy
+    if final.exists():
+        os.replace(final, old)
+    os.replace(incoming, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
 def _imported(folder: Path) -> bool:

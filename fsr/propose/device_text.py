@@ -23,7 +23,14 @@ def device_section(device: DeviceInfo, task: Task) -> str:
                 smem_per_block=format_bytes(device.smem_per_block),
                 smem_optin=format_bytes(device.smem_per_block_optin),
                 smem_per_sm=format_bytes(device.smem_per_sm), l2=format_bytes(device.l2_bytes),
-                regs_per_sm=device.regs_per_sm or "?", measured=measured(device), low=tensor_cores(device, task))
+                regs_per_sm=device.regs_per_sm or "?", measured=measured(device),
+                low=tensor_cores(device, task)) + tensor_maps(device)
+
+
+def tensor_maps(device: DeviceInfo) -> str:
+    """How to ask for a tensor map, on a device with the tensor memory accelerator (sm_90 on)."""
+    m = re.fullmatch(r"sm_(\d+)[af]?", device.arch)
+    return "\n" + fill("tensormap.md") if m and int(m.group(1)) >= 90 else ""
 
 
 def measured(device: DeviceInfo) -> str:

@@ -3,6 +3,7 @@ credentials, its ceilings as a gate, and a check that it can serve a run at all.
 
 from __future__ import annotations
 
+import difflib
 import re
 from urllib.parse import urlsplit
 
@@ -48,16 +49,47 @@ class EndpointError(Exception):
 
 
 def check_endpoint(config: LLMConfig) -> None:
-    """Reach the endpoint before a run starts (raises EndpointError). A server without a model
-    list (404, 501) passes: whether it serves the model is left to the first request."""
+    """Reach the endpoint before a run starts (raises EndpointError), and where it lists its
+    models, find the run's among them (a typo in --model would otherwise fail every request of
+    the run). A server without a model list (404, 501), or with an empty one, passes: whether it
+    serves the model is left to the first request."""
     from fsr.propose.llm_client import list_models  # the client library's seam (it imports this module)
     from fsr.propose.retry import AttemptFailed
 
     url = safe_url(config.base_url) or "the OpenAI API"
     try:
-        list_models(config)
+        listed = list_models(config)
     except AttemptFailed as e:
         if e.kind in ("connection", "timeout"):
             raise EndpointError(f"cannot reach {url}: {e}") from None
         if e.status == 401:
             raise EndpointError(f"{url} refused the API key in {config.api_key_env}") from None
+        return  # no list, or not one in OpenAI's shape
+    missing = [m for m in run_models(config) if not serves(listed, m)]
+    if listed and missing:
+        raise EndpointError(f"{url} does not serve {', '.join(repr(m) for m in missing)}: "
+                            f"it lists {listed_text(listed, missing[0])}")
+
+
+def serves(listed: list[str], model: str) -> bool:
+    """Whether a model list names `model`: itself, or Ollama's `model:latest` (which Ollama
+    serves under the bare name too)."""
+    return model in listed or ":" not in model and f"{model}:latest" in listed
+
+
+def run_models(config: LLMConfig) -> list[str]:
+    """The model names a run sends requests for: an ensemble's (`models`), else `model`."""
+    from fsr.propose.llm import parse_models
+
+    return [name for name, _ in parse_models(config.models)] or [config.model]
+
+
+SHOWN_MODELS = 12  # of a long model list (OpenAI's holds about 100), the closest names first
+
+
+def listed_text(listed: list[str], wanted: str) -> str:
+    """The names an endpoint lists, those closest to `wanted` first, at most SHOWN_MODELS."""
+    close = difflib.get_close_matches(wanted, listed, n=SHOWN_MODELS, cutoff=0.5)
+    shown = (close + [m for m in sorted(listed) if m not in close])[:SHOWN_MODELS]
+    more = f" and {len(listed) - len(shown)} more" if len(listed) > len(shown) else ""
+    return ", ".join(shown) + more

@@ -177,7 +177,7 @@ def jaccard_distance(a: frozenset[str], b: frozenset[str]) -> float:
 # features it added: as bad as a 2x slowdown. SUSPECT is not the feature's fault and is skipped.
 FAILURE_LOG_SPEEDUP = math.log(0.5)
 PENALISED = frozenset({Verdict.COMPILE_ERROR, Verdict.REJECTED, Verdict.LAUNCH_ERROR, Verdict.WRONG,
-                       Verdict.CRASH, Verdict.TIMEOUT})
+                       Verdict.CRASH, Verdict.TIMEOUT, Verdict.UNCERTIFIED})
 
 
 @dataclass(frozen=True)

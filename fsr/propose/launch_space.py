@@ -27,8 +27,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from fsr import expr
-from fsr.candidate import HeaderError, launch_dims, render, strip_comments, with_defines
+from fsr import expr, tensormap
+from fsr.candidate import HeaderError, launch_dims, launch_table, render, strip_comments, with_defines
 from fsr.propose.transforms import kernel_spans, split
 from fsr.types import Candidate, LaunchSpec, Task
 
@@ -89,6 +89,8 @@ def _fills_device(cand: Candidate, task: Task, name: str, value: int) -> bool:
         before = [math.prod(g) for g, _, _ in launch_dims(cand, sizes)]
         after = [math.prod(g) for g, _, _ in launch_dims(with_defines(cand, {name: value}), sizes)]
     except HeaderError:
+        return False
+    if len(after) != len(before):  # a `when` of the tunable's changes which launches run
         return False
     return all(a >= min(b, MIN_BLOCKS) for a, b in zip(after, before, strict=True))
 
@@ -155,10 +157,9 @@ def _rewrite(cand: Candidate, values: dict[str, tuple[int, ...]],
     """The candidate's text with a new header: tunables updated or added, launches replaced."""
     tunables = {t.name: list(t.values) for t in cand.tunables} | {k: list(v) for k, v in values.items()}
     features = {t.name: list(t.values) for t in cand.features}
-    specs = [{"kernel": launch.kernel, "grid": list(launch.grid), "block": list(launch.block),
-              "smem": launch.smem, "args": list(launch.args)} for launch in launches or cand.launches]
+    specs = [launch_table(launch) for launch in launches or cand.launches]
     scratch = [{"name": s.name, "dtype": s.dtype, "count": s.count, "zero": s.zero} for s in cand.scratch]
     header, body = split(cand.source)
     if not header:
         raise HeaderError("no header to rewrite")
-    return render(body, tunables, specs, scratch, features)
+    return render(body, tunables, specs, scratch, features, [tensormap.to_table(m) for m in cand.tensormaps])

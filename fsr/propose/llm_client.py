@@ -348,8 +348,8 @@ def list_models(config: LLMConfig) -> list[str]:
     client = openai.OpenAI(base_url=config.base_url or None, api_key=os.environ.get(config.api_key_env) or "none",
                            timeout=min(config.timeout_s, 10.0), max_retries=0)
     try:
-        return [str(getattr(m, "id", "")) for m in client.models.list().data or []]
-    except (openai.OpenAIError, ValueError, TypeError) as e:
+        return [m.id for m in client.models.list().data]
+    except (openai.OpenAIError, ValueError, TypeError, AttributeError) as e:  # the last three: not OpenAI's shape
         raise failure(e) from None
 
 

@@ -49,9 +49,10 @@ def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
     split into `evaluating` and `preparing`, the rest `idle`; how many times it prepared its most
     prepared task (`preparations`: a campaign that keeps its working set prepares each once or
     twice); when it began its first evaluation and how long it sat idle after its last (seconds
-    from the run's start and to its end)."""
+    from the run's start and to its end); and `flag`, saying so where its occupancy is over 100%:
+    impossible (its evaluations' charged times overlap, or the clocks that stamped them disagree)."""
     columns = ["worker", "device", "evaluations", "busy_s", "setup_s", "occupancy", "evaluating", "preparing",
-               "idle", "preparations", "first_start_s", "idle_end_s"]
+               "idle", "preparations", "first_start_s", "idle_end_s", "flag"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     starts, finished = start_times(frame), pd.to_datetime(frame["finished_at"], utc=True)
@@ -69,7 +70,11 @@ def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
     paid = rows[paid_setup(rows) > SETUP_PAID_S].groupby(["worker", "task"]).size()
     out["preparations"] = paid.groupby(level="worker").max().reindex(out.index).fillna(0).astype(int)
     out["idle_end_s"] = span_s - out["last_finish_s"]
+    out["flag"] = [f"impossible: busy {o:.0%} of the run's span" if o > WHOLE_SPAN else "" for o in out["occupancy"]]
     return out.reset_index()[columns]
+
+
+WHOLE_SPAN = 1.0 + 1e-6  # a busy share above this is impossible (rounding aside)
 
 
 def paid_setup(frame: pd.DataFrame) -> pd.Series:

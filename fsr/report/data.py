@@ -16,12 +16,13 @@ import pandas as pd
 import pyarrow as pa
 
 from fsr import lineage, lineage_schema, run_json
-from fsr.report import costs, kernels, tables
+from fsr.report import ceilings, comparators, costs, kernels, tables
 
-# What the report calls the latency at the measured ceiling. Not "device ceiling": it is the rate
-# of a copy (and of the library's SGEMM), which a kernel that mostly reads, or one on the tensor
-# cores, can pass; a yardstick measured on the device, not a physical limit.
-ROOFLINE = "copy/SGEMM roofline"
+# What the report calls the latency at the measured ceiling, followed by the ceiling's name (the
+# copy bandwidth, the SGEMM rate, the 16-bit tensor-core rate: fsr.report.ceilings). Not "device
+# ceiling": a kernel that mostly reads can pass the copy rate; a yardstick measured on the device,
+# not a physical limit.
+ROOFLINE = "roofline"
 
 
 class ReportError(ValueError):
@@ -149,13 +150,14 @@ class RunTables:
     tokens: pd.DataFrame
     chains: dict[str, pd.DataFrame] = field(default_factory=dict)
     driver: pd.DataFrame = field(default_factory=pd.DataFrame)
+    missing: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=comparators.MISSING_COLUMNS))
 
     def references(self, task: str) -> dict[str, float | None]:
-        """The task's reference latencies: baseline, library, PyTorch eager, and ROOFLINE (the
-        latency the device's measured copy rate or library SGEMM rate allows)."""
+        """The task's reference latencies: baseline, library, PyTorch eager, torch.compile, and
+        the roofline (the latency the device's measured ceiling allows), named with its ceiling."""
         row = self.summary.set_index("task").loc[task]
         return {"baseline": row["baseline_us"], "library": row["library_us"], "PyTorch eager": row["torch_us"],
-                ROOFLINE: row["ceiling_us"]}
+                "torch.compile": row["torch_compile_us"], f"{ROOFLINE} ({row['ceiling']})": row["ceiling_us"]}
 
     @property
     def journal(self) -> Path | None:
@@ -167,9 +169,9 @@ class RunTables:
 def run_tables(run: Run) -> RunTables:
     """Compute every table of `run`."""
     frame = run.evaluations
-    summary = tables.task_summary(frame)
+    summary = with_ceilings(tables.task_summary(frame), ceilings.ceilings(frame, run.info))
     return RunTables(
-        run=run, summary=summary, curves=tables.best_so_far(frame), verdicts=tables.verdict_mix(frame),
+        run=run, summary=summary, missing=comparators.not_timed(summary, run.info), curves=tables.best_so_far(frame), verdicts=tables.verdict_mix(frame),
         effects=kernels.feature_effects(frame), tuning=kernels.tuning_spread(run.trials, frame),
         stages=costs.stage_times(frame), workers=costs.worker_occupancy(frame),
         tokens=costs.token_use(frame, run.info.get("config", {}) or {}),
@@ -177,8 +179,18 @@ def run_tables(run: Run) -> RunTables:
         driver=costs.driver_time(run.info))
 
 
-COMPARED = ("task", "dtype", "run", "evaluations", "best_us", "vs_first_run", "ceiling_fraction", "speedup_baseline",
-            "speedup_library", "speedup_torch", "speedup_torch_compile", "evals_per_gpu_minute")
+def with_ceilings(summary: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
+    """The summary with each task's `bound` and `ceiling` (fsr.report.ceilings); a task with no
+    timed kernel is named by both ceilings."""
+    out = summary.merge(bounds, on="task", how="left")
+    out["bound"] = out["bound"].fillna("")
+    unnamed = out["ceiling"].isna()
+    out.loc[unnamed, "ceiling"] = [ceilings.ceiling_name("", d) for d in out.loc[unnamed, "dtype"]]
+    return out
+
+
+COMPARED = ("task", "dtype", "run", "evaluations", "best_us", "vs_first_run", "speedup_lead", "speedup_torch",
+            "speedup_torch_compile", "speedup_library", "ceiling_fraction", "speedup_baseline", "evals_per_gpu_minute")
 
 
 def comparison(runs: list[RunTables]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -13,7 +13,7 @@ import pandas as pd
 from fsr.propose.features import NAMES as CATALOGUE
 from fsr.report.tables import timed_ok
 
-EFFECT_COLUMNS = ("task", "feature", "kernels_with", "kernels_without", "ok_share_with", "ok_share_without",
+EFFECT_COLUMNS = ("task", "feature", "over", "kernels_with", "kernels_without", "ok_share_with", "ok_share_without",
                   "speedup_with", "speedup_without", "effect")
 
 
@@ -22,11 +22,24 @@ def _geomean(values: pd.Series) -> float:
     return float(np.exp(np.log(values).mean())) if len(values) else float("nan")
 
 
+def _reference(rows: pd.DataFrame) -> tuple[str, pd.Series]:
+    """What a task's kernels' speedups are over: each row's baseline, or for a task without one
+    (an imported task) PyTorch eager, its rows before the comparator came back given the
+    task's first time of it."""
+    baseline = pd.to_numeric(rows["baseline_us"], errors="coerce")
+    torch = pd.to_numeric(rows["torch_us"], errors="coerce") if "torch_us" in rows else baseline * float("nan")
+    if baseline.notna().any() or not torch.notna().any():
+        return "baseline", baseline
+    return "PyTorch eager", torch.fillna(torch.dropna().iloc[0])
+
+
 def _feature_row(task: str, feature: str, rows: pd.DataFrame, has: pd.Series) -> dict[str, object]:
     ok = rows["verdict"] == "OK"
-    speedup = (rows["baseline_us"] / rows["median_us"]).where(ok & rows["median_us"].notna())
+    over, reference = _reference(rows)
+    speedup = (reference / rows["median_us"]).where(ok & rows["median_us"].notna())
     with_, without = _geomean(speedup[has]), _geomean(speedup[~has])
-    return {"task": task, "feature": feature, "kernels_with": int(has.sum()), "kernels_without": int((~has).sum()),
+    return {"task": task, "feature": feature, "over": over, "kernels_with": int(has.sum()),
+            "kernels_without": int((~has).sum()),
             "ok_share_with": float(ok[has].mean()) if has.any() else float("nan"),
             "ok_share_without": float(ok[~has].mean()) if (~has).any() else float("nan"),
             "speedup_with": with_, "speedup_without": without, "effect": with_ / without}
@@ -35,8 +48,8 @@ def _feature_row(task: str, feature: str, rows: pd.DataFrame, has: pd.Series) ->
 def feature_effects(frame: pd.DataFrame) -> pd.DataFrame:
     """For every task and every feature of the catalogue (and any other the lineage names), the
     kernels whose source has it and those whose source lacks it (`features_detected`): how many,
-    the share that came out correct, the geometric-mean speedup over the baseline of the correct
-    timed ones, and `effect`, the ratio of those means (above 1: kernels with it were faster).
+    the share that came out correct, the geometric-mean speedup of the correct timed ones over
+    `over` (the baseline, or PyTorch eager for a task without one), and `effect`, the ratio of those means (above 1: kernels with it were faster).
     Only the kernels the search proposed count: the seeds (baseline, template) are what it
     started from, and a feature that every proposed kernel has would otherwise be credited with
     the whole gain over the baseline, which merely lacks it. A feature that no proposed kernel

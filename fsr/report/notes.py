@@ -1,6 +1,7 @@
 """What the report says in words beside its tables: when a run started and whether its
 campaigns ended, which tasks' searches stopped short of their budget and why (or never beat the
-kernel they started from), and where each task's winner is and what tuning chose for it."""
+kernel they started from), and where each task's winner is, its spread, rate and resources, and
+what tuning chose for it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from fsr.config import SearchConfig
+from fsr.report.ceilings import rate_text
 from fsr.report.data import RunTables
 from fsr.report.tables import timed_ok
 
@@ -81,9 +83,12 @@ def stop_notes(t: RunTables) -> list[str]:
 
 
 def winner_notes(t: RunTables) -> list[str]:
-    """Per task with a correct kernel: where the winner is (best/TASK.cu, written when the run
-    ends) and the launch-parameter values tuning chose for it."""
+    """Per task with a correct kernel: the winner's latency, spread (p10-p90 of its samples),
+    rate (as its ceiling counts it), registers per thread and bytes spilled to local memory,
+    where it is (best/TASK.cu, written when the run ends) and the launch-parameter values tuning
+    chose for it."""
     ok = timed_ok(t.run.evaluations)
+    bounds = t.summary.set_index("task")["bound"] if "bound" in t.summary else pd.Series(dtype=object)
     lines = []
     for task, rows in ok.groupby("task", sort=True):
         best = rows.loc[rows["median_us"].idxmin()]
@@ -91,5 +96,12 @@ def winner_notes(t: RunTables) -> list[str]:
         values = ", ".join(f"{d['name']}={d['value']}" for d in (chosen if chosen is not None else []))
         path = t.run.path / "best" / f"{task}.cu"
         where = str(path) if path.is_file() else "not exported (best/ is written when the run ends)"
-        lines.append(f"{task}: {best['candidate_id']} at {best['median_us']:.1f} us, {values or 'no tunables'}; {where}")
+        figures = [f"{best['candidate_id']} at {best['median_us']:.1f} us"]
+        if pd.notna(best.get("p10_us")) and pd.notna(best.get("p90_us")):
+            figures[0] += f" (p10-p90 {best['p10_us']:.1f}-{best['p90_us']:.1f} us)"
+        rate = rate_text(best.get("gbps"), best.get("tflops"), bounds.get(task, ""))
+        spilled = int(best["spill_bytes"])
+        figures += [rate] if rate else []
+        figures += [f"{int(best['registers'])} registers", f"{spilled:,} bytes spilled" if spilled else "no spills"]
+        lines.append(f"{task}: {', '.join(figures)}, {values or 'no tunables'}; {where}")
     return lines

@@ -1,24 +1,37 @@
 """The report as one self-contained HTML page: plotly's JavaScript embedded once, every figure's
-data inline, no network needed to open it."""
+data inline, no network needed to open it.
+
+The JavaScript is plotly.js's basic bundle (scatter and bar traces: all the report draws, 1.2 MB),
+shipped in fsr/report/static/ with its licence, rather than the full library the plotly package
+carries (4.8 MB, most of it 3-D, map and WebGL traces), which alone made a one-task page 4.8 MB.
+"""
 
 from __future__ import annotations
 
 import html
 import re
 from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
 from fsr.report import notes, plots
 from fsr.report.data import RunTables, comparison, tasks_in_one_run
 from fsr.report.text import (
     COMPARED_MD,
+    LEAD_NOTE,
+    NOT_TIMED,
     ROOFLINE_NOTE,
+    WORKERS_MD,
+    WORKERS_NOTE,
     column_cells,
     fast_p_note,
+    not_timed_columns,
+    not_timed_note,
     summary_columns,
+    summary_display,
     with_geomean,
 )
 
@@ -34,8 +47,11 @@ a#to-top { position: fixed; right: 1em; bottom: 1em; background: #fff; border: 1
   border-radius: 4px; padding: 0.3em 0.6em; font-size: 0.85em; text-decoration: none; color: #333; }
 table.fsr { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
 table.fsr th, table.fsr td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+table.fsr td.n { white-space: nowrap; }
 table.fsr th { background: #f3f3f3; } table.fsr td:first-child { text-align: left; }
 table.fsr tr.geomean td { font-weight: 600; border-top: 2px solid #999; }
+table.fsr td.not-timed { color: #a33; font-style: italic; white-space: nowrap; }
+table.fsr tr.impossible td { background: #fde8e8; color: #a00; font-weight: 600; }
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
 details.run > summary { font-size: 1.1em; cursor: pointer; margin: 0.6em 0; }
 pre.diff { font-size: 0.8em; background: #f8f8f8; padding: 6px; overflow-x: auto; max-height: 30em; }
@@ -60,6 +76,13 @@ document.addEventListener('toggle', e => {
 """
 
 
+@cache
+def plotly_js() -> str:
+    """plotly.js's basic bundle (the version the plotly package's figures are written for), as
+    the page embeds it once."""
+    return resources.files("fsr.report").joinpath("static", "plotly-basic.min.js").read_text()
+
+
 def anchor(*parts: object) -> str:
     """An element id from parts (a run's number, a task's name): letters, digits, - and _ only."""
     return "-".join(re.sub(r"[^A-Za-z0-9_]+", "_", str(p)) for p in parts)
@@ -70,32 +93,49 @@ def _top(label: str, ident: str, level: int = 3) -> str:
 
 
 def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None, links: dict[str, str] | None = None,
-               last_row_class: str = "") -> str:
+               last_row_class: str = "", row_classes: list[str] | None = None) -> str:
     """A table, `columns` choosing and renaming (all columns when None), each column in one
     number format (fractions as percentages, ratios as speedups, see `text.column_cells`);
-    `links` maps first-column values to the ids they link to."""
-    columns = columns or {c: c for c in frame.columns}
+    `links` maps first-column values to the ids they link to; `row_classes`, a class per row
+    (`last_row_class` for the last one only). A "not timed" cell is marked as such."""
+    columns = {c: n for c, n in columns.items() if c in frame} if columns else {c: c for c in frame.columns}
     cells = [[html.escape(v) for v in column_cells(c, frame[c], markdown=False)] for c in columns]
     first = list(columns)[0]
     if links:
         cells[0] = [f"<a href='#{links[v]}'>{text}</a>" if v in links else text
                     for v, text in zip(frame[first], cells[0], strict=True)]
     rows = list(zip(*cells, strict=True))
-    body = ["<tr" + (f" class='{last_row_class}'" if last_row_class and i == len(rows) - 1 else "") + ">"
-            + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for i, row in enumerate(rows)]
+    classes = list(row_classes or [""] * len(rows))
+    if last_row_class and classes:
+        classes[-1] = last_row_class
+    body = ["<tr" + (f" class='{classes[i]}'" if classes[i] else "") + ">" + "".join(_cell(c) for c in row) + "</tr>"
+            for i, row in enumerate(rows)]
     head = "".join(f"<th>{html.escape(name)}</th>" for name in columns.values())
     return f"<table class='fsr'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _cell(text: str) -> str:
+    """A table cell: "not timed" marked as such; a figure with no space in it ("1,234.5",
+    "97.0-105.0") never broken across lines, where text with spaces may wrap."""
+    if text == NOT_TIMED:
+        return f"<td class='not-timed'>{text}</td>"
+    return f"<td class='n'>{text}</td>" if text and " " not in text and "<" not in text else f"<td>{text}</td>"
+
+
 def summary_html(t: RunTables, links: dict[str, str]) -> str:
-    """One run's task summary, a geometric-mean row last, each task linking to its section;
-    then where each winner is, and which searches stopped short and why."""
+    """One run's task summary, a geometric-mean row last, each task linking to its section; the
+    comparators not timed and why; then where each winner is, and which searches stopped short
+    and why."""
     summary = t.summary
-    shown, means = with_geomean(summary)
-    parts = [table_html(shown, summary_columns(summary), links, "geomean"),
-             f"<p class='note'>{html.escape(means)}</p>",
-             f"<p class='note'>{html.escape(fast_p_note(summary))}</p>",
-             f"<p class='note'>{html.escape(ROOFLINE_NOTE)}</p>"]
+    _, means = with_geomean(summary)
+    shown = summary_display(summary, t.missing)
+    parts = [table_html(shown, summary_columns(summary, kept=not_timed_columns(t.missing)), links, "geomean"),
+             f"<p class='note'>{html.escape(means)}</p>"]
+    missed = not_timed_note(t)
+    if missed:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in missed[1:])
+        parts.append(f"<p class='note'>{html.escape(missed[0])}</p><ul class='note not-timed'>{items}</ul>")
+    parts += [f"<p class='note'>{html.escape(note)}</p>" for note in (fast_p_note(summary), LEAD_NOTE, ROOFLINE_NOTE)]
     for heading, lines in ((WINNERS, notes.winner_notes(t)), (STOPPED, notes.stop_notes(t))):
         if lines:
             items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
@@ -103,7 +143,8 @@ def summary_html(t: RunTables, links: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
-WINNERS = "The winners (the best kernel of each task, the values tuning chose, its file):"
+WINNERS = ("The winners (the best kernel of each task, its spread, rate, registers and spills, the values "
+           "tuning chose, its file):")
 STOPPED = "Searches that stopped short of their budget, or never beat the kernel they started from:"
 
 
@@ -154,7 +195,9 @@ def costs_html(t: RunTables, ident: str) -> str:
                    "fsr run ends.</p>")
     return "\n".join([
         _top("Where the time went", ident), "<div class='grid'>", figure_html(plots.stage_figure(t.stages)),
-        figure_html(plots.occupancy_figure(t.workers)), "</div>", table_html(t.workers),
+        figure_html(plots.occupancy_figure(t.workers)), "</div>",
+        table_html(t.workers, WORKERS_MD, row_classes=["impossible" if f else "" for f in t.workers["flag"]]),
+        f"<p class='note'>{html.escape(WORKERS_NOTE)}</p>",
         "<h4>The search driver, per campaign</h4>", driver,
         "<h4>Model tokens and cost</h4>", tokens, journal,
     ])
@@ -235,5 +278,5 @@ def html_page(runs: list[RunTables]) -> str:
     body += [run_html(r, number, folded=len(runs) > 1) for number, r in enumerate(runs, 1)]
     body.append("<a id='to-top' href='#top'>&uarr; top</a>")
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script>"
+            f"<style>{STYLE}</style><script type='text/javascript'>{plotly_js()}</script>"
             f"<script>{SCRIPT}</script></head>\n<body>\n{chr(10).join(body)}\n</body></html>\n")

@@ -29,9 +29,9 @@ VERDICT_COLOURS = {
 SERIES_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
                   "#9c755f")
 BEST_COLOUR = "#000000"
-REFERENCE_STYLES = {  # line dash and colour of each reference latency
+REFERENCE_STYLES = {  # line dash and colour of each reference latency (the roofline's name goes on: its ceiling)
     "baseline": ("dot", "#9e9e9e"), "library": ("dash", "#7a7a7a"), "PyTorch eager": ("dashdot", "#555555"),
-    ROOFLINE: ("longdash", "#222222"),
+    "torch.compile": ("longdashdot", "#3d3d3d"), ROOFLINE: ("longdash", "#222222"),
 }
 AXIS_TITLES = {"evaluation": "evaluations (all islands)", "elapsed_s": "wall time since the run began (s)"}
 AXIS_STYLE = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#999999", "automargin": True}
@@ -93,7 +93,7 @@ def best_so_far_figure(curves: pd.DataFrame, task: str, x: str = "evaluation",
     per series of `tables.best_so_far` (islands thin in palette colours, all islands bold
     black), on a log axis whose range covers the all-islands curve and the references near it
     (`scales.latency_scale`); a horizontal line per known reference latency (baseline, library,
-    PyTorch eager, roofline) in grey or black, each named with its value in the legend and a
+    PyTorch eager, torch.compile, roofline) in grey or black, each named with its value in the legend and a
     far one also at the plot's edge; the final best latency written at its point."""
     mine = curves[curves["task"] == task]
     best = mine[mine["series"] == "all islands"]
@@ -108,7 +108,7 @@ def best_so_far_figure(curves: pd.DataFrame, task: str, x: str = "evaluation",
                                  marker={"size": 4 if bold else 3}))
     span = [0, float(mine[x].max()) if not mine.empty else 1.0]
     for name, value in refs.items():
-        dash, colour = REFERENCE_STYLES.get(name, ("dot", "#444444"))
+        dash, colour = REFERENCE_STYLES.get(name.split(" (")[0], ("dot", "#444444"))
         where = {"above": " (above the plot)", "below": " (below the plot)"}.get(scale.off_chart.get(name, ""), "")
         traces.append(go.Scatter(x=span, y=[value, value], mode="lines", name=f"{name} {value:,.1f} us{where}",
                                  line={"dash": dash, "color": colour, "width": 2}, hoverinfo="name"))
@@ -152,20 +152,21 @@ def verdict_figure(mix: pd.DataFrame, task: str) -> go.Figure:
 
 
 def feature_figure(effects: pd.DataFrame, task: str) -> go.Figure:
-    """What paid off for one task: per feature, the geometric-mean speedup over the baseline of
-    correct kernels with it and without it (from `kernels.feature_effects`), features in order
-    of effect, on an axis from 0 (a bar's length is its speedup: an axis cut short would make
-    a 1.0x bar look many times a 0.6x one)."""
+    """What paid off for one task: per feature, the geometric-mean speedup over the baseline (or
+    PyTorch eager, for a task without one) of correct kernels with it and without it (from
+    `kernels.feature_effects`), each bar labelled with how many kernels it is over, features in
+    order of effect, on an axis from 0 (a bar's length is its speedup: an axis cut short would
+    make a 1.0x bar look many times a 0.6x one)."""
     mine = effects[effects["task"] == task].sort_values("effect", ascending=False)
+    over = str(mine["over"].iloc[0]) if not mine.empty else "baseline"
     traces = [
-        go.Bar(x=mine["feature"], y=mine["speedup_with"], name="kernels with it",
-               hovertext=mine["kernels_with"].map(lambda n: f"{n} kernels"), marker={"color": "#2ca02c"}),
-        go.Bar(x=mine["feature"], y=mine["speedup_without"], name="kernels without it",
-               hovertext=mine["kernels_without"].map(lambda n: f"{n} kernels"), marker={"color": "#aaaaaa"}),
-    ]
-    return _figure(traces, f"{task}: what paid off, kernels with and without each feature",
+        go.Bar(x=mine["feature"], y=mine[f"speedup_{side}"], name=f"kernels {side.replace('_', ' ')} it",
+               text=mine[f"kernels_{side}"].astype(str), textposition="outside", cliponaxis=False,
+               hovertext=mine[f"kernels_{side}"].map(lambda n: f"{n} kernels"), marker={"color": colour})
+        for side, colour in (("with", "#2ca02c"), ("without", "#aaaaaa"))]
+    return _figure(traces, f"{task}: what paid off, kernels with and without each feature (label: how many)",
                    {"type": "category"},
-                   {"title": {"text": "geomean speedup over baseline"}, "rangemode": "tozero", "ticksuffix": "x"},
+                   {"title": {"text": f"geomean speedup over {over}"}, "rangemode": "tozero", "ticksuffix": "x"},
                    barmode="group")
 
 
@@ -212,10 +213,16 @@ def stage_figure(stages: pd.DataFrame) -> go.Figure:
 
 def occupancy_figure(workers: pd.DataFrame) -> go.Figure:
     """Each worker's share of the run's span spent evaluating candidates and preparing (starting
-    its GPU child, preparing tasks), stacked, from `costs.worker_occupancy`."""
+    its GPU child, preparing tasks), stacked, from `costs.worker_occupancy`; a share over 100%,
+    impossible, drawn in full with a red line at 100% and labelled so, not cut at the frame."""
+    labels = [f"{n} evaluations" + (f" ({flag})" if flag else "")
+              for n, flag in zip(workers["evaluations"], workers["flag"], strict=True)]
     traces = [go.Bar(x=workers["worker"], y=workers["evaluating"], name="evaluating", marker={"color": "#1f77b4"},
-                     text=workers["evaluations"].map(lambda n: f"{n} evaluations")),
+                     text=labels),
               go.Bar(x=workers["worker"], y=workers["preparing"], name="preparing", marker={"color": "#ff7f0e"})]
+    top = max([1.05, *(float(o) * 1.08 for o in workers["occupancy"])])
+    whole = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+              "line": {"color": "#d62728", "dash": "dash", "width": 1.5}}] if top > 1.05 else []
     return _figure(traces, "Where each worker's time went", {"type": "category"},
-                   {"title": {"text": "share of the run"}, "tickformat": ".0%", "range": [0, 1.05]}, height=300,
-                   barmode="stack")
+                   {"title": {"text": "share of the run"}, "tickformat": ".0%", "range": [0, top]}, height=300,
+                   barmode="stack", shapes=whole)

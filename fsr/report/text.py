@@ -9,26 +9,34 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fsr.report import ablation, costs, notes, tables
+from fsr.report import ablation, ceilings, comparators, costs, notes, tables
 from fsr.report.data import RunTables, comparison, records
 
 SUMMARY_MD = {"task": "task", "dtype": "dtype", "device": "device", "evaluations": "evaluations", "best_us": "best us",
-              "ceiling_fraction": "of roofline", "speedup_baseline": "vs baseline", "speedup_library": "vs library",
+              "spread": "p10-p90 us", "rate": "rate", "lead_text": "vs fastest of library and PyTorch",
               "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
-              "torch_compile_s": "torch.compile s", "evals_per_gpu_minute": "evals per GPU-minute",
-              "verdicts": "verdicts"}
+              "speedup_library": "vs library", "roofline": "of roofline",
+              "speedup_baseline": "vs baseline (plain kernel)", "torch_compile_s": "torch.compile s",
+              "evals_per_gpu_minute": "evals per GPU-minute", "verdicts": "verdicts"}
 COMPARED_MD = {"task": "task", "dtype": "dtype", "run": "run", "evaluations": "evaluations", "best_us": "best us",
-               "vs_first_run": "best / first run's", "ceiling_fraction": "of roofline",
-               "speedup_baseline": "vs baseline", "speedup_library": "vs library",
+               "vs_first_run": "best / first run's", "speedup_lead": "vs fastest of library and PyTorch",
                "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
-               "evals_per_gpu_minute": "evals per GPU-minute"}
+               "speedup_library": "vs library", "ceiling_fraction": "of roofline",
+               "speedup_baseline": "vs baseline (plain kernel)", "evals_per_gpu_minute": "evals per GPU-minute"}
+# A shown column made from others (`summary_display`), and the column whose values it shows.
+SHOWN_FROM = {"spread": "p10_us", "rate": "gbps", "lead_text": "speedup_lead", "roofline": "ceiling_fraction"}
 PERCENT = {"ceiling_fraction", "occupancy", "evaluating", "preparing", "idle", "ok_share_with", "ok_share_without"}
-TIMES = {"speedup_baseline", "speedup_library", "speedup_torch", "speedup_torch_compile", "speedup_pytorch",
-         "speedup_with", "speedup_without", "effect",
-         "speedup", "median_ratio", "vs_first_run"}
-ROOFLINE_NOTE = ("of roofline: the best kernel's bytes or FLOPs per second against the device's measured copy "
-                 "rate or library SGEMM rate, whichever binds; a kernel that mostly reads, or one on the "
-                 "tensor cores, can pass 100%.")
+TIMES = {"speedup_lead", "speedup_baseline", "speedup_library", "speedup_torch", "speedup_torch_compile",
+         "speedup_pytorch", "speedup_with", "speedup_without", "effect", "speedup", "median_ratio", "vs_first_run"}
+NOT_TIMED = "not timed"
+ROOFLINE_NOTE = ("of roofline: the best kernel's rate against the device's measured ceiling named beside it: the "
+                 "copy bandwidth where the task's bytes bind, else the arithmetic rate of its dtype (the SGEMM "
+                 "rate for float32, the 16-bit tensor-core rate for bfloat16 and float16); a kernel that mostly "
+                 "reads can pass 100%. rate: the best kernel's GB/s or TFLOP/s, as that ceiling counts it. "
+                 "p10-p90: the 10th and 90th percentiles of its timed samples.")
+LEAD_NOTE = ("vs fastest of library and PyTorch: the best kernel's speedup over the fastest of the library, "
+             "PyTorch eager and torch.compile that was timed for the task (named), what a user would otherwise "
+             "call; the baseline is a deliberately plain kernel, the search's starting point.")
 
 
 def _missing(value: Any) -> bool:
@@ -53,10 +61,10 @@ def _numeric(values: pd.Series) -> bool:
 def column_cells(column: str, values: pd.Series, markdown: bool = True) -> list[str]:
     """A column as text, one format for the whole column: fractions as percentages, ratios as
     speedups, other real numbers with the column's `decimals`, anything else as it is."""
-    if column in PERCENT:
-        return ["" if _missing(v) else f"{v:.1%}" for v in values]
+    if column in PERCENT:  # text where a cell says why it has no number ("not timed")
+        return ["" if _missing(v) else v if isinstance(v, str) else f"{v:.1%}" for v in values]
     if column in TIMES:
-        return ["" if _missing(v) else f"{v:.2f}x" for v in values]
+        return ["" if _missing(v) else v if isinstance(v, str) else f"{v:.2f}x" for v in values]
     if _numeric(values):
         places = decimals(values)
         return ["" if _missing(v) else f"{v:,.{places}f}" for v in values]
@@ -64,17 +72,53 @@ def column_cells(column: str, values: pd.Series, markdown: bool = True) -> list[
     return [t.replace("|", "\\|").replace("\n", " ") for t in text] if markdown else text
 
 
-def summary_columns(summary: pd.DataFrame, base: dict[str, str] = SUMMARY_MD) -> dict[str, str]:
+def summary_columns(summary: pd.DataFrame, base: dict[str, str] = SUMMARY_MD,
+                    kept: frozenset[str] = frozenset()) -> dict[str, str]:
     """The summary's columns to show: the device only where the tasks ran on more than one
     model (otherwise the run's heading names it once); the dtype where the lineage records it
     (not in one from before the column); no comparator that no task measured (the baseline of
-    an imported suite, torch.compile in a lineage from before it)."""
+    an imported suite, torch.compile in a lineage from before it) unless it is in `kept`: one
+    that matters and was not timed (`not_timed_columns`) is shown, its cells saying so."""
     devices = set(summary["device"].dropna()) - {""} if "device" in summary else set()
-    unmeasured = {c for c in (*tables.SPEEDUPS, "torch_compile_s")  # e.g. no baseline in an imported suite
-                  if c in summary and pd.to_numeric(summary[c], errors="coerce").isna().all()}
+    unmeasured = {c for c in (*tables.SPEEDUPS, "torch_compile_s", *SHOWN_FROM.values())
+                  if c in summary and pd.to_numeric(summary[c], errors="coerce").isna().all()} - kept
+    unmeasured |= {shown for shown, source in SHOWN_FROM.items() if source in unmeasured or source not in summary}
     if "dtype" not in summary or not (set(summary["dtype"].dropna()) - {""}):
         unmeasured.add("dtype")
     return {c: name for c, name in base.items() if (c != "device" or len(devices) > 1) and c not in unmeasured}
+
+
+def not_timed_columns(missing: pd.DataFrame) -> frozenset[str]:
+    """The speedup columns to show though no task has a figure in them: a comparator that matters
+    and was not timed, except torch.compile switched off for the run (one note says so)."""
+    kept = set(missing.loc[missing["reason"] != comparators.OFF, "column"])
+    return frozenset(kept | ({"speedup_lead"} if kept else set()))
+
+
+def summary_display(summary: pd.DataFrame, missing: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The summary as its table shows it, geometric-mean row last (`with_geomean`), with the
+    columns made for reading: `spread` (p10-p90 us), `rate` (as the task's ceiling counts it),
+    `lead_text` (the speedup over the fastest comparator, named), `roofline` (the fraction and
+    the ceiling it is of); "not timed" in the cells of comparators that matter and have no time."""
+    out, _ = with_geomean(summary)
+    places = decimals(out["best_us"]) if "best_us" in out else 1
+    col = out.get
+    out["spread"] = ["" if _missing(a) or _missing(b) else f"{a:,.{places}f}-{b:,.{places}f}"
+                     for a, b in zip(col("p10_us", [None] * len(out)), col("p90_us", [None] * len(out)), strict=True)]
+    out["rate"] = [ceilings.rate_text(g, t, b) for g, t, b in zip(
+        col("gbps", [None] * len(out)), col("tflops", [None] * len(out)), col("bound", [""] * len(out)), strict=True)]
+    out["lead_text"] = ["" if _missing(x) else f"{x:.2f}x ({name})" if isinstance(name, str) else f"{x:.2f}x"
+                        for x, name in zip(col("speedup_lead", [None] * len(out)), col("lead", [None] * len(out)),
+                                           strict=True)]
+    out["roofline"] = ["" if _missing(f) else f"{f:.1%} of {c}" if isinstance(c, str) else f"{f:.1%}"
+                       for f, c in zip(col("ceiling_fraction", [None] * len(out)), col("ceiling", [None] * len(out)),
+                                       strict=True)]
+    for r in (missing if missing is not None else pd.DataFrame(columns=comparators.MISSING_COLUMNS)).itertuples():
+        if r.reason != comparators.OFF:
+            rows = out["task"] == r.task
+            out.loc[rows, r.column] = NOT_TIMED
+            out.loc[rows & (out["lead_text"] == ""), "lead_text"] = NOT_TIMED
+    return out
 
 
 def with_geomean(summary: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -99,20 +143,48 @@ def fast_p_note(summary: pd.DataFrame) -> str:
 
 
 def markdown_table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
-    """A Markdown table of `frame`, `columns` choosing and renaming (all when None)."""
-    columns = columns or {c: c for c in frame.columns}
+    """A Markdown table of `frame`, `columns` choosing and renaming (all when None; one the frame
+    lacks, e.g. a shown column of `summary_display` asked of a bare summary, is left out)."""
+    columns = {c: n for c, n in columns.items() if c in frame} if columns else {c: c for c in frame.columns}
     cells = [column_cells(c, frame[c]) for c in columns]
     lines = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in zip(*cells, strict=True)]
     return "\n".join(lines)
 
 
+WORKERS_MD = {"worker": "worker", "device": "device", "evaluations": "evaluations", "busy_s": "busy s",
+              "setup_s": "setup s", "occupancy": "busy share", "evaluating": "evaluating", "preparing": "preparing",
+              "idle": "idle", "preparations": "preparations", "first_start_s": "first start s",
+              "idle_end_s": "idle at end s", "flag": "check"}
+WORKERS_NOTE = ("busy s: the wall time charged to the worker's evaluations; setup s: the part of it spent starting "
+                "its GPU child and preparing tasks; busy share: busy s over the run's span (from the first "
+                "evaluation's start to the last result), split into evaluating and preparing, the rest of the span "
+                "idle; preparations: how many times it prepared its most prepared task (a campaign that keeps its "
+                "working set prepares each once or twice); first start s: when it began its first evaluation, "
+                "from the run's start; idle at end s: how long it sat idle after its last result. A worker is busy "
+                "at most the whole span: a busy share over 100% is impossible (its evaluations' charged times "
+                "overlap, or the clocks that stamped them disagree), and is flagged, not to be read as real.")
+FEATURES_HEADING = ("What paid off (geometric-mean speedup of correct kernels with and without each feature, over "
+                    "the task's baseline, or PyTorch eager for a task without one)")
+
+
+def not_timed_note(t: RunTables) -> list[str]:
+    """The comparators that matter and were not timed, and why, as lines (none when all were)."""
+    lines = comparators.not_timed_lines(t.missing, len(t.summary))
+    return ["Not timed:", *lines] if lines else []
+
+
 def run_markdown(t: RunTables) -> str:
     run = t.run
-    summary, means = with_geomean(t.summary)
+    _, means = with_geomean(t.summary)
+    shown = summary_display(t.summary, t.missing)
     parts = [f"## Run {run.run_id} ({run.device}, {len(run.evaluations)} evaluations)",
              f"Started {notes.readable_time(run.info.get('created_at'))}. {notes.campaign_note(t)}",
-             markdown_table(summary, summary_columns(t.summary)), means, fast_p_note(t.summary), ROOFLINE_NOTE]
+             markdown_table(shown, summary_columns(t.summary, kept=not_timed_columns(t.missing))), means]
+    missed = not_timed_note(t)
+    if missed:
+        parts.append("\n".join([missed[0], *(f"- {line}" for line in missed[1:])]))
+    parts += [fast_p_note(t.summary), LEAD_NOTE, ROOFLINE_NOTE]
     for heading, lines in (("The winners:", notes.winner_notes(t)),
                            ("Searches that stopped short:", notes.stop_notes(t))):
         if lines:
@@ -122,13 +194,12 @@ def run_markdown(t: RunTables) -> str:
         if not chain.empty:
             parts += [f"### {task}: the winner's lineage", markdown_table(chain.drop(columns="diff"))]
     if not t.effects.empty:
-        parts += ["### What paid off (geomean speedup over baseline of correct kernels)",
-                  markdown_table(t.effects)]
+        parts += [f"### {FEATURES_HEADING}", markdown_table(t.effects)]
     if not t.tuning.empty:
         parts += ["### Tuning (trial latency relative to the candidate's best trial)", markdown_table(t.tuning)]
     parts += ["### Seconds per evaluation, by stage",
               markdown_table(costs.stage_table(t.stages)),
-              "### Workers", markdown_table(t.workers)]
+              "### Workers", markdown_table(t.workers, WORKERS_MD), WORKERS_NOTE]
     if not t.driver.empty:
         parts += ["### The search driver, per campaign", markdown_table(t.driver)]
     if not t.tokens.empty:
@@ -159,6 +230,7 @@ def run_json(t: RunTables) -> dict[str, Any]:
         "optuna_journal": str(t.journal) if t.journal else None,
         "created_at": notes.readable_time(run.info.get("created_at")), "campaign": notes.campaign_note(t),
         "winner_notes": notes.winner_notes(t), "stop_notes": notes.stop_notes(t),
+        "not_timed": records(t.missing), "not_timed_notes": comparators.not_timed_lines(t.missing, len(t.summary)),
     }
 
 

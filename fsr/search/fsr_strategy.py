@@ -14,6 +14,10 @@ budget. The fastest correct kernel wins.
 A task without a baseline kernel (an imported one) starts with no parent: its first rounds ask
 the proposer (a model) to write a kernel from the task's description, failures carried as above,
 until one passes (its speedups are then over PyTorch eager, fsr.propose.base.task_speedup).
+
+Where the campaign certifies (`eval.certify`), a round's result faster than the best is certified
+(fsr.certification) before it becomes the best and the next parent; one that fails certification
+is one of the round's failures, carried in the next prompt. Certifications are not evaluations.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from fsr import certification
 from fsr.candidate import parse
 from fsr.config import SearchConfig
 from fsr.execute.base import DEVICE_WAIT_S, Executor
@@ -72,12 +77,14 @@ class FsrSummary:
 
 
 def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchConfig,
-            writer: LineageSink | None, depth: int, n_per_round: int) -> FsrSummary:
+            writer: LineageSink | None, depth: int, n_per_round: int, certify: bool = False) -> FsrSummary:
     """Run the FSR loop on one task to `depth` rounds of `n_per_round` candidates (see the module
     docstring). `config` supplies max_evaluations, max_wall_s, target_speedup and seed. The
-    caller owns and closes executor and writer (flushed here at the end)."""
+    caller owns and closes executor and writer (flushed here at the end). `certify`: a round's
+    result faster than the best is certified before it becomes the best (fsr.certification);
+    one that fails is a failure of the round."""
     device = executor.workers(DEVICE_WAIT_S).device  # what the prompts describe
-    run = _Run(task, executor, writer, config)
+    run = _Run(task, executor, writer, config, certify)
     parent = _baseline(run) if has_baseline(task) else None  # None: the model writes the first kernel
     failures: deque[Scored] = deque(maxlen=FAILURES_SHOWN)
     rounds: list[Round] = []
@@ -127,8 +134,11 @@ def _seed(*parts: object) -> int:
 class _Run:
     """The state of one FSR run: evaluated kernels, the best, budgets, token counts."""
 
-    def __init__(self, task: Task, executor: Executor, writer: LineageSink | None, config: SearchConfig) -> None:
+    def __init__(self, task: Task, executor: Executor, writer: LineageSink | None, config: SearchConfig,
+                 certify: bool = False) -> None:
         self.task, self.executor, self.writer, self.config = task, executor, writer, config
+        self.certify = certify
+        self.contenders: list[Scored] = []  # this round's results faster than the best, to certify
         self.started = time.perf_counter()
         self.seen: set[str] = set()
         self.ok: list[Scored] = []  # correct kernels, fastest first
@@ -184,18 +194,52 @@ class _Run:
                 cand = in_flight.pop(ev.candidate_id, None)
                 if cand is not None:
                     results[cand.id] = self._record(cand, ev, started[cand.id], tokens[cand.id])
+        results.update((m.id, m) for m in self._certify())
         return [results[c.id] for c in fresh if c.id in results]
+
+    def _certify(self) -> list[Scored]:
+        """The round's results faster than the best, fastest first: each certified (then it is
+        the best, and the slower ones are plain results) or failed (a failure of the round)."""
+        failed = []
+        for member in sorted(self.contenders, key=lambda m: m.latency_us):
+            screened = member.evaluation
+            assert screened is not None
+            if self.best is None or member.latency_us < self.best.latency_us:
+                request = certification.request(member.candidate, screened)
+                started = datetime.now(UTC)
+                self.executor.submit(request)
+                ev = certification.judge(screened, certification.as_certification(request, self._wait(request.id)))
+                self._write(request, ev, started, member.features, (None, None))
+                if not ev.certified:
+                    failed.append(Scored(member.candidate, certification.feedback(member.candidate, ev), member.features))
+                    continue
+            self.ok.append(member)
+            self.ok.sort(key=lambda s: s.latency_us)
+        self.contenders = []
+        return failed
+
+    def _wait(self, candidate_id: str) -> Evaluation:
+        """Poll until the evaluation of `candidate_id` comes back (nothing else is in flight)."""
+        while True:
+            for ev in self.executor.poll(POLL_S):
+                if ev.candidate_id == candidate_id:
+                    return ev
 
     def _record(self, cand: Candidate, ev: Evaluation, started_at: datetime,
                 tokens: tuple[int | None, int | None]) -> Scored:
         member = Scored(cand, ev, detect(cand))
         self.evaluations += 1
         self.verdicts[str(ev.verdict)] += 1
-        if member.ok:
+        if member.ok and self.certify and (self.best is None or member.latency_us < self.best.latency_us):
+            self.contenders.append(member)
+        elif member.ok:
             self.ok.append(member)
             self.ok.sort(key=lambda s: s.latency_us)
-        if self.writer is not None:
-            self.writer.append(cand, ev, features_detected=sorted(member.features),
-                               started_at=started_at, finished_at=datetime.now(UTC),
-                               prompt_tokens=tokens[0], completion_tokens=tokens[1])
+        self._write(cand, ev, started_at, member.features, tokens)
         return member
+
+    def _write(self, cand: Candidate, ev: Evaluation, started_at: datetime, features: frozenset[str],
+               tokens: tuple[int | None, int | None]) -> None:
+        if self.writer is not None:
+            self.writer.append(cand, ev, features_detected=sorted(features), started_at=started_at,
+                               finished_at=datetime.now(UTC), prompt_tokens=tokens[0], completion_tokens=tokens[1])

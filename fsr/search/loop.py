@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from fsr import certification
 from fsr.config import SearchConfig
 from fsr.execute.base import DEVICE_WAIT_S, Executor, Workers
 from fsr.propose.base import Proposer, speedup_words
@@ -62,16 +63,17 @@ class Pending:
 def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, config: SearchConfig,
                  writer: LineageSink | None = None, view: View | None = None, *,
                  resume: str | Path | None = None, pace: Ceilings | None = None,
-                 candidates_per_request: int = 1) -> CampaignSummary:
+                 candidates_per_request: int = 1, certify: bool = False) -> CampaignSummary:
     """Search every task until its budget is spent; the executor is shared, work is balanced.
 
     `resume` names a run directory whose lineage is replayed first (islands, policy, seen ids,
     budgets), and each resumed task is pinned to the GPU model its rows were measured on, so its
     timings stay comparable. `pace` paces a slow proposer's requests within those ceilings (a
     model: fsr.search.pace); None runs them inline (the offline mutator). Lineage rows are appended on a background thread
-    (fsr.search.sink); the caller owns and closes executor and writer.
+    (fsr.search.sink); the caller owns and closes executor and writer. `certify` (`eval.certify`):
+    only certified results lead (fsr.search.state; docs/judge.md, "Two tiers").
     """
-    state = CampaignState(tasks, config, lambda task: proposer.describe(task).features)
+    state = CampaignState(tasks, config, lambda task: proposer.describe(task).features, certify=certify)
     resumed = 0
     if resume is not None:
         from fsr.lineage import read
@@ -114,6 +116,7 @@ class Driver:
         # result, which may be a parent with new moves); its candidates submitted, not yet told.
         self.fruitless: Counter[str] = Counter()
         self.running: Counter[str] = Counter()
+        self.certs_ready = 0  # certification requests in `ready` (at its front): not proposals
         self.started = time.perf_counter()
         self.poll_s = 0.0
         self.shown = 0.0
@@ -123,11 +126,12 @@ class Driver:
         for ts in self.state.tasks.values():
             for seed in ts.seeds.values():
                 self._queue(seed.candidate, seed.features)
+        self._queue_certifications()  # what a resumed lineage left uncertified
         try:
             while True:
                 self._fill()
                 self._note_exhausted()
-                if not self.in_flight and self._all_done():
+                if not self.in_flight and not self.certs_ready and self._all_done():
                     break  # requests still in flight could not be used: they are abandoned
                 self._show(self._poll())
         except BaseException:
@@ -201,11 +205,25 @@ class Driver:
         self.seeds_ready += cand.origin.proposer == "seed"
         return True
 
+    def _queue_certifications(self) -> None:
+        """Certification requests for the results due (fsr.search.state), ahead of all other work."""
+        while self.state.due:
+            member = self.state.due.popleft()
+            assert member.evaluation is not None
+            request = certification.request(member.candidate, member.evaluation)
+            self.ready.appendleft((request.id, Pending(request, member.features)))
+            self.certs_ready += 1
+
     def _proposals_waiting(self) -> int:
-        """Ready candidates that a proposer made (not seeds)."""
-        return len(self.ready) - self.seeds_ready
+        """Ready candidates that a proposer made (not seeds, not certifications)."""
+        return len(self.ready) - self.seeds_ready - self.certs_ready
 
     def _submit(self, key: str, item: Pending) -> bool:
+        if item.candidate.certify:  # outside every budget: what is due is certified
+            self.certs_ready -= 1
+            self.in_flight[key] = replace(item, started_at=datetime.now(UTC))
+            self.executor.submit(item.candidate)
+            return True
         ts = self.state.tasks[item.candidate.task]
         self.queued[ts.task.name] -= 1
         self.ready_ids.discard(key)
@@ -244,6 +262,9 @@ class Driver:
         item = self.in_flight.pop(ev.candidate_id, None)
         if item is None:
             return  # not ours (an executor bug): nothing to credit it to
+        if item.candidate.certify:
+            self._tell_certification(item, ev)
+            return
         if item.started_at is not None:
             self.pool.evaluated((datetime.now(UTC) - item.started_at).total_seconds(),
                                 seed=item.candidate.origin.proposer == "seed")
@@ -252,6 +273,24 @@ class Driver:
         if member.ok:
             self.fruitless[item.candidate.task] = 0
         self.counts["evaluations"] += 1
+        self._write(item, ev)
+        self._queue_certifications()
+
+    def _tell_certification(self, item: Pending, ev: Evaluation) -> None:
+        """A certification's result, judged against its screening's timing (the paired bound),
+        told to the state and written; it is not an evaluation (budget, rate, pace)."""
+        request = item.candidate
+        screened = self.state.tasks[request.task].awaiting.get(request.certify)
+        ev = certification.as_certification(request, ev)
+        if screened is not None and screened.evaluation is not None:
+            ev = certification.judge(screened.evaluation, ev)
+        self.state.certified(request, ev)
+        self.counts["certifications"] += 1
+        self.counts["uncertified"] += not ev.certified
+        self._write(item, ev)
+        self._queue_certifications()
+
+    def _write(self, item: Pending, ev: Evaluation) -> None:
         if self.writer is not None:
             self.writer.append(item.candidate, ev, features_detected=sorted(item.features),
                                started_at=item.started_at, finished_at=datetime.now(UTC),
@@ -309,7 +348,8 @@ class Driver:
         pace = self.pool.stats(workers=free + len(self.in_flight), waiting=self._proposals_waiting(),
                                idle_workers=free if not self.ready else 0)
         return snapshot(self.state, self._elapsed(), self.counts["evaluations"], len(self.in_flight),
-                        self.executor.workers().busy_fraction, self.counts, pace)
+                        self.executor.workers().busy_fraction, self.counts, pace,
+                        certifying=self.certs_ready + sum(1 for p in self.in_flight.values() if p.candidate.certify))
 
     def _show(self, told: int) -> None:
         """Update the view after results came in, or every VIEW_EVERY_S (elapsed time moves)."""

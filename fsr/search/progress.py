@@ -32,6 +32,8 @@ class TaskProgress:
     migrations: int
     note: str = ""  # why it stopped before its budgets, when it did
     speedup_basis: str = BASELINE  # or PyTorch eager, for a task without baseline.cu
+    certified: int = 0  # certifications passed
+    uncertified: tuple[tuple[str, int], ...] = ()  # failed ones, by the set or check that failed
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class Progress:
     duplicates_dropped: int
     proposer_errors: int
     pace: PaceStats | None = None  # a paced (model) proposer's: latency, requests, who waits for whom
+    certifications: int = 0  # finished in this run (not evaluations)
+    uncertified: int = 0  # of them, failed
+    certifying: int = 0  # certification requests queued or running now
 
 
 @dataclass(frozen=True)
@@ -82,13 +87,16 @@ def task_progress(ts: TaskState, budget: int) -> TaskProgress:
                     for i in ts.islands)
     return TaskProgress(ts.task.name, ts.submitted, ts.finished, budget, best.id if best else None,
                         best.latency_us if best else None, ts.best_speedup,
-                        tuple(sorted(ts.verdicts.items())), islands, len(ts.migrations), ts.note, ts.speedup_basis)
+                        tuple(sorted(ts.verdicts.items())), islands, len(ts.migrations), ts.note, ts.speedup_basis,
+                        ts.certified, tuple(sorted(ts.uncertified.items())))
 
 
 def snapshot(state: CampaignState, elapsed_s: float, evaluations: int, in_flight: int,
-             busy_fraction: float | None, counts: dict[str, int], pace: PaceStats | None = None) -> Progress:
-    """A Progress record of the state now."""
+             busy_fraction: float | None, counts: dict[str, int], pace: PaceStats | None = None,
+             certifying: int = 0) -> Progress:
+    """A Progress record of the state now (`in_flight` counts certifications too)."""
     rate = 60.0 * evaluations / elapsed_s if elapsed_s > 0 else 0.0
     tasks = tuple(task_progress(ts, state.config.max_evaluations) for ts in state.tasks.values())
     return Progress(elapsed_s, evaluations, rate, in_flight, busy_fraction, tasks,
-                    counts.get("dropped", 0), counts.get("duplicates", 0), counts.get("errors", 0), pace)
+                    counts.get("dropped", 0), counts.get("duplicates", 0), counts.get("errors", 0), pace,
+                    counts.get("certifications", 0), counts.get("uncertified", 0), certifying)

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fsr import certification
 from fsr.candidate import parse, with_defines
 from fsr.execute.base import Evaluator, Executor, Workers, WorkerStats
 from fsr.execute.local import EvaluatorUnavailable
 from fsr.propose.features import detect
 from fsr.tasks import load
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Timing, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Tier, Timing, Verdict
 
 # A real, compilable softmax feature template (one block per row), used where the repository's
 # own templates may not exist yet.
@@ -168,6 +169,11 @@ class FakeEvaluator:
 
     Comparators: the baseline is timed at `base_us` (with `baseline=False`, none: what the
     evaluator reports for a task without baseline.cu) and PyTorch eager at `torch_us`.
+
+    Certification (a candidate with `certify` set): judged as the screened candidate it names
+    (the same latency, the same noise), certified unless it has a feature of `fail_certify`
+    (feature -> the set or check that fails: a kernel that keyed on fsr's fixed inputs); a feature
+    of `certify_factor` multiplies its certified latency (a kernel slower on fresh inputs).
     """
 
     base_us: float = 1000.0
@@ -181,13 +187,15 @@ class FakeEvaluator:
     calls: dict[str, int] = field(default_factory=dict)
     baseline: bool = True
     torch_us: float | None = None
+    fail_certify: Mapping[str, str] = field(default_factory=dict)
+    certify_factor: Mapping[str, float] = field(default_factory=dict)
 
     def latency_us(self, cand: Candidate, features: frozenset[str] | None = None) -> float:
         if self.fixed_us is not None:
             return self.fixed_us
         factor = math.prod(self.effects.get(f, 1.0) for f in (features or detect(cand)))
         factor *= math.prod(self.define_effects.get(d, 1.0) for d in cand.resolved_defines())
-        return self.base_us / factor * (1 + self.noise * (2 * _unit(cand.id) - 1))
+        return self.base_us / factor * (1 + self.noise * (2 * _unit(cand.certify or cand.id) - 1))
 
     def evaluate(self, cand: Candidate) -> Evaluation:
         self.calls[cand.id] = self.calls.get(cand.id, 0) + 1
@@ -195,10 +203,24 @@ class FakeEvaluator:
             time.sleep(self.sleep_s)
         features = detect(cand)
         verdict = self._verdict(cand, features)
+        tier = Tier.CERTIFY if cand.certify else Tier.SCREEN
         if verdict != Verdict.OK:
-            return Evaluation(cand.id, cand.task, verdict, message=f"fake {verdict}", device="fake")
-        return Evaluation(cand.id, cand.task, Verdict.OK, timing=timing(self.latency_us(cand, features)),
-                          baseline_us=self.base_us if self.baseline else None, torch_us=self.torch_us, device="fake")
+            failed = Evaluation(cand.id, cand.task, verdict, message=f"fake {verdict}", device="fake", tier=tier)
+            return certification.failure(failed, "compile", failed.message, verdict) if cand.certify else failed
+        latency = self.latency_us(cand, features)
+        out = Evaluation(cand.id, cand.task, Verdict.OK, timing=timing(latency), device="fake", tier=tier,
+                         baseline_us=self.base_us if self.baseline else None, torch_us=self.torch_us)
+        return self._certify(out, features) if cand.certify else out
+
+    def _certify(self, screened: Evaluation, features: frozenset[str]) -> Evaluation:
+        """The certification of a kernel screened as `screened` (its timing as screened)."""
+        failing = sorted(features & set(self.fail_certify))
+        if failing:
+            return certification.failure(screened, self.fail_certify[failing[0]], "fake: 3 of 231 elements wrong",
+                                         Verdict.WRONG)
+        assert screened.timing is not None
+        factor = math.prod(self.certify_factor.get(f, 1.0) for f in features)
+        return replace(screened, timing=timing(screened.timing.median_us * factor), certified=True)
 
     def _verdict(self, cand: Candidate, features: frozenset[str]) -> Verdict:
         if "#error" in cand.source:
@@ -206,7 +228,7 @@ class FakeEvaluator:
         for f in features:
             if f in self.fail_features:
                 return self.fail_features[f]
-        if self.fail_fraction and _unit("fail" + cand.id) < self.fail_fraction:
+        if self.fail_fraction and _unit("fail" + (cand.certify or cand.id)) < self.fail_fraction:
             return Verdict.WRONG
         return Verdict.OK
 

@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible chat server for tests and bench/, canned replies, and an evaluator stand-in.
 
 `ScriptedServer` listens on 127.0.0.1 (port 0: the system picks) in a thread and answers
-POST /v1/chat/completions from a queue of behaviours, one per request, recording every request
+POST /v1/chat/completions from a queue of behaviours, one per request (and GET /v1/models with
+the ids given as `models`, 501 without them, as a server that lists none), recording every request
 body and header it receives. When the queue is empty it answers 500 "script exhausted", so a
 client that asks more than the test meant is seen, never hangs. Behaviours: `Reply` (choices
 with given texts, with or without usage), `Status` (an HTTP error, optionally with Retry-After),
@@ -21,15 +22,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from fsr import certification
 from fsr.evaluate.compile import CompileService
 from fsr.evaluate.evaluator import static_stage
 from fsr.execute.base import Evaluator
 from fsr.tasks import load
-from fsr.types import Candidate, DeviceInfo, Evaluation, SizeCheck, Task, Timing, Verdict
+from fsr.types import Candidate, DeviceInfo, Evaluation, SizeCheck, Task, Tier, Timing, Verdict, size_label
 
 # ---- canned kernels (softmax, the candidate format) -------------------------------------------
 
@@ -176,8 +178,10 @@ EMPTY = Reply(())  # a 200 with no choices
 class ScriptedServer:
     """See the module docstring. Use as a context manager; `base_url` ends in /v1."""
 
-    def __init__(self, script: Iterable[Any] = ()) -> None:
+    def __init__(self, script: Iterable[Any] = (), models: Iterable[str] | None = None) -> None:
         self.script: deque[Any] = deque(script)
+        # GET /v1/models answers these ids; None: no model list (501, as a server without one)
+        self.models = None if models is None else list(models)
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request
@@ -235,6 +239,13 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != "/v1/models" or server.models is None:
+                self._json(501 if server.models is None else 404, {"error": {"message": f"no route {self.path}"}})
+                return
+            self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
+                                                        for m in server.models]})
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -324,17 +335,25 @@ class StandInEvaluator:
         task = self._tasks.setdefault(cand.task, load(cand.task))
         static = static_stage(cand, task, "sm_90", self.compiler)
         if static.verdict is not None:
+            if cand.certify:
+                return certification.failure(replace(static.verdict, tier=Tier.CERTIFY), "compile",
+                                             static.verdict.message, static.verdict.verdict)
             return static.verdict
         assert static.compiled is not None
         kernel = cand.launches[0].kernel
+        tier = Tier.CERTIFY if cand.certify else Tier.SCREEN
         if kernel in self.wrong:
             checks = (SizeCheck(task.test_sizes[0], True), SizeCheck(task.test_sizes[1], True),
                       SizeCheck(task.test_sizes[2], False, 2.7, WRONG_MESSAGE.partition(": ")[2]))
-            return Evaluation(cand.id, cand.task, Verdict.WRONG, WRONG_MESSAGE, checks=checks,
-                              resources=static.compiled.resources, device=self.device().name)
+            wrong = Evaluation(cand.id, cand.task, Verdict.WRONG, WRONG_MESSAGE, checks=checks,
+                               resources=static.compiled.resources, device=self.device().name, tier=tier)
+            if cand.certify:  # a certification request: its failure names the set
+                return certification.failure(wrong, f"fresh inputs at {size_label(task.test_sizes[2])}",
+                                             WRONG_MESSAGE, Verdict.WRONG)
+            return wrong
         return Evaluation(cand.id, cand.task, Verdict.OK, timing=_timing(self.latency_us.get(kernel, self.default_us)),
                           baseline_us=self.baseline_us, resources=static.compiled.resources,
-                          device=self.device().name)
+                          device=self.device().name, tier=tier, certified=True if cand.certify else None)
 
     def device(self) -> DeviceInfo:
         return DeviceInfo("stand-in H200", "sm_90", 132, 49152, 232448, 233472, 60 * 2**20, 65536, 4140.0, 50.6, 317.0)

@@ -58,7 +58,7 @@ static_assert(BK % 4 == 0 && BN % 4 == 0, "tiles are whole float4s wide");
 // is split into a high part h (x rounded to TF32's 10 mantissa bits) and a low part l (x - h,
 // exact in float32, rounded to TF32 too); x * y is taken as l(x) h(y) + h(x) l(y) + h(x) h(y),
 // three m16n8k8 TF32 MMAs summing in float32. What is dropped (l * l, l's rounding) is below
-// 2^-20 of each product: the error stays that of float32 FMAs (tests/unit/test_tasks.py emulates
+// 2^-20 of each product: the error stays that of float32 FMAs (tests/unit/tasks/test_tasks.py emulates
 // it), unlike plain TF32, which the check rejects. Warps are laid out as WARP_TILE's: TY / 4 x
 // TX / 8 of them, each a 4 * TM x 8 * TN tile of C, TM / 4 x TN MMA tiles of 16 x 8.
 #define TC (TF32X3 && SMEM_TILE && REG_BLOCK)

@@ -11,9 +11,9 @@ import pytest
 from cluster.executor import NoWorkerError, RayExecutor
 from cluster.placement import share_tasks
 from cluster.testing import MarkedEvaluatorFactory, PreparingEvaluatorFactory, candidates
+from fsr.testing.executor_contract import ExecutorContract
 from fsr.types import Evaluation, Verdict
 from tests.cluster.conftest import RAY_WAIT_S, collect
-from tests.contract.executor_contract import ExecutorContract
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("ray_cluster")]
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 
 from cluster.ray_compat import prepare_config, validate_config
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.cluster
 
-CONFIG = Path(__file__).resolve().parents[2] / "ray_config.yaml"
+
+CONFIG = ROOT / "ray_config.yaml"
 
 
 def load() -> dict:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from cluster import processes
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(code: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess:

@@ -21,10 +21,11 @@ import pytest
 from cluster import processes
 from fsr.lineage import read
 from fsr.testing.llm_server import GOOD_KERNEL, ScriptedServer, fenced, reply
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[2]
+
 FAKE_KEY = "sk-fsr-test-" + secrets.token_hex(8)
 START_S = 240.0
 

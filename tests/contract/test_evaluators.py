@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from fsr.config import Config, TuneConfig
+from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.tasks import load
+from fsr.testing.evaluator_contract import EvaluatorContract
 from fsr.testing.fakes import FakeEvaluator
 from fsr.testing.llm_server import StandInEvaluator
 from fsr.types import WorkerSpec
-from tests.contract.evaluator_contract import EvaluatorContract
 
 
 class TestFakeEvaluator(EvaluatorContract):
@@ -28,4 +28,17 @@ class TestGpuEvaluator(EvaluatorContract):
     def make_evaluator(self):
         from fsr.evaluate.evaluator import GpuEvaluator
 
-        return GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), [load("softmax")]))
+        # torch.compile off: the contract reads no comparator figure, and its compile would be
+        # most of this class's time
+        return GpuEvaluator(WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0)),
+                                          [load("softmax")]))
+
+    @pytest.fixture(scope="class")
+    def evaluator(self):
+        """One evaluator (one GPU child) for the class: the contract's tests leave nothing in it that
+        another could see, and each would otherwise start a child of its own."""
+        ev = self.make_evaluator()
+        try:
+            yield ev
+        finally:
+            ev.close()

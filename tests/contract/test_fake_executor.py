@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fsr.testing.executor_contract import ExecutorContract
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor
-from tests.contract.executor_contract import ExecutorContract
 
 
 class TestFakeExecutor(ExecutorContract):

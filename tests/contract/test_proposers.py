@@ -12,7 +12,7 @@ from fsr.propose.base import ProposalRequest, Proposer
 from fsr.propose.llm import LLMEnsemble, LLMProposer
 from fsr.propose.mutate import MutateProposer
 from fsr.testing.llm_server import FAST_KERNEL, GOOD_KERNEL, ScriptedServer, fenced, reply
-from tests.contract.proposer_contract import ProposerContract, request
+from fsr.testing.proposer_contract import ProposerContract, request
 
 
 class TestMutateProposer(ProposerContract):

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from fsr import candidate, tasks
-from fsr.config import Config, TuneConfig
-from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Verdict, WorkerSpec
+from fsr.types import Verdict
+from tests.support.gpu_evaluators import precompile
 
 STRONG: dict[str, list[dict[str, int]]] = {
     "gelu": [dict(VEC4=1, REG_BLOCK=1, FAST_MATH=1, READONLY=1, LAUNCH_BOUNDS=1),
@@ -31,10 +30,13 @@ CASES = [(name, combo) for name, combos in STRONG.items() for combo in combos]
 
 
 @pytest.fixture(scope="module")
-def evaluator():
-    ev = GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), [tasks.load(n) for n in STRONG], warm=True))
-    yield ev
-    ev.close()
+def evaluator(bench_evaluator):
+    """The session's evaluator of every task at the benchmark size (torch.compile off: the speedups
+    here are over the task's baseline), the strong combinations compiled ahead."""
+    precompile(bench_evaluator, [candidate.with_defines(candidate.parse(tasks.load(name).template_source or "",
+                                                                         tasks.load(name)), combo)
+                                 for name, combo in CASES])
+    return bench_evaluator
 
 
 def test_strong_combinations_name_switches_and_tunables_of_their_templates():

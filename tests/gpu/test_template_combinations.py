@@ -1,52 +1,39 @@
-"""Every task's feature template on a real GPU: a seeded sample of whole switch-and-tunable
-combinations (with every switch off and every switch on) is OK at every test size and the
-benchmark size. tests/unit/test_templates.py compiles a larger sample without a GPU; this runs
-some of them, since "every combination is a correct kernel" is what the offline search relies
-on when it draws one."""
+"""Every task's feature template on a real GPU at the benchmark size: every switch off and every
+switch on (tunables at their defaults) is OK at every test size and the benchmark size. The seeded
+whole combinations of the same sample are checked at the test sizes (test_template_samples.py);
+tests/unit/tasks/test_templates.py compiles a larger sample without a GPU. "Every combination is a
+correct kernel" is what the offline search relies on when it draws one."""
 
 from __future__ import annotations
-
-import random
 
 import pytest
 
 from fsr import candidate, tasks
-from fsr.config import Config, TuneConfig
-from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Candidate, Verdict, WorkerSpec
+from fsr.types import Verdict
+from tests.support.gpu_evaluators import precompile
+from tests.support.templates import extremes, sample
 
 pytestmark = pytest.mark.gpu
 RANDOM_PER_TASK = 4
 SEED = 1
 
 
-def sample(template: Candidate, seed: int) -> list[dict[str, int]]:
-    """Every switch off, every switch on (tunables at their defaults), then seeded whole
-    combinations of switches and tunables."""
-    rng = random.Random(seed)
-    out = [{f.name: f.values[0] for f in template.features}, {f.name: max(f.values) for f in template.features}]
-    out += [{x.name: rng.choice(x.values) for x in template.features + template.tunables}
-            for _ in range(RANDOM_PER_TASK)]
-    return list({tuple(sorted(d.items())): d for d in out}.values())
+def template(name: str):
+    task = tasks.load(name)
+    return candidate.parse(task.template_source or "", task)
 
 
-# Paths the sample may miss: scan's bulk-copied tiles at the 96 KiB cap (ITEMS cut to fit, two
-# buffers), and three-warp blocks on the register path
-PATHS = [("scan", {"SMEM_TILE": 1, "DOUBLE_BUFFER": 1, "BLOCK": 512, "ITEMS": 128}),
-         ("scan", {"SMEM_TILE": 1, "BLOCK": 96, "ITEMS": 128, "IN_ORDER": 1, "LOOKBACK_WARP": 1}),
-         ("scan", {"STRIPED": 1, "VEC4": 1, "BLOCK": 96, "ITEMS": 96, "LOOKBACK_BLOCK": 1})]
-
-CASES = [(name, values) for name in tasks.list_tasks()
-         for values in sample(candidate.parse(tasks.load(name).template_source or "", tasks.load(name)), SEED)
-         if tasks.load(name).template_source] + PATHS
+# the sample's switch extremes (its seeded combinations: test_template_samples.py)
+CASES = [(name, values) for name in tasks.list_tasks() if tasks.load(name).template_source
+         for values in sample(template(name), SEED, RANDOM_PER_TASK) if values in extremes(template(name))]
 
 
 @pytest.fixture(scope="module")
-def evaluator():
-    every = [tasks.load(n) for n in tasks.list_tasks()]
-    ev = GpuEvaluator(WorkerSpec.of(Config(tune=TuneConfig(trials=0)), every, warm=True))
-    yield ev
-    ev.close()
+def evaluator(bench_evaluator):
+    """The session's evaluator of every task at the benchmark size (torch.compile off: no figure of
+    it is read here), this module's combinations compiled ahead."""
+    precompile(bench_evaluator, [candidate.with_defines(template(name), values) for name, values in CASES])
+    return bench_evaluator
 
 
 @pytest.mark.parametrize("name,values", CASES,

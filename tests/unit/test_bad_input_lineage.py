@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fsr import lineage, run_json
-from tests.unit.test_lineage import make_candidate, ok_evaluation, parts, write_rows
+from tests.support.lineage_writes import make_candidate, ok_evaluation, parts, write_rows
 
 
 @pytest.mark.parametrize("text", [b"{not json", b"[1, 2]", b"\xff\xfe", b""])

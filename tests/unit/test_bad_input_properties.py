@@ -243,7 +243,7 @@ def test_the_unmutated_task_toml_written_back_loads(task_dir):
 @pytest.fixture(scope="module")
 def lineage_bytes():
     """Two evaluation parts of four rows each, as bytes, and the ids in each."""
-    from tests.unit.test_lineage import parts, write_rows
+    from tests.support.lineage_writes import parts, write_rows
 
     with tempfile.TemporaryDirectory() as d:
         write_rows(Path(d), 8, batch_rows=4)

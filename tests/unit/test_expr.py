@@ -23,3 +23,16 @@ def test_unknown_name_and_division_by_zero_are_named():
         expr.evaluate("1 // n", {"n": 0})
     with pytest.raises(expr.ExprError, match="not a whole number"):
         expr.evaluate_int("n / 2", {"n": 3})
+
+
+def test_conditions_give_one_or_zero():
+    names = {"K": 12, "N": 7}
+    assert expr.evaluate_int("K % 8 == 4 and N > 6", names) == 1
+    assert expr.evaluate_int("K % 8 == 0 or not N != 7", names) == 1
+    assert expr.evaluate_int("not (K % 8 == 4)", names) == 0
+    assert expr.evaluate_int("1 <= N < 7", names) == 0  # chained as in Python
+    assert expr.names_in("K % 8 == 0 and N >= BLOCK") == {"K", "N", "BLOCK"}
+    with pytest.raises(expr.ExprError, match="unknown name 'M'"):
+        expr.evaluate("K > 0 or M > 0", names)  # every operand is evaluated, so a typo is not hidden
+    with pytest.raises(expr.ExprError):
+        expr.evaluate("K in (1, 2)", names)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 FORBIDDEN = ("ray", "cupy", "cupy_backends", "optuna", "openai")
 # The GPU child's package: its modules run only in that process, where CUDA belongs, so they may
 # import CuPy at module level. Nothing outside it may import them, or CuPy, eagerly.
@@ -76,3 +76,13 @@ def test_the_gpu_package_holds_the_modules_that_import_cupy():
             if line.startswith(("import cupy", "from cupy")):  # at column 0: module level
                 eager.append(f"{module}:{number}")
     assert eager == [], f"cupy imported at module level outside {GPU_SIDE}: {eager}"
+
+
+def test_fsr_testing_ships_the_contract_suites_without_importing_pytest():
+    """A user's own proposer, executor or evaluator runs fsr's contract suites from the installed
+    package; pytest stays a development dependency, so importing `fsr.testing` does not load it."""
+    code = ("import sys, fsr.testing, fsr.testing.fakes; print('pytest' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+    for name in ("proposer", "executor", "evaluator"):
+        assert (ROOT / "fsr" / "testing" / f"{name}_contract.py").is_file()

@@ -22,59 +22,11 @@ import pytest
 from fsr import lineage, lineage_schema, run_json
 from fsr.types import (
     Candidate,
-    Evaluation,
     LaunchSpec,
-    Origin,
-    Resources,
-    Scratch,
-    SizeCheck,
-    Timing,
     TrialRecord,
-    Tunable,
-    Verdict,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def make_candidate(i: int = 0) -> Candidate:
-    return Candidate(
-        task="softmax", source=f"/* fsr ... */\n__global__ void k{i}(float* x) {{}}\n",
-        launches=(LaunchSpec("k", ("rows", "1"), ("BLOCK",), ("x", "y", "rows"), smem="BLOCK * 4"),
-                  LaunchSpec("k2", ("1",), ("32",), ("partial", "y"))),
-        tunables=(Tunable("BLOCK", (256, 128, 512)), Tunable("ITEMS", (1, 2, 4))),
-        features=(Tunable("VEC4", (0, 1)),),
-        scratch=(Scratch("partial", "float32", "rows * 4", zero=True),),
-        defines=(("BLOCK", 128), ("VEC4", 1)), compile_options=("-O3", "--use_fast_math"),
-        parents=("aaaa", "bbbb"), island=2, generation=7,
-        origin=Origin("llm", "gpt-4.1", ("vectorised_loads", "warp_shuffle"), "crossover"))
-
-
-def ok_evaluation(c: Candidate) -> Evaluation:
-    return Evaluation(
-        candidate_id=c.id, task=c.task, verdict=Verdict.OK, message="ptxas info",
-        checks=(SizeCheck((("rows", 7), ("cols", 33)), True, 1e-7), SizeCheck((("rows", 1),), True)),
-        timing=Timing(10.5, 10.1, 11.2, 9.9, (10.5, 10.1, 11.2, 9.9), 812.5, 0.02, 0.31),
-        baseline_us=21.0, library_us=12.0, resources=Resources(40, 8, 1024, 16),
-        tuned_defines=(("BLOCK", 512), ("ITEMS", 2)), tune_trials=24, device="NVIDIA H100",
-        toolchain="nvrtc 13.0", compile_s=0.4, wall_s=3.2, setup_s=1.7)
-
-
-def failed_evaluation(c: Candidate) -> Evaluation:
-    return Evaluation(candidate_id=c.id, task=c.task, verdict=Verdict.COMPILE_ERROR,
-                      message="error: expected ';'")
-
-
-def write_rows(run_dir: Path, n: int, batch_rows: int = 4) -> None:
-    w = lineage.LineageWriter(run_dir, batch_rows=batch_rows, batch_age_s=1e9)
-    for i in range(n):
-        c = make_candidate(i)
-        w.append(c, replace(ok_evaluation(c), worker=f"gpu{i % 2}"))
-    w.flush()
-
-
-def parts(run_dir: Path, table: str = "evaluations") -> list[Path]:
-    return sorted((run_dir / table).glob("part-*.parquet"))
+from tests.support.lineage_writes import failed_evaluation, make_candidate, ok_evaluation, parts, write_rows
+from tests.support.paths import ROOT as REPO
 
 
 def test_full_row_round_trips_through_parquet(tmp_path: Path) -> None:
@@ -203,8 +155,8 @@ def test_kill_during_compaction_counts_each_row_once(tmp_path: Path, monkeypatch
 
 CRASH_WRITER = textwrap.dedent("""
     import sys
-    sys.path[:0] = [{tests!r}, {repo!r}]
-    from test_lineage import make_candidate, ok_evaluation
+    sys.path[:0] = [{repo!r}]
+    from tests.support.lineage_writes import make_candidate, ok_evaluation
     from fsr.lineage import LineageWriter
     w = LineageWriter({run_dir!r}, batch_rows=5, batch_age_s=1e9)
     i = 0
@@ -217,7 +169,7 @@ CRASH_WRITER = textwrap.dedent("""
 
 def test_sigkill_loses_only_the_batch_in_flight(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    script = CRASH_WRITER.format(tests=str(Path(__file__).parent), repo=str(REPO), run_dir=str(run_dir))
+    script = CRASH_WRITER.format(repo=str(REPO), run_dir=str(run_dir))
     proc = subprocess.Popen([sys.executable, "-c", script])
     try:
         deadline = time.monotonic() + 60

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fsr import commands
 from fsr.no_device import explain
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 INSUFFICIENT = RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA "
                             "runtime version")
 

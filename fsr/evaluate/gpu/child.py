@@ -24,7 +24,7 @@ from fsr import tasks
 from fsr.evaluate import configurations, guards
 from fsr.evaluate.compile import Compiled
 from fsr.evaluate.compile_pool import worker_compiler
-from fsr.evaluate.gpu import ceilings, timing, tuning
+from fsr.evaluate.gpu import ceilings, certify, timing, tuning
 from fsr.evaluate.gpu.beside import Beside
 from fsr.evaluate.gpu.buffers import Buffers, make_buffers, scratch_buffers
 from fsr.evaluate.gpu.comparators import Comparators, import_torch_soon
@@ -41,8 +41,7 @@ from fsr.evaluate.gpu.programs import (
     ContextLost,
     LaunchRefused,
     Program,
-    crash_line,
-    is_context_error,
+    failure_reply,
     synchronize,
 )
 from fsr.evaluate.gpu.resident import Resident, footprint
@@ -50,7 +49,7 @@ from fsr.evaluate.gpu.sample_plan import SamplePlan
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, TimedRuns, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
 from fsr.evaluate.trial_plan import TrialCompiles, compile_threads
-from fsr.evaluate.wire import ChildResult, EvalRequest, Prepared, Stages
+from fsr.evaluate.wire import Certified, CertifyRequest, ChildResult, EvalRequest, Prepared, Stages
 from fsr.types import (
     Candidate,
     Defines,
@@ -136,6 +135,8 @@ class Child:
         for bench_set in state.sets:
             bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
         evicted += self.tasks.add(name, state)
+        if self.cfg.certify:  # certification's fresh inputs, built on host threads from now
+            certify.fresh_inputs(state)
         if evicted:
             log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
                      self.tasks.held_bytes / 2**30, self.tasks.budget_bytes / 2**30)
@@ -148,6 +149,19 @@ class Child:
         compiled_us, compile_s = self.comparators.pytorch_us(state, self.cfg.torch_compile) if compiled else (None, None)
         device_s = time.perf_counter() - started - host_s - (compile_s or 0.0)
         return Prepared(library_us, host_s, device_s, torch_us, compiled_us, compile_s, tuple(evicted))
+
+    def certify(self, req: CertifyRequest) -> Certified:
+        """Certify a screened candidate of a prepared task (fsr.evaluate.gpu.certify)."""
+        state = self.tasks.get(req.candidate.task)
+        if state is None:  # the parent prepares the task first: a bug if seen
+            raise tasks.TaskError(f"task {req.candidate.task!r} is not prepared in this child")
+        return certify.certify(self, state, req)
+
+    def fresh_ready(self, name: str) -> bool | None:
+        """Whether a certification of the task would start at once: its fresh benchmark set built
+        (fsr.evaluate.gpu.certify); None if the task is not prepared in this child."""
+        state = self.tasks.get(name)
+        return None if state is None else certify.fresh_inputs(state).ready()
 
     def ready(self, name: str) -> bool:
         """Whether preparing the task would start uploading at once (prepared already, or its host
@@ -191,7 +205,7 @@ class Child:
             return ChildResult(Verdict.REJECTED, refused, defines=cand.resolved_defines(), stages=clock.stages())
         own = tuning.Option(cand, program, None, 0.0)
         if not (req.tune_trials > 0 and _space(cand) > 1):
-            return self._full(state, own, (), clock, tuned=False)
+            return self._full(state, own, (), clock, tuned=False, race_us=req.race_us)
         tuned = tuning.run(DeviceTrials(self, state), state.task, cand, req, self.spec.tune)
         self.compiles.forget()  # points the budget left unmeasured
         clock.lap("tune")
@@ -202,7 +216,7 @@ class Child:
             return ChildResult(verdict, known, defines=cand.resolved_defines(), trials=trials, stages=clock.stages())
         failures: list[tuple[Defines, str]] = []
         for option in tuned.options or (own,):  # none feasible: the candidate's own fails as it does
-            result = self._full(state, option, trials, clock, tuned=True)
+            result = self._full(state, option, trials, clock, tuned=True, race_us=req.race_us)
             if result.verdict == Verdict.OK:
                 return replace(result, message=configurations.summary(tuple(failures)))
             values = _tunable_values(option.candidate)
@@ -216,9 +230,9 @@ class Child:
         return replace(first, trials=trials, message=first.message + (f"; {others}" if others else ""))
 
     def _full(self, state: TaskState, option: tuning.Option, trials: tuple[Any, ...], clock: _Stages,
-              tuned: bool) -> ChildResult:
+              tuned: bool, race_us: float | None = None) -> ChildResult:
         """One configuration checked at every test size, timed with the full protocol (its trial's
-        median spares the warm-up) and its timed runs checked."""
+        median spares the warm-up; raced against `race_us`) and its timed runs checked."""
         cand, program = option.candidate, option.program
         if tuned:
             self.note(configurations.TUNED + configurations.label(_tunable_values(cand)), None)
@@ -230,8 +244,8 @@ class Child:
             clock.lap("verify")
             if not checks[-1].passed:
                 return done(Verdict.WRONG, _wrong(checks[-1]), checks, stages=clock.stages())
-            samples, timed = self._time(state, cand, program, self.cfg.bench_budget_s, self.cfg.bench_min_samples,
-                                        per_run_s)
+            samples, timed, cut = self._time(state, cand, program, self.cfg.bench_budget_s,
+                                             self.cfg.bench_min_samples, per_run_s, race_us)
             clock.lap("bench")
         except LaunchRefused as e:
             clock.lap("verify")
@@ -239,7 +253,7 @@ class Child:
         if not timed.passed:
             return done(Verdict.WRONG, f"timed runs are checked: {_wrong(timed)}", checks + (timed,), tuple(samples),
                         stages=clock.stages())
-        return done(Verdict.OK, "", checks + (timed,), tuple(samples), stages=clock.stages())
+        return done(Verdict.OK, "", checks + (timed,), tuple(samples), stages=clock.stages(), cut_short=cut)
 
     # -- stages -----------------------------------------------------------------------------
     def _verify(self, state: TaskState, cand: Candidate, program: Program, indices: Any) -> tuple[SizeCheck, ...]:
@@ -253,17 +267,19 @@ class Child:
         return tuple(checks)
 
     def _time(self, state: TaskState, cand: Candidate, program: Program, budget_s: float,
-              min_samples: int, per_run_s: float | None = None) -> tuple[list[float], SizeCheck]:
+              min_samples: int, per_run_s: float | None = None,
+              race_us: float | None = None) -> tuple[list[float], SizeCheck, bool]:
         """Samples of the full protocol, every run reset and checked (timed_runs), a few from a
-        decoy; and the check of the timed runs (failed: WRONG). Raises LaunchRefused."""
+        decoy; the check of the timed runs (failed: WRONG); and whether racing against
+        `race_us` cut the timing short. Raises LaunchRefused."""
         runs = TimedRuns(state, cand, program, self.stream, SamplePlan(len(state.sets), min_samples))
-        samples = timing.sample(runs.run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
-                               max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s, before=runs.before,
-                               after=runs.after, hold=self.hold, rel_error=self.cfg.bench_rel_error,
-                               per_run_s=per_run_s)
+        samples, cut = timing.raced(runs.run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
+                                    max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s,
+                                    before=runs.before, after=runs.after, hold=self.hold,
+                                    rel_error=self.cfg.bench_rel_error, per_run_s=per_run_s, race_us=race_us)
         synchronize(self.stream)
         failed = runs.verdict()
-        return samples, failed or SizeCheck(state.task.bench_size, True)
+        return samples, failed or SizeCheck(state.task.bench_size, True), cut
 
 class DeviceTrials:
     """The child's side of one candidate's tuning (tuning.TrialBench): trial compiles on the
@@ -363,11 +379,12 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
                 tune_module.flush_journals(timeout_s=30.0)
             return
         try:
-            if kind == "ready":  # host work only: the comparator thread may hold the GPU meanwhile
-                reply: Any = child.ready(payload)
+            if kind in ("ready", "fresh"):  # host work only: the comparator thread may hold the GPU meanwhile
+                reply: Any = child.ready(payload) if kind == "ready" else child.fresh_ready(payload)
             else:
                 with child.gate:
-                    reply = child.prepare(*payload) if kind == "prepare" else child.evaluate(payload)
+                    reply = child.prepare(*payload) if kind == "prepare" else \
+                        child.certify(payload) if kind == "certify" else child.evaluate(payload)
             compared = child.beside.finished()
             if compared:
                 conn.send(("compared", compared))
@@ -376,9 +393,7 @@ def main(conn: Any, spec: WorkerSpec, known: DeviceInfo | None) -> None:
             log.error("GPU child: %s", e, exc_info=True)
             conn.send(("crash", str(e)))
             os._exit(3)
-        except Exception as e:  # one line to the verdict; the traceback to the worker's log
-            log.error("GPU child: %s failed", kind, exc_info=True)
-            conn.send(("crash", crash_line(e) if is_context_error(e) else
-                       f"evaluator error ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
-                       "the GPU child was replaced (traceback in the worker's log)"))
+        except Exception as e:  # one line to the parent: the candidate's crash or fsr's own fault
+            log.error("GPU child: %s failed", kind, exc_info=True)  # the traceback to the worker's log
+            conn.send(failure_reply(e))
             os._exit(4)

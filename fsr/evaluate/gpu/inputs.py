@@ -54,10 +54,13 @@ class TaskState:
     contents: list[Content] = field(default_factory=list)
     sets: list[BenchSet] = field(default_factory=list)
     pinned: dict[str, np.ndarray] = field(default_factory=dict)
+    fresh: Any = None  # certification's inputs from entropy (fsr.evaluate.gpu.certify.Fresh), once started
 
     def close(self) -> None:
-        """Drop the task's host and device arrays (back to CuPy's pools) and stop its input thread."""
+        """Drop the task's host and device arrays (back to CuPy's pools) and stop its input threads."""
         self.pool.stop()
+        if self.fresh is not None:
+            self.fresh.close()
         self.contents, self.sets, self.pinned = [], [], {}
         tasks.forget(self.task)  # and its module's caches (an imported task's comparator model)
 

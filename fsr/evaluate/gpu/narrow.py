@@ -3,7 +3,7 @@ check and decoy kernels read and write them (fsr.evaluate.gpu.timed_runs).
 
 CuPy holds such buffers as raw bits (fsr.dtypes.device_dtype), and CuPy compiles fsr's kernels
 without an include path fsr controls, so the conversions are written out here in plain C with no
-header and no inline PTX (tests/unit/test_narrow_floats.py compiles them for the host and checks
+header and no inline PTX (tests/unit/evaluate/gpu/test_narrow_floats.py compiles them for the host and checks
 every code against ml_dtypes). To float: exact. From double: to the nearest value, ties to even,
 through float (a double rounding no decoy cares about); float16 and fp8 saturate past their
 largest finite value (decoys only need a finite, spoiled one), bfloat16 rounds as float does. No cupy import: the source is data.

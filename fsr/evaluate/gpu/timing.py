@@ -22,7 +22,8 @@ outputs after the end event and writes nothing the next flush does not replace.
 
 Samples come until the median is known well enough (`rel_error`: the standard error of the
 median, from the median absolute deviation, relative to the median) or the budget is spent, so
-a steady kernel of milliseconds is not run 45 times for a figure 10 runs already pin down.
+a steady kernel of milliseconds is not run 45 times for a figure 10 runs already pin down; and
+(racing) until they show the candidate clearly slower than the best the caller knows of.
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -36,6 +37,8 @@ from collections.abc import Callable
 import cupy as cp
 import numpy as np
 
+RACE_Z = 3.0  # standard errors of the median below it a raced candidate must still be slower (racing)
+RACE_MARGIN = 0.05  # ...than the best known by this much
 HOLD_TIMEOUT_S = 0.02  # a hold the host has not released by then lets go, and its samples are dropped
 CHUNK_QUEUE_S = 0.004  # a chunk's hold is released once queueing it took this long...
 CHUNK_SAMPLES = 64  # ...or it holds this many samples (CUDA queues about 1000 commands a stream)
@@ -88,8 +91,9 @@ class L2Flusher:
     A write alone leaves the L2 full of dirty lines, which the timed kernel then writes back to
     DRAM as it evicts them, inside its timed region, by an amount that varies from run to run: on
     an H200 an 8 MB streaming kernel read 8.2 or 8.6-8.9 us from loop to loop behind a memset,
-    7.42-7.55 us behind the memset and the read (BENCHMARKS.md, the flush study). A read alone left some
-    lines of the last sample's outputs in place (its loops read 7.3 or 8.0 us)."""
+    7.42-7.55 us behind the memset and the read (docs/benchmarks/2026-11-23-throughput.md, the flush
+    study). A read alone left some lines of the last sample's outputs in place (its loops read 7.3
+    or 8.0 us)."""
 
     def __init__(self, l2_bytes: int):
         self.buffer = cp.empty(max(2 * l2_bytes, 8 << 20) // 16 * 16, dtype=cp.uint8)
@@ -239,10 +243,33 @@ def median_error(samples: list[float]) -> float:
     return 1.2533 * sigma / np.sqrt(len(values)) / median if median > 0 else float("inf")
 
 
+def clearly_slower(samples: list[float], best_us: float) -> bool:
+    """Whether `samples` already show a median clearly slower than `best_us`: the median less
+    RACE_Z of its standard errors (median_error) is still more than RACE_MARGIN past `best_us`.
+    With RACE_Z = 3 the median is below that bound with about 0.1% probability where its
+    sampling error is normal; RACE_MARGIN keeps a candidate near the best timed in full."""
+    if len(samples) < 3:
+        return False
+    median = float(np.median(np.asarray(samples, dtype=np.float64)))
+    return median * (1.0 - RACE_Z * median_error(samples)) > best_us * (1.0 + RACE_MARGIN)
+
+
 def sample(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
            min_samples: int, max_samples: int, warmup_s: float,
            before: Hook | None = None, hold: Hold | None = None,
            rel_error: float = 0.0, per_run_s: float | None = None, after: Hook = _nothing) -> list[float]:
+    """`raced` without a best to race against (the docstring is there)."""
+    samples, _ = raced(run, stream, flusher, budget_s=budget_s, min_samples=min_samples, max_samples=max_samples,
+                       warmup_s=warmup_s, before=before, hold=hold, rel_error=rel_error, per_run_s=per_run_s,
+                       after=after)
+    return samples
+
+
+def raced(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
+          min_samples: int, max_samples: int, warmup_s: float,
+          before: Hook | None = None, hold: Hold | None = None,
+          rel_error: float = 0.0, per_run_s: float | None = None, after: Hook = _nothing,
+          race_us: float | None = None) -> tuple[list[float], bool]:
     """Device microseconds of `run(i)` (i picks the input set), one sample per flushed run.
 
     Warm-up runs until `warmup_s` has passed (at least twice), which also estimates the time per
@@ -257,7 +284,11 @@ def sample(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: f
     `per_run_s`: the time per run, known when these launches have just run (a tuning trial's
     samples of a candidate's launches, which never wait on the stream): then there is no warm-up.
     The trial's samples themselves are not counted: taken one or two a hold, an 8 us kernel's
-    read 3-11% faster than the protocol's chunks on an H200."""
+    read 3-11% faster than the protocol's chunks on an H200.
+
+    `race_us` (racing): the best median the caller knows of; between rounds, samples that are
+    already `clearly_slower` than it end the timing. Returns the samples and whether they were
+    cut short so."""
     prepare = before or _nothing
     if per_run_s is not None:
         held = hold is not None
@@ -267,9 +298,11 @@ def sample(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: f
     use = hold if held else None
     samples = timed(run, stream, flusher, min(count, min_samples), hold=use, prepare=prepare, after=after)
     while len(samples) < count and not (rel_error > 0 and median_error(samples) < rel_error):
+        if race_us is not None and clearly_slower(samples, race_us):
+            return samples, True
         more = min(count - len(samples), len(samples))
         samples += timed(run, stream, flusher, more, hold=use, prepare=prepare, first=len(samples), after=after)
-    return samples
+    return samples, False
 
 
 def sample_trial(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,

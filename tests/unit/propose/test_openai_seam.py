@@ -7,9 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import fsr
+from tests.support.paths import ROOT
 
 PACKAGE = Path(fsr.__file__).resolve().parent
 SEAM = "fsr/propose/llm_client.py"
@@ -43,7 +42,7 @@ def test_the_check_finds_an_import_in_a_function_and_no_near_miss(tmp_path: Path
     assert importers("openai", package) == {"pkg/lazy.py", "pkg/names.py"}
 
 
-def test_the_architecture_page_names_the_seam(pytestconfig: pytest.Config) -> None:
-    page = (pytestconfig.rootpath / "docs" / "architecture.md").read_text()
+def test_the_architecture_page_names_the_seam() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text()
     row = next(line for line in page.splitlines() if line.startswith("| `fsr/propose/`"))
     assert "`openai` in `llm_client.py` only" in row

@@ -18,6 +18,7 @@ from fsr.kernelbench.write import task_name
 from fsr.propose.base import ProposalRequest
 from fsr.propose.prompt import build
 from fsr.types import DeviceInfo
+from tests.support.paths import DATA
 
 LARGEST = ("10_ResNet101.py", "15_DenseNet121.py", "16_DenseNet201.py", "20_MobileNetV2.py", "22_EfficientNetB0.py",
            "26_ShuffleNet.py")
@@ -28,9 +29,9 @@ H200 = DeviceInfo("NVIDIA H200", "sm_90", 132, 49152, 232448, 233472, 60 * 2**20
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
-    level3 = pytestconfig.rootpath / "tests" / "data" / "kernelbench" / "level3"
+    level3 = DATA / "kernelbench" / "level3"
     out = tmp_path_factory.mktemp("tasks")
     assert main(["import", *(str(level3 / f) for f in LARGEST), "--out", str(out), "--jobs", "2",
                  "--timeout", "1800"]) == 0

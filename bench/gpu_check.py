@@ -1,0 +1,313 @@
+"""One device call that checks a change: the GPU tests, and the scale gate for the working tree and
+a ref, with one summary.
+
+    python bench/gpu_check.py prepare [--ref REF]          # here, no GPU needed
+    python bench/gpu_check.py run --out DIR [--gpus 0,1] [--budget-s 540] [--skip-tests | --skip-gates] [TASK ...]
+
+`prepare` unpacks REF's files (`git archive`) into .gpucheck/ref/, an ignored folder the device
+call carries, and records both commits in .gpucheck/ref.json. REF defaults to the commit the
+branch started from: `git merge-base HEAD origin/main`, else `main`, else HEAD~1 (also where the
+merge base is HEAD itself, as on main).
+
+`run`, on the GPUs of --gpus (default: every visible one): first the `whole_machine` tests, alone
+on the first GPU; then the other GPU tests (pytest-xdist, one worker per GPU) on all but the last
+GPU while the scale gate (bench/scale.py: the 16 float32 tasks, or the TASKs given, cold, compile
+cache off) runs on the last for the working tree and then for the ref; with three GPUs or more,
+the tests take all but the last two and the two gates run side by side on those. With one GPU the
+tests come first and the gates after them on the same GPU, one after the other. Every step is
+bounded so the whole call ends within --budget-s: the gates get `fsr bench --max-wall` for what
+is left (the same for both trees), and are left out, saying so, where too little is left (then
+`run --skip-tests` in a call of their own). It prints one summary and writes it to DIR/gpu_check.json
+(after every step, so a call cut short leaves what it finished), with each step's log beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpu_check_summary import (  # bench/ is this script's folder
+    failed,
+    gate_figures,
+    junit_results,
+    lines,
+    log_results,
+    ratio,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+STATE = ROOT / ".gpucheck"  # git-ignored; carried to the device machine
+WHOLE_MACHINE_S = 180.0  # the whole_machine tests' step, at most
+TESTS_S = 420.0  # the other GPU tests' step, at most
+TEST_TIMEOUT_S = 300  # one test, at most (pytest-timeout)
+GATE_MAX_WALL_S = 420.0  # fsr bench's own default --max-wall
+GATE_OVERHEAD_S = 60.0  # a gate's start (Ray, the GPU child) and its lineage read, beyond --max-wall
+MIN_GATE_S = 90.0  # below this --max-wall a cold campaign measures its start more than its throughput
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each part runs: the tests' GPUs, and the gates' lanes (GPU, trees run one after the
+    other on it)."""
+
+    tests: tuple[str, ...]
+    lanes: tuple[tuple[str, tuple[str, ...]], ...]
+    words: str
+
+
+def layout(gpus: list[str], trees: tuple[str, ...] = ("tree", "ref"), tests: bool = True) -> Layout:
+    """The tests on all but the last GPU (all but the last two where there are three or more), the
+    gates on the rest; with one GPU everything on it, the gates after the tests; without tests, the
+    gates side by side where there are two GPUs."""
+    if not tests:
+        if len(gpus) > 1 and len(trees) == 2:
+            return Layout((), ((gpus[0], trees[:1]), (gpus[1], trees[1:])),
+                          f"the gates side by side on {gpus[0]} and {gpus[1]}, no tests")
+        return Layout((), ((gpus[0], trees),), f"the gates on {gpus[0]}, one after the other, no tests")
+    if not trees:
+        return Layout(tuple(gpus), (), f"tests on {','.join(gpus)}, no gates")
+    if len(gpus) == 1:
+        return Layout((gpus[0],), ((gpus[0], trees),), f"one GPU ({gpus[0]}): the tests, then the gates on it, "
+                      "one after the other")
+    if len(gpus) == 2 or len(trees) == 1:
+        return Layout(tuple(gpus[:-1]), ((gpus[-1], trees),), f"tests on {','.join(gpus[:-1])}; the gates on "
+                      f"{gpus[-1]}, one after the other, beside the tests")
+    return Layout(tuple(gpus[:-2]), ((gpus[-2], trees[:1]), (gpus[-1], trees[1:])),
+                  f"tests on {','.join(gpus[:-2])}; the gates side by side on {gpus[-2]} and {gpus[-1]}")
+
+
+def gate_wall_s(left_s: float, gates: int) -> float:
+    """fsr bench's --max-wall for each of `gates` gates run one after the other in `left_s`."""
+    return min(GATE_MAX_WALL_S, (left_s - gates * GATE_OVERHEAD_S) / max(1, gates))
+
+
+# ---- steps --------------------------------------------------------------------------------------
+
+def run_bounded(command: list[str], env: dict[str, str], log: Path, limit_s: float, cwd: Path = ROOT) -> tuple[int, bool]:
+    """Run `command` (its output to `log`) for at most `limit_s`; its exit status and whether it was
+    cut (then its process group is stopped: TERM, then KILL)."""
+    with log.open("w") as sink:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=max(1.0, limit_s)), False
+        except subprocess.TimeoutExpired:
+            for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, 15)):
+                try:
+                    os.killpg(proc.pid, sig)
+                    return proc.wait(timeout=grace), True
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    continue
+            return -9, True
+
+
+def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s: float) -> dict[str, Any]:
+    """The GPU tests of `marks` on `gpus` (one xdist worker each), within `limit_s`."""
+    xml, log = out / f"tests-{name}.xml", out / f"tests-{name}.log"
+    command = [sys.executable, "-m", "pytest", "-m", marks, "-v", "-p", "no:cacheprovider", "--junitxml", str(xml)]
+    plugin = timeout_plugin()
+    if plugin >= (2, 0):
+        command += ["--timeout", str(TEST_TIMEOUT_S)]
+    if plugin >= (2, 3):  # no test starts past it, so pytest writes its XML before the step's end
+        command += ["--session-timeout", str(int(max(30.0, limit_s - 60.0)))]
+    command += ["-n", str(len(gpus))] if len(gpus) > 1 else []
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(gpus)}
+    started = time.monotonic()
+    code, cut = run_bounded(command, env, log, limit_s)
+    found = junit_results(xml) or log_results(log.read_text(errors="replace"))
+    return {**found, "wall_s": time.monotonic() - started, "gpus": list(gpus), "returncode": code, "cut": cut,
+            "limit_s": limit_s, "log": log.name}
+
+
+def timeout_plugin() -> tuple[int, int]:
+    """pytest-timeout's version ((0, 0) without it): --timeout, and --session-timeout from 2.3."""
+    import importlib.metadata
+
+    try:
+        major, minor = (int(p) for p in importlib.metadata.version("pytest-timeout").split(".")[:2])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return (0, 0)
+    return (major, minor)
+
+
+def gate_step(tree: str, root: Path, gpu: str, out: Path, max_wall_s: float, tasks: list[str]) -> dict[str, Any]:
+    """bench/scale.py (this tree's) on `root`, on one GPU, its campaign cut at `max_wall_s`."""
+    label = "working tree" if tree == "tree" else f"ref {root.name}"
+    figures = out / f"gate-{tree}.json"
+    command = [sys.executable, str(ROOT / "bench" / "scale.py"), "--gpus", gpu, "--root", str(root),
+               "--out", str(out / f"gate-{tree}"), "--label", label, "--json", str(figures),
+               "--", "--max-wall", str(int(max_wall_s)), *tasks]
+    code, cut = run_bounded(command, dict(os.environ), out / f"gate-{tree}.log", max_wall_s + GATE_OVERHEAD_S)
+    found = gate_figures(figures) or {"label": label, "error": f"exit {code}{', cut' if cut else ''}: see its log"}
+    return {**found, "gpu": gpu, "max_wall_s": max_wall_s, "cut": cut, "log": f"gate-{tree}.log"}
+
+
+@dataclass
+class Check:
+    """One run: its budget and the summary it builds (written after every step)."""
+
+    out: Path
+    budget_s: float
+    started: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def left_s(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def record(self, part: str, key: str, value: Any) -> None:
+        with self.lock:
+            self.summary[part][key] = value
+        self.write()
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.summary["notes"].append(text)
+        self.write()
+
+    def write(self) -> None:
+        with self.lock:
+            self.summary["wall_s"] = time.monotonic() - self.started
+            self.summary["ratio"] = ratio(self.summary)
+            (self.out / "gpu_check.json").write_text(json.dumps(self.summary, indent=1) + "\n")
+
+
+def gate_lane(check: Check, gpu: str, trees: tuple[str, ...], roots: dict[str, Path], tasks: list[str]) -> None:
+    """The gates of `trees`, one after the other on `gpu`, each cut at the same --max-wall: what is
+    left of the budget, shared."""
+    wall = gate_wall_s(check.left_s(), len(trees))
+    if wall < MIN_GATE_S:
+        check.note(f"gates of {', '.join(trees)} left out: {check.left_s():.0f} s of the budget left, too few; "
+                   "in a call of their own: `python3 bench/gpu_check.py run --out $OUT --skip-tests`")
+        return
+    for tree in trees:
+        check.record("gates", tree, gate_step(tree, roots[tree], gpu, check.out, wall, tasks))
+
+
+def run(check: Check, gpus: list[str], roots: dict[str, Path], tasks: list[str], tests: bool) -> None:
+    """The whole_machine tests alone; then the other tests beside the gates (after them on one GPU)."""
+    plan = layout(gpus, tuple(roots), tests)
+    check.summary["layout"] = plan.words
+    if tests:
+        check.record("tests", "whole_machine", tests_step("whole_machine", "gpu and whole_machine", plan.tests[:1],
+                                                          check.out, min(WHOLE_MACHINE_S, check.left_s())))
+    if tests and plan.lanes and plan.lanes[0][0] in plan.tests:  # one GPU: the tests first, then the gates on it
+        check.record("tests", "gpu", tests_step("gpu", "gpu and not whole_machine", plan.tests, check.out,
+                                                min(TESTS_S, check.left_s())))
+        tests = False
+    lanes = [threading.Thread(target=gate_lane, args=(check, gpu, trees, roots, tasks)) for gpu, trees in plan.lanes]
+    for lane in lanes:
+        lane.start()
+    if tests:
+        check.record("tests", "gpu", tests_step("gpu", "gpu and not whole_machine", plan.tests, check.out,
+                                                min(TESTS_S, check.left_s() - 30)))
+    for lane in lanes:
+        lane.join()
+
+
+# ---- the two modes ------------------------------------------------------------------------------
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def default_ref(root: Path) -> tuple[str, str]:
+    """The commit the branch started from, and how it was found."""
+    head = git(root, "rev-parse", "HEAD")
+    for base in ("origin/main", "main"):
+        try:
+            found = git(root, "merge-base", "HEAD", base)
+        except subprocess.CalledProcessError:
+            continue
+        if found != head:
+            return found, f"git merge-base HEAD {base}"
+    return git(root, "rev-parse", "HEAD~1"), "HEAD~1 (no merge base other than HEAD)"
+
+
+def prepare(ref: str | None, root: Path = ROOT) -> int:
+    """REF's files into .gpucheck/ref/ (git archive), and both commits into .gpucheck/ref.json."""
+    try:
+        commit, how = ((git(root, "rev-parse", "--verify", f"{ref}^{{commit}}"), f"given: {ref}") if ref
+                       else default_ref(root))
+    except subprocess.CalledProcessError as e:
+        print(f"gpu_check: no such ref: {ref or 'HEAD~1'} ({e.stderr.strip()})", file=sys.stderr)
+        return 2
+    state = root / STATE.name
+    target = state / "ref"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=root, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    dirty = bool(git(root, "status", "--porcelain", "--untracked-files=no"))
+    info = {"ref": commit[:12], "ref_subject": git(root, "log", "-1", "--format=%s", commit), "how": how,
+            "tree": git(root, "rev-parse", "--short=12", "HEAD") + (" with uncommitted changes" if dirty else "")}
+    (state / "ref.json").write_text(json.dumps(info, indent=1) + "\n")
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(target)], cwd=root).returncode == 0
+    print(f"gpu_check: ref {info['ref']} ({how}: {info['ref_subject']}) unpacked in {target.relative_to(root)}"
+          f"{'' if ignored else '; WARNING: not ignored by git, so a device call would carry it as tracked files'}")
+    return 0
+
+
+def visible_gpus() -> list[str]:
+    """The devices this process may use, as CUDA_VISIBLE_DEVICES names them."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [d.strip() for d in listed.split(",") if d.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(x for x in out.splitlines() if x.startswith("GPU "))]
+
+
+def start(args: argparse.Namespace) -> int:
+    gpus = [g for g in args.gpus.split(",") if g] if args.gpus else visible_gpus()
+    if not gpus:
+        print("gpu_check: no GPU visible (CUDA_VISIBLE_DEVICES, nvidia-smi -L); --gpus names them", file=sys.stderr)
+        return 3
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    check = Check(out, args.budget_s)
+    commits = gate_figures(STATE / "ref.json") or {}
+    check.summary = {"gpus": gpus, "layout": "", "commits": commits, "tests": {}, "gates": {}, "ratio": None,
+                     "notes": [], "wall_s": 0.0, "budget_s": args.budget_s}
+    roots = {} if args.skip_gates else {"tree": ROOT}
+    if not args.skip_gates and (STATE / "ref").is_dir():
+        roots["ref"] = STATE / "ref"
+    elif not args.skip_gates:
+        check.note("no ref tree: run `python bench/gpu_check.py prepare` before the call and carry .gpucheck")
+    run(check, gpus, roots, args.tasks, tests=not args.skip_tests)
+    check.write()
+    print("\n".join(lines(check.summary)))
+    return 1 if failed(check.summary) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    modes = parser.add_subparsers(dest="mode", required=True)
+    prep = modes.add_parser("prepare", help="unpack the ref's files into .gpucheck/ref (no GPU needed)")
+    prep.add_argument("--ref", default=None, help="a commit or branch (default: where this branch left main)")
+    go = modes.add_parser("run", help="the GPU tests and the scale gate of both trees, on the device machine")
+    go.add_argument("--out", required=True, help="the folder for the summary (gpu_check.json) and the logs")
+    go.add_argument("--gpus", default="", help="the GPUs to use, as CUDA_VISIBLE_DEVICES names them (default: all)")
+    go.add_argument("--budget-s", type=float, default=540.0, help="the whole call's seconds (default 540)")
+    skip = go.add_mutually_exclusive_group()
+    skip.add_argument("--skip-tests", action="store_true", help="the gates alone")
+    skip.add_argument("--skip-gates", action="store_true", help="the tests alone")
+    go.add_argument("tasks", nargs="*", help="tasks for the gate (default: bench/scale.py's 16 float32 tasks)")
+    args = parser.parse_args(argv)
+    return prepare(args.ref) if args.mode == "prepare" else start(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

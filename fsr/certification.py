@@ -1,0 +1,122 @@
+"""Certification's rules that need no GPU (docs/judge.md, "Two tiers"): what a certification
+request is, when a certified time is clearly slower than the screened one, what the proposer is
+told of a failed certification, and which lineage rows count where a campaign certifies.
+
+The search loop, the evaluators (real and fake) and the commands that read a lineage (`fsr bench`,
+best/) share these, so a result counts by one rule everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from fsr.types import Candidate, Evaluation, Tier, Verdict
+
+if TYPE_CHECKING:
+    import pandas
+
+# A certified median past the screened 90th percentile by more than this fails certification.
+# Why the p90 and 3%: the screened samples' own spread is in their p90 (nine in ten samples were
+# faster), so an honest kernel certified on inputs of the same distribution lands at or below it
+# on the same device; 3% more covers one GPU against another of the same model (certification
+# may run on another worker) and the run-to-run drift of a few seconds. A kernel faster on
+# fsr's predictable inputs than on fresh ones by more than that fails; one that gains less is
+# held to the issue's bound (certified no faster than an honest twin beyond 3%).
+SLOWER = 1.03
+TIMING = "timing"
+Row = TypeVar("Row", bound=Mapping[str, Any])
+
+
+def request(candidate: Candidate, screened: Evaluation) -> Candidate:
+    """The certification request of a screened OK candidate: the same kernel at the defines its
+    tuning chose, naming the candidate it certifies (its own id, as Candidate.id says)."""
+    defines = tuple(sorted(dict(screened.tuned_defines).items())) if screened.tuned_defines else candidate.defines
+    return replace(candidate, defines=defines, certify=candidate.id)
+
+
+def slower(screened: Evaluation, certified: Evaluation) -> str | None:
+    """Why `certified`'s median is clearly slower than `screened`'s timing (the paired bound,
+    SLOWER), or None; None too where either was not timed."""
+    if screened.timing is None or certified.timing is None:
+        return None
+    s, c = screened.timing, certified.timing
+    bound = max(s.p90_us, s.median_us) * SLOWER
+    if c.median_us <= bound:
+        return None
+    return (f"certified median {c.median_us:.4g} us on fresh inputs is past the screened 90th percentile "
+            f"{s.p90_us:.4g} us (median {s.median_us:.4g} us) by more than {SLOWER - 1:.0%}: the kernel was "
+            f"faster on fsr's screening inputs than on inputs it could not predict")
+
+
+def judge(screened: Evaluation, certified: Evaluation) -> Evaluation:
+    """`certified` with the timing bound applied: UNCERTIFIED ("timing") where it is clearly
+    slower than it was screened, else as it came."""
+    if certified.verdict != Verdict.OK:
+        return certified
+    reason = slower(screened, certified)
+    if reason is None:
+        return replace(certified, certified=True)
+    return replace(certified, verdict=Verdict.UNCERTIFIED, certified=False, failed_check=TIMING,
+                   message=f"certification failed at {TIMING}: {reason}")
+
+
+def as_certification(request: Candidate, evaluation: Evaluation) -> Evaluation:
+    """An executor's answer to a certification request as a certification: the CRASH or TIMEOUT
+    an executor gives for a request whose workers were lost under it becomes UNCERTIFIED."""
+    if evaluation.tier == Tier.CERTIFY or not request.certify:
+        return evaluation
+    if evaluation.verdict == Verdict.OK:
+        return replace(evaluation, tier=Tier.CERTIFY, certified=True)
+    return failure(replace(evaluation, tier=Tier.CERTIFY), str(evaluation.verdict).lower(), evaluation.message,
+                   evaluation.verdict)
+
+
+def feedback(candidate: Candidate, certified: Evaluation) -> Evaluation:
+    """What the proposer is told of `candidate` (the screened one) after its certification
+    failed: a correctness failure whose message names the set or check."""
+    return replace(certified, candidate_id=candidate.id, timing=None)
+
+
+def failure(base: Evaluation, check: str, detail: str, verdict: Verdict | str = Verdict.UNCERTIFIED) -> Evaluation:
+    """A failed certification: `base` (tier CERTIFY) with its verdict UNCERTIFIED, the set or
+    check that failed, and a message saying what happened there (`verdict`: what it would have
+    been in screening)."""
+    message = f"certification failed at {check} ({verdict}): {detail}" if verdict != Verdict.UNCERTIFIED \
+        else f"certification failed at {check}: {detail}"
+    return replace(base, verdict=Verdict.UNCERTIFIED, tier=Tier.CERTIFY, certified=False, failed_check=check,
+                   message=message, timing=None)
+
+
+# ---- lineage rows that count ------------------------------------------------------------------
+
+def certifying(recorded: Mapping[str, Any]) -> bool:
+    """Whether the campaign of this run.json certified its results (older runs did not)."""
+    return bool(((recorded.get("config") or {}).get("eval") or {}).get("certify", False))
+
+
+def certified_ids(rows: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The screened candidates that a passing certification row names."""
+    return {r["certifies"] for r in rows if r.get("tier") == Tier.CERTIFY and r.get("certified") and r.get("certifies")}
+
+
+def screenings(rows: Iterable[Row]) -> list[Row]:
+    """The rows that are evaluations of candidates: certification rows are not."""
+    return [r for r in rows if (r.get("tier") or Tier.SCREEN) != Tier.CERTIFY]
+
+
+def counted(frame: pandas.DataFrame, certifies: bool) -> pandas.DataFrame:
+    """The lineage rows a table ranks (`fsr bench`): the screenings, and where the campaign
+    certifies, an OK screening's latency only if its candidate was certified (the latency of one
+    never certified is dropped: it is no result, though it stays an evaluation with its verdict)."""
+    import numpy as np
+
+    tiers = frame["tier"].fillna(Tier.SCREEN.value) if "tier" in frame else None
+    screened = frame if tiers is None else frame[tiers != Tier.CERTIFY.value]
+    if not certifies or tiers is None:
+        return screened
+    passed = certified_ids(frame[tiers == Tier.CERTIFY.value].to_dict("records"))
+    out = screened.copy()
+    out.loc[(out["verdict"] == Verdict.OK.value) & ~out["candidate_id"].isin(passed), "median_us"] = np.nan
+    return out

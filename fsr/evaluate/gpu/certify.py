@@ -1,0 +1,148 @@
+"""Certification in the GPU child: a screened candidate judged again where nothing it could
+predict from the repository holds (docs/judge.md, "Two tiers").
+
+Screening draws its test inputs and benchmark sets from `eval.seed` and the task's content hash, so
+every worker holds the same sets and a kernel could carry answers for them. Certification draws
+from the operating system's entropy instead: a fresh input pool for every test size (its own
+thread makes the next ones ahead) and a fresh benchmark set with its float64 references, built on
+a host thread from the moment the task is prepared and again after each use, so a certification
+rarely waits on a reference. The candidate's program is loaded again (nothing carried from its
+screening's load), checked at every test size, then timed at the benchmark size with the full
+protocol, every timed run checked (decoys included).
+
+Runs in the evaluator's child process only (imports cupy).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import cupy as cp
+import numpy as np
+
+from fsr import tasks
+from fsr.evaluate import guards
+from fsr.evaluate.gpu.buffers import make_buffers
+from fsr.evaluate.gpu.inputs import BenchSet, Content, InputPool, TaskState, make_content, no_scratch
+from fsr.evaluate.gpu.programs import LaunchRefused, Program
+from fsr.evaluate.gpu.timed_runs import DeviceExpected, fingerprints, prepare_checks
+from fsr.evaluate.gpu.verify import check_size
+from fsr.evaluate.wire import Certified, CertifyRequest, Stages
+from fsr.types import Task, Verdict, size_label
+
+if TYPE_CHECKING:
+    from fsr.evaluate.gpu.child import Child
+
+TIMED = "timed runs on fresh inputs"
+_builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")  # one at a time: screening's builds come first
+
+
+def entropy_rng() -> np.random.Generator:
+    """A generator seeded from the operating system's entropy (never eval.seed nor a content hash)."""
+    return np.random.default_rng(secrets.randbits(128))
+
+
+class Fresh:
+    """A task's certification inputs: a pool of fresh test inputs (InputPool from an entropy
+    seed) and one benchmark content at a time, built ahead on a host thread."""
+
+    def __init__(self, task: Task, build: Callable[[Task], Content] | None = None):
+        self.task = task
+        self.pool = InputPool(task, secrets.randbits(63), depth=1)
+        self._build = build or bench_content
+        self._lock = threading.Lock()
+        self._next: Future[Content] = _builds.submit(self._build, task)
+
+    def bench(self) -> Content:
+        """A benchmark content no kernel has seen (waiting for its build if it is not done), the
+        next one started meanwhile. Raises what building it raised."""
+        with self._lock:
+            ready, self._next = self._next, _builds.submit(self._build, self.task)
+        return ready.result()
+
+    def ready(self) -> bool:
+        """Whether `bench` would answer without waiting for a build."""
+        return self._next.done()
+
+    def close(self) -> None:
+        """Stop the pool's thread and drop a build not yet started."""
+        self.pool.stop()
+        self._next.cancel()
+
+
+def bench_content(task: Task) -> Content:
+    """Inputs at the benchmark size drawn from entropy, and their float64 references."""
+    dtypes = {a.name: a.dtype for a in task.outputs}
+    return make_content(task, tasks.functions(task), dtypes, dict(task.bench_size), entropy_rng())
+
+
+def upload(task: Task, content: Content, stream: cp.cuda.Stream) -> BenchSet:
+    """A benchmark content on the device, as a prepared task's sets are (fsr.evaluate.gpu.child)."""
+    inputs, expected = content
+    bench_set = BenchSet(make_buffers(task, no_scratch(task), dict(task.bench_size), inputs), 0,
+                         {k: DeviceExpected.upload(v, stream) for k, v in expected.items()})
+    cp.cuda.Device().synchronize()  # the uploads ran on the default stream; fsr's does not wait for it
+    for output, g in bench_set.buffers.outputs.items():
+        prepare_checks(g.dtype.name, bench_set.expected[output].value.dtype.name)
+    bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, stream)
+    return bench_set
+
+
+def certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
+    """`req`'s program loaded afresh, checked at every test size on fresh inputs, then timed with
+    the full protocol on a fresh benchmark set, every timed run checked. Raises ContextLost (the
+    parent reports a crash as the failed check)."""
+    task, cand, clock = state.task, req.candidate, _Clock()
+    fresh = fresh_inputs(state)
+    program = Program(req.cubin, req.lowered)
+    refused = guards.check_module(program.globals, tuple(program.unresettable))
+    if refused:
+        return Certified(Verdict.REJECTED, refused, "module-scope variables", stages=clock.stages())
+    try:
+        checks = []
+        for i, size in enumerate(task.test_sizes):
+            inputs, reference = fresh.pool.take(i)
+            checks.append(check_size(program, cand, task, size, inputs, reference, child.stream))
+            if not checks[-1].passed:
+                return Certified(Verdict.WRONG, checks[-1].detail, f"fresh inputs at {size_label(size)}",
+                                 tuple(checks), stages=clock.stages())
+        clock.lap("verify")
+        sets = TaskState(task, fresh.pool, sets=[upload(task, fresh.bench(), child.stream)])
+        # the full protocol, as a screened winner is timed (warm-up included: the program is new)
+        samples, timed, _ = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples)
+        clock.lap("bench")
+    except LaunchRefused as e:
+        return Certified(Verdict.LAUNCH_ERROR, str(e), "launch", stages=clock.stages())
+    if not timed.passed:
+        return Certified(Verdict.WRONG, timed.detail, TIMED, tuple(checks) + (timed,), tuple(samples),
+                         stages=clock.stages())
+    return Certified(Verdict.OK, "", "", tuple(checks) + (timed,), tuple(samples), program.resources(),
+                     clock.stages())
+
+
+def fresh_inputs(state: TaskState) -> Fresh:
+    """The task's certification inputs, started now if its preparation did not start them."""
+    if state.fresh is None:
+        state.fresh = Fresh(state.task)
+    return state.fresh
+
+
+class _Clock:
+    """Wall time of certification's stages."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.spent = {"verify": 0.0, "bench": 0.0}
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.spent[stage] += now - self.last
+        self.last = now
+
+    def stages(self) -> Stages:
+        return Stages(verify_s=self.spent["verify"], bench_s=self.spent["bench"])

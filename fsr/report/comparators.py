@@ -1,0 +1,101 @@
+"""The comparators each task's best kernel should be read against, and those that were not timed,
+with why, as far as the lineage and run.json record it.
+
+What matters is what a user would otherwise call: the library and PyTorch (eager and
+torch.compile) for a built-in task, PyTorch eager and torch.compile for an imported one (it has
+no baseline kernel and no library). A worker times them beside a task's first candidates and
+logs why one failed; the lineage keeps only their times, so a comparator with no time on any of
+a task's rows was either still being timed when the campaign ended or failed, and the other
+comparators' times tell which is likelier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+COMPARATORS = {"library_us": "library", "torch_us": "PyTorch eager", "torch_compile_us": "torch.compile"}
+SPEEDUP_OF = {"library_us": "speedup_library", "torch_us": "speedup_torch",
+              "torch_compile_us": "speedup_torch_compile"}
+MISSING_COLUMNS = ["task", "comparator", "column", "reason"]
+LOG = "the worker's log says which"
+OFF = 'off in this run\'s config (eval.torch_compile = "off")'
+WHY = {
+    "library_us": f"the task has no library function, or timing it failed ({LOG})",
+    "torch_us": f"PyTorch eager failed on it, or the task has no PyTorch version ({LOG})",
+    "torch_compile_us": "torch.compile failed on it (the worker's log has the error)",
+}
+TASKS_NAMED = 8  # tasks named in one line; the rest are counted
+
+
+def _present(value: object) -> bool:
+    return value is not None and value == value and bool(value)
+
+
+def expected(row: Mapping[str, Any]) -> list[str]:
+    """The comparator columns that matter for a task's summary row: an imported task (no
+    baseline) is PyTorch's alone."""
+    imported = not _present(row.get("baseline_us"))
+    return [c for c in COMPARATORS if not (imported and c == "library_us")]
+
+
+def _none_back(info: Mapping[str, Any]) -> str:
+    campaigns = [c for c in info.get("campaigns") or [] if isinstance(c, Mapping)]
+    ended = (f"the campaign ended first (stopped by {campaigns[-1].get('stopped_by') or '?'})" if campaigns
+             else "the campaign is still going, or was stopped first")
+    return (f"no comparator of the task came back: they are timed beside its first candidates, and {ended} "
+            f"or timing them failed ({LOG})")
+
+
+def _compile_off(info: Mapping[str, Any]) -> bool:
+    config = info.get("config")
+    section = config.get("eval") if isinstance(config, Mapping) else None
+    return isinstance(section, Mapping) and section.get("torch_compile") == "off"
+
+
+def not_timed(summary: pd.DataFrame, info: Mapping[str, Any]) -> pd.DataFrame:
+    """Per task and comparator that matters but has no time: the comparator's name, its summary
+    speedup column, and why it was not timed (the config, the campaign's end, a failure)."""
+    off = _compile_off(info)
+    out = []
+    for row in summary.to_dict("records"):
+        came_back = any(_present(row.get(c)) for c in ("library_us", "torch_us"))
+        for column in expected(row):
+            if _present(row.get(column)):
+                continue
+            if column == "torch_compile_us" and off:
+                reason = OFF
+            elif not came_back:
+                reason = _none_back(info)
+            elif column == "torch_compile_us" and not _present(row.get("torch_us")):
+                reason = "it is timed once PyTorch eager is, which was not"
+            else:
+                reason = WHY[column]
+            out.append({"task": row["task"], "comparator": COMPARATORS[column], "column": SPEEDUP_OF[column],
+                        "reason": reason})
+    return pd.DataFrame(out, columns=MISSING_COLUMNS)
+
+
+def _names(items: list[str], every: int | None = None) -> str:
+    """"a, b and c"; "every task" where `items` are all `every` tasks; long lists counted."""
+    if every is not None and every > 1 and len(items) == every:
+        return "every task"
+    shown = items[:TASKS_NAMED]
+    rest = f" and {len(items) - len(shown)} more" if len(items) > len(shown) else ""
+    if rest or len(shown) < 2:
+        return ", ".join(shown) + rest
+    return ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def not_timed_lines(missing: pd.DataFrame, tasks: int) -> list[str]:
+    """`not_timed` as a few lines: the tasks that share comparators and a reason, each once:
+    "PyTorch eager and torch.compile, for gelu and scan: no comparator of the task came back..."."""
+    if missing.empty:
+        return []
+    which = missing.groupby(["task", "reason"], sort=False)["comparator"].agg(lambda c: _names(list(c)))
+    lines = []
+    for (comparators, reason), group in which.reset_index().groupby(["comparator", "reason"], sort=False):
+        lines.append(f"{comparators}, for {_names(list(group['task']), tasks)}: {reason}.")
+    return lines

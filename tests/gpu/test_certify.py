@@ -1,0 +1,189 @@
+"""Certification on a real GPU: honest kernels certify (untuned, tuned, and in a campaign, where
+only certified results lead); a kernel that keys on fsr's predictable benchmark sets passes
+screening faster than its honest twin and fails certification, on timing where it falls back to
+honest work on inputs it does not recognise, on its timed outputs where it does not.
+
+The cheats recognise the benchmark sets a GPU child builds for screening (from `eval.seed` and the
+task's content hash: fsr.evaluate.gpu.child.Child._contents) by four probe values, and carry the
+histogram of the first half of each set, so they count only the second half: about twice as
+fast, right on every screened run, plausible. Each test first checks that screening is fooled, so
+the channel the certification closes is shown open there."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from fsr import candidate, certification, tasks
+from fsr.config import Config, EvalConfig, SearchConfig, TuneConfig
+from fsr.evaluate.evaluator import GpuEvaluator
+from fsr.execute.local import LocalExecutor
+from fsr.lineage import LineageWriter, read
+from fsr.propose.mutate import MutateProposer
+from fsr.search.loop import run_campaign
+from fsr.testing.fakes import softmax_task
+from fsr.types import Evaluation, Tier, Verdict, WorkerSpec
+
+pytestmark = pytest.mark.gpu
+
+HISTOGRAM = tasks.load("histogram")
+CONFIG = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
+PROBES = ("x[0]", "x[1]", "x[n / 2 + 1]", "x[n - 1]")
+
+CHEAT = r"""/* fsr
+[tunables]
+BLOCK = [256]
+
+[[launch]]
+kernel = "seed_counts"
+grid = ["cdiv(bins, BLOCK)"]
+block = ["BLOCK"]
+args = ["x", "counts", "n", "bins"]
+
+[[launch]]
+kernel = "count_rest"
+grid = ["cdiv(n, BLOCK)"]
+block = ["BLOCK"]
+args = ["x", "counts", "n", "bins"]
+*/
+#define SETS %(sets)d
+#define BENCH_N %(n)d
+#define BENCH_BINS %(bins)d
+__device__ const int PROBE[SETS][4] = {%(probes)s};
+__device__ const int MEMO[SETS][BENCH_BINS] = {%(memo)s};
+
+// Which of fsr's screening benchmark sets x is, by four probe values (-1: none).
+__device__ __forceinline__ int recognise(const int* x, int n, int bins) {
+    if (n != BENCH_N || bins != BENCH_BINS) return -1;
+    for (int s = 0; s < SETS; ++s)
+        if (%(match)s) return s;
+    return -1;
+}
+
+// The first half's histogram from memory where the set is recognised, else zero.
+extern "C" __global__ void seed_counts(const int* x, int* counts, int n, int bins) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= bins) return;
+    int s = recognise(x, n, bins);
+    counts[b] = s >= 0 ? MEMO[s][b] : 0;
+}
+
+extern "C" __global__ void count_rest(const int* x, int* counts, int n, int bins) {
+    __shared__ int start;
+    if (threadIdx.x == 0) start = %(start)s;
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= start && i < n) atomicAdd(&counts[x[i]], 1);
+}
+"""
+FALLS_BACK = "recognise(x, n, bins) >= 0 ? n / 2 : 0"  # honest work on inputs it does not know
+ASSUMES = "(n == BENCH_N && bins == BENCH_BINS) ? n / 2 : 0"  # every benchmark-size input is one it knows
+
+
+def screening_sets(task: tasks.Task, config: Config) -> list[np.ndarray]:
+    """The benchmark inputs a GPU child screens `task` on: the same seeds as Child._contents."""
+    count = max(config.eval.input_sets, 2)
+    seeds = np.random.SeedSequence([config.eval.seed, 1, int(task.content_hash, 16)]).spawn(count)
+    module = tasks.functions(task)
+    return [module.make_inputs(dict(task.bench_size), np.random.default_rng(s))["x"] for s in seeds]
+
+
+def cheat(start: str) -> candidate.Candidate:
+    sets = screening_sets(HISTOGRAM, CONFIG)
+    n, bins = dict(HISTOGRAM.bench_size)["n"], dict(HISTOGRAM.bench_size)["bins"]
+    at = (0, 1, n // 2 + 1, n - 1)
+    probes = ", ".join("{" + ", ".join(str(int(x[i])) for i in at) + "}" for x in sets)
+    memo = ", ".join("{" + ", ".join(map(str, np.bincount(x[: n // 2], minlength=bins))) + "}" for x in sets)
+    match = " && ".join(f"{p} == PROBE[s][{k}]" for k, p in enumerate(PROBES))
+    source = CHEAT % {"sets": len(sets), "n": n, "bins": bins, "probes": probes, "memo": memo, "match": match,
+                      "start": start}
+    return candidate.parse(source, HISTOGRAM)
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> Iterator[GpuEvaluator]:
+    ev = GpuEvaluator(WorkerSpec.of(CONFIG, [HISTOGRAM]))
+    yield ev
+    ev.close()
+
+
+@pytest.fixture(scope="module")
+def honest(evaluator: GpuEvaluator) -> Evaluation:
+    result = evaluator.evaluate(candidate.parse(HISTOGRAM.baseline_source, HISTOGRAM))
+    assert result.verdict == Verdict.OK and result.timing is not None, result.message
+    return result
+
+
+def certify(evaluator: GpuEvaluator, cand: candidate.Candidate, screened: Evaluation) -> Evaluation:
+    request = certification.request(cand, screened)
+    got = evaluator.evaluate(request)
+    assert got.candidate_id == request.id and got.tier == Tier.CERTIFY and not got.answered_from
+    return certification.judge(screened, got)
+
+
+def test_the_honest_twin_certifies(evaluator: GpuEvaluator, honest: Evaluation) -> None:
+    base = candidate.parse(HISTOGRAM.baseline_source, HISTOGRAM)
+    got = certify(evaluator, base, honest)
+    assert got.verdict == Verdict.OK and got.certified is True, got.message
+    assert got.timing is not None and honest.timing is not None
+    assert got.timing.median_us <= honest.timing.p90_us * certification.SLOWER
+    # checked at every test size on fresh inputs, then its timed runs on a fresh benchmark set
+    assert len(got.checks) == len(HISTOGRAM.test_sizes) + 1 and all(c.passed for c in got.checks)
+
+
+def test_a_kernel_keyed_on_the_screening_sets_is_screened_fast_and_fails_certification_on_timing(
+        evaluator: GpuEvaluator, honest: Evaluation) -> None:
+    kernel = cheat(FALLS_BACK)
+    screened = evaluator.evaluate(kernel)
+    assert screened.verdict == Verdict.OK and screened.timing is not None, screened.message
+    assert honest.timing is not None
+    assert screened.timing.median_us < 0.8 * honest.timing.median_us, "screening was not fooled: no channel shown"
+    got = certify(evaluator, kernel, screened)
+    assert got.verdict == Verdict.UNCERTIFIED and got.certified is False and got.failed_check == "timing", got.message
+    assert "90th percentile" in got.message
+
+
+def test_a_kernel_that_assumes_every_benchmark_input_is_known_fails_its_timed_runs_on_fresh_inputs(
+        evaluator: GpuEvaluator, honest: Evaluation) -> None:
+    kernel = cheat(ASSUMES)
+    screened = evaluator.evaluate(kernel)
+    assert screened.verdict == Verdict.OK and screened.timing is not None, screened.message
+    assert honest.timing is not None and screened.timing.median_us < 0.8 * honest.timing.median_us
+    got = certify(evaluator, kernel, screened)
+    assert got.verdict == Verdict.UNCERTIFIED and got.failed_check == "timed runs on fresh inputs", got.message
+    assert "(WRONG)" in got.message
+
+
+def test_a_tuned_kernel_certifies_at_the_defines_its_tuning_chose() -> None:
+    task = softmax_task()
+    assert task.template_source is not None
+    ev = GpuEvaluator(WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=4)), [task]))
+    try:
+        cand = candidate.parse(task.template_source, task)
+        screened = ev.evaluate(cand)
+        assert screened.verdict == Verdict.OK and screened.tune_trials > 0, screened.message
+        request = certification.request(cand, screened)
+        assert dict(request.resolved_defines()) == dict(screened.tuned_defines)
+        got = certification.judge(screened, ev.evaluate(request))
+        assert got.verdict == Verdict.OK and got.certified is True, got.message
+    finally:
+        ev.close()
+
+
+def test_a_campaign_on_the_gpu_leads_with_certified_results_only(tmp_path) -> None:
+    task = softmax_task()
+    spec = WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=2)), [task])
+    executor = LocalExecutor(lambda: GpuEvaluator(spec, beside=True, campaign=True), max_in_flight=2)
+    try:
+        with LineageWriter(tmp_path) as writer:
+            summary = run_campaign([task], executor, MutateProposer(), SearchConfig(max_evaluations=8, seed=1),
+                                   writer, certify=True)
+    finally:
+        executor.close()
+    rows = read(tmp_path).to_pylist()
+    screened = [r for r in rows if r["tier"] == "screen"]
+    passed = certification.certified_ids(rows)
+    assert len(screened) == 8 == summary.evaluations and passed
+    assert summary.tasks[0].best_id in passed

@@ -1,0 +1,108 @@
+"""The report's tables as text and their shaping: one number format per column, the stage table
+in pipeline order, geometric means, the device said once, tuning bars, runs compared by task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fsr.report import costs, data, kernels, tables, text
+from tests.support.lineage_rows import frame, row, small_run, synthetic_rows
+
+
+def test_a_column_of_numbers_has_one_format() -> None:
+    cells = text.column_cells("per_evaluation_s", pd.Series([8.1e-05, 0.0354, 0.0]))
+    assert cells == ["0.0001", "0.0354", "0.0000"]
+    assert text.column_cells("best_us", pd.Series([6384.4, 169.0, None])) == ["6,384.4", "169.0", ""]
+    assert text.column_cells("evaluations", pd.Series([40, 7], dtype=object)) == ["40", "7"]
+    assert text.column_cells("ceiling_fraction", pd.Series([1.022])) == ["102.2%"]
+
+
+def test_the_stage_table_is_in_pipeline_order() -> None:
+    stages = costs.stage_times(frame([row(setup_s=0.5), row(candidate_id="b")]))
+    assert list(costs.stage_table(stages).columns) == ["task", "setup", "compile", "verify", "tune", "time", "other"]
+    md = text.markdown_table(costs.stage_table(stages))
+    assert md.splitlines()[0] == "| task | setup | compile | verify | tune | time | other |"
+
+
+def test_geometric_means_cover_the_tasks_where_each_comparator_was_measured() -> None:
+    summary = pd.DataFrame({"task": ["a", "b"], "speedup_baseline": [2.0, 8.0], "speedup_library": [4.0, None],
+                            "speedup_torch": [None, None]})
+    means = tables.speedup_geomeans(summary).set_index("column")
+    assert means.loc["speedup_baseline", "geomean"] == pytest.approx(4.0)
+    assert (means.loc["speedup_library", "geomean"], means.loc["speedup_library", "tasks"]) == (4.0, 1)
+    assert pd.isna(means.loc["speedup_torch", "geomean"]) and means.loc["speedup_torch", "tasks"] == 0
+    shown, note = text.with_geomean(summary)
+    assert shown.iloc[-1]["task"] == "geometric mean" and "library 1" in note and "of 2" in note
+
+
+def test_fast_p_is_over_every_task_of_the_run() -> None:
+    summary = pd.DataFrame({"task": ["a", "b", "c"], "best_us": [10.0, 20.0, None],
+                            "speedup_baseline": [3.0, 0.9, None], "speedup_library": [None, None, None],
+                            "speedup_torch": [1.5, None, None]})
+    scores = tables.fast_p(summary).set_index("column")
+    assert scores.loc["speedup_torch", ["fast_0_tasks", "fast_1_tasks", "fast_2_tasks"]].tolist() == [2, 1, 0]
+    assert scores.loc["speedup_baseline", "fast_1"] == pytest.approx(1 / 3)  # b is correct but slower
+    note = text.fast_p_note(summary)
+    assert "vs PyTorch eager (measured for 1): fast_0 2/3 (67%), fast_1 1/3 (33%), fast_2 0/3 (0%)" in note
+    assert "vs library" not in note  # never measured: left out
+
+
+def test_the_device_column_shows_only_when_tasks_ran_on_several_models() -> None:
+    one = tables.task_summary(frame([row(), row(candidate_id="b", task="sgemm")]))
+    two = tables.task_summary(frame([row(), row(candidate_id="b", task="sgemm", device="NVIDIA H100")]))
+    assert "device" not in text.summary_columns(one) and "device" in text.summary_columns(two)
+
+
+def test_the_dtype_column_shows_where_the_lineage_records_it() -> None:
+    old = tables.task_summary(frame([row(), row(candidate_id="b", task="sgemm")]))  # before the column
+    new = tables.task_summary(frame([row(dtype="float32"), row(candidate_id="b", task="softmax_bf16", dtype="bfloat16")]))
+    assert "dtype" not in text.summary_columns(old)
+    assert "dtype" in text.summary_columns(new)
+    assert dict(zip(new["task"], new["dtype"], strict=True)) == {"softmax": "float32", "softmax_bf16": "bfloat16"}
+    assert "| softmax_bf16 | bfloat16 |" in text.markdown_table(new, text.summary_columns(new))
+
+
+def test_tuning_bars_are_percent_above_the_best_and_mark_all_infeasible_values() -> None:
+    spread = pd.DataFrame({"task": ["t"] * 3, "tunable": ["BLOCK"] * 3, "value": [128, 256, 1024],
+                           "trials": [4, 4, 3], "infeasible": [0, 1, 3], "median_ratio": [1.0, 1.1, None],
+                           "chosen": [2, 0, 0]})
+    bars = kernels.tuning_bars(spread, "t")
+    assert bars["label"].tolist() == ["BLOCK=128", "BLOCK=256", "BLOCK=1024"]
+    assert bars["slower_pct"].iloc[:2].tolist() == pytest.approx([0.0, 10.0])
+    assert bars["infeasible"].tolist() == [False, False, True] and pd.isna(bars["slower_pct"].iloc[2])
+
+
+def test_runs_are_compared_by_task_with_each_runs_best_over_the_first_runs(tmp_path: Path) -> None:
+    from tests.support.lineage_rows import write_run
+
+    a = data.run_tables(data.load_run(small_run(tmp_path / "a")))
+    only_b = [row(candidate_id=f"x{i}", task="scan", median_us=30.0 - i) for i in range(3)]
+    b_rows = [row(candidate_id="s", task="softmax", median_us=25.0), *only_b]
+    b = data.run_tables(data.load_run(write_run(tmp_path / "b", b_rows)))
+    summary, curves = data.comparison([a, b])
+    assert summary["task"].tolist() == ["scan", "sgemm", "softmax", "softmax"]  # by task, runs in order
+    soft = summary[summary["task"] == "softmax"].set_index("run")["vs_first_run"]
+    assert soft.tolist() == pytest.approx([1.0, 0.5])  # 25 us against 50 us
+    assert summary.set_index("task").loc["scan", "vs_first_run"] != summary.set_index("task").loc["scan", "vs_first_run"]
+    assert data.tasks_in_one_run(curves) == ["scan", "sgemm"]
+
+
+def test_a_large_lineages_tables_format_without_mixed_notation() -> None:
+    rows = synthetic_rows(300)
+    stages = costs.stage_table(costs.stage_times(frame(rows)))
+    md = text.markdown_table(stages)
+    assert "e-0" not in md and "e+0" not in md
+
+
+def test_a_comparator_no_task_measured_is_left_out_of_the_table() -> None:
+    imported = pd.DataFrame({"task": ["a", "b"], "device": ["H100", "H100"], "speedup_baseline": [None, None],
+                             "speedup_library": [None, None], "speedup_torch": [1.5, None],
+                             "speedup_torch_compile": [None, None], "torch_compile_s": [None, None]})
+    shown = text.summary_columns(imported)
+    assert "speedup_torch" in shown
+    assert not {"speedup_baseline", "speedup_library", "speedup_torch_compile", "torch_compile_s"} & set(shown)
+    builtin = imported.assign(speedup_baseline=[2.0, None], speedup_torch_compile=[None, 1.1])
+    assert {"speedup_baseline", "speedup_torch_compile"} <= set(text.summary_columns(builtin))

@@ -1,0 +1,103 @@
+"""The GPU tests over every GPU (tests/conftest.py, tests/support/xdist_gpus.py): `-n auto` starts one
+pytest-xdist worker per visible GPU, each worker sees its own GPU alone, a module stays on one
+worker, and `whole_machine` tests skip where other workers run beside them. Device counts faked."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tests import conftest
+from tests.support import xdist_gpus
+
+
+@pytest.fixture
+def gpus(monkeypatch: pytest.MonkeyPatch):
+    """Fake the visible GPU count that conftest asks a subprocess for."""
+
+    def fake(count: int) -> None:
+        monkeypatch.setattr(conftest, "cuda_device_count", lambda: count)
+
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    return fake
+
+
+@pytest.mark.parametrize(("count", "workers"), [(1, 1), (2, 2), (8, 8), (0, None)])
+def test_auto_starts_one_worker_per_gpu_and_leaves_a_machine_without_one_to_xdist(gpus, count, workers):
+    gpus(count)
+    assert conftest.pytest_xdist_auto_num_workers(SimpleNamespace()) == workers
+
+
+def test_xdists_own_worker_count_variable_wins(gpus, monkeypatch):
+    gpus(4)
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
+    assert conftest.pytest_xdist_auto_num_workers(SimpleNamespace()) is None  # xdist reads it itself
+
+
+@pytest.mark.parametrize(("visible", "count", "worker", "pinned"), [
+    (None, 4, "gw0", "0"), (None, 4, "gw3", "3"),
+    ("2,5", 2, "gw0", "2"), ("2,5", 2, "gw1", "5"),  # the devices this run was given, not the host's
+    ("GPU-aa,GPU-bb", 2, "gw1", "GPU-bb"),
+    (None, 2, "gw3", "1"),  # more workers than GPUs: they share them in turn
+])
+def test_each_worker_sees_its_own_gpu_before_anything_starts_cuda(gpus, monkeypatch, visible, count, worker, pinned):
+    gpus(count)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    conftest.pytest_configure(SimpleNamespace())
+    import os
+
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == pinned
+
+
+def test_outside_a_worker_or_without_a_gpu_nothing_is_pinned(gpus, monkeypatch):
+    import os
+
+    gpus(0)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    conftest.pytest_configure(SimpleNamespace())
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # no GPU: nothing to pin to
+    gpus(2)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    conftest.pytest_configure(SimpleNamespace())
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # not a worker: every GPU stays visible
+
+
+def test_worker_ids_and_thread_shares():
+    assert xdist_gpus.worker_device("master", ["0", "1"]) is None
+    assert xdist_gpus.worker_device("gw0", []) is None
+    assert xdist_gpus.visible_devices({"CUDA_VISIBLE_DEVICES": ""}, 4) == []  # set and empty: none
+    assert xdist_gpus.host_threads({}, cores=32) == 0  # no xdist: fsr's default, every core
+    assert xdist_gpus.host_threads({"PYTEST_XDIST_WORKER_COUNT": "4"}, cores=32) == 8
+    assert xdist_gpus.host_threads({"PYTEST_XDIST_WORKER_COUNT": "64"}, cores=32) == 1
+
+
+@pytest.mark.parametrize(("numprocesses", "dist", "after"), [
+    (2, "no", "loadfile"),  # -n without --dist: a module's tests stay on one worker
+    (2, "load", "load"),  # a --dist of the command line's stands
+    (None, "no", "no"),  # no -n: no distribution
+])
+def test_a_module_stays_on_one_worker(numprocesses, dist, after):
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=numprocesses, dist=dist))
+    conftest.pytest_cmdline_main(config)
+    assert config.option.dist == after
+
+
+def test_whole_machine_tests_skip_beside_other_workers(gpus, monkeypatch):
+    gpus(2)
+    items = [SimpleNamespace(keywords={"gpu", "whole_machine"}, marks=[]),
+             SimpleNamespace(keywords={"gpu"}, marks=[])]
+    for item in items:
+        item.add_marker = item.marks.append
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    conftest.pytest_collection_modifyitems(SimpleNamespace(), items)
+    assert items[0].marks == [] and items[1].marks == []  # one worker: the machine is its own
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    conftest.pytest_collection_modifyitems(SimpleNamespace(), items)
+    assert [m.name for m in items[0].marks] == ["skip"] and items[1].marks == []
+    assert "pytest -m whole_machine" in items[0].marks[0].kwargs["reason"]
