@@ -12,6 +12,7 @@ from fsr.execute.local import EvaluatorUnavailable, LocalExecutor
 from fsr.testing.executor_contract import ExecutorContract
 from fsr.testing.fakes import FakeEvaluator, softmax_variants
 from fsr.types import Candidate, DeviceInfo, Evaluation, Verdict
+from tests.support.executors import drain
 
 
 class TestLocalExecutorContract(ExecutorContract):
@@ -50,13 +51,6 @@ class Recorder:
     def close(self) -> None:
         self.closed += 1
 
-
-def drain(ex: LocalExecutor, count: int, timeout_s: float = 10.0) -> list[Evaluation]:
-    out: list[Evaluation] = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < count and time.monotonic() < deadline:
-        out += ex.poll(0.5)
-    return out
 
 
 def test_the_evaluator_is_built_once_off_the_callers_thread_and_only_when_needed():

@@ -4,13 +4,12 @@ no other worker to send the candidate to), while an evaluator's other exceptions
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from fsr.execute.local import EvaluatorUnavailable, LocalExecutor
 from fsr.testing.fakes import softmax_variants
 from fsr.types import Candidate, DeviceInfo, Evaluation, EvaluatorFault, Verdict
+from tests.support.executors import drain
 
 
 class Faulting:
@@ -30,13 +29,6 @@ class Faulting:
     def close(self) -> None:
         self.closed += 1
 
-
-def drain(ex: LocalExecutor, count: int, timeout_s: float = 10.0) -> list[Evaluation]:
-    out: list[Evaluation] = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < count and time.monotonic() < deadline:
-        out += ex.poll(0.5)
-    return out
 
 
 def test_fsrs_fault_stops_the_run_with_its_reason_and_records_no_verdict():
