@@ -111,16 +111,20 @@ def run_bounded(command: list[str], env: dict[str, str], log: Path, limit_s: flo
             return -9, True
 
 
-def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s: float) -> dict[str, Any]:
-    """The GPU tests of `marks` on `gpus` (one xdist worker each), within `limit_s`."""
+def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s: float,
+               per_gpu: int = 1) -> dict[str, Any]:
+    """The GPU tests of `marks` on `gpus` (`per_gpu` xdist workers each), within `limit_s`; the log
+    ends with pytest's table of the slowest tests."""
     xml, log = out / f"tests-{name}.xml", out / f"tests-{name}.log"
-    command = [sys.executable, "-m", "pytest", "-m", marks, "-v", "-p", "no:cacheprovider", "--junitxml", str(xml)]
+    command = [sys.executable, "-m", "pytest", "-m", marks, "-v", "-p", "no:cacheprovider", "--junitxml", str(xml),
+               "--durations", "40"]
     plugin = timeout_plugin()
     if plugin >= (2, 0):
         command += ["--timeout", str(TEST_TIMEOUT_S)]
     if plugin >= (2, 3):  # no test starts past it, so pytest writes its XML before the step's end
         command += ["--session-timeout", str(int(max(30.0, limit_s - 60.0)))]
-    command += ["-n", str(len(gpus))] if len(gpus) > 1 else []
+    workers = len(gpus) * max(1, per_gpu)
+    command += ["-n", str(workers)] if workers > 1 else []
     env = os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(gpus)}
     started = time.monotonic()
     code, cut = run_bounded(command, env, log, limit_s)
@@ -161,6 +165,7 @@ class Check:
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
     summary: dict[str, Any] = field(default_factory=dict)
+    per_gpu: int = 1  # xdist workers per GPU for the GPU tests
 
     def left_s(self) -> float:
         return self.budget_s - (time.monotonic() - self.started)
@@ -203,14 +208,14 @@ def run(check: Check, gpus: list[str], roots: dict[str, Path], tasks: list[str],
                                                           check.out, min(WHOLE_MACHINE_S, check.left_s())))
     if tests and plan.lanes and plan.lanes[0][0] in plan.tests:  # one GPU: the tests first, then the gates on it
         check.record("tests", "gpu", tests_step("gpu", "gpu and not whole_machine", plan.tests, check.out,
-                                                min(TESTS_S, check.left_s())))
+                                                min(TESTS_S, check.left_s()), check.per_gpu))
         tests = False
     lanes = [threading.Thread(target=gate_lane, args=(check, gpu, trees, roots, tasks)) for gpu, trees in plan.lanes]
     for lane in lanes:
         lane.start()
     if tests:
         check.record("tests", "gpu", tests_step("gpu", "gpu and not whole_machine", plan.tests, check.out,
-                                                min(TESTS_S, check.left_s() - 30)))
+                                                min(TESTS_S, check.left_s() - 30), check.per_gpu))
     for lane in lanes:
         lane.join()
 
@@ -277,7 +282,7 @@ def start(args: argparse.Namespace) -> int:
         return 3
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    check = Check(out, args.budget_s)
+    check = Check(out, args.budget_s, per_gpu=args.workers_per_gpu)
     commits = gate_figures(STATE / "ref.json") or {}
     check.summary = {"gpus": gpus, "layout": "", "commits": commits, "tests": {}, "gates": {}, "ratio": None,
                      "notes": [], "wall_s": 0.0, "budget_s": args.budget_s}
@@ -300,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     go = modes.add_parser("run", help="the GPU tests and the scale gate of both trees, on the device machine")
     go.add_argument("--out", required=True, help="the folder for the summary (gpu_check.json) and the logs")
     go.add_argument("--gpus", default="", help="the GPUs to use, as CUDA_VISIBLE_DEVICES names them (default: all)")
+    go.add_argument("--workers-per-gpu", type=int, default=1,
+                    help="pytest-xdist workers per test GPU (default 1; they share its memory)")
     go.add_argument("--budget-s", type=float, default=540.0, help="the whole call's seconds (default 540)")
     skip = go.add_mutually_exclusive_group()
     skip.add_argument("--skip-tests", action="store_true", help="the gates alone")

@@ -102,7 +102,7 @@ def faked(monkeypatch, tmp_path):
     """gpu_check with its steps faked: each records when it ran, and the gates give figures."""
     order: list[str] = []
 
-    def tests_step(name, marks, gpus, out, limit_s):
+    def tests_step(name, marks, gpus, out, limit_s, per_gpu=1):
         order.append(f"tests {name} on {','.join(gpus)}")
         return step(gpus=list(gpus), failed=1 if name == "gpu" and "FAIL" in str(out) else 0)
 
