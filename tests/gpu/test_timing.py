@@ -15,6 +15,7 @@ import pytest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.whole_machine]
 TOLERANCE = 0.02
+PAUSED_TOLERANCE = 0.10  # a GPU idle between chunks of samples; a timed pause would add 7700%
 
 SOURCE = r"""
 extern "C" __global__ void stream_scale(const float* x, float* y, long long n, int reps) {
@@ -191,11 +192,11 @@ def test_a_host_pause_between_launches_stays_out_of_the_timed_region(gpu):
     reference = reference_us(gpu, two_launches)
     measured = fsr_us(gpu, two_launches_with_a_pause)
     # Host time in the region would add the whole pause (1000 us) to a 13 us sample: the bound
-    # that matters is the upper one. With the host this slow, the GPU idles between chunks of
-    # samples (about 4 ms each), and such a GPU ran these samples a little fast (5.5% on an
-    # H200), never slow. The lower bound checks that both launches are inside the region (one
-    # launch alone is about 35% less).
-    assert measured < reference * (1 + TOLERANCE), f"fsr {measured:.2f} us, reference {reference:.2f} us"
+    # that matters is the upper one, and it is loose, since with the host this slow the GPU idles
+    # between chunks of samples (about 4 ms each) and such a GPU runs these samples a few percent
+    # off the busy loop's time either way (5.5% fast, 3.8% slow on H200s). The lower bound checks
+    # that both launches are inside the region (one launch alone is about 35% less).
+    assert measured < reference * (1 + PAUSED_TOLERANCE), f"fsr {measured:.2f} us, reference {reference:.2f} us"
     assert measured > reference * 0.9, f"fsr {measured:.2f} us, reference {reference:.2f} us"
     # without the hold the pause is timed: the check above is one that can fail
     assert fsr_us(gpu, two_launches_with_a_pause, hold=False) > reference + 500.0
