@@ -26,6 +26,8 @@ Faults (cluster/faults.py says which are whose; cluster/supervise.py keeps the w
   candidate left unanswered `poison_after` times gets TIMEOUT). This is a backstop behind the
   evaluator's own watchdog, whose TIMEOUT is the kernel's verdict; `call_timeout_s` must exceed
   the evaluator's timeout.
+- a worker lost while it times comparators after the campaign (`compare`): the tasks it held are
+  left without figures, with why, in one notice; nothing is re-queued (no evaluation was asked).
 - no worker ready for `start_timeout_s` (all lost with their nodes, none can be placed) or every
   slot retired: NoWorkerError, one line; the lineage keeps what was evaluated, and the campaign
   can be resumed.
@@ -42,15 +44,16 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from cluster.faults import POISON_AFTER
+from cluster.faults import POISON_AFTER, first_line
 from cluster.placement import place, share_tasks
 from cluster.slot import Call, Slot
 from cluster.supervise import Supervisor, kill_actor
 from cluster.worker import EvaluatorFactory, gpu_evaluator_factory
 from fsr.evaluate import PREPARE_TIMEOUT_S, START_TIMEOUT_S
+from fsr.execute import base
 from fsr.execute.base import Workers
 from fsr.execute.local import EvaluatorUnavailable
-from fsr.types import Candidate, Evaluation, WorkerSpec
+from fsr.types import Candidate, Comparison, Evaluation, WorkerSpec
 
 WAKEUP_S = 1.0  # poll re-checks deadlines, restarts and pins at least this often
 START_TIMEOUT_S_DEFAULT = 300.0  # no worker ready this long: the campaign stops (resumable)
@@ -174,6 +177,47 @@ class RayExecutor(Supervisor):
                 break
         self._dispatch(time.monotonic())  # refill workers freed by this poll right away
         return out
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        """Executor.compare: each task is asked of one ready worker of the model it is pinned to
+        (one that was sent its candidates, and so holds it prepared, where there is one; else its
+        home; the fewest tasks each), all workers at once. A worker lost meanwhile leaves its tasks
+        with why (fsr's fault, in a notice), as does one that does not answer within the bound."""
+        self._check_open()
+        names = list(dict.fromkeys(tasks))
+        out: dict[str, Comparison] = {}
+        shares: dict[int, list[str]] = {}
+        for name in names:
+            slot = self._comparing_slot(name, shares)
+            if slot is None:
+                model = self._pins.get(name)
+                out[name] = Comparison(name, left="no GPU worker ready" + (f" of its model, {model}" if model else ""))
+            else:
+                shares.setdefault(slot.index, []).append(name)
+        refs = {self._slots[i].actor.compare.remote(share, wait_s): (self._slots[i], share) for i, share in shares.items()}
+        done = set(ray.wait(list(refs), num_returns=len(refs), timeout=wait_s + base.COMPARE_GRACE_S)[0]) if refs else set()
+        for ref, (slot, share) in refs.items():
+            try:
+                if ref not in done:
+                    raise TimeoutError(f"worker {slot.name} did not answer within the {wait_s:.0f}-s bound")
+                out.update({c.task: replace(c, worker=slot.name) for c in ray.get(ref)})
+            except (RayError, TimeoutError) as e:
+                why = str(e) if isinstance(e, TimeoutError) else \
+                    f"fsr's own fault: worker {slot.name} failed while timing them ({first_line(e)})"
+                if isinstance(e, RayError):
+                    self._notice(f"worker {slot.name} failed while timing the comparators of {len(share)} tasks: "
+                                 f"{first_line(e)}; they are left without them")
+                out.update({n: Comparison(n, worker=slot.name, left=why) for n in share})
+        return [out[n] for n in names]
+
+    def _comparing_slot(self, task: str, shares: dict[int, list[str]]) -> Slot | None:
+        """The ready worker to ask for `task`'s comparators (`compare`), or None."""
+        model = self._pins.get(task)
+        fits = [s for s in self._slots if s.info is not None and s.actor is not None and not s.retired
+                and (model is None or s.model == model)]
+        home = self._slots[self._homes[task]] if task in self._homes else None
+        best = [s for s in fits if task in s.tasks] or [s for s in fits if s is home] or fits
+        return min(best, key=lambda s: len(shares.get(s.index, ())), default=None)
 
     def close(self) -> None:
         """Close the evaluators of ready, idle workers (bounded wait), then kill every actor:

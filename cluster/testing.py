@@ -1,7 +1,8 @@
 """Test evaluators for the Ray layer, for tests/cluster and bench/: fixed latency, a GPU model
 chosen per fake GPU, and candidates marked to kill their worker process, to hang it, to make the
 evaluator raise, or to take a while (so a test can kill the worker under it). Every evaluation's
-message names the worker's process id.
+message names the worker's process id. Their comparators (`compare`) are timed when asked: PyTorch
+eager at TORCH_US; a task named with EXIT_TASK kills the worker process meanwhile.
 
 They run inside Ray actors, so everything here must be importable by the workers and picklable.
 The factory asks Ray which GPU its worker holds: that is why this lives in cluster/, not in
@@ -13,16 +14,19 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fsr.testing.fakes import FakeEvaluator, softmax_variants
-from fsr.types import Candidate, DeviceInfo, Evaluation
+from fsr.types import Candidate, Comparison, DeviceInfo, Evaluation
 
 EXIT_MARK = "// fsr-test: exit the worker process"
 HANG_MARK = "// fsr-test: hang"
 RAISE_MARK = "// fsr-test: raise"
 SLOW_MARK = "// fsr-test: slow"
 SLOW_S = 2.0
+TORCH_US = 250.0
+EXIT_TASK = "fsr-test-exit"
 
 
 def candidates(count: int, task: str | None = None, mark: str = "") -> list[Candidate]:
@@ -61,6 +65,12 @@ class MarkedEvaluator:
 
     def device(self) -> DeviceInfo:
         return DeviceInfo(name=self.device_name, arch="sm_90")
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        with self.gpu:
+            if any(EXIT_TASK in t for t in tasks):
+                os._exit(3)
+            return [Comparison(t, self.device_name, torch_us=TORCH_US, fresh=True) for t in tasks]
 
     def close(self) -> None:
         pass
@@ -130,6 +140,9 @@ class PreparingEvaluator:
 
     def device(self) -> DeviceInfo:
         return DeviceInfo(name="FakeGPU", arch="sm_90")
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        return [Comparison(t, "FakeGPU", torch_us=TORCH_US, fresh=True) for t in tasks]
 
     def close(self) -> None:
         pass

@@ -16,14 +16,14 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import ray
 
 from fsr.execute.base import Evaluator
-from fsr.types import Candidate, Evaluation, WorkerInfo, WorkerSpec
+from fsr.types import Candidate, Comparison, Evaluation, WorkerInfo, WorkerSpec
 
 EvaluatorFactory = Callable[[], Evaluator]
 
@@ -60,6 +60,11 @@ class GpuWorker:
         with self._lock:  # an evaluator that leaves wall_s at 0 runs one call at a time
             self._busy_s += evaluation.wall_s or time.perf_counter() - start
             return evaluation, self._busy_s
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        """The evaluator's comparators of `tasks` (Evaluator.compare): not an evaluation, so
+        no busy time is counted."""
+        return self._evaluator.compare(tasks, wait_s)
 
     def close(self) -> None:
         """Release the GPU and the evaluator's child process."""

@@ -89,6 +89,10 @@ class SearchConfig:
     max_wall_s: float = 0.0  # 0 = no limit
     target_speedup: float = 0.0  # 0 = no target
     seed: int = 0
+    # A campaign that ends by itself (its budgets; not a user's stop) with tasks whose comparators
+    # no evaluation carried asks its workers for them before the table is written, waiting this
+    # many seconds at most (the evaluations in flight finish first); 0 = not at all.
+    comparators_wait_s: float = 120.0
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """run.json: what a run directory says about itself (config with secrets scrubbed, versions,
-host, command, devices, and each campaign's totals), written atomically beside the lineage.
+host, command, devices, each campaign's totals, and the comparators timed after a campaign's last
+evaluation), written atomically beside the lineage.
 
 `devices` lists the GPU of each worker that served the run, as its worker measured it: CUDA's
 properties and the ceilings (copy and read bandwidth, SGEMM, tensor-core rates) that the judge
@@ -13,7 +14,7 @@ import platform
 import re
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 from fsr import __version__
 from fsr.files import atomic_write
 from fsr.lineage import LineageError
-from fsr.types import DeviceInfo
+from fsr.types import Comparison, DeviceInfo
 
 SECRET_WORDS = ("api_key", "token", "secret")
 # Names that contain a secret word but hold no secret: an environment variable's *name*, and a
@@ -72,6 +73,21 @@ def record_campaign(run_dir: str | Path, campaign: Mapping[str, Any]) -> None:
     path = Path(run_dir) / "run.json"
     doc = read_run_json(run_dir)
     doc["campaigns"] = [*(doc.get("campaigns") or []), dict(campaign)]
+    _write(path, doc)
+
+
+def record_comparators(run_dir: str | Path, answers: Sequence[Comparison]) -> None:
+    """Keep in run.json's `comparators` (task -> its figures, the GPU model and the worker) the
+    figures of `answers` that have any: the comparators a campaign's workers timed after its last
+    evaluation, which no lineage row carries (fsr.search.comparators). A task's entry replaces an
+    earlier campaign's."""
+    found = {c.task: {"device": c.device, "worker": c.worker, **c.figures} for c in answers if c.figures}
+    if not found:
+        return
+    path = Path(run_dir) / "run.json"
+    doc = read_run_json(run_dir)
+    recorded = doc.get("comparators")
+    doc["comparators"] = {**(recorded if isinstance(recorded, dict) else {}), **found}
     _write(path, doc)
 
 

@@ -350,6 +350,34 @@ class Evaluation:
         return self.baseline_us / self.timing.median_us
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """A task's comparators (the library, PyTorch eager, torch.compile) as a worker answered for
+    them after a campaign's last evaluation (Executor.compare): no candidate and no verdict. A
+    comparator that ran and failed, or that the task lacks, is None (`missed` says why where it
+    failed); `left` says why none was answered for ("" when they were): the wait's bound ran out,
+    or fsr's own machinery failed (never the task's fault). `fresh`: timed for this question,
+    rather than answered from the worker's record of an earlier timing."""
+
+    task: str
+    device: str = ""
+    library_us: float | None = None
+    torch_us: float | None = None
+    torch_compile_us: float | None = None
+    torch_compile_s: float | None = None
+    missed: tuple[str, ...] = ()
+    left: str = ""
+    fresh: bool = False
+    worker: str = ""  # stamped by the executor
+
+    @property
+    def figures(self) -> dict[str, float]:
+        """The comparators timed, by their lineage column (library_us, torch_us, ...)."""
+        values = {"library_us": self.library_us, "torch_us": self.torch_us,
+                  "torch_compile_us": self.torch_compile_us, "torch_compile_s": self.torch_compile_s}
+        return {k: v for k, v in values.items() if v is not None}
+
+
 class EvaluatorFault(RuntimeError):
     """fsr's own machinery failed while judging a candidate (raised by an evaluator, and across
     a Ray boundary inside RayTaskError): the GPU child failed in fsr's code on two fresh children

@@ -5,7 +5,9 @@ a budget that keeps the whole suite short: a per-task evaluation cap and a wall 
 each task's row comes from `fsr.report.tables.task_summary` (the figures `fsr report` shows) over
 the rows that count (fsr.certification.counted: where the campaign certifies, certified results only);
 the geometric means and KernelBench's fast_p come from the same module, so bench and report
-agree; this module adds only bench.md / bench.json in the run directory.
+agree (both add run.json's comparators, timed after the campaign's last evaluation, to the
+lineage's: fsr.report.comparators.with_recorded); this module adds only bench.md / bench.json in
+the run directory.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def bench_command(args: argparse.Namespace) -> int:
     """Run the campaign, then tabulate, write and print it; the exit code of `fsr run` otherwise."""
     from fsr.commands.run import run_campaign_args
+    from fsr.report.comparators import with_recorded
 
     _check_budget(args)
     names = list(args.tasks) or tasks_mod.list_tasks(args.tasks_dir)
@@ -59,6 +62,7 @@ def bench_command(args: argparse.Namespace) -> int:
         return code
     recorded = run_json.read_run_json(run_dir)
     frame = certification.counted(lineage.read_pandas(run_dir), certification.certifying(recorded))
+    frame = with_recorded(frame, recorded)  # the comparators timed after the last evaluation
     rows = bench_rows(frame, recorded.get("tasks") or [])
     means = geomeans(rows)
     markdown = to_markdown(rows, means, run_dir, _provenance(recorded))

@@ -41,13 +41,17 @@ def add_where_arguments(parser: argparse.ArgumentParser) -> Any:
 
 
 def add_search_arguments(group: Any) -> None:
-    """Islands, seed, tuning trials and the hang timeout (shared by `fsr run` and `fsr bench`)."""
+    """Islands, seed, tuning trials, the hang timeout and the comparators' wait (shared by `fsr
+    run` and `fsr bench`)."""
     group.add_argument("--islands", type=config_option("search", "islands"), help="islands per task")
     group.add_argument("--seed", type=config_option("search", "seed"))
     group.add_argument("--tune-trials", type=config_option("tune", "trials"),
                        help="launch-parameter trials per candidate (0: off)")
     group.add_argument("--timeout", type=config_option("eval", "timeout_s"),
                        help="seconds before a running kernel counts as hung")
+    group.add_argument("--comparators-wait", type=config_option("search", "comparators_wait_s"),
+                       help="seconds a campaign that ends by itself waits at most for the comparators "
+                            "(library, PyTorch) not yet timed, before its table (0: none)")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> Any:
@@ -232,7 +236,8 @@ def _discard_unstarted(run_dir: Path, fresh: list[Path]) -> bool:
 def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     picks = {
         "search": {"max_evaluations": args.max_evaluations, "max_wall_s": args.max_wall,
-                   "target_speedup": args.target_speedup, "islands": args.islands, "seed": args.seed},
+                   "target_speedup": args.target_speedup, "islands": args.islands, "seed": args.seed,
+                   "comparators_wait_s": args.comparators_wait},
         "tune": {"trials": args.tune_trials},
         "eval": {"timeout_s": args.timeout},
         "llm": {"model": args.model, "base_url": args.base_url, "max_cost": args.max_cost},
@@ -338,16 +343,22 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
     summary = run_campaign(task_list, executor, proposer, config.search, writer, view,
                            resume=run_dir if args.resume else None, pace=pace,
                            candidates_per_request=config.llm.candidates_per_request, certify=config.eval.certify)
+    waited = summary.comparators
+    if waited is not None:  # the comparators timed after the last evaluation: no lineage row carries them
+        run_json.record_comparators(run_dir, waited.answers)
     run_json.record_campaign(run_dir, {"evaluations": summary.evaluations, "wall_s": round(summary.wall_s, 3),
                                       "driver_ms_per_evaluation": round(summary.driver_ms_per_evaluation, 3),
                                       "stopped_by": summary.stopped_by,
                                       # why a task stopped short of its budget: the report says it
-                                      "tasks": {t.task: {"evaluations": t.finished, "note": t.note} for t in summary.tasks}})
+                                      "tasks": {t.task: {"evaluations": t.finished, "note": t.note} for t in summary.tasks},
+                                      **({"comparators": waited.record()} if waited is not None else {})})
     bases = {t.name: speedup_basis(t) for t in task_list}
     lines = [f"{t.task}: best {t.best_us:.1f} us, {speedup_words(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
              if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
+    if waited is not None and waited.text():
+        lines.append(waited.text())
     lines += _worker_lines(executor.workers().stats)
     return "\n".join(lines)
 

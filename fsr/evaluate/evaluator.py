@@ -11,6 +11,10 @@ stage of each (its compile and the compiles of its first tuning trials, on this 
 threads) runs while another holds the GPU child; only the child's part is serialised, by `_gpu`. Each evaluation's
 `wall_s` is the worker time it adds: its own span less what an evaluation finished before it
 already covered, so per-worker sums stay the worker's busy time.
+
+`compare` answers for tasks' comparators after a campaign's last evaluation (Evaluator.compare):
+those timed beside candidates come from this evaluator's record; those still being timed (or
+never asked of the current GPU child) are asked and waited for, within the caller's bound.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -45,13 +50,25 @@ from fsr.evaluate.wire import (
     TrialPrograms,
 )
 from fsr.evaluate.worker_time import WorkerTime
-from fsr.types import Candidate, DeviceInfo, Evaluation, EvaluatorFault, Task, Tier, Verdict, WorkerSpec
+from fsr.execute.base import BOUND_RAN_OUT
+from fsr.types import (
+    Candidate,
+    Comparison,
+    DeviceInfo,
+    Evaluation,
+    EvaluatorFault,
+    Task,
+    Tier,
+    Verdict,
+    WorkerSpec,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ARCH = "sm_90"
 READY_POLL_S = 0.05  # how often a call waiting for its task's host contents asks again
 READY_TIMEOUT_S = 60.0  # answering "ready" is a lookup: this only bounds a wedged child
+COMPARE_POLL_S = 0.1  # how often `compare` asks the GPU child for comparators still being timed
 
 
 @dataclass(frozen=True)
@@ -140,6 +157,7 @@ class GpuEvaluator:
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in
         self._beside = beside
         self._compared: set[str] = set()  # tasks whose comparators are timed (or could not be)
+        self._missed: dict[str, tuple[str, ...]] = {}  # task -> why a comparator of it has no figure
         self._asked: dict[str, int] = {}  # task -> sandbox generation asked to time them beside
         self._owed_s = 0.0  # the comparators' GPU seconds not yet charged to an evaluation
         self._owed_lock = threading.Lock()  # not the GPU lock: another candidate holds that while it runs
@@ -181,6 +199,16 @@ class GpuEvaluator:
             owed, self._owed_s = self._owed_s, 0.0
         total = min(charged, setup_s + owed)
         return replace(result, wall_s=charged, setup_s=total, comparators_s=min(owed, total))
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        """The comparators of `tasks` (Evaluator.compare): a task whose comparators this evaluator
+        timed (or found failing) is answered from that record; another is prepared in the GPU
+        child, which is asked to time them if it was not already, and waited for, one task after
+        another, until `wait_s` has passed. A failure of fsr's own machinery leaves that task's
+        figures out with the reason (`left`), never a verdict; the next task is tried."""
+        deadline = time.perf_counter() + wait_s
+        recorded = {name for name in tasks if self._compared_known(name)}  # answered, not timed for this
+        return [replace(c, fresh=c.task not in recorded) for c in (self._compare_one(n, deadline) for n in tasks)]
 
     def close(self) -> None:
         self._compiles.shutdown(wait=False, cancel_futures=True)
@@ -405,12 +433,58 @@ class GpuEvaluator:
                                               torch_compile_us=c.torch_compile_us,
                                               torch_compile_s=c.torch_compile_s)
             self._compared.add(c.task)
+            self._missed[c.task] = c.missed
             with self._owed_lock:
                 self._owed_s += c.gpu_s
             for line in c.missed:
                 log.warning("task %s: %s", c.task, line)
         self.sandbox.compared.clear()
         return self._times[task.name]
+
+    def _compare_one(self, name: str, deadline: float) -> Comparison:
+        """One task's Comparison (`compare`), waiting until `deadline` (perf_counter) at most."""
+        try:
+            task = self._task(name)
+        except tasks.TaskError as e:
+            return Comparison(name, left=str(e))
+        known = self._compared_known(name)
+        try:
+            while not known:
+                if time.perf_counter() >= deadline:
+                    return Comparison(name, self.sandbox.device.name if self.sandbox.device else "",
+                                      left=BOUND_RAN_OUT)
+                known = self._compare_step(task)
+                if not known:
+                    time.sleep(COMPARE_POLL_S)
+        except Exception as e:  # fsr's own (the child, the task's preparation): no verdict, the figures left out
+            log.warning("task %s: comparators not timed: %s: %s", name, type(e).__name__, e)
+            return Comparison(name, self.sandbox.device.name if self.sandbox.device else "",
+                              left=f"fsr's own fault while timing them: {' '.join(str(e).split())[:300]}")
+        times = self._times[name]
+        return Comparison(name, self.sandbox.device.name if self.sandbox.device else "", times.library_us,
+                          times.torch_us, times.torch_compile_us, times.torch_compile_s,
+                          self._missed.get(name, ()))
+
+    def _compare_step(self, task: Task) -> bool:
+        """One step towards `task`'s comparators: its host contents asked for, the task prepared
+        in the GPU child (which asks for its comparators where this child was not asked yet), or
+        the figures finished since asked for; whether they are known now."""
+        with self._gpu:
+            self.sandbox.ensure_started()
+            if self._prepared_in.get(task.name) != self.sandbox.restarts:
+                if self.sandbox.call("ready", task.name, READY_TIMEOUT_S) is False:
+                    return False  # its inputs and references are being built: asked again soon
+                self._prepare(task)
+            else:
+                reply = self.sandbox.call("ready", task.name, READY_TIMEOUT_S)  # the figures come before it
+                if isinstance(reply, (Died, Faulted, TimedOut)):
+                    raise EvaluatorFault(f"the GPU child failed while the comparators were timed: {reply}")
+            self._take_compared(task)
+        return self._compared_known(task.name)
+
+    def _compared_known(self, name: str) -> bool:
+        """Whether this evaluator holds the task's comparator figures (or knows them failed)."""
+        return name in self._times and (name in self._compared or not self._beside)
 
     def _comparators(self, task: Task) -> str:
         """What the next preparation of `task` asks of its comparators: "now", "beside" or ""."""

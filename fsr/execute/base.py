@@ -6,17 +6,21 @@ wait on each other (no generation barrier). Everything the loop and `fsr run` as
 is on the protocol, so every executor answers it (a hook that only one executor offered, looked
 up by name, was silently skipped by the others). DEVICE_WAIT_S is how long a caller that needs a
 worker's GPU (a model's prompt, the check that a GPU is there at all) waits for one to start.
+COMPARE_GRACE_S is how long past its bound an executor waits for a worker's answer to `compare`
+(the worker keeps the bound itself; this catches one that does not).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fsr.types import Candidate, DeviceInfo, Evaluation
+from fsr.types import Candidate, Comparison, DeviceInfo, Evaluation
 
 DEVICE_WAIT_S = 60.0
+COMPARE_GRACE_S = 10.0
+BOUND_RAN_OUT = "still being timed when the wait's bound ran out"  # a Comparison's `left`
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,13 @@ class Evaluator(Protocol):
 
     def device(self) -> DeviceInfo:
         """The GPU this evaluator times on, with its measured ceilings."""
+        ...
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        """One Comparison per task of `tasks`, in order: its comparators' figures, timed now where
+        this evaluator has none yet (waiting up to `wait_s` in all for those still being timed),
+        else from its record of them (never timed twice). Not an evaluation; never raises for a
+        comparator that fails (a figure left out, with why)."""
         ...
 
     def close(self) -> None:
@@ -99,6 +110,14 @@ class Executor(Protocol):
     def poll(self, timeout_s: float) -> list[Evaluation]:
         """Evaluations finished since the last call, `worker` set; waits up to `timeout_s` for at
         least one."""
+        ...
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        """The comparators of `tasks` from the workers (Evaluator.compare; on a GPU of the model
+        a task is pinned to), one Comparison per task, stamped with the worker: asked once no
+        evaluation is in flight, after a campaign's last, and answered within about `wait_s`
+        (COMPARE_GRACE_S past it at most). A worker that cannot answer (lost, unavailable, too
+        slow) leaves its tasks with `left` saying why; it never raises for that."""
         ...
 
     def pin(self, task: str, device_name: str) -> None:

@@ -4,6 +4,8 @@ The evaluator is built once, on the worker thread and only when first needed, so
 construction (CUDA context, ceiling measurements) is never paid by the caller of the
 constructor. Candidates are evaluated one at a time in submission order; `max_in_flight > 1`
 only lets the caller queue the next candidates so the evaluator never waits for the loop.
+A `compare` request (a campaign's comparators, after its last evaluation) is queued on the same
+thread, after the candidates before it.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, replace
 
+from fsr.execute import base
 from fsr.execute.base import Evaluator, Workers, WorkerStats
-from fsr.types import Candidate, DeviceInfo, Evaluation, EvaluatorFault, Verdict
+from fsr.types import Candidate, Comparison, DeviceInfo, Evaluation, EvaluatorFault, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +41,15 @@ def crash_evaluation(candidate: Candidate, message: str, device: str = "") -> Ev
                       message=message, device=device)
 
 
+@dataclass(frozen=True)
+class _Compare:
+    """A `compare` request on its way to the worker thread, and where its answer goes."""
+
+    tasks: tuple[str, ...]
+    wait_s: float
+    answer: Future[list[Comparison]]
+
+
 class LocalExecutor:
     """Executor over one evaluator running on a background thread of this process."""
 
@@ -44,7 +58,7 @@ class LocalExecutor:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self._factory = evaluator_factory
         self._max_in_flight = max_in_flight
-        self._inbox: queue.Queue[Candidate | None] = queue.Queue()
+        self._inbox: queue.Queue[Candidate | _Compare | None] = queue.Queue()
         self._outbox: queue.Queue[Evaluation] = queue.Queue()
         self._in_flight = 0  # submitted and not yet handed out by poll; caller's thread only
         self._pins: dict[str, str] = {}  # task -> GPU model it must be evaluated on
@@ -105,6 +119,28 @@ class LocalExecutor:
         self._in_flight -= len(out)
         return out
 
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        """The evaluator's answer for `tasks` (Executor.compare), from the worker thread once the
+        candidates queued before are done; a worker that cannot answer within the bound (and
+        COMPARE_GRACE_S) leaves every task with why."""
+        names = tuple(tasks)
+        if not names:
+            return []
+        why = "the worker is closed" if self._closed else self._unavailable()
+        if not why:
+            self._start()
+            request = _Compare(names, wait_s, Future())
+            self._inbox.put(request)
+            try:
+                answers = request.answer.result(timeout=max(0.0, wait_s) + base.COMPARE_GRACE_S)
+                return [replace(c, worker=WORKER_NAME) for c in answers]
+            except FutureTimeout:
+                request.answer.cancel()
+                why = f"the worker did not answer within the {wait_s:.0f}-s bound"
+            except Exception as e:  # fsr's own machinery failed: no verdict, and nothing written is touched
+                why = f"fsr's own fault while timing them: {' '.join(str(e).split())[:300]}"
+        return [Comparison(name, worker=WORKER_NAME, left=why) for name in names]
+
     def close(self) -> None:
         """Stop the worker after the evaluation in progress; queued candidates are dropped."""
         if self._closed:
@@ -114,9 +150,11 @@ class LocalExecutor:
             return
         while True:  # drop what has not started; the sentinel makes the thread close the evaluator
             try:
-                self._inbox.get_nowait()
+                dropped = self._inbox.get_nowait()
             except queue.Empty:
                 break
+            if isinstance(dropped, _Compare):
+                dropped.answer.cancel()
         self._inbox.put(None)
         self._thread.join()
 
@@ -182,6 +220,14 @@ class LocalExecutor:
             self._thread = threading.Thread(target=self._run, name="fsr-local-evaluator", daemon=True)
             self._thread.start()
 
+    def _unavailable(self) -> str:
+        """Why nothing can be asked of the evaluator (its build failed, its machinery did), or ""."""
+        try:
+            self._raise_if_unavailable()
+        except EvaluatorUnavailable as e:
+            return str(e)
+        return ""
+
     def _raise_if_unavailable(self) -> None:
         if self._build_error is not None:
             raise EvaluatorUnavailable(f"the evaluator could not be built: {self._build_error}") \
@@ -198,12 +244,16 @@ class LocalExecutor:
             log.debug("building the evaluator failed: %s", e)  # the caller says it, once
             self._build_error = e
             self._built.set()
+            self._refuse_compares(e)
             return
         with self._lock:
             self._ready_at = time.monotonic()
         self._built.set()
         try:
             while (candidate := self._inbox.get()) is not None:
+                if isinstance(candidate, _Compare):
+                    self._compare(self._evaluator, candidate)
+                    continue
                 try:
                     self._outbox.put(self._evaluate(self._evaluator, candidate))
                 except EvaluatorFault as e:  # no verdict: the run stops with the reason (poll, submit)
@@ -214,6 +264,27 @@ class LocalExecutor:
             with self._lock:
                 self._stopped_at = time.monotonic()
             self._evaluator.close()
+
+    def _refuse_compares(self, error: BaseException) -> None:
+        """Answer every `compare` request queued with `error` (the evaluator cannot be built)."""
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Compare) and item.answer.set_running_or_notify_cancel():
+                item.answer.set_exception(EvaluatorUnavailable(f"the evaluator could not be built: {error}"))
+
+    @staticmethod
+    def _compare(evaluator: Evaluator, request: _Compare) -> None:
+        """Answer a `compare` request (not an evaluation: no counters move)."""
+        if not request.answer.set_running_or_notify_cancel():
+            return  # the caller stopped waiting
+        try:
+            request.answer.set_result(evaluator.compare(request.tasks, request.wait_s))
+        except Exception as e:  # the caller says it, as fsr's fault
+            log.error("timing the comparators of %s failed: %s", ", ".join(request.tasks), e)
+            request.answer.set_exception(e)
 
     def _evaluate(self, evaluator: Evaluator, candidate: Candidate) -> Evaluation:
         with self._lock:

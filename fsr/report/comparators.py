@@ -4,9 +4,11 @@ with why, as far as the lineage and run.json record it.
 What matters is what a user would otherwise call: the library and PyTorch (eager and
 torch.compile) for a built-in task, PyTorch eager and torch.compile for an imported one (it has
 no baseline kernel and no library). A worker times them beside a task's first candidates and
-logs why one failed; the lineage keeps only their times, so a comparator with no time on any of
-a task's rows was either still being timed when the campaign ended or failed, and the other
-comparators' times tell which is likelier.
+logs why one failed; the lineage keeps only their times. Those still being timed when a campaign
+ended by itself are asked for then, within a bound, and kept in run.json (`comparators`), which
+`with_recorded` adds to the lineage's rows; run.json's campaign entry says which were left, and
+why. So a comparator with no time on any of a task's rows failed, or was left (its reason said),
+or the campaign was stopped before it came back.
 """
 
 from __future__ import annotations
@@ -41,7 +43,47 @@ def expected(row: Mapping[str, Any]) -> list[str]:
     return [c for c in COMPARATORS if not (imported and c == "library_us")]
 
 
-def _none_back(info: Mapping[str, Any]) -> str:
+RECORDED = ("library_us", "torch_us", "torch_compile_us", "torch_compile_s")  # run.json's comparator figures
+
+
+def with_recorded(frame: pd.DataFrame, info: Mapping[str, Any]) -> pd.DataFrame:
+    """`frame` (lineage rows) with the comparator figures run.json keeps (those timed after a
+    campaign's last evaluation) filled in where a row of that task, measured on that GPU model,
+    has none; the lineage's own figures stand."""
+    recorded = info.get("comparators")
+    if not isinstance(recorded, Mapping) or not recorded or frame.empty or "task" not in frame:
+        return frame
+    out = frame.copy()
+    for task, entry in recorded.items():
+        if not isinstance(entry, Mapping):
+            continue
+        rows = out["task"] == task
+        device = entry.get("device") or ""
+        if device and "device" in out:
+            rows &= out["device"].isin([device, ""])
+        for column in RECORDED:
+            value = entry.get(column)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                continue
+            if column not in out:
+                out[column] = float("nan")
+            out.loc[rows & out[column].isna(), column] = float(value)
+    return out
+
+
+def _left(info: Mapping[str, Any], task: str) -> str:
+    """Why the last campaign's wait for comparators left `task` without them, or ""."""
+    campaigns = [c for c in info.get("campaigns") or [] if isinstance(c, Mapping)]
+    waited = campaigns[-1].get("comparators") if campaigns else None
+    left = waited.get("left") if isinstance(waited, Mapping) else None
+    return str(left.get(task) or "") if isinstance(left, Mapping) else ""
+
+
+def _none_back(info: Mapping[str, Any], task: str = "") -> str:
+    left = _left(info, task)
+    if left:
+        return (f"no comparator of the task came back: they are timed beside its first candidates, and asked "
+                f"for after the campaign's last evaluation, where it was left: {left}")
     campaigns = [c for c in info.get("campaigns") or [] if isinstance(c, Mapping)]
     ended = (f"the campaign ended first (stopped by {campaigns[-1].get('stopped_by') or '?'})" if campaigns
              else "the campaign is still going, or was stopped first")
@@ -68,7 +110,7 @@ def not_timed(summary: pd.DataFrame, info: Mapping[str, Any]) -> pd.DataFrame:
             if column == "torch_compile_us" and off:
                 reason = OFF
             elif not came_back:
-                reason = _none_back(info)
+                reason = _none_back(info, row["task"])
             elif column == "torch_compile_us" and not _present(row.get("torch_us")):
                 reason = "it is timed once PyTorch eager is, which was not"
             else:

@@ -82,7 +82,8 @@ def load_run(path: str | Path) -> Run:
         logging.getLogger(record.name).handle(record)
     if trials is None:
         trials = lineage_schema.TRIALS.empty_table().to_pandas()
-    return Run(run_dir, info or {}, evaluations, trials)
+    # the comparators timed after a campaign's last evaluation live in run.json, not on a row
+    return Run(run_dir, info or {}, comparators.with_recorded(evaluations, info or {}), trials)
 
 
 @contextlib.contextmanager

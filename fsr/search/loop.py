@@ -6,6 +6,8 @@ written to the lineage. Budgets (per task): evaluations, wall time, target speed
 proposer keeps answering with nothing new is exhausted: once MAX_EMPTY_REQUESTS requests in a
 row brought nothing and none of its candidates is waiting or running, it stops, and the view is
 given one line naming it and what would let it go further (the proposer's `exhausted_hint`).
+A campaign that ends by itself then asks for the comparators that no evaluation carried, within a
+bound (fsr.search.comparators); a user's stop (Ctrl-C) skips that.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fsr.config import SearchConfig
 from fsr.execute.base import DEVICE_WAIT_S, Executor, Workers
 from fsr.propose.base import Proposer, speedup_words
 from fsr.propose.features import detect
+from fsr.search import comparators
 from fsr.search.pace import Ceilings
 from fsr.search.pool import ProposalPool
 from fsr.search.progress import CampaignSummary, Progress, snapshot
@@ -74,11 +77,13 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
     only certified results lead (fsr.search.state; docs/judge.md, "Two tiers").
     """
     state = CampaignState(tasks, config, lambda task: proposer.describe(task).features, certify=certify)
-    resumed = 0
+    resumed, compared = 0, set()
     if resume is not None:
         from fsr.lineage import read
 
-        resumed = state.load(read(resume))
+        table = read(resume)
+        resumed = state.load(table)
+        compared = comparators.carried_in(table.to_pylist()) | _recorded_comparators(resume)
         for ts in state.tasks.values():
             if ts.device:
                 executor.pin(ts.task.name, ts.device)
@@ -87,11 +92,23 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
     pool = ProposalPool(proposer, pace, gpus=len(workers.devices), device=workers.device)
     sink = BackgroundSink(writer) if writer is not None else None
     try:
-        return Driver(state, executor, pool, sink, view, candidates_per_request, resumed).run()
+        return Driver(state, executor, pool, sink, view, candidates_per_request, resumed, compared).run()
     finally:
         pool.close()
         if sink is not None:
             sink.close()  # every row told so far reaches the writer, also when the loop raised
+
+
+def _recorded_comparators(run_dir: str | Path) -> set[str]:
+    """The tasks whose comparators a run's earlier campaign recorded in its run.json."""
+    from fsr import run_json
+    from fsr.lineage import LineageError
+
+    try:
+        recorded = run_json.read_run_json(run_dir).get("comparators") or {}
+    except LineageError:
+        return set()
+    return comparators.carried_in({"task": k, **v} for k, v in recorded.items() if isinstance(v, dict))
 
 
 class Driver:
@@ -99,9 +116,11 @@ class Driver:
     the request loop's thread (fsr.propose.llm_gate), and their answers are collected here."""
 
     def __init__(self, state: CampaignState, executor: Executor, pool: ProposalPool, writer: LineageSink | None,
-                 view: View | None, n: int = 1, resumed: int = 0) -> None:
+                 view: View | None, n: int = 1, resumed: int = 0, compared: set[str] | None = None) -> None:
         self.state, self.executor, self.pool, self.writer, self.view = state, executor, pool, writer, view
         self.n, self.resumed = max(1, n), resumed
+        self.compared = set(compared or ())  # tasks some evaluation carried comparator figures for
+        self.comparator_wait: comparators.ComparatorWait | None = None
         self.ready: deque[tuple[str, Pending]] = deque()  # (id, item): new, waiting for a slot
         self.ready_ids: set[str] = set()
         # Seeds among them: they are not the model's proposals, and at the start they must not
@@ -134,6 +153,7 @@ class Driver:
                 if not self.in_flight and not self.certs_ready and self._all_done():
                     break  # requests still in flight could not be used: they are abandoned
                 self._show(self._poll())
+            self._time_comparators()  # ended by itself: a Ctrl-C above skips this
         except BaseException:
             if self.view is not None:  # e.g. every worker lost: the view ends before the error line
                 self.view.close(self._progress())
@@ -262,6 +282,8 @@ class Driver:
         item = self.in_flight.pop(ev.candidate_id, None)
         if item is None:
             return  # not ours (an executor bug): nothing to credit it to
+        if comparators.carries(ev):
+            self.compared.add(ev.task)
         if item.candidate.certify:
             self._tell_certification(item, ev)
             return
@@ -295,6 +317,13 @@ class Driver:
             self.writer.append(item.candidate, ev, features_detected=sorted(item.features),
                                started_at=item.started_at, finished_at=datetime.now(UTC),
                                prompt_tokens=item.prompt_tokens, completion_tokens=item.completion_tokens)
+
+    def _time_comparators(self) -> None:
+        """The comparators no evaluation carried, asked for within the configured bound."""
+        bound_s = self.state.config.comparators_wait_s
+        untimed = [name for name in self.state.tasks if name not in self.compared]
+        if untimed and bound_s > 0:
+            self.comparator_wait = comparators.time_untimed(self.executor, untimed, bound_s, self.view)
 
     # ---- budgets and reporting ----------------------------------------------------------------
 
@@ -363,5 +392,6 @@ class Driver:
             self.view.close(progress)
         reasons = sorted({r for ts in self.state.tasks.values() for r in self._stop_reasons(ts)})
         wall = self._elapsed()
-        return CampaignSummary(progress, self.resumed, wall, wall - self.poll_s,
-                               ", ".join(reasons) or "exhausted")
+        waited = self.comparator_wait.spent_s if self.comparator_wait else 0.0
+        return CampaignSummary(progress, self.resumed, wall, wall - self.poll_s - waited,
+                               ", ".join(reasons) or "exhausted", self.comparator_wait)

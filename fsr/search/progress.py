@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fsr.propose.base import BASELINE, task_speedup
+from fsr.search.comparators import ComparatorWait
 from fsr.search.pace import PaceStats
 from fsr.search.state import CampaignState, TaskState
 
@@ -65,6 +66,7 @@ class CampaignSummary:
     wall_s: float
     driver_s: float
     stopped_by: str  # "evaluations", "wall time", "target speedup", "exhausted", or several
+    comparators: ComparatorWait | None = None  # the comparators asked for after the last evaluation
 
     @property
     def evaluations(self) -> int:

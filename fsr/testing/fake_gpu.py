@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fsr.execute.base import Workers, WorkerStats
 from fsr.testing.fakes import FakeEvaluator
-from fsr.types import Candidate, Evaluation
+from fsr.types import Candidate, Comparison, Evaluation
 
 
 @dataclass
@@ -75,6 +76,9 @@ class FakeGpuWorkers:
 
     def ready_at(self) -> float:
         return min(w.ready_at for w in self.gpus)
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        return self.evaluator.compare(tasks, wait_s)
 
     def close(self) -> None:
         pass

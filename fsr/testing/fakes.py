@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from fsr import certification
 from fsr.candidate import parse, with_defines
-from fsr.execute.base import Evaluator, Executor, Workers, WorkerStats
+from fsr.execute.base import BOUND_RAN_OUT, Evaluator, Executor, Workers, WorkerStats
 from fsr.execute.local import EvaluatorUnavailable
 from fsr.propose.features import detect
 from fsr.tasks import load
-from fsr.types import Candidate, DeviceInfo, Evaluation, Task, Tier, Timing, Verdict
+from fsr.types import Candidate, Comparison, DeviceInfo, Evaluation, Task, Tier, Timing, Verdict
 
 # A real, compilable softmax feature template (one block per row), used where the repository's
 # own templates may not exist yet.
@@ -168,7 +168,11 @@ class FakeEvaluator:
     containing `#error` is a COMPILE_ERROR. `calls` counts evaluations by candidate id.
 
     Comparators: the baseline is timed at `base_us` (with `baseline=False`, none: what the
-    evaluator reports for a task without baseline.cu) and PyTorch eager at `torch_us`.
+    evaluator reports for a task without baseline.cu), PyTorch eager at `torch_us` and
+    torch.compile at `compile_us`. With `beside`, as a campaign's worker whose comparators were
+    still being timed when its campaign ended: no evaluation carries them, and `compare` times
+    them then (fresh); else `compare` answers from what the evaluations carried. `compares`
+    records each `compare` call's tasks.
 
     Certification (a candidate with `certify` set): judged as the screened candidate it names
     (the same latency, the same noise), certified unless it has a feature of `fail_certify`
@@ -187,6 +191,9 @@ class FakeEvaluator:
     calls: dict[str, int] = field(default_factory=dict)
     baseline: bool = True
     torch_us: float | None = None
+    compile_us: float | None = None
+    beside: bool = False
+    compares: list[tuple[str, ...]] = field(default_factory=list)
     fail_certify: Mapping[str, str] = field(default_factory=dict)
     certify_factor: Mapping[str, float] = field(default_factory=dict)
 
@@ -209,8 +216,15 @@ class FakeEvaluator:
             return certification.failure(failed, "compile", failed.message, verdict) if cand.certify else failed
         latency = self.latency_us(cand, features)
         out = Evaluation(cand.id, cand.task, Verdict.OK, timing=timing(latency), device="fake", tier=tier,
-                         baseline_us=self.base_us if self.baseline else None, torch_us=self.torch_us)
+                         baseline_us=self.base_us if self.baseline else None,
+                         torch_us=None if self.beside else self.torch_us,
+                         torch_compile_us=None if self.beside else self.compile_us)
         return self._certify(out, features) if cand.certify else out
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        self.compares.append(tuple(tasks))
+        return [Comparison(t, "fake", torch_us=self.torch_us, torch_compile_us=self.compile_us, fresh=self.beside)
+                for t in tasks]
 
     def _certify(self, screened: Evaluation, features: frozenset[str]) -> Evaluation:
         """The certification of a kernel screened as `screened` (its timing as screened)."""
@@ -256,6 +270,10 @@ class ReplayEvaluator:
     def device(self) -> DeviceInfo:
         return DeviceInfo(name="replay", arch="sm_90")
 
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        """Nothing recorded to answer with: no figures, nothing left."""
+        return [Comparison(t, "replay") for t in tasks]
+
     def close(self) -> None:
         pass
 
@@ -269,11 +287,14 @@ class FakeExecutor:
     evaluator's device). Like the Ray executor, a task stays on one model: the one it is pinned
     to, else the model most workers have, and its evaluations carry that model as their device.
     A task pinned to a model no worker has is refused with EvaluatorUnavailable on submit;
-    `pins` records every pin."""
+    `pins` records every pin.
+
+    Comparators (`compare`): the evaluator answers, each task's taking `compare_s` seconds on the
+    executor's clock, one task after another; the tasks past the bound are left."""
 
     def __init__(self, evaluator: FakeEvaluator | ReplayEvaluator | None = None, slots: int = 4,
                  eval_s: float | Callable[[Candidate], float] = 0.0, real_time: bool = False,
-                 models: Sequence[str] = ()) -> None:
+                 models: Sequence[str] = (), compare_s: float = 0.0) -> None:
         self.evaluator = evaluator or FakeEvaluator()
         self.slots = slots
         self.eval_s = eval_s if callable(eval_s) else (lambda _c, s=float(eval_s): s)
@@ -285,6 +306,8 @@ class FakeExecutor:
         self.submitted: list[str] = []
         self.pins: dict[str, str] = {}
         self.model_of: dict[str, str] = {}  # task -> the model its candidates run on
+        self.compare_s = compare_s
+        self.compare_calls: list[tuple[tuple[str, ...], int]] = []  # (tasks, evaluations in flight then)
         self._running: list[tuple[float, int, Candidate]] = []
         self.closed = False
 
@@ -318,6 +341,18 @@ class FakeExecutor:
         while self._running and self._running[0][0] <= self._now():
             done.append(heapq.heappop(self._running)[2])
         return [self._evaluate(c) for c in done]
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        self.compare_calls.append((tuple(tasks), len(self._running)))
+        answered = int(wait_s // self.compare_s) if self.compare_s > 0 else len(tasks)
+        timed = list(tasks)[:answered]
+        spent = min(len(tasks) * self.compare_s, wait_s)
+        if self.real_time:
+            time.sleep(spent)
+        else:
+            self.virtual_now += spent
+        out = self.evaluator.compare(timed, wait_s) if timed else []
+        return [*out, *(Comparison(t, left=BOUND_RAN_OUT) for t in list(tasks)[answered:])]
 
     def close(self) -> None:
         self.closed = True

@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -31,7 +31,18 @@ from fsr.evaluate.compile import CompileService
 from fsr.evaluate.evaluator import static_stage
 from fsr.execute.base import Evaluator
 from fsr.tasks import load
-from fsr.types import Candidate, DeviceInfo, Evaluation, SizeCheck, Task, Tier, Timing, Verdict, size_label
+from fsr.types import (
+    Candidate,
+    Comparison,
+    DeviceInfo,
+    Evaluation,
+    SizeCheck,
+    Task,
+    Tier,
+    Timing,
+    Verdict,
+    size_label,
+)
 
 # ---- canned kernels (softmax, the candidate format) -------------------------------------------
 
@@ -354,6 +365,10 @@ class StandInEvaluator:
         return Evaluation(cand.id, cand.task, Verdict.OK, timing=_timing(self.latency_us.get(kernel, self.default_us)),
                           baseline_us=self.baseline_us, resources=static.compiled.resources,
                           device=self.device().name, tier=tier, certified=True if cand.certify else None)
+
+    def compare(self, tasks: Sequence[str], wait_s: float) -> list[Comparison]:
+        """No comparators stand in: none timed, none left."""
+        return [Comparison(t, self.device().name) for t in tasks]
 
     def device(self) -> DeviceInfo:
         return DeviceInfo("stand-in H200", "sm_90", 132, 49152, 232448, 233472, 60 * 2**20, 65536, 4140.0, 50.6, 317.0)
