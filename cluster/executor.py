@@ -199,7 +199,7 @@ class RayExecutor(Supervisor):
         for ref, (slot, share) in refs.items():
             try:
                 if ref not in done:
-                    raise TimeoutError(f"worker {slot.name} did not answer within the {wait_s:.0f}-s bound")
+                    raise TimeoutError(f"worker {slot.name} did not answer within the {wait_s:g}-s bound")
                 out.update({c.task: replace(c, worker=slot.name) for c in ray.get(ref)})
             except (RayError, TimeoutError) as e:
                 why = str(e) if isinstance(e, TimeoutError) else \

@@ -126,9 +126,12 @@ class LocalExecutor:
         names = tuple(tasks)
         if not names:
             return []
-        why = "the worker is closed" if self._closed else self._unavailable()
-        if not why:
+        if not self._closed:
             self._start()
+            self._built.wait(max(0.0, wait_s))  # built long ago after a campaign's evaluations
+        why = "the worker is closed" if self._closed else self._unavailable() or \
+            ("" if self._built.is_set() else f"the evaluator was not built within the {wait_s:g}-s bound")
+        if not why:
             request = _Compare(names, wait_s, Future())
             self._inbox.put(request)
             try:
@@ -136,7 +139,7 @@ class LocalExecutor:
                 return [replace(c, worker=WORKER_NAME) for c in answers]
             except FutureTimeout:
                 request.answer.cancel()
-                why = f"the worker did not answer within the {wait_s:.0f}-s bound"
+                why = f"the worker did not answer within the {wait_s:g}-s bound"
             except Exception as e:  # fsr's own machinery failed: no verdict, and nothing written is touched
                 why = f"fsr's own fault while timing them: {' '.join(str(e).split())[:300]}"
         return [Comparison(name, worker=WORKER_NAME, left=why) for name in names]
@@ -244,7 +247,6 @@ class LocalExecutor:
             log.debug("building the evaluator failed: %s", e)  # the caller says it, once
             self._build_error = e
             self._built.set()
-            self._refuse_compares(e)
             return
         with self._lock:
             self._ready_at = time.monotonic()
@@ -263,17 +265,18 @@ class LocalExecutor:
         finally:
             with self._lock:
                 self._stopped_at = time.monotonic()
+            self._refuse_compares(self._unavailable() or "the worker stopped")
             self._evaluator.close()
 
-    def _refuse_compares(self, error: BaseException) -> None:
-        """Answer every `compare` request queued with `error` (the evaluator cannot be built)."""
+    def _refuse_compares(self, why: str) -> None:
+        """Answer the `compare` requests still queued when the worker thread ends with `why`."""
         while True:
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:
                 return
             if isinstance(item, _Compare) and item.answer.set_running_or_notify_cancel():
-                item.answer.set_exception(EvaluatorUnavailable(f"the evaluator could not be built: {error}"))
+                item.answer.set_exception(EvaluatorUnavailable(why))
 
     @staticmethod
     def _compare(evaluator: Evaluator, request: _Compare) -> None:

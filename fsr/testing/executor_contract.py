@@ -111,6 +111,16 @@ class ExecutorContract:
         assert executor.poll(0.2) == []
         assert time.monotonic() - start < 5.0
 
+    def test_comparators_asked_after_the_evaluations_come_back_one_per_task_and_are_no_evaluation(self, executor):
+        first = softmax_variants(1)[0]
+        executor.submit(first)
+        assert len(self.collect(executor, 1)) == 1  # as after a campaign: its evaluations are done
+        answers = executor.compare([first.task], 5.0)
+        assert [c.task for c in answers] == [first.task]
+        assert executor.poll(0.05) == []  # no evaluation came of it
+        executor.submit(softmax_variants(2)[1])  # and the executor evaluates on
+        assert len(self.collect(executor, 1)) == 1
+
     def test_close_twice_is_harmless(self, executor):
         executor.close()
         executor.close()
