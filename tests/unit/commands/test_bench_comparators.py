@@ -1,6 +1,6 @@
 """`fsr bench` and `fsr report` with comparators that no evaluation carried: the campaign asks for
-them after its last evaluation, run.json keeps them, the table and the report read them beside
-the lineage's; what was left is said, with why, in the summary and the report."""
+them after its last evaluation, run.json keeps them, and the table and the report read them
+beside the lineage's (the report's side alone: tests/unit/report/test_report_comparators.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 
 from fsr import cli, lineage, run_json
-from fsr.execute.base import BOUND_RAN_OUT
-from fsr.report import comparators as report_comparators
 from fsr.report.data import load_run, run_tables
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor
 from fsr.types import Candidate, Comparison, Evaluation
@@ -78,29 +76,3 @@ def test_the_wait_is_a_knob_and_zero_asks_for_nothing(suite, tmp_path, late):
     doc = json.loads((run_dir / "bench.json").read_text())
     assert all(t["torch_us"] is None for t in doc["tasks"])
     assert "comparators" not in run_json.read_run_json(run_dir)
-
-
-def test_the_report_says_why_a_left_task_has_no_comparators(tmp_path):
-    from tests.unit.commands.test_bench import frame, row
-
-    rows = frame([row("softmax", 0, median_us=10.0, baseline_us=80.0)])
-    info = {"campaigns": [{"stopped_by": "wall time", "comparators": {"left": {"softmax": BOUND_RAN_OUT}}}]}
-    summary = report_comparators.with_recorded(rows, info)
-    from fsr.report.tables import task_summary
-
-    missing = report_comparators.not_timed(task_summary(summary), info)
-    assert set(missing["comparator"]) == {"library", "PyTorch eager", "torch.compile"}
-    assert all(BOUND_RAN_OUT in why for why in missing["reason"])
-
-
-def test_recorded_figures_fill_only_the_rows_without_them_on_the_same_gpu_model():
-    from tests.unit.commands.test_bench import frame, row
-
-    rows = frame([row("softmax", 0, median_us=10.0, torch_us=40.0), row("softmax", 1, median_us=12.0),
-                  row("sgemm", 0, median_us=100.0)])
-    info = {"comparators": {"softmax": {"device": "NVIDIA H200", "torch_us": 99.0, "library_us": 20.0},
-                            "sgemm": {"device": "NVIDIA B200", "library_us": 50.0}}}
-    filled = report_comparators.with_recorded(rows, info)
-    assert list(filled["torch_us"].fillna(-1)) == [40.0, 99.0, -1]  # the lineage's own figure stands
-    assert list(filled["library_us"].fillna(-1)) == [20.0, 20.0, -1]  # another model's figure is not this one's
-    assert rows["torch_us"].isna().sum() == 2  # the lineage's frame is untouched

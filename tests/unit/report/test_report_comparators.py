@@ -13,7 +13,7 @@ import pytest
 
 from fsr import cli, dtypes
 from fsr.report import ceilings, comparators, costs, data, kernels, tables, text
-from tests.support.lineage_rows import T0, frame, row
+from tests.support.lineage_rows import T0, frame, row, write_run
 from tests.support.report_imported_run import write_imported_run
 
 
@@ -163,3 +163,36 @@ def test_the_page_names_the_ceiling_in_the_plots_and_loads_plotly_once(tmp_path:
     assert html.count("plotly.js (basic - minified)") == 1 and page.stat().st_size < 1.5e6
     assert "(label: how many)" in html  # what paid off: bars labelled with their counts
 
+
+
+# ---- comparators timed after a campaign's last evaluation (run.json's `comparators`) ----------------
+
+def test_figures_kept_in_run_json_fill_only_the_rows_without_them_on_the_same_gpu_model():
+    rows = frame([row(candidate_id="a", torch_us=40.0, library_us=None),
+                  row(candidate_id="b", torch_us=None, library_us=None),
+                  row(candidate_id="c", task="sgemm", torch_us=None, library_us=None)])
+    info = {"comparators": {"softmax": {"device": "NVIDIA H200", "torch_us": 99.0, "library_us": 20.0},
+                            "sgemm": {"device": "NVIDIA B200", "library_us": 50.0}}}
+    filled = comparators.with_recorded(rows, info)
+    assert list(filled["torch_us"].fillna(-1)) == [40.0, 99.0, -1]  # the lineage's own figure stands
+    assert list(filled["library_us"].fillna(-1)) == [20.0, 20.0, -1]  # another model's figure is not this one's
+    assert rows["torch_us"].isna().sum() == 2  # the lineage's frame is untouched
+
+
+def test_a_task_the_wait_left_without_comparators_says_why(tmp_path: Path):
+    run = tmp_path / "run"
+    write_run(run, [row(torch_us=None, library_us=None)],
+              {"campaigns": [{"stopped_by": "wall time",
+                              "comparators": {"left": {"softmax": "still being timed when the wait's bound ran out"}}}]})
+    missing = data.run_tables(data.load_run(run)).missing
+    assert set(missing["comparator"]) == {"library", "PyTorch eager", "torch.compile"}
+    assert all("asked for after the campaign's last evaluation, where it was left: still being timed" in why
+               for why in missing["reason"])
+
+
+def test_a_run_json_comparator_reaches_the_report_summary(tmp_path: Path):
+    run = write_run(tmp_path / "run", [row(torch_us=None, torch_compile_us=None)],
+                    {"comparators": {"softmax": {"device": "NVIDIA H200", "torch_us": 30.0, "torch_compile_us": 20.0}}})
+    summary = data.run_tables(data.load_run(run)).summary.set_index("task")
+    assert (summary.loc["softmax", "torch_us"], summary.loc["softmax", "torch_compile_us"]) == (30.0, 20.0)
+    assert summary.loc["softmax", "speedup_torch"] == pytest.approx(3.0)
