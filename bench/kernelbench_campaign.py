@@ -34,6 +34,7 @@ import numpy as np
 
 from fsr import lineage, run_json, tasks
 from fsr.kernelbench.write import task_name
+from fsr.report.comparators import with_recorded
 from fsr.testing.llm_server import ScriptedServer, fenced, reply
 
 KERNELS = Path(__file__).resolve().parent / "kernelbench"
@@ -117,8 +118,9 @@ class KernelServer(ScriptedServer):
 
 
 def comparators(frame: Any, imported: int, csv: Path | None) -> None:
-    """How many of the imported tasks had PyTorch eager and torch.compile timed (a task is timed
-    when its first candidate reaches a GPU), and how the two compare (per task, the median over
+    """How many of the imported tasks had PyTorch eager and torch.compile timed (beside a task's
+    first candidates, or asked for after the campaign's last evaluation: `frame` holds run.json's
+    figures too, fsr.report.comparators.with_recorded), and how the two compare (per task, the median over
     the workers that timed it); each task's figures per worker to `csv`."""
     cols = ["torch_us", "torch_compile_us", "torch_compile_s"]
     per_worker = frame.groupby(["task", "worker"])[cols].max()  # each worker times a task once
@@ -169,8 +171,13 @@ def main() -> None:
     print("| answer | verdict | evaluations |\n|---|---|---|")
     for (kind, verdict), n in sorted(verdicts.items()):
         print(f"| {kind} | {verdict} | {n} |")
-    print(f"requests: {len(server.bodies)}; run: {run_json.read_run_json(run_dir).get('command')}")
-    comparators(frame, len(list(out.iterdir())), args.comparators)
+    recorded = run_json.read_run_json(run_dir)
+    print(f"requests: {len(server.bodies)}; run: {recorded.get('command')}")
+    waited = (recorded.get("campaigns") or [{}])[-1].get("comparators")
+    if waited:  # asked for after the last evaluation: what came back, what was left and why
+        print(f"comparators asked for after the last evaluation: {waited['asked']} tasks, {len(waited['timed'])} came "
+              f"back in {waited['spent_s']:.0f} s (bound {waited['bound_s']:.0f} s); left: {waited['left'] or 'none'}")
+    comparators(with_recorded(frame, recorded), len(list(out.iterdir())), args.comparators)
     page = subprocess.run(fsr + ["report", str(run_dir)], capture_output=True, text=True)
     print(page.stdout.strip() or page.stderr.strip())
 
