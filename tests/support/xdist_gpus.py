@@ -9,6 +9,8 @@ import os
 import re
 from collections.abc import Mapping
 
+from fsr.evaluate import host
+
 WORKER_ID = re.compile(r"^gw(\d+)$")  # pytest-xdist names its workers gw0, gw1, ...
 
 
@@ -51,4 +53,4 @@ def host_threads(environ: Mapping[str, str] = os.environ, cores: int | None = No
     workers = worker_count(environ)
     if workers == 1:
         return 0
-    return max(1, (cores or os.cpu_count() or 1) // workers)
+    return max(1, (cores or host.cores()) // workers)

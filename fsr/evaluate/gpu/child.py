@@ -21,7 +21,7 @@ import cupy as cp
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate import configurations, guards
+from fsr.evaluate import configurations, guards, host
 from fsr.evaluate.compile import Compiled
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.gpu import ceilings, certify, contents_cache, timing, tuning
@@ -82,7 +82,7 @@ class Child:
         trial_threads = compile_threads()
         self.compiles = TrialCompiles(worker_compiler(
             self.cfg, trial_threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2)), trial_threads)
-        threads = spec.host_threads or os.cpu_count() or 1
+        threads = spec.host_threads or host.cores()
         self.disk = contents_cache.open_cache(self.cfg.contents_cache_dir, self.cfg.contents_cache_max_bytes)
         self.contents = HostContents(self._contents, host_budget_bytes(self.cfg.prepared_host_max_bytes, threads))
         warm = [task for task in map(spec.task, dict.fromkeys(spec.warm)) if task is not None]
