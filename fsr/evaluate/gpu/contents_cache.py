@@ -39,7 +39,7 @@ import numpy as np
 
 from fsr.evaluate.gpu.verify import Expected
 
-CACHE_FORMAT = 1  # part of every key: bump it when a file's arrays or their meaning change
+CACHE_FORMAT = 2  # part of every key: bump it when a file's arrays or their meaning change
 TOUCH_AFTER_S = 600.0  # a hit refreshes its file's mtime (its age for pruning) at most this often
 PRUNE_TO = 0.8  # a prune removes files until the folder is this fraction of its limit
 STALE_TEMP_S = 3600.0  # a temp file this old was left by a killed writer
@@ -128,6 +128,10 @@ def _load(cache: ContentsCache, path: Path) -> Content | None:
         with contextlib.suppress(OSError):
             path.unlink()
         return None
+    for k in [k for k in arrays if k.startswith("dtype.")]:  # NumPy saves ml_dtypes' floats as raw bytes
+        name, kind = k[6:], str(arrays.pop(k))
+        if arrays[name].dtype != np.dtype(kind):
+            arrays[name] = arrays[name].view(np.dtype(kind))
     inputs = {k[3:]: v for k, v in arrays.items() if k.startswith("in.")}
     expected = {k[6:]: Expected(v, arrays["bound." + k[6:]]) for k, v in arrays.items() if k.startswith("value.")}
     if time.time() - mtime > TOUCH_AFTER_S:
@@ -143,6 +147,7 @@ def _store(cache: ContentsCache, path: Path, content: Content) -> None:
     arrays = {f"in.{k}": v for k, v in inputs.items()}
     for k, e in expected.items():
         arrays[f"value.{k}"], arrays[f"bound.{k}"] = e.value, e.bound
+    arrays |= {f"dtype.{k}": np.array(v.dtype.name) for k, v in arrays.items()}  # bfloat16, float8 by name
     temp = None
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=cache.root)

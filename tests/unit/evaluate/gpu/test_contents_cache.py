@@ -137,3 +137,21 @@ def test_a_folder_that_cannot_be_made_builds_without_it(tmp_path: Path) -> None:
     blocker.write_text("")
     contents_cache.forget_warnings()
     assert contents_cache.open_cache(str(blocker / "sub"), 1 << 30) is None
+
+
+def test_low_precision_floats_come_back_as_themselves(tmp_path: Path) -> None:
+    """NumPy saves ml_dtypes' bfloat16 and float8 as raw bytes (dtype V2, V1): read back as such,
+    a low-precision task's inputs would be judged as garbage."""
+    from fsr import dtypes
+
+    cache = contents_cache.open_cache(str(tmp_path), 1 << 30)
+    x = np.linspace(-2, 2, 64).astype(dtypes.numpy_dtype("bfloat16"))
+    f8 = np.linspace(-2, 2, 64).astype(dtypes.numpy_dtype("float8_e4m3fn"))
+    built = ({"x": x, "w": f8}, {"y": Expected(x.astype(np.float32), np.ones(64, np.float32))})
+    name = contents_cache.key(("bf16",))
+    contents_cache.get(cache, name, lambda: built)
+    inputs, expected = contents_cache.get(cache, name, lambda: pytest.fail("built again"))
+    assert inputs["x"].dtype == dtypes.numpy_dtype("bfloat16") and inputs["w"].dtype == dtypes.numpy_dtype("float8_e4m3fn")
+    assert np.array_equal(inputs["x"].astype(np.float32), x.astype(np.float32))
+    assert np.array_equal(inputs["w"].astype(np.float32), f8.astype(np.float32))
+    assert expected["y"].value.dtype == np.float32
