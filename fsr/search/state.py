@@ -305,7 +305,7 @@ class CampaignState:
         failed = self._failed(ts)
         if ts.best is None and (failed or faster):
             line = f"no certified kernel ({failed} certification{'s' * (failed != 1)} failed" + \
-                (f", {faster} faster screened result{'s' * (faster != 1)} left uncertified)" if faster else ")")
+                (f", {faster} screened result{'s' * (faster != 1)} left uncertified)" if faster else ")")
         elif faster:
             line = (f"{faster} screened result{'s' * (faster != 1)} faster than the certified best left "
                     f"uncertified after {failed} failed certifications")
