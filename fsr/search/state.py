@@ -86,7 +86,8 @@ class TaskState:
     certified: int = 0
     uncertified: Counter[str] = field(default_factory=Counter)  # failed certifications by the check that failed
     leader: Scored | None = None  # the search's own fastest: screened in "end", else `best`
-    # "end": screened OK results by latency (a heap), not yet put to certification; ids that were
+    # "end": screened OK results by latency (a heap; an entry whose id is in `tried` is stale), and
+    # the ids put to certification (passed, failed or awaiting): never owed again
     untried: list[tuple[float, str, Scored]] = field(default_factory=list)
     tried: set[str] = field(default_factory=set)
     closed: bool = False  # its budget is spent: its fastest is owed certification ("end")
@@ -144,8 +145,8 @@ class CampaignState:
             feature_scores=tuple((f, ts.policy.posterior(f)[0]) for f in ts.policy.features if ts.policy.count[f]))
 
     def tell(self, candidate: Candidate, evaluation: Evaluation, features: frozenset[str]) -> Scored:
-        """Record a screening's result: verdict counts, migration, and (at once, or once certified
-        where it would lead) islands, policy credit and best."""
+        """Record a screening's result: verdict counts, migration, and (at once, or in "leads" once
+        certified where it would lead) islands, policy credit and leader; in "end", what it owes."""
         member = Scored(candidate, evaluation, features)
         self.known[member.id] = member
         self.seen.add(member.id)
