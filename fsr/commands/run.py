@@ -348,7 +348,8 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
                                       "tasks": {t.task: {"evaluations": t.finished, "note": t.note} for t in summary.tasks}})
     bases = {t.name: speedup_basis(t) for t in task_list}
     lines = [f"{t.task}: best {t.best_us:.1f} us, {speedup_words(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
-             if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
+             if t.best_us else f"{t.task}: no {'certified' if t.uncertified else 'correct'} kernel ({t.finished} evaluations)"
+             for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
     lines += _worker_lines(executor.workers().stats)
