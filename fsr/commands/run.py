@@ -41,13 +41,16 @@ def add_where_arguments(parser: argparse.ArgumentParser) -> Any:
 
 
 def add_search_arguments(group: Any) -> None:
-    """Islands, seed, tuning trials and the hang timeout (shared by `fsr run` and `fsr bench`)."""
+    """Islands, seed, tuning trials, the hang timeout and certification (shared by `fsr run` and
+    `fsr bench`)."""
     group.add_argument("--islands", type=config_option("search", "islands"), help="islands per task")
     group.add_argument("--seed", type=config_option("search", "seed"))
     group.add_argument("--tune-trials", type=config_option("tune", "trials"),
                        help="launch-parameter trials per candidate (0: off)")
     group.add_argument("--timeout", type=config_option("eval", "timeout_s"),
                        help="seconds before a running kernel counts as hung")
+    group.add_argument("--certify", type=config_option("eval", "certify"), metavar="MODE",
+                       help='eval.certify: "off", "leads" or "end" (true = "end"; docs/judge.md, "Two tiers")')
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> Any:
@@ -234,7 +237,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         "search": {"max_evaluations": args.max_evaluations, "max_wall_s": args.max_wall,
                    "target_speedup": args.target_speedup, "islands": args.islands, "seed": args.seed},
         "tune": {"trials": args.tune_trials},
-        "eval": {"timeout_s": args.timeout},
+        "eval": {"timeout_s": args.timeout, "certify": args.certify},
         "llm": {"model": args.model, "base_url": args.base_url, "max_cost": args.max_cost},
     }
     return {section: {k: v for k, v in values.items() if v is not None} for section, values in picks.items()}
@@ -345,7 +348,8 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
                                       "tasks": {t.task: {"evaluations": t.finished, "note": t.note} for t in summary.tasks}})
     bases = {t.name: speedup_basis(t) for t in task_list}
     lines = [f"{t.task}: best {t.best_us:.1f} us, {speedup_words(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
-             if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
+             if t.best_us else f"{t.task}: no {'certified' if t.uncertified else 'correct'} kernel ({t.finished} evaluations)"
+             for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
     lines += _worker_lines(executor.workers().stats)

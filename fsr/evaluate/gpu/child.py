@@ -136,7 +136,7 @@ class Child:
         for bench_set in state.sets:
             bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
         evicted += self.tasks.add(name, state)
-        if self.cfg.certify:  # certification's fresh inputs, built on host threads from now
+        if self.cfg.certifies:  # certification's fresh inputs, built on host threads from now
             certify.fresh_inputs(state)
         if evicted:
             log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
