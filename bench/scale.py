@@ -1,7 +1,7 @@
 """The scale gate: `fsr bench --plain` on the built-in suite from a cold start, and where each
 worker's time went.
 
-Runs `python -m fsr --config NOCACHE bench --plain ...` (compile cache off) in `--root` (a checkout;
+Runs `python -m fsr --config NOCACHE bench --plain ...` (compile and contents caches off) in `--root` (a checkout;
 default this one) on the GPUs of `--gpus` (CUDA_VISIBLE_DEVICES), times the command from its start
 to its end, then reads the run's lineage and prints: evaluations, wall, evaluations per
 GPU-minute (evaluations / (GPUs x wall minutes)), per worker the evaluations, the seconds charged
@@ -40,6 +40,15 @@ GATE_TASKS = ("attention", "cross_entropy", "gelu", "gemv", "histogram", "jacobi
               "nbody", "rmsnorm", "scan", "sgemm", "softmax", "spmv_csr", "sum_middle", "transpose")
 
 
+def cold_config(root: Path) -> str:
+    """A config that turns off every cache the tree at `root` has (an older tree, a ref, lacks the
+    contents cache and refuses a key it does not know)."""
+    caches = ["compile_cache_dir"]
+    if "contents_cache_dir" in (root / "fsr" / "config.py").read_text():
+        caches.append("contents_cache_dir")
+    return "[eval]\n" + "".join(f'{key} = "off"\n' for key in caches)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", default="0", help="CUDA_VISIBLE_DEVICES for the campaign (default: 0)")
@@ -53,7 +62,7 @@ def main() -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="fsr-scale-")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     nocache = out / "nocache.toml"
-    nocache.write_text('[eval]\ncompile_cache_dir = "off"\n')
+    nocache.write_text(cold_config(root))
     gpus = len(args.gpus.split(","))
     env = os.environ | {"CUDA_VISIBLE_DEVICES": args.gpus, "PYTHONPATH": f"{root}:{os.environ.get('PYTHONPATH', '')}"}
     command = [sys.executable, "-m", "fsr", "--config", str(nocache), "bench", "--plain",

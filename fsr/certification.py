@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fsr.config import certify_mode
 from fsr.types import Candidate, Evaluation, Tier, Verdict
 
 if TYPE_CHECKING:
@@ -92,8 +93,9 @@ def failure(base: Evaluation, check: str, detail: str, verdict: Verdict | str = 
 # ---- lineage rows that count ------------------------------------------------------------------
 
 def certifying(recorded: Mapping[str, Any]) -> bool:
-    """Whether the campaign of this run.json certified its results (older runs did not)."""
-    return bool(((recorded.get("config") or {}).get("eval") or {}).get("certify", False))
+    """Whether the campaign of this run.json certified its results (older runs did not): its
+    `eval.certify` is a mode other than "off" (or true, from before the modes)."""
+    return certify_mode(((recorded.get("config") or {}).get("eval") or {}).get("certify", False)) != "off"
 
 
 def certified_ids(rows: Iterable[Mapping[str, Any]]) -> set[str]:

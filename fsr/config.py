@@ -39,6 +39,11 @@ class EvalConfig:
     calls_per_worker: int = 8  # candidates a GPU worker holds at once: one on the GPU, the others compiling ahead
     compile_cache_dir: str = ""  # compiled programs shared on disk by a node's processes; "" = ~/.cache/fsr/compile, "off" = none
     compile_cache_max_bytes: int = 2 * 1024**3  # past this, the least recently used programs are removed
+    # Tasks' screening benchmark sets with their float64 references, built once a node and shared
+    # by its GPU children and later campaigns ("" = ~/.cache/fsr/contents, "off" = none; never
+    # certification's sets); past the byte bound the least recently used sets are removed.
+    contents_cache_dir: str = ""
+    contents_cache_max_bytes: int = 16 * 1024**3
     # One compile of proposer code, in a compile process: past either bound it is killed and the
     # candidate gets COMPILE_ERROR (honest kernels take well under 5 s and 0.5 GiB).
     compile_timeout_s: float = 60.0
@@ -55,11 +60,22 @@ class EvalConfig:
     # past it the least recently used are dropped and built again when needed. 0 = 40% of the
     # host's memory times the worker's share of its cores.
     prepared_host_max_bytes: int = 0
-    # Certification (docs/judge.md, "Two tiers"): a screened result that would become its task's
-    # best is judged again on inputs from the operating system's entropy before it counts; off,
-    # every screened OK result counts as it did before certification existed. Off by default until
-    # it has passed the scale gate on a GPU (BENCHMARKS.md, "Certification").
-    certify: bool = False
+    # Certification (docs/judge.md, "Two tiers"): a screened result is judged again on inputs from
+    # the operating system's entropy before it counts. "off": every screened OK result counts as
+    # it did before certification existed; "leads": a result that would become its task's best is
+    # certified before it leads the search; "end": the search runs on screened times and a task's
+    # fastest is certified when its budget is spent (or when it would reach the target speedup).
+    # true means "end", false "off". Off by default until a mode has passed the scale gate on a
+    # GPU (BENCHMARKS.md, "Certification").
+    certify: str = "off"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "certify", certify_mode(self.certify))  # EvalConfig(certify=True): "end"
+
+    @property
+    def certifies(self) -> bool:
+        """Whether results are certified at all (any mode but "off")."""
+        return self.certify != "off"
 
 
 @dataclass(frozen=True)
@@ -178,6 +194,17 @@ RANGES: dict[str, Range] = {
     "llm.input_price_per_mtok": Range(None), "llm.output_price_per_mtok": Range(None),  # negative: price table
 }
 TORCH_COMPILE_MODES = ("default", "max-autotune", "off")
+CERTIFY_MODES = ("off", "leads", "end")
+
+
+def certify_mode(value: Any) -> str:
+    """`eval.certify` as a mode: true (a config from before the modes, or `--certify true`) is
+    "end", false "off"; anything else as it is (checked against CERTIFY_MODES)."""
+    if value is True or value in ("true", "on"):
+        return "end"
+    if value is False or value in ("false", ""):
+        return "off"
+    return value
 ARCH_RE = re.compile(r"^sm_\d{2,3}[af]?$")  # a real arch: fsr loads a cubin, which compute_XX gives none of
 
 
@@ -207,13 +234,17 @@ FORMATS: dict[str, Callable[[str], str | None]] = {
     "eval.torch_compile": lambda s: None if s in TORCH_COMPILE_MODES else
     'expected "default", "max-autotune" or "off"',
     "eval.compile_cache_dir": _cache_dir,
+    "eval.certify": lambda s: None if s in CERTIFY_MODES else 'expected "off", "leads" or "end" (true = "end")',
 }
+# Values of an older type taken as their newer one before they are checked: `eval.certify` was a bool.
+ALIASES: dict[str, Callable[[Any], Any]] = {"eval.certify": certify_mode}
 
 
 def check_value(section: str, name: str, kind: Any, value: Any) -> Any:
     """`value` as the field's type (an int is a float where a float is asked), or ValueError
     saying what is allowed."""
     key = f"{section}.{name}"
+    value = ALIASES[key](value) if key in ALIASES else value
     args = typing.get_args(kind)
     if type(None) in args:  # an optional field: None, or a value of the other type
         rest = [a for a in args if a is not type(None)]

@@ -59,6 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
         device = xdist_gpus.worker_device(worker, devices)
         if device is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = device
+            share = xdist_gpus.sharers(worker, xdist_gpus.worker_count(os.environ), devices)
+            os.environ[xdist_gpus.SHARERS_ENV] = str(share)  # tests/gpu/conftest.py splits the device's memory
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

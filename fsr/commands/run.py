@@ -41,14 +41,16 @@ def add_where_arguments(parser: argparse.ArgumentParser) -> Any:
 
 
 def add_search_arguments(group: Any) -> None:
-    """Islands, seed, tuning trials, the hang timeout and the comparators' wait (shared by `fsr
-    run` and `fsr bench`)."""
+    """Islands, seed, tuning trials, the hang timeout, certification and the comparators' wait
+    (shared by `fsr run` and `fsr bench`)."""
     group.add_argument("--islands", type=config_option("search", "islands"), help="islands per task")
     group.add_argument("--seed", type=config_option("search", "seed"))
     group.add_argument("--tune-trials", type=config_option("tune", "trials"),
                        help="launch-parameter trials per candidate (0: off)")
     group.add_argument("--timeout", type=config_option("eval", "timeout_s"),
                        help="seconds before a running kernel counts as hung")
+    group.add_argument("--certify", type=config_option("eval", "certify"), metavar="MODE",
+                       help='eval.certify: "off", "leads" or "end" (true = "end"; docs/judge.md, "Two tiers")')
     group.add_argument("--comparators-wait", type=config_option("search", "comparators_wait_s"),
                        help="seconds a campaign that ends by itself waits at most for the comparators "
                             "(library, PyTorch) not yet timed, before its table (0: none)")
@@ -239,7 +241,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                    "target_speedup": args.target_speedup, "islands": args.islands, "seed": args.seed,
                    "comparators_wait_s": args.comparators_wait},
         "tune": {"trials": args.tune_trials},
-        "eval": {"timeout_s": args.timeout},
+        "eval": {"timeout_s": args.timeout, "certify": args.certify},
         "llm": {"model": args.model, "base_url": args.base_url, "max_cost": args.max_cost},
     }
     return {section: {k: v for k, v in values.items() if v is not None} for section, values in picks.items()}
@@ -354,7 +356,8 @@ def _search(args: argparse.Namespace, config: cfg_mod.Config, task_list: list[Ta
                                       **({"comparators": waited.record()} if waited is not None else {})})
     bases = {t.name: speedup_basis(t) for t in task_list}
     lines = [f"{t.task}: best {t.best_us:.1f} us, {speedup_words(t.best_speedup, bases[t.task])} ({t.finished} evaluations)"
-             if t.best_us else f"{t.task}: no correct kernel ({t.finished} evaluations)" for t in summary.tasks]
+             if t.best_us else f"{t.task}: no {'certified' if t.uncertified else 'correct'} kernel ({t.finished} evaluations)"
+             for t in summary.tasks]
     lines.append(f"{summary.evaluations} evaluations in {summary.wall_s:.0f} s, stopped by {summary.stopped_by}; "
                  f"driver {summary.driver_ms_per_evaluation:.2f} ms per evaluation")
     if waited is not None and waited.text():

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import certification, tasks
-from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards, judged
+from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards, host, judged
 from fsr.evaluate.compile import Compiled, CompileFailed, CompileService, nvrtc_version
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
@@ -143,7 +142,7 @@ class GpuEvaluator:
         that judgement (fsr.evaluate.judged) and a candidate's timing races against its task's
         best this worker judged (timing.raced: stopped once clearly slower); without it every
         call is judged in full (fsr eval and its --repeat, studies of timing)."""
-        threads = spec.host_threads or os.cpu_count() or 1
+        threads = spec.host_threads or host.cores()
         self.spec = replace(spec, host_threads=threads)
         self.cfg = spec.eval
         compile_threads = max(1, min(threads, 16))

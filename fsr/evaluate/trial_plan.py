@@ -13,7 +13,7 @@ import os
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 from fsr import candidate as cfmt
-from fsr.evaluate import guards
+from fsr.evaluate import guards, host
 from fsr.evaluate.compile import Compiled, CompileFailed, CompileService
 from fsr.evaluate.wire import TrialPrograms
 from fsr.types import Candidate, Defines, Task
@@ -95,7 +95,7 @@ def compiled_trials(ahead: dict[Defines, tuple[Future[Compiled], bool]]) -> Tria
 def compile_threads(threads: int | None = None) -> int:
     """How many trials the GPU child compiles at once: `threads`, else the worker's share of the
     host's cores (OMP_NUM_THREADS, which the sandbox sets), at most MAX_COMPILE_THREADS."""
-    share = threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or 1
+    share = threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or host.cores()
     return max(1, min(share, MAX_COMPILE_THREADS))
 
 

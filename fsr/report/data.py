@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from fsr import lineage, lineage_schema, run_json
+from fsr import certification, lineage, lineage_schema, run_json
 from fsr.report import ceilings, comparators, costs, kernels, tables
 
 # What the report calls the latency at the measured ceiling, followed by the ceiling's name (the
@@ -168,15 +168,17 @@ class RunTables:
 
 
 def run_tables(run: Run) -> RunTables:
-    """Compute every table of `run`."""
+    """Compute every table of `run`. The winners (the summary, each chain's last step) are the
+    rows that count (fsr.certification.counted: where the campaign certified, certified only)."""
     frame = run.evaluations
-    summary = with_ceilings(tables.task_summary(frame), ceilings.ceilings(frame, run.info))
+    counted = certification.counted(frame, certification.certifying(run.info))
+    summary = with_ceilings(tables.task_summary(counted), ceilings.ceilings(frame, run.info))
     return RunTables(
         run=run, summary=summary, missing=comparators.not_timed(summary, run.info), curves=tables.best_so_far(frame), verdicts=tables.verdict_mix(frame),
         effects=kernels.feature_effects(frame), tuning=kernels.tuning_spread(run.trials, frame),
         stages=costs.stage_times(frame), workers=costs.worker_occupancy(frame),
         tokens=costs.token_use(frame, run.info.get("config", {}) or {}),
-        chains={t: kernels.winner_chain(frame, t) for t in summary["task"]},
+        chains={t: kernels.winner_chain(frame, t, counted) for t in summary["task"]},
         driver=costs.driver_time(run.info))
 
 

@@ -122,14 +122,15 @@ def _compiled(defines: Iterable[Mapping[str, Any]] | None, source: str) -> list[
             + source.splitlines(True))
 
 
-def winner_chain(frame: pd.DataFrame, task: str) -> pd.DataFrame:
+def winner_chain(frame: pd.DataFrame, task: str, ranked: pd.DataFrame | None = None) -> pd.DataFrame:
     """The best correct kernel of `task` and its ancestors, seed first: one row per step with
     its candidate id, move, detected features, verdict, latency, speedup over the baseline and
     the unified diff of its source against its (first) parent's. Empty if no kernel is correct.
-    The walk stops at a parent the lineage does not hold (e.g. a killed run's lost batch)."""
+    The walk stops at a parent the lineage does not hold (e.g. a killed run's lost batch).
+    `ranked`: the rows the best is chosen from (the rows that count), if not `frame`'s."""
     columns = ["step", "candidate_id", "move", "features", "verdict", "median_us", "speedup", "diff"]
     rows = frame[frame["task"] == task]
-    ok = timed_ok(rows)
+    ok = timed_ok(rows if ranked is None else ranked[ranked["task"] == task])
     if ok.empty:
         return pd.DataFrame(columns=columns)
     # one row per candidate (a resumed run may hold a candidate twice: its timed row wins)

@@ -15,9 +15,12 @@ A task without a baseline kernel (an imported one) starts with no parent: its fi
 the proposer (a model) to write a kernel from the task's description, failures carried as above,
 until one passes (its speedups are then over PyTorch eager, fsr.propose.base.task_speedup).
 
-Where the campaign certifies (`eval.certify`), a round's result faster than the best is certified
-(fsr.certification) before it becomes the best and the next parent; one that fails certification
-is one of the round's failures, carried in the next prompt. Certifications are not evaluations.
+Where the campaign certifies (`eval.certify` any mode but "off"), a round's result faster than
+the best is certified (fsr.certification) before it becomes the best and the next parent; one that
+fails certification is one of the round's failures, carried in the next prompt. Certifications are
+not evaluations. This is the "leads" mode in every certifying mode, "end" included: the loop waits
+for its whole round anyway and its best is the next parent, so it certifies only rounds that
+improve the best, a cost the island search's "end" mode exists to avoid.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from datetime import UTC, datetime
 
 from fsr import certification
 from fsr.candidate import parse
-from fsr.config import SearchConfig
+from fsr.config import SearchConfig, certify_mode
 from fsr.execute.base import DEVICE_WAIT_S, Executor
 from fsr.propose.base import ProposalRequest, Proposals, Proposer, Scored, has_baseline, propose, task_speedup
 from fsr.propose.features import detect
@@ -77,14 +80,15 @@ class FsrSummary:
 
 
 def run_fsr(task: Task, executor: Executor, proposer: Proposer, config: SearchConfig,
-            writer: LineageSink | None, depth: int, n_per_round: int, certify: bool = False) -> FsrSummary:
+            writer: LineageSink | None, depth: int, n_per_round: int, certify: str | bool = "off") -> FsrSummary:
     """Run the FSR loop on one task to `depth` rounds of `n_per_round` candidates (see the module
     docstring). `config` supplies max_evaluations, max_wall_s, target_speedup and seed. The
-    caller owns and closes executor and writer (flushed here at the end). `certify`: a round's
-    result faster than the best is certified before it becomes the best (fsr.certification);
-    one that fails is a failure of the round."""
+    caller owns and closes executor and writer (flushed here at the end). `certify` (a mode of
+    `eval.certify`): unless "off", a round's result faster than the best is certified before it
+    becomes the best (fsr.certification; "leads" in every mode); one that fails is a failure of
+    the round."""
     device = executor.workers(DEVICE_WAIT_S).device  # what the prompts describe
-    run = _Run(task, executor, writer, config, certify)
+    run = _Run(task, executor, writer, config, certify_mode(certify) != "off")
     parent = _baseline(run) if has_baseline(task) else None  # None: the model writes the first kernel
     failures: deque[Scored] = deque(maxlen=FAILURES_SHOWN)
     rounds: list[Round] = []

@@ -66,7 +66,7 @@ class Pending:
 def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, config: SearchConfig,
                  writer: LineageSink | None = None, view: View | None = None, *,
                  resume: str | Path | None = None, pace: Ceilings | None = None,
-                 candidates_per_request: int = 1, certify: bool = False) -> CampaignSummary:
+                 candidates_per_request: int = 1, certify: str | bool = "off") -> CampaignSummary:
     """Search every task until its budget is spent; the executor is shared, work is balanced.
 
     `resume` names a run directory whose lineage is replayed first (islands, policy, seen ids,
@@ -74,7 +74,7 @@ def run_campaign(tasks: Sequence[Task], executor: Executor, proposer: Proposer, 
     timings stay comparable. `pace` paces a slow proposer's requests within those ceilings (a
     model: fsr.search.pace); None runs them inline (the offline mutator). Lineage rows are appended on a background thread
     (fsr.search.sink); the caller owns and closes executor and writer. `certify` (`eval.certify`):
-    only certified results lead (fsr.search.state; docs/judge.md, "Two tiers").
+    "off", "leads" or "end" (fsr.search.state; docs/judge.md, "Two tiers").
     """
     state = CampaignState(tasks, config, lambda task: proposer.describe(task).features, certify=certify)
     resumed, compared = 0, set()
@@ -148,6 +148,7 @@ class Driver:
         self._queue_certifications()  # what a resumed lineage left uncertified
         try:
             while True:
+                self._close_spent()
                 self._fill()
                 self._note_exhausted()
                 if not self.in_flight and not self.certs_ready and self._all_done():
@@ -234,6 +235,23 @@ class Driver:
             self.ready.appendleft((request.id, Pending(request, member.features)))
             self.certs_ready += 1
 
+    def _close_spent(self) -> None:
+        """Tasks whose budget is spent and of which nothing runs are closed: in "end", what they
+        owe is certified now (fsr.search.state.close); their notes go to the view."""
+        if self.state.mode != "end":
+            return
+        for name, ts in self.state.tasks.items():
+            if not ts.closed and not self.running[name] and self._done(ts):
+                note = ts.note
+                self.state.close(name)
+                self._queue_certifications()
+                self._note_changed(ts, note)
+
+    def _note_changed(self, ts: TaskState, before: str) -> None:
+        """The task's note, to the view where it changed (what its end left uncertified)."""
+        if ts.note != before and self.view is not None:
+            self.view.note(ts.note)
+
     def _proposals_waiting(self) -> int:
         """Ready candidates that a proposer made (not seeds, not certifications)."""
         return len(self.ready) - self.seeds_ready - self.certs_ready
@@ -306,7 +324,9 @@ class Driver:
         ev = certification.as_certification(request, ev)
         if screened is not None and screened.evaluation is not None:
             ev = certification.judge(screened.evaluation, ev)
+        note = self.state.tasks[request.task].note
         self.state.certified(request, ev)
+        self._note_changed(self.state.tasks[request.task], note)
         self.counts["certifications"] += 1
         self.counts["uncertified"] += not ev.certified
         self._write(item, ev)
@@ -357,7 +377,8 @@ class Driver:
             if ts.note or not self._exhausted(name):
                 continue
             hint = self.pool.proposer.describe(ts.task).exhausted_hint
-            best = f"best {speedup_words(ts.best_speedup, ts.speedup_basis)}" if ts.best_speedup else "no correct kernel"
+            best = f"best {speedup_words(ts.best_speedup, ts.speedup_basis)}" if ts.best_speedup \
+                else "none certified yet" if ts.leader is not None and ts.best is None else "no correct kernel"
             ts.note = (f"{name}: nothing new to try after {ts.finished} evaluations ({best}); "
                        + (f"to go further: {hint}" if hint else "the proposer has no more"))
             if self.view is not None:

@@ -4,6 +4,9 @@ since preparing every task at its benchmark size costs minutes of host work (flo
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -12,7 +15,7 @@ import pytest
 from fsr import tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.types import WorkerSpec
-from tests.support.xdist_gpus import host_threads
+from tests.support.xdist_gpus import SHARERS_ENV, device_budget, host_threads
 
 if TYPE_CHECKING:
     from fsr.evaluate.evaluator import GpuEvaluator
@@ -29,8 +32,25 @@ def bench_evaluator() -> Iterator[GpuEvaluator]:
     from fsr.evaluate.evaluator import GpuEvaluator
 
     every = [tasks.load(n) for n in tasks.list_tasks()]
-    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads()), tune=TuneConfig(trials=0))
+    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), prepared_max_bytes=shared_budget()),
+                    tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, every, warm=True))
     ev.device()  # its child starts, and measures the device's ceilings, while no test runs a kernel
     yield ev
     ev.close()
+
+
+def shared_budget() -> int:
+    """The prepared tasks' device bytes of this worker's evaluator: its part of the GPU where
+    other workers share it (each child would keep 65% of the device alone), else the child's own
+    default. The device's size is asked in a subprocess, so this process never starts CUDA."""
+    share = int(os.environ.get(SHARERS_ENV, "1") or 1)
+    if share <= 1:
+        return 0
+    code = "import cupy; print(cupy.cuda.Device().mem_info[1])"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        total = int(out.stdout.strip() or 0) if out.returncode == 0 else 0
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        total = 0
+    return device_budget(total, share)

@@ -174,14 +174,15 @@ def test_a_tuned_kernel_certifies_at_the_defines_its_tuning_chose() -> None:
         ev.close()
 
 
-def test_a_campaign_on_the_gpu_leads_with_certified_results_only(tmp_path) -> None:
+@pytest.mark.parametrize("mode", ["leads", "end"])
+def test_a_campaign_on_the_gpu_counts_certified_results_only(tmp_path, mode: str) -> None:
     task = softmax_task()
     spec = WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=2)), [task])
     executor = LocalExecutor(lambda: GpuEvaluator(spec, beside=True, campaign=True), max_in_flight=2)
     try:
         with LineageWriter(tmp_path) as writer:
             summary = run_campaign([task], executor, MutateProposer(), SearchConfig(max_evaluations=8, seed=1),
-                                   writer, certify=True)
+                                   writer, certify=mode)
     finally:
         executor.close()
     rows = read(tmp_path).to_pylist()

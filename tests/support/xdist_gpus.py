@@ -9,7 +9,10 @@ import os
 import re
 from collections.abc import Mapping
 
+from fsr.evaluate import host
+
 WORKER_ID = re.compile(r"^gw(\d+)$")  # pytest-xdist names its workers gw0, gw1, ...
+SHARERS_ENV = "FSR_TEST_GPU_SHARERS"  # set in a worker: how many workers use its GPU
 
 
 def auto_workers(gpus: int) -> int | None:
@@ -51,4 +54,22 @@ def host_threads(environ: Mapping[str, str] = os.environ, cores: int | None = No
     workers = worker_count(environ)
     if workers == 1:
         return 0
-    return max(1, (cores or os.cpu_count() or 1) // workers)
+    return max(1, (cores or host.cores()) // workers)
+
+
+def sharers(worker_id: str, workers: int, devices: list[str]) -> int:
+    """How many of the session's `workers` use the device worker `worker_id` uses (itself
+    included): 1 outside a worker or where each worker has a device of its own."""
+    mine = worker_device(worker_id, devices)
+    if mine is None:
+        return 1
+    return max(1, sum(worker_device(f"gw{i}", devices) == mine for i in range(workers)))
+
+
+def device_budget(total_bytes: int, share: int, fraction: float = 0.65) -> int:
+    """`eval.prepared_max_bytes` for a GPU child of a worker that shares its device with
+    `share - 1` others: their part of the `fraction` a child keeps alone (0, the child's own
+    default, where the device is not shared or its size is unknown)."""
+    if share <= 1 or total_bytes <= 0:
+        return 0
+    return int(total_bytes * fraction / share)

@@ -18,3 +18,25 @@ def test_unknown_keys_are_named(tmp_path):
         config.from_dict({"nope": {}})
     with pytest.raises(config.ConfigError):
         config.load(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize(("value", "mode"), [(True, "end"), (False, "off"), ("end", "end"), ("leads", "leads"),
+                                             ("off", "off")])
+def test_certify_is_a_mode_and_a_bool_from_before_the_modes_still_reads(tmp_path, value, mode):
+    path = tmp_path / "c.toml"
+    toml = str(value).lower() if isinstance(value, bool) else f'"{value}"'
+    path.write_text(f"[eval]\ncertify = {toml}\n")
+    assert config.load(path).eval.certify == mode
+    assert config.parse_text("eval", "certify", str(value).lower()) == mode
+    assert config.EvalConfig(certify=value).certify == mode and config.EvalConfig(certify=value).certifies == (mode != "off")
+    from fsr import certification
+
+    assert certification.certifying({"config": {"eval": {"certify": value}}}) == (mode != "off")
+
+
+def test_certify_defaults_to_off_and_refuses_other_words():
+    assert config.Config().eval.certify == "off"
+    with pytest.raises(config.ConfigError, match='"off", "leads" or "end"'):
+        config.from_dict({"eval": {"certify": "always"}})
+    with pytest.raises(ValueError, match='"off", "leads" or "end"'):
+        config.parse_text("eval", "certify", "yes")

@@ -103,3 +103,12 @@ def test_whole_machine_tests_skip_beside_other_workers(gpus, monkeypatch):
     conftest.pytest_collection_modifyitems(SimpleNamespace(), items)
     assert [m.name for m in items[0].marks] == ["skip"] and items[1].marks == []
     assert "pytest -m whole_machine" in items[0].marks[0].kwargs["reason"]
+
+
+def test_workers_sharing_a_device_split_its_memory() -> None:
+    devices = ["0", "1"]
+    assert [xdist_gpus.sharers(f"gw{i}", 4, devices) for i in range(4)] == [2, 2, 2, 2]
+    assert [xdist_gpus.sharers(f"gw{i}", 3, devices) for i in range(3)] == [2, 1, 2]
+    assert xdist_gpus.sharers("gw0", 2, devices) == 1 and xdist_gpus.sharers("master", 2, devices) == 1
+    assert xdist_gpus.device_budget(100, 1) == 0  # alone: the child's own default
+    assert xdist_gpus.device_budget(100, 4) == 16 and xdist_gpus.device_budget(0, 4) == 0

@@ -21,10 +21,10 @@ import cupy as cp
 import numpy as np
 
 from fsr import tasks
-from fsr.evaluate import configurations, guards
+from fsr.evaluate import configurations, guards, host
 from fsr.evaluate.compile import Compiled
 from fsr.evaluate.compile_pool import worker_compiler
-from fsr.evaluate.gpu import ceilings, certify, timing, tuning
+from fsr.evaluate.gpu import ceilings, certify, contents_cache, timing, tuning
 from fsr.evaluate.gpu.beside import Beside
 from fsr.evaluate.gpu.buffers import Buffers, make_buffers, scratch_buffers
 from fsr.evaluate.gpu.comparators import Comparators, import_torch_soon
@@ -82,7 +82,8 @@ class Child:
         trial_threads = compile_threads()
         self.compiles = TrialCompiles(worker_compiler(
             self.cfg, trial_threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2)), trial_threads)
-        threads = spec.host_threads or os.cpu_count() or 1
+        threads = spec.host_threads or host.cores()
+        self.disk = contents_cache.open_cache(self.cfg.contents_cache_dir, self.cfg.contents_cache_max_bytes)
         self.contents = HostContents(self._contents, host_budget_bytes(self.cfg.prepared_host_max_bytes, threads))
         warm = [task for task in map(spec.task, dict.fromkeys(spec.warm)) if task is not None]
         sets = max(self.cfg.input_sets, 2)  # each build runs a thread per input set
@@ -135,7 +136,7 @@ class Child:
         for bench_set in state.sets:
             bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
         evicted += self.tasks.add(name, state)
-        if self.cfg.certify:  # certification's fresh inputs, built on host threads from now
+        if self.cfg.certifies:  # certification's fresh inputs, built on host threads from now
             certify.fresh_inputs(state)
         if evicted:
             log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
@@ -180,13 +181,17 @@ class Child:
         """The task's benchmark input sets and their references, one thread per set (NumPy
         releases the GIL in its array work; float64 references over the whole benchmark size
         are the largest host cost of a worker's start); each set draws from its own child of
-        the task's seed sequence, so every worker holds the same sets."""
+        the task's seed sequence, so every worker holds the same sets; with the node's contents
+        cache (`eval.contents_cache_dir`), each set is built once a node and read after that."""
         count = max(self.cfg.input_sets, 2)
         seeds = np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]).spawn(count)
         size, module, dtypes = dict(task.bench_size), tasks.functions(task), {a.name: a.dtype for a in task.outputs}
 
         def build(seed: np.random.SeedSequence) -> Content:
-            return make_content(task, module, dtypes, size, np.random.default_rng(seed))
+            name = contents_cache.key((task.content_hash, seed.entropy, seed.spawn_key, sorted(size.items()),
+                                       sorted(dtypes.items()), repr(tasks.tolerance(task))))
+            return contents_cache.get(self.disk, name, lambda: make_content(task, module, dtypes, size,
+                                                                             np.random.default_rng(seed)))
 
         with ThreadPoolExecutor(count, thread_name_prefix=f"bench-{task.name}") as pool:
             return list(pool.map(build, seeds))

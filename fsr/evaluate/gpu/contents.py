@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from fsr.evaluate import host
 from fsr.evaluate.gpu.inputs import Content
 from fsr.evaluate.gpu.resident import Resident, footprint
 from fsr.types import Task
@@ -39,7 +40,7 @@ def host_budget_bytes(configured: int, host_threads: int) -> int:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):  # not a POSIX host: a modest default
         memory = 32 * 2**30
-    cores = os.cpu_count() or 1
+    cores = host.cores()
     return int(memory * HOST_SHARE * min(1.0, max(1, host_threads) / cores))
 
 

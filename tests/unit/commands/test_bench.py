@@ -149,7 +149,22 @@ def test_bench_of_named_tasks_runs_only_those(suite, tmp_path, fake_gpu):
     assert [t["task"] for t in doc["tasks"]] == ["softmax"]
 
 
+def test_bench_certifies_in_the_mode_its_option_names_and_ranks_certified_results(suite, tmp_path, fake_gpu):
+    runs = tmp_path / "runs"
+    assert cli.main(["--tasks-dir", str(suite), "bench", "--runs-dir", str(runs), "--max-evaluations", "5",
+                     "--tune-trials", "0", "--certify", "end", "--plain"]) == 0
+    (run_dir,) = runs.iterdir()
+    assert run_json.read_run_json(run_dir)["config"]["eval"]["certify"] == "end"
+    rows = lineage.read(run_dir).to_pylist()
+    passed = {r["certifies"]: r["task"] for r in rows if r["tier"] == "certify" and r["certified"]}
+    assert sorted(passed.values()) == ["layernorm", "softmax"]  # one certification a task, at its end
+    doc = json.loads((run_dir / "bench.json").read_text())
+    by_id = {r["candidate_id"]: r["median_us"] for r in rows if r["tier"] == "screen"}
+    assert {t["task"]: t["best_us"] for t in doc["tasks"]} == {task: by_id[cid] for cid, task in passed.items()}
+
+
 @pytest.mark.parametrize("argv", [
+    ["bench", "--certify", "maybe"],
     ["bench", "no_such_task"],
     ["bench", "--max-evaluations", "0"],
     ["bench", "--max-wall", "-5"],

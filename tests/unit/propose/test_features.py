@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 from collections import Counter
 
 import pytest
@@ -103,7 +104,7 @@ def template_tasks():
     return [t for t in tasks if t.template_source] + [softmax_task()]
 
 
-@pytest.mark.parametrize("task", template_tasks(), ids=lambda t: f"{t.name}-{hash(t.template_source) % 1000}")
+@pytest.mark.parametrize("task", template_tasks(), ids=lambda t: f"{t.name}-{zlib.crc32(t.template_source.encode()) % 1000}")
 def test_template_switches_decide_detection(task):
     template = parse(task.template_source, task)
     off = detect(with_defines(template, {t.name: 0 for t in template.features if 0 in t.values}))

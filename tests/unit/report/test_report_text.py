@@ -106,3 +106,20 @@ def test_a_comparator_no_task_measured_is_left_out_of_the_table() -> None:
     assert not {"speedup_baseline", "speedup_library", "speedup_torch_compile", "torch_compile_s"} & set(shown)
     builtin = imported.assign(speedup_baseline=[2.0, None], speedup_torch_compile=[None, 1.1])
     assert {"speedup_baseline", "speedup_torch_compile"} <= set(text.summary_columns(builtin))
+
+
+def test_where_the_campaign_certified_the_winner_is_the_fastest_certified_kernel(tmp_path: Path) -> None:
+    from tests.support.lineage_rows import write_run
+
+    rows = [row(candidate_id="seed", median_us=40.0),
+            row(candidate_id="honest", parents=["seed"], median_us=20.0),
+            row(candidate_id="cheat", parents=["honest"], median_us=5.0),
+            row(candidate_id="c1", tier="certify", certified=True, certifies="honest", median_us=20.5),
+            row(candidate_id="c2", tier="certify", certified=False, certifies="cheat", verdict="UNCERTIFIED",
+                median_us=None, failed_check="fresh inputs at rows=7")]
+    for mode, winner in (("end", "honest"), ("off", "cheat")):
+        run = data.run_tables(data.load_run(write_run(tmp_path / mode, rows, {"config": {"eval": {"certify": mode}}})))
+        summary = run.summary.set_index("task")
+        assert summary.loc["softmax", "best_us"] == (20.0 if winner == "honest" else 5.0)
+        assert summary.loc["softmax", "evaluations"] == 3  # certifications are not evaluations
+        assert list(run.chains["softmax"]["candidate_id"]) == ["seed", "honest", "cheat"][:2 + (winner == "cheat")]

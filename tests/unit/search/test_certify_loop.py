@@ -1,4 +1,4 @@
-"""Certification in the search, without a GPU: a screened result that would lead is certified
+"""Certification in the search, without a GPU, in the "leads" mode: a screened result that would lead is certified
 before anything else is submitted; only certified results become a task's best (and reach a
 model as the fastest, and stop a task at its target speedup); a kernel whose certification fails
 never leads and its failure, naming the set, reaches the proposer's next request; certifications
@@ -62,7 +62,7 @@ def campaign(evaluator: FakeEvaluator, config: SearchConfig | None = None, **kw)
     executor = Logged(evaluator, slots=8)
     proposer, writer = Recording(), ListWriter()
     summary = run_campaign([TASK], executor, proposer, config or SearchConfig(max_evaluations=80, seed=1), writer,
-                           certify=True, **kw)
+                           certify="leads", **kw)
     return summary, executor, proposer, writer
 
 
@@ -145,17 +145,17 @@ def test_without_certification_the_fastest_screened_result_leads() -> None:
 def test_a_resumed_campaign_keeps_its_certified_best_and_counts_no_certification(tmp_path: Path) -> None:
     config = SearchConfig(max_evaluations=30, seed=3)
     with LineageWriter(tmp_path) as writer:
-        first = run_campaign([TASK], FakeExecutor(cheating(), slots=4), MutateProposer(), config, writer, certify=True)
+        first = run_campaign([TASK], FakeExecutor(cheating(), slots=4), MutateProposer(), config, writer, certify="leads")
     rows = read(tmp_path).to_pylist()
     assert sum(r["tier"] == "screen" for r in rows) == 30 and any(r["tier"] == "certify" for r in rows)
-    state = CampaignState([TASK], config, lambda t: MutateProposer().describe(t).features, certify=True)
+    state = CampaignState([TASK], config, lambda t: MutateProposer().describe(t).features, certify="leads")
     assert state.load(read(tmp_path)) == len(rows)
     ts = state.tasks[TASK.name]
     assert ts.submitted == 30 and ts.best is not None and ts.best.id == first.tasks[0].best_id
     assert not state.due and not ts.awaiting
     with LineageWriter(tmp_path) as writer:
         more = run_campaign([TASK], FakeExecutor(cheating(), slots=4), MutateProposer(),
-                            SearchConfig(max_evaluations=40, seed=3), writer, resume=tmp_path, certify=True)
+                            SearchConfig(max_evaluations=40, seed=3), writer, resume=tmp_path, certify="leads")
     assert more.evaluations == 10
     screened = [r["candidate_id"] for r in read(tmp_path).to_pylist() if r["tier"] == "screen"]
     assert len(screened) == 40 == len(set(screened))
@@ -167,7 +167,7 @@ def test_a_lineage_written_without_certification_is_certified_on_resume(tmp_path
                      writer)
     with LineageWriter(tmp_path) as writer:
         resumed = run_campaign([TASK], FakeExecutor(cheating(), slots=4), MutateProposer(),
-                               SearchConfig(max_evaluations=20, seed=4), writer, resume=tmp_path, certify=True)
+                               SearchConfig(max_evaluations=20, seed=4), writer, resume=tmp_path, certify="leads")
     assert resumed.evaluations == 0 and resumed.progress.certifications >= 1
     (task,) = resumed.tasks
     passed = {r["certifies"] for r in read(tmp_path).to_pylist() if r["tier"] == "certify" and r["certified"]}
@@ -178,7 +178,7 @@ def test_the_papers_loop_certifies_its_best_too() -> None:
     writer = ListWriter()
     proposer = Recording()
     summary = run_fsr(TASK, FakeExecutor(cheating(), slots=4), proposer, SearchConfig(max_evaluations=30, seed=1),
-                      writer, depth=6, n_per_round=4, certify=True)
+                      writer, depth=6, n_per_round=4, certify="leads")
     certifications = [(c, e) for c, e, _ in writer.rows if e.tier == Tier.CERTIFY]
     passed = {c.certify for c, e in certifications if e.certified}
     assert summary.best is not None and summary.best.id in passed
