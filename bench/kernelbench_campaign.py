@@ -34,7 +34,7 @@ import numpy as np
 
 from fsr import lineage, run_json, tasks
 from fsr.kernelbench.write import task_name
-from fsr.report.comparators import with_recorded
+from fsr.report.comparators import recorded_figures, with_recorded
 from fsr.testing.llm_server import ScriptedServer, fenced, reply
 
 KERNELS = Path(__file__).resolve().parent / "kernelbench"
@@ -117,14 +117,20 @@ class KernelServer(ScriptedServer):
             return super()._next(body, headers)
 
 
-def comparators(frame: Any, imported: int, csv: Path | None) -> None:
+def comparators(frame: Any, imported: int, csv: Path | None, recorded: dict[str, dict[str, float]]) -> None:
     """How many of the imported tasks had PyTorch eager and torch.compile timed (beside a task's
     first candidates, or asked for after the campaign's last evaluation: `frame` holds run.json's
     figures too, fsr.report.comparators.with_recorded), and how the two compare (per task, the median over
-    the workers that timed it); each task's figures per worker to `csv`."""
+    the workers that timed it; a task no evaluation reached has run.json's figures of it alone,
+    `recorded`); each task's figures per worker to `csv`."""
+    import pandas as pd
+
     cols = ["torch_us", "torch_compile_us", "torch_compile_s"]
     per_worker = frame.groupby(["task", "worker"])[cols].max()  # each worker times a task once
     per_task = per_worker.groupby("task").median()  # workers may differ (torch.compile's choices)
+    unreached = {t: f for t, f in recorded.items() if t not in per_task.index}
+    if unreached:
+        per_task = pd.concat([per_task, pd.DataFrame.from_dict(unreached, orient="index").reindex(columns=cols)])
     timed = per_task.dropna(subset=["torch_us"])
     both = timed.dropna(subset=["torch_compile_us"])
     ratio = both["torch_us"] / both["torch_compile_us"]
@@ -177,7 +183,7 @@ def main() -> None:
     if waited:  # asked for after the last evaluation: what came back, what was left and why
         print(f"comparators asked for after the last evaluation: {waited['asked']} tasks, {len(waited['timed'])} came "
               f"back in {waited['spent_s']:.0f} s (bound {waited['bound_s']:.0f} s); left: {waited['left'] or 'none'}")
-    comparators(with_recorded(frame, recorded), len(list(out.iterdir())), args.comparators)
+    comparators(with_recorded(frame, recorded), len(list(out.iterdir())), args.comparators, recorded_figures(recorded))
     page = subprocess.run(fsr + ["report", str(run_dir)], capture_output=True, text=True)
     print(page.stdout.strip() or page.stderr.strip())
 

@@ -40,9 +40,10 @@ class EvalConfig:
     compile_cache_dir: str = ""  # compiled programs shared on disk by a node's processes; "" = ~/.cache/fsr/compile, "off" = none
     compile_cache_max_bytes: int = 2 * 1024**3  # past this, the least recently used programs are removed
     # Tasks' screening benchmark sets with their float64 references, built once a node and shared
-    # by its GPU children and later campaigns ("" = ~/.cache/fsr/contents, "off" = none; never
-    # certification's sets); past the byte bound the least recently used sets are removed.
-    contents_cache_dir: str = ""
+    # by its GPU children and later campaigns ("off" = none, the default until its effect on a
+    # campaign is measured; "" = ~/.cache/fsr/contents; or a folder; never certification's sets);
+    # past the byte bound the least recently used sets are removed.
+    contents_cache_dir: str = "off"
     contents_cache_max_bytes: int = 16 * 1024**3
     # One compile of proposer code, in a compile process: past either bound it is killed and the
     # candidate gets COMPILE_ERROR (honest kernels take well under 5 s and 0.5 GiB).

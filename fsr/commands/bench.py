@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def bench_command(args: argparse.Namespace) -> int:
     """Run the campaign, then tabulate, write and print it; the exit code of `fsr run` otherwise."""
     from fsr.commands.run import run_campaign_args
-    from fsr.report.comparators import with_recorded
+    from fsr.report.comparators import recorded_figures, with_recorded
 
     _check_budget(args)
     names = list(args.tasks) or tasks_mod.list_tasks(args.tasks_dir)
@@ -63,7 +63,7 @@ def bench_command(args: argparse.Namespace) -> int:
     recorded = run_json.read_run_json(run_dir)
     frame = certification.counted(lineage.read_pandas(run_dir), certification.certifying(recorded))
     frame = with_recorded(frame, recorded)  # the comparators timed after the last evaluation
-    rows = bench_rows(frame, recorded.get("tasks") or [])
+    rows = bench_rows(frame, recorded.get("tasks") or [], recorded_figures(recorded))
     means = geomeans(rows)
     markdown = to_markdown(rows, means, run_dir, _provenance(recorded))
     (run_dir / "bench.md").write_text(markdown)
@@ -90,16 +90,19 @@ def _check_budget(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-wall must be a positive number of seconds (got {args.max_wall})")
 
 
-def bench_rows(frame: Any, order: list[str]) -> list[dict[str, Any]]:
+def bench_rows(frame: Any, order: list[str], recorded: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
     """One dict per task (task_summary's columns, NaN as None), in `order` and then any other
-    task of the lineage; a task of `order` the campaign never evaluated gets a row of Nones."""
+    task of the lineage; a task of `order` the campaign never evaluated gets a row of Nones but
+    for the comparator figures run.json keeps of it (`recorded`: timed after the last evaluation)."""
     from fsr.report.tables import SUMMARY_COLUMNS, task_summary
 
     summary = task_summary(frame) if len(frame) else None
     found = {} if summary is None else {str(r["task"]): r for r in summary.to_dict("records")}
     names = list(dict.fromkeys(list(order) + sorted(found)))
     empty = dict.fromkeys(SUMMARY_COLUMNS) | {"evaluations": 0, "verdicts": ""}
-    return [{k: _plain(v) for k, v in (found.get(n) or empty | {"task": n}).items()} for n in names]
+    recorded = recorded or {}
+    return [{k: _plain(v) for k, v in (found.get(n) or empty | recorded.get(n, {}) | {"task": n}).items()}
+            for n in names]
 
 
 def _plain(value: Any) -> Any:

@@ -71,6 +71,22 @@ def with_recorded(frame: pd.DataFrame, info: Mapping[str, Any]) -> pd.DataFrame:
     return out
 
 
+def recorded_figures(info: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per task, the comparator figures run.json keeps (`with_recorded` fills lineage rows with
+    them; a task the campaign never evaluated has no row, and its figures are these alone)."""
+    recorded = info.get("comparators")
+    if not isinstance(recorded, Mapping):
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for task, entry in recorded.items():
+        if isinstance(entry, Mapping):
+            figures = {c: float(v) for c in RECORDED if isinstance(v := entry.get(c), int | float)
+                       and not isinstance(v, bool)}
+            if figures:
+                out[str(task)] = figures
+    return out
+
+
 def _left(info: Mapping[str, Any], task: str) -> str:
     """Why the last campaign's wait for comparators left `task` without them, or ""."""
     campaigns = [c for c in info.get("campaigns") or [] if isinstance(c, Mapping)]

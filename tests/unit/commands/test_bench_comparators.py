@@ -76,3 +76,21 @@ def test_the_wait_is_a_knob_and_zero_asks_for_nothing(suite, tmp_path, late):
     doc = json.loads((run_dir / "bench.json").read_text())
     assert all(t["torch_us"] is None for t in doc["tasks"])
     assert "comparators" not in run_json.read_run_json(run_dir)
+
+
+def test_a_task_no_evaluation_reached_has_its_comparators_in_the_table() -> None:
+    """A short campaign ends before some tasks get a candidate (KernelBench level 1 in 110 s
+    reached 47 of 98): the comparators asked for afterwards have no lineage row to fill, and
+    the table takes them from run.json."""
+    from fsr.commands import bench as bench_command
+    from fsr.report.comparators import recorded_figures
+
+    info = {"comparators": {"never_ran": {"device": "H200", "torch_us": 40.0, "torch_compile_us": 30.0,
+                                          "library_us": None, "torch_compile_s": 2.0}}}
+    import pandas as pd
+
+    (row,) = bench_command.bench_rows(pd.DataFrame(), ["never_ran"], recorded_figures(info))
+    assert (row["torch_us"], row["torch_compile_us"], row["library_us"]) == (40.0, 30.0, None)
+    assert row["evaluations"] == 0 and row["best_us"] is None
+    (bare,) = bench_command.bench_rows(pd.DataFrame(), ["never_ran"])
+    assert bare["torch_us"] is None  # without run.json's figures: what the table showed before
