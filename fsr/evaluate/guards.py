@@ -121,6 +121,9 @@ PTX_RULES = (
     Rule("sm-id", re.compile(r"%(smid|warpid)\b"),
          "reading the SM or warp-slot id (found in the compiled PTX): it makes where a thread runs repeatable, "
          "so memory a launch left in that place could be found again"),
+    Rule("launch-id", re.compile(r"%gridid\b"),
+         "reading the grid id (found in the compiled PTX): it differs from launch to launch, so a kernel could "
+         "count its launches and tell the checking runs from the timed ones"),
 )
 EXTERN_FUNC_RE = re.compile(r"\.extern\s+\.func\s*(?:\([^)]*\))?\s*([\w$]+)")
 ALLOWED_EXTERNS = frozenset({"__assertfail"})  # assert(): a trap with a message, a CRASH

@@ -162,6 +162,7 @@ def test_what_the_preprocessor_builds_is_caught_in_the_ptx(compiler):
     ("extern \"C\" __global__ void z(float* y) { float* p = new float[4]; p[0] = 1; y[0] = p[0]; delete[] p; }", "device-heap"),
     ("#define P(f) f\nextern \"C\" __global__ void z(float* y) { P(printf)(\"%f\", y[0]); }", "printf"),
     ("#define S \"%%sm\" \"id\"\nextern \"C\" __global__ void z(unsigned* y) { unsigned v; asm(\"mov.u32 %0, \" S \";\" : \"=r\"(v)); y[0] = v; }", "sm-id"),
+    ("#define G \"%%grid\" \"id\"\nextern \"C\" __global__ void z(unsigned long long* y) { unsigned long long v; asm(\"mov.u64 %0, \" G \";\" : \"=l\"(v)); y[0] = v; }", "launch-id"),
 ])
 def test_calls_and_registers_are_refused_in_the_ptx(extra, rule, compiler):
     compiled = compiler.compile(with_body(extra), "sm_90")
@@ -176,6 +177,8 @@ def test_ptx_comments_do_not_run_and_assert_is_allowed():
     assert guards.check_ptx(ptx + ".extern .func (.param .b32 r) cudaLaunchDeviceV2\n(\n.param .b64 a\n)\n;\n").startswith("host-api")
     assert guards.check_ptx(ptx + "mov.u32 %r1, %clock;\n").startswith("timer")
     assert guards.check_ptx(ptx + "mov.u32 %r1, %warpid;\n").startswith("sm-id")
+    assert guards.check_ptx(ptx + "mov.u64 %rd1, %gridid;\n").startswith("launch-id")
+    assert guards.check_ptx(ptx + "// mov.u64 %rd1, %gridid;\n") is None  # a comment does not run
 
 
 def test_honest_code_with_literals_passes_every_guard(compiler):
