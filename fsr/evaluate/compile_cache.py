@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fsr.evaluate import lru_folder
 from fsr.types import Resources
 
 CACHE_FORMAT = 3  # part of every key: bump it when an entry's fields or their meaning change
@@ -166,30 +167,13 @@ def _prune(disk: DiskCache) -> None:
     if not disk.pruning.acquire(blocking=False):
         return
     try:
-        entries, total, now = [], 0, time.time()
+        found: list[lru_folder.Entry] = []
+        now = time.time()
         with os.scandir(disk.root) as folders:
             for folder in folders:
-                if len(folder.name) != 2 or not folder.is_dir(follow_symlinks=False):
-                    continue
-                with os.scandir(folder.path) as files:
-                    for f in files:
-                        try:
-                            st = f.stat(follow_symlinks=False)
-                            if f.name.endswith(".tmp") and now - st.st_mtime > STALE_TEMP_S:
-                                os.unlink(f.path)
-                            elif f.name.endswith(".json"):
-                                entries.append((st.st_mtime, st.st_size, f.path))
-                                total += st.st_size
-                        except FileNotFoundError:
-                            continue  # another process pruned it
-        if total <= disk.max_bytes:
-            return
-        for _, size, path in sorted(entries):
-            if total <= disk.max_bytes * PRUNE_TO:
-                break
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            total -= size
+                if len(folder.name) == 2 and folder.is_dir(follow_symlinks=False):
+                    found += lru_folder.entries(folder.path, ".json", STALE_TEMP_S, now)
+        lru_folder.remove_oldest(found, disk.max_bytes, PRUNE_TO)
     except OSError as e:
         _warn_once("prune", f"compile cache {disk.root} cannot be pruned ({e})")
     finally:

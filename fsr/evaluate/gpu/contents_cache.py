@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from fsr.evaluate import lru_folder
 from fsr.evaluate.gpu.verify import Expected
 
 CACHE_FORMAT = 2  # part of every key: bump it when a file's arrays or their meaning change
@@ -170,26 +171,8 @@ def _prune(cache: ContentsCache) -> None:
     if not cache.lock.acquire(blocking=False):
         return
     try:
-        files, total, now = [], 0, time.time()
-        with os.scandir(cache.root) as entries:
-            for f in entries:
-                try:
-                    st = f.stat(follow_symlinks=False)
-                    if f.name.endswith(".tmp") and now - st.st_mtime > STALE_TEMP_S:
-                        os.unlink(f.path)
-                    elif f.name.endswith(".npz"):
-                        files.append((st.st_mtime, st.st_size, f.path))
-                        total += st.st_size
-                except FileNotFoundError:
-                    continue
-        if total <= cache.max_bytes:
-            return
-        for _, size, name in sorted(files):
-            if total <= cache.max_bytes * PRUNE_TO:
-                break
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
-            total -= size
+        found = lru_folder.entries(str(cache.root), ".npz", STALE_TEMP_S, time.time())
+        lru_folder.remove_oldest(found, cache.max_bytes, PRUNE_TO)
     except OSError as e:
         _warn_once("prune", f"contents cache {cache.root} cannot be pruned ({e})")
     finally:

@@ -7,7 +7,6 @@ the task's note; a resumed campaign replays to the same certified best."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,28 +16,16 @@ import pytest
 from fsr import certification
 from fsr.config import SearchConfig
 from fsr.lineage import LineageWriter, read, read_pandas
-from fsr.propose.base import ProposalRequest, Proposals
 from fsr.propose.features import detect
 from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import run_campaign
 from fsr.search.state import MAX_FAILED, CampaignState
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, ListWriter, softmax_task, softmax_variants, timing
 from fsr.types import Candidate, Evaluation, Tier, Verdict
+from tests.support.proposers import Recording
 
 TASKS = [softmax_task(), replace(softmax_task(None), name="softmax_b")]
 FAILED_SET = "fresh inputs at rows=7,cols=33"
-
-
-class Recording(MutateProposer):
-    """The offline mutator, keeping every request it was given."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests: list[ProposalRequest] = []
-
-    def start(self, request: ProposalRequest) -> Future[Proposals]:
-        self.requests.append(request)
-        return super().start(request)
 
 
 def honest() -> FakeEvaluator:

@@ -6,33 +6,20 @@ are not evaluations; a resumed campaign keeps what was certified."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from pathlib import Path
 
 from fsr.config import SearchConfig
 from fsr.lineage import LineageWriter, read
-from fsr.propose.base import ProposalRequest, Proposals
 from fsr.propose.mutate import MutateProposer
 from fsr.search.fsr_strategy import run_fsr
 from fsr.search.loop import run_campaign
 from fsr.search.state import CampaignState
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, ListWriter, softmax_task
 from fsr.types import Candidate, Evaluation, Tier, Verdict
+from tests.support.proposers import Recording
 
 TASK = softmax_task()
 FAILED_SET = "fresh inputs at rows=7,cols=33"
-
-
-class Recording(MutateProposer):
-    """The offline mutator, keeping every request it was given."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests: list[ProposalRequest] = []
-
-    def start(self, request: ProposalRequest) -> Future[Proposals]:
-        self.requests.append(request)
-        return super().start(request)
 
 
 class Logged(FakeExecutor):
