@@ -163,9 +163,11 @@ class RecordingView:
 
 
 def search(tasks: list[Task], evaluator: FakeEvaluator, max_evaluations: int = 400):
+    """A campaign's summary, rows and the view's notes (no wait for comparators at its end: the
+    fake evaluator times none, and these tests read the search's own notes)."""
     writer, view = ListWriter(), RecordingView()
     summary = run_campaign(tasks, FakeExecutor(evaluator), MutateProposer(),
-                           SearchConfig(max_evaluations=max_evaluations, seed=1), writer, view)
+                           SearchConfig(max_evaluations=max_evaluations, seed=1, comparators_wait_s=0), writer, view)
     return summary, writer.rows, view.notes
 
 
