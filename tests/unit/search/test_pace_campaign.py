@@ -72,11 +72,13 @@ def wide_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def campaign(server: ModelServer, slots: int, eval_s: float, measure_s: float,
              config: LLMConfig = DEFAULTS, window_s: float = 60.0) -> tuple[FakeGpuWorkers, Any]:
-    """A default-config campaign on one task for one latency plus `measure_s` seconds."""
+    """A default-config campaign on one task for one latency plus `measure_s` seconds (without the
+    wait for comparators at its end: the workers' busy share is measured up to its return)."""
     cfg = LLMConfig(**{**config.__dict__, "model": "scripted-model", "base_url": server.base_url})
     proposer = LLMProposer(cfg, device=StandInEvaluator().device(), gate=gate_for(cfg, window_s))
     executor = FakeGpuWorkers(workers=slots, eval_s=eval_s, calls_per_worker=1, startup_s=0.0)
-    search = SearchConfig(max_evaluations=1_000_000, max_wall_s=server.latency_s * 1.3 + measure_s)
+    search = SearchConfig(max_evaluations=1_000_000, max_wall_s=server.latency_s * 1.3 + measure_s,
+                          comparators_wait_s=0)
     pace = Ceilings(cfg.concurrency, cfg.max_requests_per_minute, cfg.max_tokens_per_minute, window_s)
     summary = run_campaign([softmax_task(None)], executor, proposer, search, pace=pace,
                            candidates_per_request=cfg.candidates_per_request)
