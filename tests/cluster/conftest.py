@@ -1,5 +1,6 @@
-"""One local two-node Ray cluster for the session (started afresh if a test leaves a fake GPU held):
-two fake GPUs and one CPU per node.
+"""One local two-node Ray cluster for the tests of this folder (started afresh if a test leaves a
+fake GPU held): two fake GPUs and one CPU per node. It is shut down when the folder's last test is
+done, so its dozen idle processes do not share a two-core CI machine with the rest of the suite.
 
 Ray's fake GPUs are plain resources, so actors requesting `num_gpus=1` are scheduled exactly as
 on real GPUs (with CUDA_VISIBLE_DEVICES set), and nothing touches a device.
@@ -61,7 +62,7 @@ class _Session:
     cluster: Cluster | None = None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def _ray_session() -> Iterator[type[_Session]]:
     try:
         yield _Session
@@ -73,7 +74,7 @@ def _ray_session() -> Iterator[type[_Session]]:
 
 @pytest.fixture
 def ray_cluster(_ray_session: type[_Session]) -> Cluster:
-    """The session's cluster with every fake GPU free. Actors killed by the previous test release
+    """The folder's cluster with every fake GPU free. Actors killed by the previous test release
     their GPUs asynchronously, and a worker that cannot get one would sit pending through the test;
     when they do not come back (or a node is gone), the cluster is started afresh, with a warning."""
     if _ray_session.cluster is None:
