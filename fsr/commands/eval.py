@@ -72,8 +72,9 @@ def eval_command(args: argparse.Namespace) -> int:
     check_lineage_dir(args.lineage)
     tune = args.tune or (args.tune_trials or 0) > 0
 
-    from fsr.evaluate.evaluator import GpuEvaluator, static_stage
+    from fsr.evaluate.evaluator import GpuEvaluator
     from fsr.evaluate.sandbox import NoDevice
+    from fsr.evaluate.static import static_stage
 
     # Built first (its GPU child starts with `device`), so that the static stage compiles through
     # the evaluator's compile service: bounded processes and the node's disk cache.

@@ -19,7 +19,6 @@ never asked of the current GPU child) are asked and waited for, within the calle
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import threading
 import time
@@ -31,11 +30,12 @@ from pathlib import Path
 
 from fsr import candidate as cfmt
 from fsr import certification, tasks
-from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, guards, host, judged
-from fsr.evaluate.compile import Compiled, CompileFailed, CompileService, nvrtc_version
+from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, host, judged
+from fsr.evaluate.compile import Compiled, CompileService
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
 from fsr.evaluate.sandbox import Sandbox
+from fsr.evaluate.static import static_stage, toolchain
 from fsr.evaluate.trial_plan import compiled_trials, trial_compiles
 from fsr.evaluate.turns import Turns
 from fsr.evaluate.wire import (
@@ -68,42 +68,6 @@ DEFAULT_ARCH = "sm_90"
 READY_POLL_S = 0.05  # how often a call waiting for its task's host contents asks again
 READY_TIMEOUT_S = 60.0  # answering "ready" is a lookup: this only bounds a wedged child
 COMPARE_POLL_S = 0.1  # how often `compare` asks the GPU child for comparators still being timed
-
-
-@dataclass(frozen=True)
-class Static:
-    """What can be known without a GPU: a verdict already, or the compiled program."""
-
-    verdict: Evaluation | None
-    compiled: Compiled | None
-
-
-def static_stage(cand: Candidate, task: Task, arch: str, compiler: CompileService) -> Static:
-    """Header check, guards, compile (by `compiler`) and the guards on the compiled program; a
-    REJECTED/COMPILE_ERROR Evaluation or the cubin."""
-    try:
-        cfmt.check(cand, task)
-    except cfmt.HeaderError as e:
-        return Static(Evaluation(cand.id, cand.task, Verdict.REJECTED, f"header: {e}"), None)
-    reason = guards.check(cand)
-    if reason:
-        return Static(Evaluation(cand.id, cand.task, Verdict.REJECTED, reason), None)
-    try:
-        compiled = compiler.compile(cand, arch)
-    except CompileFailed as e:
-        return Static(Evaluation(cand.id, cand.task, Verdict.COMPILE_ERROR, e.log), None)
-    reason = guards.check_compiled(compiled.ptx, compiled.cubin)  # what runs, before any GPU time
-    if reason:
-        return Static(Evaluation(cand.id, cand.task, Verdict.REJECTED, reason), None)
-    return Static(None, compiled)
-
-
-def toolchain() -> str:
-    try:
-        cupy_version = importlib.metadata.version("cupy-cuda13x")
-    except importlib.metadata.PackageNotFoundError:
-        cupy_version = "?"
-    return f"{nvrtc_version()}; cupy {cupy_version}"
 
 
 def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from fsr import certification
 from fsr.evaluate.compile import CompileService
-from fsr.evaluate.evaluator import static_stage
+from fsr.evaluate.static import static_stage
 from fsr.execute.base import Evaluator
 from fsr.tasks import load
 from fsr.types import (

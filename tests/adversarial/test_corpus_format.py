@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fsr import candidate, tasks
-from fsr.evaluate.evaluator import static_stage
+from fsr.evaluate.static import static_stage
 
 from .corpus import DEFENCES, all_entries, bad_configurations, parse, side_channels, twin_path, twin_source
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fsr import candidate, tasks
-from fsr.evaluate.evaluator import static_stage
+from fsr.evaluate.static import static_stage
 from fsr.types import Verdict
 
 from .corpus import corpus

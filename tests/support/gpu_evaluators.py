@@ -41,7 +41,7 @@ def precompile(evaluator: GpuEvaluator, candidates: Iterable[Candidate]) -> None
     """Take candidates through the evaluator's static stage (header, guards, compile, the compiled
     program's guards) in parallel, as `evaluate` would one at a time: their programs wait in its
     compile cache, and a candidate the stage refuses is refused again, identically, when judged."""
-    from fsr.evaluate.evaluator import static_stage
+    from fsr.evaluate.static import static_stage
 
     arch = evaluator.device().arch
     todo = [(c, evaluator.spec.task(c.task)) for c in candidates]

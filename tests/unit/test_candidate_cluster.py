@@ -9,7 +9,7 @@ import pytest
 from fsr import candidate, tasks
 from fsr.candidate import HeaderError
 from fsr.evaluate.compile import CompileService
-from fsr.evaluate.evaluator import static_stage
+from fsr.evaluate.static import static_stage
 from fsr.types import Verdict
 
 GEMM = tasks.load("gemm_bf16")  # test sizes from N = 1 to 1024; M = 1 too

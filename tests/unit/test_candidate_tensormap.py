@@ -12,7 +12,7 @@ import pytest
 from fsr import candidate, lineage, tasks
 from fsr.candidate import HeaderError
 from fsr.evaluate.compile import CompileService
-from fsr.evaluate.evaluator import static_stage
+from fsr.evaluate.static import static_stage
 from fsr.types import Evaluation, LaunchSpec, Verdict
 from tests.support.paths import DATA
 

@@ -12,7 +12,7 @@ import pytest
 from fsr import candidate
 from fsr.evaluate import compile as nvcompile
 from fsr.evaluate import guards
-from fsr.evaluate.evaluator import static_stage
+from fsr.evaluate.static import static_stage
 from fsr.types import Verdict
 from tests.support.kernels import wgmma_gemm
 

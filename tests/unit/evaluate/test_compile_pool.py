@@ -205,7 +205,7 @@ def bounded(request):
 def test_a_bounded_compile_is_a_compile_error_and_the_next_candidate_compiles(bounded, source, reason):
     from fsr import candidate as cfmt
     from fsr import tasks
-    from fsr.evaluate.evaluator import static_stage
+    from fsr.evaluate.static import static_stage
     from fsr.types import Verdict
 
     task = tasks.load("softmax")

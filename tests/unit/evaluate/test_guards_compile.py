@@ -123,7 +123,7 @@ CLOCK_CHEATS = {
 
 @pytest.mark.parametrize("name", sorted(CLOCK_CHEATS))
 def test_clock_reads_the_old_rules_missed_are_rejected_at_the_static_stage(name, compiler):
-    from fsr.evaluate.evaluator import static_stage
+    from fsr.evaluate.static import static_stage
 
     result = static_stage(with_body(CLOCK_CHEATS[name]), SOFTMAX, "sm_90", compiler)
     assert result.verdict is not None and result.verdict.verdict == "REJECTED" and "timer" in result.verdict.message
@@ -148,7 +148,7 @@ def test_adjacent_string_literals_are_joined_as_the_compiler_joins_them():
 
 def test_what_the_preprocessor_builds_is_caught_in_the_ptx(compiler):
     """A register name made by stringising a macro argument is in no source line; the PTX has it."""
-    from fsr.evaluate.evaluator import static_stage
+    from fsr.evaluate.static import static_stage
 
     extra = ("#define REG(x) \"mov.u64 %0, %%glob\" #x \";\"\nextern \"C\" __global__ void z(unsigned long long* y) "
              "{ unsigned long long v; asm volatile(REG(altimer) : \"=l\"(v)); y[0] = v; }")
@@ -192,7 +192,7 @@ def test_honest_code_with_literals_passes_every_guard(compiler):
 
 
 def test_a_16_mib_device_array_is_rejected_before_any_gpu_time(compiler):
-    from fsr.evaluate.evaluator import static_stage
+    from fsr.evaluate.static import static_stage
 
     extra = "__device__ float stash[4 << 20];\nextern \"C\" __global__ void z(float* y) { stash[threadIdx.x] = y[0]; }"
     result = static_stage(with_body(extra), SOFTMAX, "sm_90", compiler)

@@ -10,7 +10,7 @@ import pytest
 
 from fsr import candidate, tasks
 from fsr.evaluate import compile as nvcompile
-from fsr.evaluate.evaluator import static_stage
+from fsr.evaluate.static import static_stage
 from tests.support.paths import DATA
 
 GEMM = tasks.load("gemm_bf16")

@@ -154,7 +154,7 @@ LOW_PRECISION_CORPUS = sorted(p for task in ("softmax_bf16", "rmsnorm_bf16")
 def test_the_bf16_corpus_passes_the_static_stage_and_compiles_with_cuda_bf16_and_fp8_headers(path, compiler):
     """Each of them is judged only on the GPU (tests/gpu/test_evaluator.py: WRONG): here, that the
     headers they include are allowed and found on NVRTC's include path."""
-    from fsr.evaluate.evaluator import static_stage
+    from fsr.evaluate.static import static_stage
 
     task = tasks.load(path.parent.name)
     result = static_stage(candidate.parse(path.read_text(), task), task, "sm_90", compiler)
@@ -164,7 +164,7 @@ def test_the_bf16_corpus_passes_the_static_stage_and_compiles_with_cuda_bf16_and
 
 @pytest.mark.parametrize("dtype", dtypes.LOW_PRECISION)
 def test_a_kernel_taking_each_low_precision_c_type_compiles(dtype, compiler):
-    from fsr.evaluate.evaluator import static_stage
+    from fsr.evaluate.static import static_stage
 
     task = tasks.load("softmax_bf16")
     c_type, header = dtypes.C_TYPES[dtype], dtypes.HEADERS[dtype]
