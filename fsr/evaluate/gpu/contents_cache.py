@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import logging
 import os
@@ -179,21 +180,17 @@ def _prune(cache: ContentsCache) -> None:
         cache.lock.release()
 
 
-_CODE_ID: list[str] = []
-
-
+@functools.cache
 def _code_id() -> str:
     """A digest of the modules that draw and round a set (inputs, the references' rounding and
     bounds): a change to them changes every key."""
-    if not _CODE_ID:
-        from fsr import dtypes, tasks
-        from fsr.evaluate.gpu import inputs, verify
+    from fsr import dtypes, tasks
+    from fsr.evaluate.gpu import inputs, verify
 
-        digest = hashlib.sha256()
-        for module in (dtypes, tasks, inputs, verify):
-            digest.update(Path(module.__file__ or "").read_bytes())
-        _CODE_ID.append(digest.hexdigest())
-    return _CODE_ID[0]
+    digest = hashlib.sha256()
+    for module in (dtypes, tasks, inputs, verify):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    return digest.hexdigest()
 
 
 def forget_warnings() -> None:
