@@ -87,6 +87,19 @@ def compile_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
         yield home
 
 
+@pytest.fixture(scope="session")
+def contents_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`eval.contents_cache_dir` for the GPU tests' evaluators that prepare tasks at their benchmark
+    size: one folder for every pytest-xdist worker of the session (the workers' temporary folders
+    share a parent), so a task's benchmark set and float64 references are built once a session, by
+    the first worker to need them, and read by the others (fsr.evaluate.gpu.contents_cache)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / "fsr-contents"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture
 def compiler(compile_cache_home: Path) -> Iterator[CompileService]:
     """A compile service for trusted test code: NVRTC in this process, with the node's disk cache

@@ -15,6 +15,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -37,28 +38,30 @@ CANDIDATE_TIMEOUT_S = 30.0
 TUNED_TIMEOUT_S = 120.0
 
 
-def corpus_evaluator(trials: int, timeout_s: float = CANDIDATE_TIMEOUT_S) -> GpuEvaluator:
-    """An evaluator for every task the corpus uses."""
+def corpus_evaluator(contents: Path, trials: int, timeout_s: float = CANDIDATE_TIMEOUT_S) -> GpuEvaluator:
+    """An evaluator for every task the corpus uses, its benchmark sets in the session's contents
+    cache (a crash's new child reads them back instead of building them again)."""
     names = sorted({e.task for pair in CHEATS for e in pair} | {e.task for e in CONFIGS})
-    config = Config(eval=EvalConfig(timeout_s=timeout_s, torch_compile="off", host_threads=host_threads()),
+    config = Config(eval=EvalConfig(timeout_s=timeout_s, torch_compile="off", host_threads=host_threads(),
+                                    contents_cache_dir=str(contents)),
                     tune=TuneConfig(trials=trials))
     return GpuEvaluator(WorkerSpec.of(config, [tasks.load(n) for n in names]))
 
 
 @pytest.fixture(scope="module")
-def evaluator() -> Iterator[GpuEvaluator]:
+def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
     """Every cheat and twin compiled ahead, then judged one by one."""
-    ev = corpus_evaluator(0)
+    ev = corpus_evaluator(contents_dir, 0)
     precompile(ev, [candidate.parse(e.path.read_text(), tasks.load(e.task)) for pair in CHEATS for e in pair])
     yield ev
     ev.close()
 
 
 @pytest.fixture(scope="module")
-def tuning_evaluator() -> Iterator[GpuEvaluator]:
+def tuning_evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
     """The bad configurations' evaluator: tuning on, one for the module (a hang in a trial replaces
     its child, which the next evaluation finds started)."""
-    ev = corpus_evaluator(8, TUNED_TIMEOUT_S)
+    ev = corpus_evaluator(contents_dir, 8, TUNED_TIMEOUT_S)
     yield ev
     ev.close()
 

@@ -30,7 +30,8 @@ CORPUS_TASKS = sorted({task for task, _, _ in corpus()})
 def evaluator(request):
     """The corpus's tasks (softmax among them), hangs cut at HANG_TIMEOUT_S, torch.compile off
     (compiling its comparators is no part of these tests); the corpus compiled ahead. Its crashes
-    and hangs restart its child, so it is this module's alone. The session's evaluator of every
+    and hangs restart its child, so it is this module's alone (each new child reads its tasks'
+    benchmark sets from the session's contents cache). The session's evaluator of every
     task, which the every-task tests here use, starts first, their kernels compiled ahead: its
     tasks' contents build in the background while the corpus runs."""
     if any("bench_evaluator" in item.fixturenames for item in request.session.items
@@ -39,7 +40,8 @@ def evaluator(request):
         precompile(request.getfixturevalue("bench_evaluator"),
                    [candidate.parse(source, task) for task in every
                     for source in (task.baseline_source, task.template_source) if source])
-    config = Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S, torch_compile="off", host_threads=host_threads()),
+    config = Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S, torch_compile="off", host_threads=host_threads(),
+                                    contents_cache_dir=str(request.getfixturevalue("contents_dir"))),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(spec(config, CORPUS_TASKS))
     precompile(ev, [parse(task_name, path) for task_name, path, _ in corpus()])

@@ -8,6 +8,7 @@ float64 references (8192^3 products, 4096-token attention) on the host."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -40,11 +41,12 @@ CASES = [(name, values) for name in tasks.list_tasks() if tasks.load(name).templ
 
 
 @pytest.fixture(scope="module")
-def evaluator() -> Iterator[GpuEvaluator]:
+def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
     """Every task with a combination here, at its test sizes (tests.support.gpu_evaluators
     .at_test_sizes), built ahead; torch.compile off; the combinations compiled ahead."""
     small = [at_test_sizes(tasks.load(name)) for name in dict.fromkeys(name for name, _ in CASES)]
-    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads()), tune=TuneConfig(trials=0))
+    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), contents_cache_dir=str(contents_dir)),
+                    tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, small, warm=True))
     precompile(ev, [candidate.with_defines(template(name), values) for name, values in CASES])
     yield ev
