@@ -34,7 +34,7 @@ import numpy as np
 from fsr import candidate as cfmt
 from fsr import dtypes, expr
 from fsr.files import InputFileError, read_input
-from fsr.types import Arg, Size, Task
+from fsr.types import Arg, Size, Stress, Task
 
 BUILTIN_PACKAGE = "fsr_tasks"  # the repository's tasks/ folder, installed under this name (setup.py)
 
@@ -149,6 +149,9 @@ def _task(data: dict[str, Any], path: Path) -> Task:
     baseline = _read(path / "baseline.cu") if (path / "baseline.cu").is_file() else ""
     template_path = path / "template.cu"
     reference = _read(path / "reference.py")
+    stress = tuple(_stress(t, size_names, args, test_sizes, tolerance) for t in _tables(data.get("stress", []), "stress"))
+    if len({st.name for st in stress}) != len(stress):
+        raise ValueError("stress sets need distinct names")
     hashed = b"".join(p.read_bytes() for p in sorted(path.glob("*")) if p.is_file() and p.suffix in (".toml", ".py", ".cu"))
     return Task(
         name=_text(data["name"], "name"),
@@ -169,7 +172,31 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         has_library=False,
         content_hash=hashlib.sha256(hashed).hexdigest()[:16],
         floor=tolerance.floor,
+        stress=stress,
     )
+
+
+def _stress(table: dict[str, Any], size_names: tuple[str, ...], args: tuple[Arg, ...], test_sizes: tuple[Size, ...],
+            tolerance: dtypes.Tolerance) -> Stress:
+    """A `[[stress]]` table: its name, the inputs it maps (default: every floating-point input),
+    scale and offset, the size (default: the largest test size) and a tolerance (default: the
+    task's)."""
+    name = _text(table["name"], "stress name")
+    floats = [a.name for a in args if a.intent == "in" and a.dtype in dtypes.FLOAT]
+    mapped = _names(table["args"], f"stress {name} args") if "args" in table else floats
+    strange = sorted(set(mapped) - set(floats))
+    if strange or not mapped:
+        raise ValueError(f"stress {name}: args must name floating-point inputs ({', '.join(floats) or 'none'}), "
+                         f"not {strange or 'nothing'}")
+    scale, offset = _number(table.get("scale", 1.0), f"stress {name} scale"), _number(table.get("offset", 0.0), f"stress {name} offset")
+    if not (math.isfinite(scale) and math.isfinite(offset)) or scale == 0 or (scale == 1 and offset == 0):
+        raise ValueError(f"stress {name}: scale and offset must be finite, scale not 0, and change the inputs")
+    largest = max(test_sizes, key=lambda size: math.prod(v for _, v in size))
+    size = _size(table["size"], size_names) if "size" in table else largest
+    tol = {k: _number(table.get(k, getattr(tolerance, k)), f"stress {name} {k}") for k in ("atol", "rtol", "floor")}
+    if not 0 <= tol["rtol"] < 1 or tol["atol"] < 0 or tol["floor"] < 0:
+        raise ValueError(f"stress {name}: rtol must be in [0, 1), atol and floor not negative")
+    return Stress(name, size, tuple(mapped), scale, offset, tol["atol"], tol["rtol"], tol["floor"])
 
 
 def _arg(table: dict[str, Any], size_names: tuple[str, ...]) -> Arg:
@@ -327,7 +354,26 @@ def check_functions(task: Task) -> None:
         if size == smallest or elements <= CHECK_ELEMENTS:
             _check_size(task, module, path, dict(size),
                         reference=size == smallest or elements <= REFERENCE_CHECK_ELEMENTS)
+    for stress in task.stress:
+        if input_elements(task, dict(stress.size)) <= CHECK_ELEMENTS:
+            stress_inputs(task, module, stress, np.random.default_rng(0))
     _CHECKED.add(task.content_hash)
+
+
+def stress_inputs(task: Task, module: ModuleType, stress: Stress, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """make_inputs at the stress set's size with its floating-point inputs mapped to x * scale +
+    offset, rounded back to their dtype; raises TaskError where that leaves one non-finite (the
+    declaration is wrong for the task's inputs, not a kernel)."""
+    inputs = module.make_inputs(dict(stress.size), rng)
+    check_inputs(task, inputs, dict(stress.size))
+    for name in stress.args:
+        x = inputs[name]
+        mapped = (x.astype(np.float64) * stress.scale + stress.offset).astype(x.dtype)
+        if not np.isfinite(mapped.astype(np.float64)).all():
+            raise TaskError(f"{task.directory}/task.toml: stress set {stress.name!r} makes input {name} non-finite "
+                            f"({x.dtype} x {stress.scale:g} + {stress.offset:g})")
+        inputs[name] = mapped
+    return inputs
 
 
 def _check_size(task: Task, module: ModuleType, path: Path, size: dict[str, int], reference: bool) -> None:

@@ -73,6 +73,25 @@ class Arg:
 
 
 @dataclass(frozen=True)
+class Stress:
+    """A stress set a task declares (task.toml `[[stress]]`): inputs drawn as for the tests at
+    `size`, then the floating-point inputs named in `args` mapped to x * scale + offset, checked
+    against the float64 reference within the set's own tolerance when a result is certified
+    (docs/judge.md, "Stress sets"). Large logits, rows far from zero, tiny values: the domain a
+    task's usual inputs leave out, where a kernel that drops a step (the row maximum, a second
+    pass over the row) goes wrong."""
+
+    name: str
+    size: Size
+    args: tuple[str, ...]
+    scale: float = 1.0
+    offset: float = 0.0
+    atol: float = 0.0
+    rtol: float = 0.0
+    floor: float = 0.0
+
+
+@dataclass(frozen=True)
 class Task:
     """A problem: its signature, sizes, tolerances, roofline expressions and baseline kernel.
 
@@ -101,6 +120,7 @@ class Task:
     has_library: bool
     content_hash: str  # of the folder's files as read (lineage compatibility: unchanged by the above)
     floor: float = 0.0  # magnitude floor, a fraction of an output's mean |ref| (fsr.dtypes.bounds)
+    stress: tuple[Stress, ...] = ()  # checked when a result is certified
 
     @property
     def inputs(self) -> tuple[Arg, ...]:

@@ -30,6 +30,7 @@ from fsr.evaluate import guards
 from fsr.evaluate.gpu.buffers import make_buffers
 from fsr.evaluate.gpu.inputs import BenchSet, Content, InputPool, TaskState, make_content, no_scratch
 from fsr.evaluate.gpu.programs import LaunchRefused, Program
+from fsr.evaluate.gpu.stress import stress_contents
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
 from fsr.evaluate.wire import Certified, CertifyRequest, Stages
@@ -57,12 +58,21 @@ class Fresh:
         self._build = build or bench_content
         self._lock = threading.Lock()
         self._next: Future[Content] = _builds.submit(self._build, task)
+        self._stress: Future[list[Content]] | None = _builds.submit(stress_sets, task) if task.stress else None
 
     def bench(self) -> Content:
         """A benchmark content no kernel has seen (waiting for its build if it is not done), the
         next one started meanwhile. Raises what building it raised."""
         with self._lock:
             ready, self._next = self._next, _builds.submit(self._build, self.task)
+        return ready.result()
+
+    def stress(self) -> list[Content]:
+        """Fresh contents of the task's stress sets (none declared: none), the next ones started."""
+        if self._stress is None:
+            return []
+        with self._lock:
+            ready, self._stress = self._stress, _builds.submit(stress_sets, self.task)
         return ready.result()
 
     def ready(self) -> bool:
@@ -73,12 +83,19 @@ class Fresh:
         """Stop the pool's thread and drop a build not yet started."""
         self.pool.stop()
         self._next.cancel()
+        if self._stress is not None:
+            self._stress.cancel()
 
 
 def bench_content(task: Task) -> Content:
     """Inputs at the benchmark size drawn from entropy, and their float64 references."""
     dtypes = {a.name: a.dtype for a in task.outputs}
     return make_content(task, tasks.functions(task), dtypes, dict(task.bench_size), entropy_rng())
+
+
+def stress_sets(task: Task) -> list[Content]:
+    """The task's stress sets (fsr.evaluate.gpu.stress) drawn from entropy."""
+    return stress_contents(task, entropy_rng())
 
 
 def upload(task: Task, content: Content, stream: cp.cuda.Stream) -> BenchSet:
@@ -110,6 +127,11 @@ def certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
             checks.append(check_size(program, cand, task, size, inputs, reference, child.stream))
             if not checks[-1].passed:
                 return Certified(Verdict.WRONG, checks[-1].detail, f"fresh inputs at {size_label(size)}",
+                                 tuple(checks), stages=clock.stages())
+        for stress, (inputs, reference) in zip(task.stress, fresh.stress(), strict=True):
+            checks.append(check_size(program, cand, task, stress.size, inputs, reference, child.stream))
+            if not checks[-1].passed:
+                return Certified(Verdict.WRONG, checks[-1].detail, f"stress set {stress.name} at {size_label(stress.size)}",
                                  tuple(checks), stages=clock.stages())
         clock.lap("verify")
         sets = TaskState(task, fresh.pool, sets=[upload(task, fresh.bench(), child.stream)])
