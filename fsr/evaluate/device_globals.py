@@ -11,8 +11,12 @@ section's bytes in the cubin (`Section.image`) with the pointers in it filled in
 variable is restored on its own, at the address the loaded module gives its name
 (`restore_spans`): the loader need not keep a section in one allocation (variables of different
 alignments may land in different ones, next to each other or not), and a copy or memset that
-runs from one allocation into the next is refused (cudaErrorInvalidValue). `__constant__` banks are not here: a kernel cannot write one through the variable's name (it
-can through a generic pointer; fsr neither restores nor counts them yet).
+runs from one allocation into the next is refused (cudaErrorInvalidValue).
+
+`__constant__` variables (`.nv.constant3`: `constants`) are read the same way but restored only in
+certification (gpu.strict): a kernel cannot write one through its name, but it can through a
+generic pointer laundered in inline asm. A constant bank is one range the hardware addresses as
+bank + offset, so it is restored whole, from one base (`bank_span`), padding included.
 
 A cubin is an ELF64 file; this reads its section headers and symbol table with `struct`, no
 CUDA (the parent, tests and the child all use it).
@@ -20,11 +24,13 @@ CUDA (the parent, tests and the child all use it).
 
 from __future__ import annotations
 
+import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 WRITABLE_SECTIONS = (".nv.global", ".nv.global.init")
+CONSTANT_BANK = re.compile(r"^\.nv\.constant[1-9]\d*$")  # module-wide banks; .nv.constant0.K: kernel K's parameters
 NOBITS = 8
 STT_OBJECT = 1
 
@@ -88,8 +94,29 @@ class ModuleGlobals:
         return [sym.name for s in self.sections for sym in s.symbols]
 
 
+def bank_span(section: Section, placed: Mapping[str, int]) -> Span | None:
+    """A constant bank's restore: the whole section from the base its variables' addresses give
+    (each address less its offset); None when no variable has an address, or two give different
+    bases (a bank is one range: fsr restores it from a base it has found, never a guess)."""
+    bases = {placed[sym.name] - sym.offset for sym in section.symbols if sym.name in placed}
+    if len(bases) != 1 or not section.size:
+        return None
+    return Span(bases.pop(), 0, section.size)
+
+
 def read(cubin: bytes) -> ModuleGlobals:
     """The writable module-scope sections of a cubin, with their variables."""
+    return _sections(cubin, lambda name: name in WRITABLE_SECTIONS)
+
+
+def constants(cubin: bytes) -> ModuleGlobals:
+    """The module-wide constant banks of a cubin that name variables (`__constant__`), with
+    their images as the cubin holds them (before the loader fills in pointers)."""
+    banks = _sections(cubin, lambda name: CONSTANT_BANK.match(name) is not None)
+    return ModuleGlobals(tuple(s for s in banks.sections if s.symbols))
+
+
+def _sections(cubin: bytes, wanted_name: Callable[[str], bool]) -> ModuleGlobals:
     if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
         raise NotACubin("not a 64-bit little-endian ELF file")
     shoff, = struct.unpack_from("<Q", cubin, 0x28)
@@ -102,7 +129,7 @@ def read(cubin: bytes) -> ModuleGlobals:
         return cubin[start:cubin.index(b"\0", start)].decode(errors="replace")
 
     section_names = [string(names, h[0]) for h in headers]
-    wanted = {i: n for i, n in enumerate(section_names) if n in WRITABLE_SECTIONS}
+    wanted = {i: n for i, n in enumerate(section_names) if wanted_name(n)}
     symbols: dict[int, list[Symbol]] = {i: [] for i in wanted}
     for h in headers:
         if h[1] != 2:  # SHT_SYMTAB

@@ -10,6 +10,10 @@ named after their task:
   first being the one that decides its verdict once all are built (`DEFENCES`). A twin's second
   line is `// twin-of: NAME.cu`; it expects OK and is the cheat without its lines marked
   `// cheat` (or `# cheat` in the header), which `twin_source` derives.
+- `certify/<task>/*.cu`: cheats and twins as in `timing/`, but through channels that screening
+  leaves open and certification closes (`__constant__` banks, shared and local memory left by an
+  earlier launch, a buffer's allocation slack); `certification_channels()`. Screening judges them
+  OK (the cheat possibly faster); certification must not certify the cheat faster than its twin.
 - `tuning/<task>/*.cu`: candidates right at every tunable value but one; the second line,
   `// fails-at: NAME=VALUE VERDICT`, names the bad configuration and what it must be recorded as;
   `bad_configurations()`.
@@ -51,6 +55,9 @@ DEFENCES = {
     "output-decoy": Defence("WRONG", ("timed",)),
     # module-scope __device__ variables bounded in total size (read from the compiled module)
     "module-global-bound": Defence("REJECTED", ("__device__", "module")),
+    # certification only (certify/): the module's __constant__ banks restored before every launch
+    # sequence (gpu.strict): the cheat finds no table and computes, no faster than its twin
+    "constant-restore": Defence("OK"),
 }
 
 
@@ -93,9 +100,18 @@ def corpus() -> list[tuple[str, Path, str]]:
 
 def side_channels() -> list[tuple[Entry, Entry]]:
     """(cheat, its twin) for every cheat of timing/."""
-    entries = [parse(p) for p in sorted(HERE.glob("timing/*/*.cu"))]
+    return _pairs(sorted(HERE.glob("timing/*/*.cu")))
+
+
+def _pairs(paths: list[Path]) -> list[tuple[Entry, Entry]]:
+    entries = [parse(p) for p in paths]
     twins = {(e.task, e.twin_of): e for e in entries if e.twin_of}
     return [(e, twins[(e.task, e.path.name)]) for e in entries if not e.twin_of]
+
+
+def certification_channels() -> list[tuple[Entry, Entry]]:
+    """(cheat, its twin) for every cheat of certify/: channels only certification closes."""
+    return _pairs(sorted(HERE.glob("certify/*/*.cu")))
 
 
 def bad_configurations() -> list[Entry]:

@@ -10,9 +10,19 @@ import pytest
 from fsr import candidate, tasks
 from fsr.evaluate.static import static_stage
 
-from .corpus import DEFENCES, all_entries, bad_configurations, parse, side_channels, twin_path, twin_source
+from .corpus import (
+    DEFENCES,
+    all_entries,
+    bad_configurations,
+    certification_channels,
+    parse,
+    side_channels,
+    twin_path,
+    twin_source,
+)
 
 CHEATS = side_channels()
+PAIRS = CHEATS + certification_channels()
 NEW = [e for e in all_entries() if e.caught_by or e.twin_of or e.fails_at]
 
 
@@ -32,7 +42,7 @@ def test_compiles_as_a_candidate_of_its_task(entry, compiler):
         assert result.compiled is not None and result.compiled.cubin
 
 
-@pytest.mark.parametrize("cheat,twin", CHEATS, ids=[c.name for c, _ in CHEATS])
+@pytest.mark.parametrize("cheat,twin", PAIRS, ids=[c.name for c, _ in PAIRS])
 def test_cheat_header_names_defences_that_give_its_verdict(cheat, twin):
     assert cheat.caught_by and set(cheat.caught_by) <= set(DEFENCES), cheat.caught_by
     assert len(set(cheat.caught_by)) == len(cheat.caught_by)
@@ -40,7 +50,7 @@ def test_cheat_header_names_defences_that_give_its_verdict(cheat, twin):
     assert twin.expect == "OK" and twin.twin_of == cheat.path.name
 
 
-@pytest.mark.parametrize("cheat,twin", CHEATS, ids=[c.name for c, _ in CHEATS])
+@pytest.mark.parametrize("cheat,twin", PAIRS, ids=[c.name for c, _ in PAIRS])
 def test_twin_is_the_cheat_without_its_cheat_lines(cheat, twin):
     assert twin.path == twin_path(cheat)
     assert twin.path.read_text() == twin_source(cheat), f"regenerate {twin.path.name} from {cheat.path.name}"

@@ -7,8 +7,9 @@ from the operating system's entropy instead: a fresh input pool for every test s
 thread makes the next ones ahead) and a fresh benchmark set with its float64 references, built on
 a host thread from the moment the task is prepared and again after each use, so a certification
 rarely waits on a reference. The candidate's program is loaded again (nothing carried from its
-screening's load), checked at every test size, then timed at the benchmark size with the full
-protocol, every timed run checked (decoys included).
+screening's load, gpu.strict: its `__constant__` banks restored before every launch sequence as
+its module-scope variables are), checked at every test size, then timed at the benchmark size
+with the full protocol, every timed run checked (decoys included).
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -29,8 +30,9 @@ from fsr import tasks
 from fsr.evaluate import guards
 from fsr.evaluate.gpu.buffers import make_buffers
 from fsr.evaluate.gpu.inputs import BenchSet, Content, InputPool, TaskState, make_content, no_scratch
-from fsr.evaluate.gpu.programs import LaunchRefused, Program
+from fsr.evaluate.gpu.programs import LaunchRefused
 from fsr.evaluate.gpu.stress import stress_contents
+from fsr.evaluate.gpu.strict import CertifiedProgram
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
 from fsr.evaluate.wire import Certified, CertifyRequest, Stages
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from fsr.evaluate.gpu.child import Child
 
 TIMED = "timed runs on fresh inputs"
+CONSTANT_BANKS = "constant banks"
 _builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")  # one at a time: screening's builds come first
 
 
@@ -116,10 +119,14 @@ def certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
     parent reports a crash as the failed check)."""
     task, cand, clock = state.task, req.candidate, _Clock()
     fresh = fresh_inputs(state)
-    program = Program(req.cubin, req.lowered)
+    program = CertifiedProgram(req.cubin, req.lowered)
     refused = guards.check_module(program.globals, tuple(program.unresettable))
     if refused:
         return Certified(Verdict.REJECTED, refused, "module-scope variables", stages=clock.stages())
+    if program.unrestorable:
+        return Certified(Verdict.REJECTED, f"__constant__ bank {', '.join(program.unrestorable)} has no variable "
+                         "the driver places by name: certification restores every constant bank before each "
+                         "launch sequence and cannot restore this one", CONSTANT_BANKS, stages=clock.stages())
     try:
         checks = []
         for i, size in enumerate(task.test_sizes):
