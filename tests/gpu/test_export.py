@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -16,9 +17,12 @@ import pytest
 from fsr import candidate as cfmt
 from fsr import cli, lineage, run_json, tasks
 from fsr.commands.run import _export_best
+from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.export.module import Provenance, module_text
-from fsr.types import Verdict
+from fsr.types import Verdict, WorkerSpec
+from tests.support.gpu_evaluators import at_test_sizes
+from tests.support.xdist_gpus import host_threads
 
 pytestmark = pytest.mark.gpu
 FRAMEWORKS = ["cupy", "torch"]
@@ -112,21 +116,26 @@ def export(tmp_path: Path, task_name: str, source: str, name: str) -> ModuleType
 
 
 @pytest.fixture(scope="module")
-def judged_run(tmp_path_factory: pytest.TempPathFactory, bench_evaluator: GpuEvaluator) -> Path:
-    """A tiny run: the softmax and gemm_bf16 templates judged by fsr's evaluator (the session's,
-    which holds every task at its benchmark size, torch.compile off), with their lineage and best/
-    as `fsr run` leaves them."""
+def judged_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A tiny run: the softmax and gemm_bf16 templates judged by fsr's evaluator (one of this
+    module's, the tasks held to their test sizes, so preparing them builds no 8192^3 reference;
+    torch.compile off), with their lineage and best/ as `fsr run` leaves them."""
     run = tmp_path_factory.mktemp("runs") / "r1"
     loaded = [tasks.load(n) for n in ("softmax", "gemm_bf16")]
-    with lineage.LineageWriter(run) as writer:
-        for task in loaded:
-            cand = cfmt.parse(task.template_source or "", task)
-            result = bench_evaluator.evaluate(cand, tune=False)
-            assert result.verdict == Verdict.OK, f"{task.name}: {result.message[:400]}"
-            writer.append(cand, result)
+    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads()), tune=TuneConfig(trials=0))
+    ev = GpuEvaluator(WorkerSpec.of(config, [at_test_sizes(t) for t in loaded]))
+    try:
+        with lineage.LineageWriter(run) as writer:
+            for task in loaded:
+                cand = cfmt.parse(task.template_source or "", task)
+                result = ev.evaluate(cand, tune=False)
+                assert result.verdict == Verdict.OK, f"{task.name}: {result.message[:400]}"
+                writer.append(cand, result)
+    finally:
+        ev.close()
     run_json.write_run_json(run, {}, {"tasks": [t.name for t in loaded]})
     _export_best(run)
-    return run
+    yield run
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

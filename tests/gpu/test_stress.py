@@ -66,7 +66,7 @@ extern "C" __global__ void softmax_rows(const float* x, float* y, int rows, int 
 """
 # Without the row maximum: exp(x) of fsr's usual inputs (|x| up to about 36) stays finite
 NO_MAX = SOFTMAX.replace("m = fmaxf(m, xr[c]);  // cheat", "m = fmaxf(m, 0.0f * xr[c]);").replace(
-    "m = red[0];", "m = 0.0f * red[0];")
+    "\n    m = red[0];", "\n    m = 0.0f * red[0];")
 HONEST_SOFTMAX = SOFTMAX.replace("float m = 0.0f;", "float m = -INFINITY;")
 
 LAYERNORM = r"""/* fsr
