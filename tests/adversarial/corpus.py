@@ -61,6 +61,9 @@ DEFENCES = {
     # certification only: every SM's shared memory and every thread slot's local frame scrubbed
     # with a fresh pattern before every launch sequence (gpu.scrub): no marker survives
     "residue-scrub": Defence("OK"),
+    # certification only: buffers in whole pages, the end canary running to the allocation's end
+    # (gpu.buffers.without_slack): a stash past the end canary breaks it
+    "slack-canary": Defence("UNCERTIFIED", ("allocation slack",)),
 }
 
 
