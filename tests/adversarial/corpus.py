@@ -58,6 +58,12 @@ DEFENCES = {
     # certification only (certify/): the module's __constant__ banks restored before every launch
     # sequence (gpu.strict): the cheat finds no table and computes, no faster than its twin
     "constant-restore": Defence("OK"),
+    # certification only: every SM's shared memory and every thread slot's local frame scrubbed
+    # with a fresh pattern before every launch sequence (gpu.scrub): no marker survives
+    "residue-scrub": Defence("OK"),
+    # certification only: buffers in whole pages, the end canary running to the allocation's end
+    # (gpu.buffers.without_slack): a stash past the end canary breaks it
+    "slack-canary": Defence("UNCERTIFIED", ("allocation slack",)),
 }
 
 

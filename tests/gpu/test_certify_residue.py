@@ -1,6 +1,6 @@
 """Certification's stricter starting state on a real GPU: each cheat of tests/adversarial/certify/
 keeps something from one launch for the next in a place screening leaves alone (a `__constant__`
-bank, ...). Its honest twin certifies; the cheat either fails certification, with a failed check
+bank, shared memory left by an earlier block, the slack past a buffer's end canary). Its honest twin certifies; the cheat either fails certification, with a failed check
 and a message naming the defence, or is certified no faster than its twin beyond 3% (a defence
 that restores makes it honest; one screened faster than it certifies fails on timing).
 

@@ -3,11 +3,19 @@
 Every buffer a kernel sees sits between two canary regions, so a write past either end is caught
 even where the memory pool would have absorbed it silently; outputs and scratch are poisoned with
 NaN bytes before every launch, so an element the kernel never writes cannot pass.
+
+In certification (`without_slack`) a buffer's allocation is a whole number of 2 MiB pages and its
+end canary runs to the allocation's end: the bytes the memory pool's rounding and the driver's page
+would leave past the end canary (where a kernel could keep something from run to run) are canary
+too, written before and checked after as the rest.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import cupy as cp
@@ -19,7 +27,23 @@ from fsr.types import Candidate, Task
 
 PAD_BYTES = 64 * 1024  # canary region on each side; a multiple of 256 keeps buffers aligned
 CANARY = 0x5A
+PAGE_BYTES = 2 << 20  # the driver's allocation granularity for large buffers
+SLACK = "in its allocation's slack, past the end canary"
 POISON = 0xFF  # all-ones bytes: NaN for every float dtype fsr has (fp8 e4m3fn's one NaN too), -1 for integers
+
+
+_without_slack = contextvars.ContextVar("fsr_without_slack", default=False)
+
+
+@contextlib.contextmanager
+def without_slack() -> Iterator[None]:
+    """Within it (this thread), every Guarded is allocated in whole pages, its end canary running
+    to the allocation's end (certification)."""
+    token = _without_slack.set(True)
+    try:
+        yield
+    finally:
+        _without_slack.reset(token)
 
 
 class Guarded:
@@ -30,7 +54,11 @@ class Guarded:
     def __init__(self, shape: tuple[int, ...], dtype: str):
         self.dtype = dtypes.numpy_dtype(dtype)
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
-        self.raw = cp.empty(self.nbytes + 2 * PAD_BYTES, dtype=cp.uint8)
+        total = self.nbytes + 2 * PAD_BYTES
+        if _without_slack.get():
+            total = -(-total // PAGE_BYTES) * PAGE_BYTES
+        self.raw = cp.empty(total, dtype=cp.uint8)
+        self.tail_bytes = total - PAD_BYTES - self.nbytes  # the end canary: PAD_BYTES, or to the allocation's end
         self.raw[:PAD_BYTES].fill(CANARY)
         self.raw[PAD_BYTES + self.nbytes:].fill(CANARY)
         self.array = self.raw[PAD_BYTES:PAD_BYTES + self.nbytes].view(dtypes.device_dtype(dtype)).reshape(shape)
@@ -93,12 +121,13 @@ def damage(buf: Buffers, host_inputs: dict[str, np.ndarray]) -> str:
 
 
 CANARY_SOURCE = r"""
-extern "C" __global__ void fsr_canaries(const unsigned long long* starts, int regions, int bytes,
-                                        int value, int* bad) {
+// regions[r]: region r's start; regions[count + r]: its length in bytes
+extern "C" __global__ void fsr_canaries(const unsigned long long* regions, int count, int value, int* bad) {
     int r = blockIdx.y;
-    if (r >= regions) return;
-    const unsigned char* p = (const unsigned char*)starts[r];
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < bytes; i += gridDim.x * blockDim.x)
+    if (r >= count) return;
+    const unsigned char* p = (const unsigned char*)regions[r];
+    const long long bytes = (long long)regions[count + r];
+    for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < bytes; i += gridDim.x * blockDim.x)
         if (p[i] != (unsigned char)value) bad[r] = 1;
 }
 """
@@ -110,14 +139,19 @@ def _canary_kernel() -> cp.RawKernel:
 
 
 def broken_canaries(buffers: dict[str, Guarded]) -> list[str]:
-    """Names of the buffers with a changed canary region, in order; one kernel over every
-    region on the current stream and one copy back (a buffer's regions: before, after)."""
-    names = list(buffers)
-    starts = [p for g in buffers.values() for p in (g.raw.data.ptr, g.raw.data.ptr + PAD_BYTES + g.nbytes)]
-    if not starts:
+    """Names of the buffers with a changed canary region, in order ("NAME, in its allocation's
+    slack ..." where only the bytes past a certification buffer's first PAD_BYTES of end canary
+    changed); one kernel over every region on the current stream and one copy back."""
+    regions: list[tuple[str, int, int]] = []  # (name, start, bytes)
+    for name, g in buffers.items():
+        end = g.raw.data.ptr + PAD_BYTES + g.nbytes
+        regions += [(name, g.raw.data.ptr, PAD_BYTES), (name, end, PAD_BYTES)]
+        if g.tail_bytes > PAD_BYTES:
+            regions.append((f"{name}, {SLACK}", end + PAD_BYTES, g.tail_bytes - PAD_BYTES))
+    if not regions:
         return []
-    bad = cp.zeros(len(starts), dtype=cp.int32)
-    _canary_kernel()((8, len(starts)), (256,), (cp.asarray(np.array(starts, dtype=np.uint64)),
-                                                  np.int32(len(starts)), np.int32(PAD_BYTES), np.int32(CANARY), bad))
+    bad = cp.zeros(len(regions), dtype=cp.int32)
+    table = np.array([start for _, start, _ in regions] + [size for _, _, size in regions], dtype=np.uint64)
+    _canary_kernel()((8, len(regions)), (256,), (cp.asarray(table), np.int32(len(regions)), np.int32(CANARY), bad))
     flags = bad.get()
-    return list(dict.fromkeys(names[i // 2] for i in range(len(starts)) if flags[i]))
+    return list(dict.fromkeys(regions[i][0] for i in range(len(regions)) if flags[i]))

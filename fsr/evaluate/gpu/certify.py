@@ -28,7 +28,7 @@ import numpy as np
 
 from fsr import tasks
 from fsr.evaluate import guards
-from fsr.evaluate.gpu.buffers import make_buffers
+from fsr.evaluate.gpu.buffers import SLACK, make_buffers, without_slack
 from fsr.evaluate.gpu.inputs import BenchSet, Content, InputPool, TaskState, make_content, no_scratch
 from fsr.evaluate.gpu.programs import LaunchRefused
 from fsr.evaluate.gpu.stress import stress_contents
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 TIMED = "timed runs on fresh inputs"
 CONSTANT_BANKS = "constant banks"
+SLACK_CHECK = "allocation slack"
 _builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")  # one at a time: screening's builds come first
 
 
@@ -117,6 +118,11 @@ def certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
     """`req`'s program loaded afresh, checked at every test size on fresh inputs, then timed with
     the full protocol on a fresh benchmark set, every timed run checked. Raises ContextLost (the
     parent reports a crash as the failed check)."""
+    with without_slack():  # every buffer in whole pages, its end canary to the allocation's end
+        return _certify(child, state, req)
+
+
+def _certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
     task, cand, clock = state.task, req.candidate, _Clock()
     fresh = fresh_inputs(state)
     program = CertifiedProgram(req.cubin, req.lowered)
@@ -133,7 +139,8 @@ def certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
             inputs, reference = fresh.pool.take(i)
             checks.append(check_size(program, cand, task, size, inputs, reference, child.stream))
             if not checks[-1].passed:
-                return Certified(Verdict.WRONG, checks[-1].detail, f"fresh inputs at {size_label(size)}",
+                return Certified(Verdict.WRONG, checks[-1].detail,
+                                 _named(f"fresh inputs at {size_label(size)}", checks[-1].detail),
                                  tuple(checks), stages=clock.stages())
         for stress, (inputs, reference) in zip(task.stress, fresh.stress(), strict=True):
             checks.append(check_size(program, cand, task, stress.size, inputs, reference, child.stream))
@@ -148,10 +155,15 @@ def certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
     except LaunchRefused as e:
         return Certified(Verdict.LAUNCH_ERROR, str(e), "launch", stages=clock.stages())
     if not timed.passed:
-        return Certified(Verdict.WRONG, timed.detail, TIMED, tuple(checks) + (timed,), tuple(samples),
+        return Certified(Verdict.WRONG, timed.detail, _named(TIMED, timed.detail), tuple(checks) + (timed,), tuple(samples),
                          stages=clock.stages())
     return Certified(Verdict.OK, "", "", tuple(checks) + (timed,), tuple(samples), program.resources(),
                      clock.stages())
+
+
+def _named(check: str, detail: str) -> str:
+    """The failed check: `check`, or the allocation slack found written there."""
+    return f"{SLACK_CHECK} ({check})" if SLACK in detail else check
 
 
 def fresh_inputs(state: TaskState) -> Fresh:
