@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from fsr import certification, lineage, lineage_schema, run_json
-from fsr.report import ceilings, comparators, costs, kernels, tables
+from fsr.report import ceilings, certifications, comparators, costs, kernels, tables
 
 # What the report calls the latency at the measured ceiling, followed by the ceiling's name (the
 # copy bandwidth, the SGEMM rate, the 16-bit tensor-core rate: fsr.report.ceilings). Not "device
@@ -152,6 +152,7 @@ class RunTables:
     chains: dict[str, pd.DataFrame] = field(default_factory=dict)
     driver: pd.DataFrame = field(default_factory=pd.DataFrame)
     missing: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=comparators.MISSING_COLUMNS))
+    certifications: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(certifications.COLUMNS)))
 
     def references(self, task: str) -> dict[str, float | None]:
         """The task's reference latencies: baseline, library, PyTorch eager, torch.compile, and
@@ -179,7 +180,7 @@ def run_tables(run: Run) -> RunTables:
         stages=costs.stage_times(frame), workers=costs.worker_occupancy(frame),
         tokens=costs.token_use(frame, run.info.get("config", {}) or {}),
         chains={t: kernels.winner_chain(frame, t, counted) for t in summary["task"]},
-        driver=costs.driver_time(run.info))
+        driver=costs.driver_time(run.info), certifications=certifications.certification_table(frame))
 
 
 def with_ceilings(summary: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from importlib import resources
 import pandas as pd
 import plotly.graph_objects as go
 
-from fsr.report import notes, plots
+from fsr.report import certifications, notes, plots
 from fsr.report.data import RunTables, comparison, tasks_in_one_run
 from fsr.report.text import (
     COMPARED_MD,
@@ -140,6 +140,10 @@ def summary_html(t: RunTables, links: dict[str, str]) -> str:
         if lines:
             items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
             parts.append(f"<p class='note'>{heading}</p><ul class='note'>{items}</ul>")
+    if not t.certifications.empty:
+        parts += [f"<p class='note'>{html.escape(certifications.certification_line(t.certifications, len(summary)))}</p>",
+                  table_html(t.certifications, certifications.HEADERS),
+                  f"<p class='note'>{html.escape(certifications.NOTE)}</p>"]
     return "\n".join(parts)
 
 

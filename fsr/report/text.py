@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fsr.report import ablation, ceilings, comparators, costs, notes, tables
+from fsr.report import ablation, ceilings, certifications, comparators, costs, notes, tables
 from fsr.report.data import RunTables, comparison, records
 
 SUMMARY_MD = {"task": "task", "dtype": "dtype", "device": "device", "evaluations": "evaluations", "best_us": "best us",
@@ -189,6 +189,9 @@ def run_markdown(t: RunTables) -> str:
                            ("Searches that stopped short:", notes.stop_notes(t))):
         if lines:
             parts.append("\n".join([heading, *(f"- {line}" for line in lines)]))
+    if not t.certifications.empty:
+        parts += [certifications.certification_line(t.certifications, len(t.summary)),
+                  markdown_table(t.certifications, certifications.HEADERS), certifications.NOTE]
     parts += ablation.diagnostics_lines(run.evaluations, run.info.get("config", {}) or {})
     for task, chain in t.chains.items():
         if not chain.empty:
@@ -230,7 +233,7 @@ def run_json(t: RunTables) -> dict[str, Any]:
         "optuna_journal": str(t.journal) if t.journal else None,
         "created_at": notes.readable_time(run.info.get("created_at")), "campaign": notes.campaign_note(t),
         "winner_notes": notes.winner_notes(t), "stop_notes": notes.stop_notes(t),
-        "not_timed": records(t.missing), "not_timed_notes": comparators.not_timed_lines(t.missing, len(t.summary)),
+        "not_timed": records(t.missing), "certifications": records(t.certifications), "not_timed_notes": comparators.not_timed_lines(t.missing, len(t.summary)),
     }
 
 

@@ -3,12 +3,14 @@ in pipeline order, geometric means, the device said once, tuning bars, runs comp
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from fsr.report import costs, data, kernels, tables, text
+from fsr.report.page import html_page
 from tests.support.lineage_rows import frame, row, small_run, synthetic_rows
 
 
@@ -123,3 +125,29 @@ def test_where_the_campaign_certified_the_winner_is_the_fastest_certified_kernel
         assert summary.loc["softmax", "best_us"] == (20.0 if winner == "honest" else 5.0)
         assert summary.loc["softmax", "evaluations"] == 3  # certifications are not evaluations
         assert list(run.chains["softmax"]["candidate_id"]) == ["seed", "honest", "cheat"][:2 + (winner == "cheat")]
+
+
+def test_the_report_says_per_task_how_many_certifications_failed_and_where(tmp_path: Path) -> None:
+    from tests.support.lineage_rows import write_run
+
+    rows = [row(candidate_id="seed", median_us=40.0),
+            row(candidate_id="honest", parents=["seed"], median_us=20.0),
+            row(candidate_id="cheat", parents=["honest"], median_us=5.0),
+            row(candidate_id="fast", parents=["honest"], median_us=6.0),
+            row(candidate_id="c1", tier="certify", certified=True, certifies="honest", median_us=20.5),
+            row(candidate_id="c2", tier="certify", certified=False, certifies="cheat", verdict="UNCERTIFIED",
+                median_us=None, failed_check="stress set logits x64 at rows=129,cols=4099"),
+            row(candidate_id="c3", tier="certify", certified=False, certifies="fast", verdict="UNCERTIFIED",
+                median_us=None, failed_check="timing")]
+    run = data.run_tables(data.load_run(write_run(tmp_path / "r", rows, {"config": {"eval": {"certify": "end"}}})))
+    [line] = run.certifications.to_dict("records")
+    assert line == {"task": "softmax", "certifications": 3, "passed": 1, "failed": 2,
+                    "failed_at": "stress set logits x64 at rows=129,cols=4099 (1); timing (1)"}
+    md = text.markdown([run])
+    assert "Certification: 3 certifications, 2 failed; 1 of 1 tasks have a certified result." in md
+    assert "| stress set logits x64 at rows=129,cols=4099 (1); timing (1) |" in md
+    page = html_page([run])
+    assert "failed at (how many)" in page and "timing (1)" in page
+    assert json.loads(text.json_text([run]))["runs"][0]["certifications"][0]["failed"] == 2
+    plain = data.run_tables(data.load_run(write_run(tmp_path / "plain", rows[:4], {})))
+    assert plain.certifications.empty and "Certification:" not in text.markdown([plain])
