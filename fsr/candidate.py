@@ -31,6 +31,7 @@ Users write this format, proposers are asked to write it, and exports use it.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import tomllib
@@ -125,6 +126,7 @@ def check(cand: Candidate, task: Task) -> None:
                               f"passes {len(launch.args)}")
         for arg, param in zip(launch.args, params, strict=True):
             _check_param(launch.kernel, arg, param, task, buffers, maps)
+    clusters = kernel_clusters(cand.source)  # read from the source once, not once a size
     for size in task.test_sizes + (task.bench_size,):
         sizes = dict(size)
         running = launches_at(cand, sizes)
@@ -132,7 +134,7 @@ def check(cand: Candidate, task: Task) -> None:
         if not running:
             raise HeaderError(f"no launch runs at {_label(sizes)}: every launch's `when` is false there")
         resolve_maps(cand, task, sizes, [spec for spec, _ in running])
-        check_clusters(cand, running, sizes)
+        check_clusters(cand, running, sizes, clusters)
 
 
 def _check_map_names(cand: Candidate, buffers: set[str], taken: set[str]) -> None:
@@ -267,9 +269,9 @@ def cluster_of(launch: LaunchSpec, source_clusters: dict[str, tuple[str, ...]],
 
 
 def check_clusters(cand: Candidate, running: list[tuple[LaunchSpec, tuple[tuple[int, ...], tuple[int, ...], int]]],
-                   sizes: dict[str, int]) -> None:
-    """Every running launch's grid is a whole number of its clusters; raises HeaderError."""
-    clusters = kernel_clusters(cand.source)
+                   sizes: dict[str, int], clusters: dict[str, tuple[str, ...]]) -> None:
+    """Every running launch's grid is a whole number of its clusters (`clusters`: kernel_clusters of
+    its source); raises HeaderError."""
     names = names_at(cand, sizes)
     for launch, (grid, _, _) in running:
         cluster = cluster_of(launch, clusters, names)
@@ -335,6 +337,7 @@ LEXEME_RE = re.compile(r"""R"([^()\\\s]{0,16})\((?:.|\n)*?\)\1"|"(?:\\.|[^"\\\n]
                        r"|//[^\n]*|/\*.*?\*/", re.S)
 
 
+@functools.lru_cache(maxsize=128)  # a check strips the same source for each of its readers
 def strip_comments(source: str) -> str:
     """Source without // and /* */ comments; string and character literals are kept whole (a
     `//` inside a string does not hide the rest of its line). Not a parser: enough for the header

@@ -1,6 +1,6 @@
 // CPU emulation of the CUDA subset that tasks/gemm_bf16*/template.cu and
 // tasks/attention_bf16*/template.cu use, for tests/unit/test_bf16_gemm_emulation.py and
-// test_attention_bf16_emulation.py: one block at a time, each CUDA thread a ucontext coroutine;
+// test_attention_bf16_emulation.py: one block at a time, each CUDA thread a coroutine;
 // __syncthreads is a block barrier, ldmatrix, mma.sync, __shfl_xor_sync and __syncwarp are warp
 // collectives run once all 32 lanes have arrived, with the PTX ISA's fragment layouts. cp.async copies land at issue
 // (LATE = 0: a stage overwritten while other warps still read it shows) or at the wait_group that
@@ -8,6 +8,14 @@
 // time up to its next barrier, first to last or last to first, so that a missing barrier shows.
 // Shared memory starts NaN-filled, accesses past the launch's bytes and cp.async reads outside
 // the inputs stop the run.
+// The scheduler and the launch are compiled once, apart (this file with EMULATE_IMPLEMENTATION
+// defined); a kernel's program includes the declarations and links that object.
+// A thread's stack is set up with makecontext; switches between a thread and the scheduler
+// are _setjmp/_longjmp, which leave the signal mask alone (swapcontext makes two system calls a
+// switch, and a warp collective switches once a lane).
+#pragma once
+#undef _FORTIFY_SOURCE  // its longjmp check refuses a jump to another stack
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <algorithm>
@@ -60,10 +68,10 @@ inline float __fdividef(float a, float b) { return a / b; }
 struct Dim {
     unsigned x = 1, y = 1, z = 1;
 };
-Dim threadIdx, blockIdx, gridDim, blockDim;
+extern Dim threadIdx, blockIdx, gridDim, blockDim;
 
 constexpr size_t SMEM_CAP = 256 * 1024;
-alignas(1024) unsigned char smem_raw[SMEM_CAP];
+extern unsigned char smem_raw[SMEM_CAP];
 inline size_t __cvta_generic_to_shared(const void* p) {
     const unsigned char* q = (const unsigned char*)p;
     if (q < smem_raw || q >= smem_raw + SMEM_CAP) {
@@ -81,8 +89,7 @@ struct Copy {
     unsigned char data[16];
 };
 struct Thread {
-    ucontext_t ctx;
-    std::vector<char> stack;
+    jmp_buf jb;  // where the thread continues
     State state = RUN;
     Coll coll;
     unsigned addr;
@@ -93,17 +100,19 @@ struct Thread {
     int shfl_mask;
     std::vector<std::vector<Copy>> groups{1};  // committed groups, then the open one
 };
-std::vector<Thread> threads;
-ucontext_t sched_ctx;
-int cur = 0;
-bool LATE = false;
-int ORDER = 0;
-size_t smem_bytes = 0;  // the launch's dynamic shared memory: accesses past it fail
-void (*kernel_entry)() = nullptr;
-std::vector<std::pair<const unsigned char*, size_t>> inputs;  // cp.async may read only inside these
+extern std::vector<Thread> threads;
+extern jmp_buf sched_jb;
+extern int cur;
+extern bool LATE;
+extern int ORDER;
+extern size_t smem_bytes;  // the launch's dynamic shared memory: accesses past it fail
+extern void (*kernel_entry)();
+extern std::vector<std::pair<const unsigned char*, size_t>> inputs;  // cp.async may read only inside these
 
 inline Thread& me() { return threads[cur]; }
-inline void yield_to_sched() { swapcontext(&threads[cur].ctx, &sched_ctx); }
+inline void yield_to_sched() {
+    if (!_setjmp(threads[cur].jb)) _longjmp(sched_jb, 1);
+}
 inline void check_smem(unsigned off, unsigned n) {
     if (off + n > smem_bytes) {
         fprintf(stderr, "shared access [%u, %u) past the launch's %zu bytes\n", off, off + n, smem_bytes);
@@ -191,6 +200,30 @@ inline void __syncwarp() {
     yield_to_sched();
 }
 
+// ---- the launch's declarations --------------------------------------------------------------
+void run_block(unsigned bx, unsigned by, unsigned nt);
+std::vector<uint16_t> read_file(const char* path, size_t n);
+__nv_bfloat16* aligned_copy(const std::vector<uint16_t>& v);
+int emulate_main(int argc, char** argv, void (*entry)(), bool has_bias);
+extern const __nv_bfloat16 *gA, *gB, *gBias;
+extern __nv_bfloat16* gC;
+extern int gM, gN, gK;
+
+#ifdef EMULATE_IMPLEMENTATION
+Dim threadIdx, blockIdx, gridDim, blockDim;
+alignas(1024) unsigned char smem_raw[SMEM_CAP];
+std::vector<Thread> threads;
+std::vector<char*> stacks;  // one a thread, kept from block to block (malloc: pages a thread never touches stay untouched)
+constexpr size_t STACK_BYTES = 1 << 17;
+jmp_buf sched_jb;
+ucontext_t sched_ctx, start_ctx;  // only to enter a new thread's stack
+int cur = 0;
+bool LATE = false;
+int ORDER = 0;
+size_t smem_bytes = 0;
+void (*kernel_entry)() = nullptr;
+std::vector<std::pair<const unsigned char*, size_t>> inputs;
+
 inline float lo_f(unsigned w) { return __bfloat162float({(uint16_t)(w & 0xffff)}); }
 inline float hi_f(unsigned w) { return __bfloat162float({(uint16_t)(w >> 16)}); }
 
@@ -262,21 +295,26 @@ void run_collective(int w) {
     for (int l = 0; l < 32; ++l) L[l].state = RUN;
 }
 
+// Entered once on the thread's own stack: saves where the thread starts and returns to the
+// scheduler; the scheduler's first jump there runs the kernel. It never returns.
 void thread_main() {
+    if (!_setjmp(me().jb)) swapcontext(&start_ctx, &sched_ctx);
     kernel_entry();
     me().state = DONE;
+    _longjmp(sched_jb, 1);
 }
 
 void run_block(unsigned bx, unsigned by, unsigned nt) {
     threads.assign(nt, Thread());
+    while (stacks.size() < nt) stacks.push_back((char*)malloc(STACK_BYTES));
     for (unsigned i = 0; i < nt; ++i) {
-        Thread& t = threads[i];
-        t.stack.resize(1 << 17);
-        getcontext(&t.ctx);
-        t.ctx.uc_stack.ss_sp = t.stack.data();
-        t.ctx.uc_stack.ss_size = t.stack.size();
-        t.ctx.uc_link = &sched_ctx;
-        makecontext(&t.ctx, thread_main, 0);
+        getcontext(&start_ctx);
+        start_ctx.uc_stack.ss_sp = stacks[i];
+        start_ctx.uc_stack.ss_size = STACK_BYTES;
+        start_ctx.uc_link = nullptr;
+        makecontext(&start_ctx, thread_main, 0);
+        cur = (int)i;
+        swapcontext(&sched_ctx, &start_ctx);
     }
     blockIdx.x = bx;
     blockIdx.y = by;
@@ -295,7 +333,7 @@ void run_block(unsigned bx, unsigned by, unsigned nt) {
                     if (threads[i].state != RUN) continue;
                     cur = (int)i;
                     threadIdx.x = i;
-                    swapcontext(&sched_ctx, &threads[i].ctx);
+                    if (!_setjmp(sched_jb)) _longjmp(threads[i].jb, 1);
                     any = ran = true;
                 }
                 unsigned at = 0;
@@ -332,14 +370,14 @@ const __nv_bfloat16 *gA, *gB, *gBias;
 __nv_bfloat16* gC;
 int gM, gN, gK;
 
-static std::vector<uint16_t> read_file(const char* path, size_t n) {
+std::vector<uint16_t> read_file(const char* path, size_t n) {
     std::vector<uint16_t> v(n);
     FILE* f = fopen(path, "rb");
     if (n && fread(v.data(), 2, n, f) != n) exit(4);
     fclose(f);
     return v;
 }
-static __nv_bfloat16* aligned_copy(const std::vector<uint16_t>& v) {
+__nv_bfloat16* aligned_copy(const std::vector<uint16_t>& v) {
     const size_t bytes = (v.size() * 2 + 255) / 256 * 256 + 256;
     void* p = aligned_alloc(256, bytes);
     memset(p, 0xff, bytes);  // NaN past the end: a stray read that counts shows in C
@@ -384,3 +422,4 @@ int emulate_main(int argc, char** argv, void (*entry)(), bool has_bias) {
     fclose(f);
     return 0;
 }
+#endif  // EMULATE_IMPLEMENTATION

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -271,13 +273,17 @@ def nvrtc():
 
 
 def test_transformed_and_toggled_kernels_compile(nvrtc):
-    failures = []
-    for task in [load(t) for t in list_tasks()] + [softmax_task()]:
-        parents = parents_of(task)
-        for seed in range(4):
-            for cand in propose(task, parents, seed, n=3, features_wanted=("READONLY", "UNROLL")).candidates:
-                try:
-                    nvrtc(cand, "sm_90")
-                except Exception as e:
-                    failures.append((task.name, cand.origin.move, str(e)[:300]))
-    assert not failures
+    proposed = [(task, cand) for task in [load(t) for t in list_tasks()] + [softmax_task()]
+                for seed in range(4)
+                for cand in propose(task, parents_of(task), seed, n=3, features_wanted=("READONLY", "UNROLL")).candidates]
+
+    def failure(task: Task, cand: Candidate) -> tuple[str, str, str] | None:
+        try:
+            nvrtc(cand, "sm_90")
+        except Exception as e:
+            return task.name, cand.origin.move, str(e)[:300]
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 2)) as pool:  # NVRTC releases the GIL
+        failures = [f for f in pool.map(lambda tc: failure(*tc), proposed) if f is not None]
+    assert len(proposed) > 100 and not failures
