@@ -15,6 +15,8 @@ import operator
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
+from fsr import pyast
+
 
 class ExprError(ValueError):
     """An expression that cannot be parsed or evaluated; the message names the expression."""
@@ -41,7 +43,7 @@ def _parse(text: str) -> ast.expr:
     if len(text) > 500:
         raise ExprError(f"expression too long: {text[:40]}...")
     try:
-        return ast.parse(text.strip(), mode="eval").body
+        return pyast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
         raise ExprError(f"cannot parse expression {text!r}: {e.msg}") from None
 
@@ -82,9 +84,12 @@ def _eval(node: ast.expr, names: Mapping[str, float], text: str) -> float:
         if isinstance(node.op, ast.Pow) and abs(right) > 64:
             raise ExprError(f"exponent too large in {text!r}")
         try:
-            return _BINOPS[type(node.op)](left, right)
+            value = _BINOPS[type(node.op)](left, right)
         except ZeroDivisionError:
             raise ExprError(f"division by zero in {text!r}") from None
+        if isinstance(value, complex):  # a negative number to a fractional power
+            raise ExprError(f"not a real number in {text!r}")
+        return value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _eval(node.operand, names, text)
         return -value if isinstance(node.op, ast.USub) else value

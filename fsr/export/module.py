@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import fsr
-from fsr import dtypes, expr, tasks
+from fsr import dtypes, expr, pyast, tasks
 from fsr.evaluate import compile as compiler
 from fsr.evaluate import device_globals
 from fsr.export import calls, checks, runtime
@@ -74,7 +74,7 @@ def embedded(module: object) -> str:
     `from __future__` and fsr imports dropped (their names are defined above it)."""
     path = Path(module.__file__)  # type: ignore[attr-defined]
     text = path.read_text()
-    tree = ast.parse(text)
+    tree = pyast.parse(text)
     lines = text.splitlines()
     drop: set[int] = set()
     for node in tree.body:
@@ -186,7 +186,7 @@ def _sources(task: Task, size: str) -> tuple[tuple[str, int, int], ...]:
     out = []
     for arg in task.inputs + task.outputs:
         for i, dim in enumerate(arg.shape):
-            offset = _offset(ast.parse(dim.strip(), mode="eval").body, size)
+            offset = _offset(pyast.parse(dim.strip(), mode="eval").body, size)
             if offset is not None:
                 out.append((arg.name, i, offset))
     return tuple(out)

@@ -32,7 +32,10 @@ def _cdiv(a: float, b: float) -> float:
 def _pow(a: float, b: float) -> float:
     if abs(b) > 64:  # as fsr.expr: the exponent is bounded
         raise ValueError("exponent too large")
-    return a**b
+    value = a**b
+    if isinstance(value, complex):  # as fsr.expr: a negative number to a fractional power is refused
+        raise ValueError("not a real number")
+    return value
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
+from fsr import pyast
+
 Poly = dict[tuple[str, ...], int]  # sorted factors (names, or whole expressions in parentheses) -> coefficient
 
 
 def of(text: str) -> Poly:
     """The polynomial of one expression: names, integers, +, - and * expanded; anything else one factor."""
-    return _poly(ast.parse(text.strip(), mode="eval").body)
+    return _poly(pyast.parse(text.strip(), mode="eval").body)
 
 
 def _poly(node: ast.expr) -> Poly:

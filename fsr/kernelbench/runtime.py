@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from fsr import pyast
+
 FILENAME = "problem.py"  # what tracebacks from the problem file name
 _TREES: dict[str, ast.Module] = {}  # by source text
 
@@ -41,7 +43,7 @@ def load(source: str, sizes: dict[str, int]) -> dict[str, Any]:
     """The namespace of the problem file whose text is `source`, with each top-level `name = ...`
     of a size set to its value."""
     if source not in _TREES:
-        _TREES[source] = ast.parse(source, filename=FILENAME)
+        _TREES[source] = pyast.parse(source, filename=FILENAME)
     body: list[ast.stmt] = []
     for stmt in _TREES[source].body:
         pairs = _bindings(stmt)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from fsr import expr
+from fsr import expr, pyast
 
 STRUCTURAL = ("kernel", "stride", "padding", "dilation", "group", "layers", "heads")
 SMALL = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
@@ -30,7 +30,7 @@ def tied(sizes: Sizes, ties: Ties) -> Sizes:
 def constants(source: str) -> Sizes:
     """The file's integer sizes and their values, in the order the file binds them."""
     found: Sizes = {}
-    for stmt in ast.parse(source).body:
+    for stmt in pyast.parse(source).body:
         for names, value_node in _bindings(stmt):
             try:
                 value = expr.evaluate(ast.unparse(value_node), {})

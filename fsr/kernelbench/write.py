@@ -12,6 +12,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from fsr import pyast
 from fsr.files import read_input
 from fsr.kernelbench import cast, runtime, scale
 from fsr.kernelbench.plan import Plan
@@ -118,7 +119,7 @@ def problem_text(reference: str) -> str | None:
     if not reference.startswith(MARKER):
         return None
     try:
-        tree = ast.parse(reference)
+        tree = pyast.parse(reference)
     except SyntaxError:
         return ""
     for node in reversed(tree.body):
@@ -134,7 +135,7 @@ def problem_layout(reference: str) -> dict | None:
     if not reference.startswith(MARKER):
         return None
     try:
-        tree = ast.parse(reference)
+        tree = pyast.parse(reference)
     except SyntaxError:
         return None
     for node in reversed(tree.body):
@@ -184,7 +185,7 @@ def gist(source: str) -> str:
     import ast
 
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return ""
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)

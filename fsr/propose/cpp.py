@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 
+from fsr import pyast
+
 # Starts with the literal "#" so that `re` can skip to candidates fast; `_at_line_start` checks
 # that only blanks precede it.
 _DIRECTIVE = re.compile(r"#[ \t]*(if|ifdef|ifndef|elif|else|endif|define)\b(.*)$", re.M)
@@ -63,7 +65,7 @@ def _parse(text: str) -> tuple[ast.expr, tuple[str, ...]]:
     text = text.replace("&&", " and ").replace("||", " or ").replace("/", "//")
     text = re.sub(r"!(?!=)", " not ", text)
     try:
-        tree = ast.parse(text.strip(), mode="eval").body
+        tree = pyast.parse(text.strip(), mode="eval").body
     except SyntaxError:
         raise Unknown(text) from None
     return tree, tuple(defined)

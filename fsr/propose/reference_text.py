@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import re
 
+from fsr import pyast
+
 SHOWN = ("make_inputs", "reference")
 
 
@@ -21,7 +23,7 @@ def semantics(text: str) -> str:
     do not reach, and less the module docstring; comments directly above a statement go with it.
     A file that does not parse is shown as it is (the judge will refuse it anyway)."""
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except SyntaxError:
         return text
     lines = text.splitlines()

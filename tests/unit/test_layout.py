@@ -20,8 +20,10 @@ def imported_modules(path) -> set[str]:
     tree = ast.parse(path.read_text())
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+        if isinstance(node, ast.ImportFrom) and node.module:  # relative ones too: `from .test_x import y`
+            names.add("." * node.level + node.module)
+        elif isinstance(node, ast.ImportFrom):  # `from . import test_x`
+            names.update("." * node.level + a.name for a in node.names)
         elif isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
     return names
@@ -34,6 +36,14 @@ def test_no_test_module_imports_another_test_module():
         if hits:
             offenders[str(path.relative_to(ROOT))] = hits
     assert offenders == {}, f"import shared code from tests.support instead: {offenders}"
+
+
+def test_the_import_reader_sees_test_modules_imported_absolutely_and_relatively(tmp_path):
+    module = tmp_path / "test_m.py"
+    module.write_text("from tests.unit.test_a import x\nfrom .test_b import y\nfrom . import test_c\nimport tests.support.paths\n")
+    found = imported_modules(module)
+    assert {"tests.unit.test_a", ".test_b", ".test_c"} <= found
+    assert sorted(m for m in found if m.rsplit(".", 1)[-1].startswith("test_")) == [".test_b", ".test_c", "tests.unit.test_a"]
 
 
 def test_no_test_module_finds_folders_relative_to_its_own_file():

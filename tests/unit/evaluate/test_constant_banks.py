@@ -6,8 +6,7 @@ from __future__ import annotations
 from fsr import candidate, tasks
 from fsr.evaluate import device_globals
 from tests.adversarial.corpus import certification_channels
-
-from .test_module_globals import cubin
+from tests.support.kernels import cubin
 
 SOURCE = r"""
 __constant__ float cst[8];

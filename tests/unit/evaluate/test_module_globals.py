@@ -11,6 +11,7 @@ import pytest
 from fsr import candidate, tasks
 from fsr.evaluate import device_globals, guards
 from tests.adversarial.corpus import side_channels
+from tests.support.kernels import cubin
 
 SOURCE = r"""
 __device__ unsigned counter;
@@ -23,17 +24,6 @@ extern "C" __global__ void k(float* y) {
     counter++; table[threadIdx.x] = y[0]; hidden[0] += init_tab[threadIdx.x & 3]; ns::inner[0] = 1; y[1] = cst[0];
 }
 """
-
-
-def cubin(source: str) -> bytes:
-    from cupy_backends.cuda.libs import nvrtc
-
-    prog = nvrtc.createProgram(source, "m.cu", [], [])
-    try:
-        nvrtc.compileProgram(prog, ["-arch=sm_90"])
-        return nvrtc.getCUBIN(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
 
 
 def test_every_writable_variable_is_found_with_its_size_and_initial_image():

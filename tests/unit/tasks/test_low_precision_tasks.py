@@ -34,8 +34,11 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def retype(task_dir: Path, dtype: str) -> None:
-    """The copied task with both buffers of `dtype` (the baseline's C types do not matter to loading)."""
+    """The copied task with both buffers of `dtype` (the baseline's C types do not matter to loading)
+    and without its stress set (logits x64 overflow float8: a retyped task declares its own)."""
     text = (task_dir / "task.toml").read_text().replace('dtype = "bfloat16"', f'dtype = "{dtype}"')
+    start = text.index("# Checked when a result is certified")
+    text = text[:start] + text[text.index("[[args]]", start):]
     (task_dir / "task.toml").write_text(text)
     edit(task_dir / "reference.py", 'return {"x": x.astype(ml_dtypes.bfloat16)}', f'return {{"x": x.astype("{dtype}")}}')
 
@@ -80,6 +83,14 @@ def test_an_fp8_task_must_give_rtol_and_then_loads(task_dir):
     edit(task_dir / "task.toml", "test_sizes = [", "rtol = 0.07\ntest_sizes = [")
     task = tasks.load(task_dir)
     assert (task.atol, task.rtol, task.floor) == (0.0, 0.07, dtypes.DEFAULT_FLOOR)
+
+
+def test_a_stress_set_that_overflows_a_retyped_input_is_refused_when_the_task_loads(task_dir):
+    text = (task_dir / "task.toml").read_text().replace('dtype = "bfloat16"', 'dtype = "float8_e4m3fn"')
+    (task_dir / "task.toml").write_text(text.replace("test_sizes = [", "rtol = 0.07\ntest_sizes = [", 1))
+    edit(task_dir / "reference.py", 'return {"x": x.astype(ml_dtypes.bfloat16)}', 'return {"x": x.astype("float8_e4m3fn")}')
+    with pytest.raises(tasks.TaskError, match="stress set 'logits x64' makes input x non-finite"):
+        tasks.load(task_dir)
 
 
 def test_a_float32_task_still_needs_its_own_atol(tmp_path):

@@ -44,7 +44,7 @@ def test_the_frame_covers_the_candidate_s():
 
 
 def test_the_scrub_compiles_with_nvrtc_as_the_child_compiles_it():
-    from tests.unit.evaluate.test_module_globals import cubin
+    from tests.support.kernels import cubin
 
     names = "".join(f"template __global__ void fsr_scrub_local<{f // 4}>(unsigned int, unsigned int*);\n"
                     for f in scrub.FRAMES)
@@ -55,7 +55,7 @@ def test_the_canary_check_over_regions_of_any_length_compiles():
     """Certification's buffers have end canaries up to a page long (gpu.buffers.without_slack):
     the canary kernel takes each region's length."""
     from fsr.evaluate.gpu import buffers
-    from tests.unit.evaluate.test_module_globals import cubin
+    from tests.support.kernels import cubin
 
     assert cubin(buffers.CANARY_SOURCE)[:4] == b"\x7fELF"
     assert buffers.PAGE_BYTES % 512 == 0 and buffers.PAD_BYTES < buffers.PAGE_BYTES
