@@ -80,3 +80,17 @@ def cases(name: str, **bench_part: int) -> list[dict[str, int]]:
 
 def label(size: dict[str, int]) -> str:
     return "x".join(str(v) for v in size.values())
+
+
+_PROBLEMS: dict[tuple[str, tuple[tuple[str, int], ...], str], tuple[dict[str, np.ndarray], np.ndarray]] = {}
+
+
+def problem(task, size: dict[str, int], output: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The task's inputs at `size` (seed 0) and the reference's `output` for them, made once a
+    process (every combination and mode of an emulation test runs on the same ones)."""
+    key = (task.name, tuple(sorted(size.items())), output)
+    if key not in _PROBLEMS:
+        fn = tasks.functions(task)
+        inputs = fn.make_inputs(size, np.random.default_rng(0))
+        _PROBLEMS[key] = inputs, fn.reference({k: v.copy() for k, v in inputs.items()}, size)[output]
+    return _PROBLEMS[key]

@@ -29,6 +29,7 @@ import pytest
 from fsr import candidate, dtypes, tasks
 from fsr.types import Candidate, Task
 from tests.support.paths import DATA
+from tests.support.precision import problem
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 if shutil.which("g++") is None:
@@ -155,7 +156,7 @@ def error_ratio(task: Task, cand: Candidate, exe: Path, size: dict[str, int], mo
                 folder: Path) -> float:
     """Worst |o - ref| / bound of one emulated launch; raises AssertionError where the run stops
     (an access out of bounds, a deadlock) or leaves elements unwritten."""
-    inputs, ref = problem(task, size)
+    inputs, ref = problem(task, size, "o")
     (grid, block, smem), = candidate.launch_dims(cand, size)
     for name in ("q", "k", "v"):
         inputs[name].view(np.uint16).tofile(folder / name)
@@ -166,20 +167,6 @@ def error_ratio(task: Task, cand: Candidate, exe: Path, size: dict[str, int], mo
     out = np.fromfile(folder / "o", np.uint16).view(BF16).reshape(ref.shape).astype(np.float64)
     assert not np.isnan(out).any(), f"{size} {mode}: {int(np.isnan(out).sum())} elements of o unwritten"
     return float(np.max(np.abs(out - ref) / dtypes.bounds(ref, tasks.tolerance(task))))
-
-
-PROBLEMS: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[dict[str, np.ndarray], np.ndarray]] = {}
-
-
-def problem(task: Task, size: dict[str, int]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The inputs of `size` and the reference o, made once a module (every combination and mode
-    runs on the same ones)."""
-    key = (task.name, tuple(sorted(size.items())))
-    if key not in PROBLEMS:
-        fn = tasks.functions(task)
-        inputs = fn.make_inputs(size, np.random.default_rng(0))
-        PROBLEMS[key] = inputs, fn.reference({k: v.copy() for k, v in inputs.items()}, size)["o"]
-    return PROBLEMS[key]
 
 
 def worst_error(task: Task, cand: Candidate, folder: Path, runtime: Path, sizes=SIZES, modes=MODES) -> float:

@@ -27,6 +27,7 @@ import pytest
 from fsr import candidate, tasks
 from fsr.types import Candidate, Task
 from tests.support.paths import DATA
+from tests.support.precision import problem
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 if shutil.which("g++") is None:
@@ -107,7 +108,7 @@ def error_ratio(task: Task, cand: Candidate, exe: Path, size: dict[str, int], la
                 folder: Path) -> float:
     """Worst |C - ref| / (atol + rtol |ref|) of one emulated launch; raises AssertionError where
     the run stops (an access out of bounds, a deadlock) or leaves elements unwritten."""
-    inputs, ref = problem(task, size)
+    inputs, ref = problem(task, size, "C")
     (grid, block, smem), = candidate.launch_dims(cand, size)
     for name in ("A", "B", "bias"):
         inputs.get(name, np.zeros(0, BF16)).view(np.uint16).tofile(folder / name)
@@ -117,20 +118,6 @@ def error_ratio(task: Task, cand: Candidate, exe: Path, size: dict[str, int], la
     out = np.fromfile(folder / "C", np.uint16).view(BF16).reshape(size["M"], size["N"]).astype(np.float64)
     assert not np.isnan(out).any(), f"{size}: {int(np.isnan(out).sum())} elements of C unwritten"
     return float(np.max(np.abs(out - ref) / bounds(task, ref)))
-
-
-PROBLEMS: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[dict[str, np.ndarray], np.ndarray]] = {}
-
-
-def problem(task: Task, size: dict[str, int]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The inputs of `size` and the reference C, made once a module (every combination and mode
-    runs on the same ones)."""
-    key = (task.name, tuple(sorted(size.items())))
-    if key not in PROBLEMS:
-        fn = tasks.functions(task)
-        inputs = fn.make_inputs(size, np.random.default_rng(0))
-        PROBLEMS[key] = inputs, fn.reference({k: v.copy() for k, v in inputs.items()}, size)["C"]
-    return PROBLEMS[key]
 
 
 def bounds(task: Task, ref: np.ndarray) -> np.ndarray:
