@@ -6,6 +6,11 @@ WARPS_M = [2, 1, 4]    # warps along M: BM = WARPS_M * WM
 WARPS_N = [4, 2, 1]    # warps along N, capped at 8 / WARPS_M (8 warps at most): BN = WARPS_N * WN
 BK = [64, 32, 16]      # depth of a shared-memory k tile (k16 steps of the MMA)
 STAGES = [3, 4, 2, 5, 6]  # k tiles in flight (cp.async pipeline), capped so that they fit 227 KiB
+WG_BN = [256, 128]     # WGMMA: columns of C a block (and each wgmma, m64nWG_BNk16) covers
+WG_MT = [1, 2]         # WGMMA: m64 row tiles a consumer warp group computes, capped at 256 // WG_BN (accumulator registers)
+WG_CONSUMERS = [2, 1]  # WGMMA: consumer warp groups (besides the producer's): WG_BM = 64 * WG_MT * WG_CONSUMERS rows
+WG_STAGES = [4, 3, 5, 6]  # WGMMA: k tiles (64 deep) in the TMA ring, capped so that they fit 227 KiB
+WG_GROUP = [8, 16]     # WGMMA: block rows in a band of the raster order (L2 reuse of A and B)
 
 [features]
 SWIZZLE = [0, 1]        # XOR-swizzled 16-byte chunks in the shared tiles instead of rows padded by 16 bytes (less shared memory, conflict-free either way)
@@ -15,13 +20,37 @@ FULL_TILES = [0, 1]     # blocks wholly inside C (K % BK == 0) copy their tiles 
 VEC4 = [0, 1]           # C tile staged in shared memory, then written in coalesced 16-byte vectors where N % 8 == 0
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__ asking for 2 blocks an SM where the accumulators leave room (warp tiles up to 64 x 32)
 FAST_MATH = [0, 1]      # GELU as x / (1 + __expf(-2u)) instead of 0.5 x (1 + tanhf(u))
+WGMMA = [0, 1]          # Hopper's path where K % 8 == N % 8 == 0: TMA into 128-byte-swizzled stages on mbarriers, a producer warp group and wgmma consumer groups (setmaxnreg); the mma.sync kernel elsewhere
+
+[[tensormap]]
+name = "a_tiles"
+buffer = "A"
+dims = ["K", "M"]
+box = ["64", "64 * min(WG_MT, 256 // WG_BN) * WG_CONSUMERS"]
+swizzle = "128B"
+
+[[tensormap]]
+name = "b_tiles"
+buffer = "B"
+dims = ["N", "K"]
+box = ["64", "64"]
+swizzle = "128B"
 
 [[launch]]
 kernel = "gemm_bf16_gelu_template"
+when = "WGMMA == 0 or K % 8 != 0 or N % 8 != 0"
 grid = ["cdiv(N, WN * min(WARPS_N, 8 // WARPS_M))", "cdiv(M, WM * WARPS_M)"]
 block = ["32 * WARPS_M * min(WARPS_N, 8 // WARPS_M)"]
 smem = "max(min(STAGES, 232448 // (2 * (WARPS_M * WM * (BK + 8 - 8 * SWIZZLE) + BK * (WN * min(WARPS_N, 8 // WARPS_M) + 8 - 8 * SWIZZLE)))) * 2 * (WARPS_M * WM * (BK + 8 - 8 * SWIZZLE) + BK * (WN * min(WARPS_N, 8 // WARPS_M) + 8 - 8 * SWIZZLE)), VEC4 * 2 * WARPS_M * WM * (WN * min(WARPS_N, 8 // WARPS_M) + 8))"
 args = ["A", "B", "bias", "C", "M", "N", "K"]
+
+[[launch]]
+kernel = "gemm_bf16_gelu_wgmma"
+when = "WGMMA == 1 and K % 8 == 0 and N % 8 == 0"
+grid = ["cdiv(N, WG_BN) * cdiv(M, 64 * min(WG_MT, 256 // WG_BN) * WG_CONSUMERS)"]
+block = ["128 * (WG_CONSUMERS + 1)"]
+smem = "2048 + min(WG_STAGES, 230400 // (128 * (64 * min(WG_MT, 256 // WG_BN) * WG_CONSUMERS + WG_BN))) * 128 * (64 * min(WG_MT, 256 // WG_BN) * WG_CONSUMERS + WG_BN)"
+args = ["a_tiles", "b_tiles", "bias", "C", "M", "N", "K"]
 */
 // Feature template: C = gelu(A @ B + bias) in bfloat16 on the tensor cores, float32 accumulators,
 // row-major; the bias and GELU (tanh form) are applied to the float32 accumulators in the
@@ -33,7 +62,7 @@ args = ["A", "B", "bias", "C", "M", "N", "K"]
 // in global). Every combination is correct for any M, N, K: cp.async takes 16-byte chunks (8
 // elements), so it runs where K and N are multiples of 8 and A and B are 16-byte aligned, chunks
 // past the edges zero-filled; otherwise the tiles are gathered element by element, zeros past
-// the edges. Stores of C are guarded.
+// the edges. Stores of C are guarded. WGMMA: Hopper's own path at the end of the file.
 #include <cuda_bf16.h>
 
 #define WARPS_NE (WARPS_N < 8 / WARPS_M ? WARPS_N : 8 / WARPS_M)  // the header's min(WARPS_N, 8 // WARPS_M)
@@ -365,4 +394,226 @@ extern "C" __global__ void BOUNDS gemm_bf16_gelu_template(const __nv_bfloat16* A
 #endif
         gemm_k<false>(g, smem, wm, wn, acc);
     store(C, bias, M, N, m0, n0, wm, wn, acc, smem);
+}
+
+// ---- Hopper: wgmma fed by the tensor memory accelerator (WGMMA) --------------------------------
+// Where K and N are multiples of 8 (rows 16-byte aligned, as a tensor map needs), the header runs
+// gemm_*_wgmma instead. A block of 128 (WG_CONSUMERS + 1) threads computes a WG_BM x WG_BN tile
+// of C: warp group 0 is the producer, one thread of which copies the k tiles of A (WG_BM x 64) and
+// B (64 x WG_BN, as WG_BN / 64 boxes of 64 x 64) into a ring of WG_STAGES stages by TMA, 128-byte
+// swizzled, each stage completing on its `full` mbarrier; each consumer warp group multiplies its
+// WG_MTE m64 row tiles of every stage with wgmma.mma_async m64nWG_BNk16 (both operands read from
+// shared memory through descriptors; B k-by-n, "MN-major", so transposed), keeps one group of
+// them in flight, and frees the stage before it on its `empty` mbarrier. Boxes past the edges of
+// A and B are filled with zeros by the copy engine (and still count their whole bytes); stores of
+// C are guarded. The producer gives registers back (setmaxnreg) to the consumers, whose
+// accumulators are WG_MTE x WG_BN / 2 floats a thread.
+#define WG_MTE (WG_MT < 256 / WG_BN ? WG_MT : 256 / WG_BN)  // m64 tiles a consumer: the header's min(WG_MT, 256 // WG_BN)
+#define WG_BM (64 * WG_MTE * WG_CONSUMERS)
+#define WG_THREADS (128 * (WG_CONSUMERS + 1))
+#define WG_A_BYTES (WG_BM * 128)  // a stage's A tile: WG_BM rows of 64 k, 128 bytes each
+#define WG_B_BYTES (WG_BN * 128)  // its B tile: WG_BN / 64 boxes of 64 k rows of 64 n
+#define WG_STAGE_BYTES (WG_A_BYTES + WG_B_BYTES)
+#define WG_NSTAGES (WG_STAGES < 230400 / WG_STAGE_BYTES ? WG_STAGES : 230400 / WG_STAGE_BYTES)  // as the header's smem
+// Descriptor strides of B (bytes): LBO from one 64-column box to the next along n, SBO from one
+// group of 8 k rows to the next (CUTLASS's canonical MN-major SW128 layout).
+#define WG_B_LBO (64 * 128)
+#define WG_B_SBO 1024
+
+#if WGMMA
+static_assert(WG_BN == 128 || WG_BN == 256, "wgmma n128 or n256");
+static_assert(WG_NSTAGES >= 2, "two stages fit");
+
+__device__ __forceinline__ void bar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// One box of `map` at (x, y), innermost first, into shared dst; completes bytes on bar.
+__device__ __forceinline__ void tma_load(unsigned dst, const CUtensorMap* map, int x, int y, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+
+// A shared-memory matrix descriptor: start address, leading and stride byte offsets (16-byte
+// units), 128-byte swizzle (mode 1 in bits 62-63).
+__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+           (unsigned long long)(sbo >> 4) << 32 | 1ull << 62;
+}
+
+#define WG_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+    "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_F64(i) WG_F8(i), WG_F8(i + 8), WG_F8(i + 16), WG_F8(i + 24), WG_F8(i + 32), WG_F8(i + 40), WG_F8(i + 48), \
+    WG_F8(i + 56)
+#define WG_R64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "     \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "       \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "       \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_R128 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "        \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+// d (64 x WG_BN, the accumulator layout of mma.sync repeated along n) += A (64 x 16, K-major)
+// times B (16 x WG_BN, MN-major: transposed, the last immediate).
+__device__ __forceinline__ void wgmma(float* d, unsigned long long a, unsigned long long b) {
+#if WG_BN == 256
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_R128 "}, %128, %129, p, 1, 1, 0, 1;\n}"
+                 : WG_F64(0), WG_F64(64) : "l"(a), "l"(b), "n"(1));
+#else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_R64 "}, %64, %65, p, 1, 1, 0, 1;\n}"
+                 : WG_F64(0) : "l"(a), "l"(b), "n"(1));
+#endif
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait(float (&acc)[WG_MTE][WG_BN / 2]) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+    // the accumulators are read (or multiplied into again) only after the wait
+#pragma unroll
+    for (int m = 0; m < WG_MTE; ++m)
+#pragma unroll
+        for (int i = 0; i < WG_BN / 2; ++i) asm volatile("" : "+f"(acc[m][i])::"memory");
+}
+
+// Which tile of C block `bid` computes: bands of WG_GROUP block rows walked column by column, so
+// that the blocks running at once share rows of A and columns of B in L2 (a bijection for any
+// grid; the last band may be narrower).
+__device__ __forceinline__ void wg_tile(int M, int N, int& m0, int& n0) {
+    const int tiles_n = CDIV(N, WG_BN), tiles_m = CDIV(M, WG_BM), bid = blockIdx.x;
+    const int band = bid / (WG_GROUP * tiles_n), rows = min(WG_GROUP, tiles_m - WG_GROUP * band);
+    const int in_band = bid - band * WG_GROUP * tiles_n;
+    m0 = (WG_GROUP * band + in_band % rows) * WG_BM;
+    n0 = in_band / rows * WG_BN;
+}
+
+// The producer's one thread: k tile kt into stage kt % WG_NSTAGES once the consumers freed it.
+__device__ __forceinline__ void wg_produce(const CUtensorMap* a_tiles, const CUtensorMap* b_tiles, unsigned base,
+                                           unsigned bars, int m0, int n0, int ntiles) {
+    for (int kt = 0, s = 0, round = 0; kt < ntiles; ++kt) {
+        bar_wait(bars + 8 * (WG_NSTAGES + s), (round & 1) ^ 1);  // a fresh barrier passes parity 1 at once
+        const unsigned full = bars + 8 * s, a = base + s * WG_STAGE_BYTES, b = a + WG_A_BYTES;
+        bar_expect(full, WG_STAGE_BYTES);
+        tma_load(a, a_tiles, 64 * kt, m0, full);  // (k, m)
+#pragma unroll
+        for (int j = 0; j < WG_BN / 64; ++j) tma_load(b + j * 64 * 128, b_tiles, n0 + 64 * j, 64 * kt, full);  // (n, k)
+        if (++s == WG_NSTAGES) s = 0, ++round;
+    }
+}
+
+// A consumer warp group (c): its rows of every k tile into acc, one wgmma group in flight.
+__device__ __forceinline__ void wg_consume(float (&acc)[WG_MTE][WG_BN / 2], unsigned base, unsigned bars, int c,
+                                           int ntiles) {
+    const bool lead = threadIdx.x % 128 == 0;
+    for (int kt = 0, s = 0, round = 0, prev = 0; kt < ntiles; ++kt) {
+        bar_wait(bars + 8 * s, round & 1);
+        const unsigned a = base + s * WG_STAGE_BYTES + c * WG_MTE * 64 * 128, b = base + s * WG_STAGE_BYTES + WG_A_BYTES;
+        wg_fence();
+#pragma unroll
+        for (int k = 0; k < 4; ++k)  // k16 steps: 32 bytes along a swizzled A row, 16 rows of B
+#pragma unroll
+            for (int m = 0; m < WG_MTE; ++m)
+                wgmma(acc[m], wg_desc(a + m * 64 * 128 + 32 * k, 16, 1024), wg_desc(b + 2048 * k, WG_B_LBO, WG_B_SBO));
+        wg_commit();
+        wg_wait<1>(acc);  // tile kt - 1's products are done: its stage is free
+        if (kt > 0 && lead) bar_arrive(bars + 8 * (WG_NSTAGES + prev));
+        prev = s;
+        if (++s == WG_NSTAGES) s = 0, ++round;
+    }
+    wg_wait<0>(acc);
+}
+#endif
+
+#if WGMMA
+// Consumer c's accumulators, plus the bias of their column, through GELU into C: register 4j + 2h + e of m64 tile m holds row 16 warp + lane / 4
+// + 8h, column 8j + 2 (lane % 4) + e of its tile; pairs of columns stored as one 4-byte word (N is a
+// multiple of 8 on this path, so a pair is whole where its first column is inside C).
+__device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], __nv_bfloat16* C,
+                                         const __nv_bfloat16* bias, int M, int N, int m0, int n0, int c) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+    const bool pairs = ((size_t)C & 3) == 0;
+    float bv[WG_BN / 8][2];  // the bias of this thread's columns, read once
+#pragma unroll
+    for (int j = 0; j < WG_BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) bv[j][e] = bias_at(bias, n0 + 8 * j + 2 * (lane % 4) + e, N);
+#pragma unroll
+    for (int m = 0; m < WG_MTE; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = m0 + 64 * (c * WG_MTE + m) + 16 * warp + lane / 4 + 8 * h;
+            if (row >= M) continue;
+            __nv_bfloat16* crow = C + (size_t)row * N;
+#pragma unroll
+            for (int j = 0; j < WG_BN / 8; ++j) {
+                const int col = n0 + 8 * j + 2 * (lane % 4);
+                if (col >= N) continue;
+                const __nv_bfloat16 x = epilogue(acc[m][4 * j + 2 * h], bv[j][0]);
+                const __nv_bfloat16 y = epilogue(acc[m][4 * j + 2 * h + 1], bv[j][1]);
+                if (pairs) {
+                    *reinterpret_cast<__nv_bfloat162*>(crow + col) = __halves2bfloat162(x, y);
+                } else {
+                    crow[col] = x;
+                    crow[col + 1] = y;
+                }
+            }
+        }
+}
+#define WG_BOUNDS __launch_bounds__(WG_THREADS, 1)
+#else
+#define WG_BOUNDS
+#endif
+
+extern "C" __global__ void WG_BOUNDS gemm_bf16_gelu_wgmma(const __grid_constant__ CUtensorMap a_tiles,
+                                                         const __grid_constant__ CUtensorMap b_tiles,
+                                                         const __nv_bfloat16* bias, __nv_bfloat16* C, int M, int N,
+                                                         int K) {
+#if WGMMA
+    extern __shared__ __align__(1024) unsigned char wg_smem[];
+    // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary (the header's
+    // smem has 1024 bytes for this and 1024 for the barriers after the stages)
+    const unsigned base = (smem_u32(wg_smem) + 1023) & ~1023u, bars = base + WG_NSTAGES * WG_STAGE_BYTES;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < WG_NSTAGES; ++s) {
+            bar_init(bars + 8 * s, 1);                           // full: the producer's expect_tx
+            bar_init(bars + 8 * (WG_NSTAGES + s), WG_CONSUMERS);  // empty: one arrival a consumer
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    int m0, n0;
+    wg_tile(M, N, m0, n0);
+    const int ntiles = CDIV(K, 64), group = threadIdx.x / 128;
+    if (group == 0) {
+#if WG_CONSUMERS > 1
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+#endif
+        if (threadIdx.x == 0) wg_produce(&a_tiles, &b_tiles, base, bars, m0, n0, ntiles);
+    } else {
+#if WG_CONSUMERS > 1
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+#endif
+        float acc[WG_MTE][WG_BN / 2];
+#pragma unroll
+        for (int m = 0; m < WG_MTE; ++m)
+#pragma unroll
+            for (int i = 0; i < WG_BN / 2; ++i) acc[m][i] = 0.0f;
+        wg_consume(acc, base, bars, group - 1, ntiles);
+        wg_store(acc, C, bias, M, N, m0, n0, group - 1);
+    }
+#endif
 }

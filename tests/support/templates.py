@@ -75,7 +75,7 @@ def problems(task: Task, cand: Candidate, values: dict[str, int]) -> list[str]:
         if res.spill_bytes and not spills_allowed(task.name, dict(one.resolved_defines())):
             out.append(f"{values}: {name} spills {res.spill_bytes} bytes")
         for size in task.test_sizes + (task.bench_size,):
-            for launch, (grid, block, smem) in zip(one.launches, candidate.launch_dims(one, dict(size)), strict=True):
+            for launch, (grid, block, smem) in candidate.launches_at(one, dict(size)):  # those whose `when` holds
                 if launch.kernel != name:
                     continue
                 threads = math.prod(block)
