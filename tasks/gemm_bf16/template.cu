@@ -392,6 +392,12 @@ extern "C" __global__ void BOUNDS gemm_bf16_template(const __nv_bfloat16* A, con
 #define WG_B_LBO (64 * 128)
 #define WG_B_SBO 1024
 
+#if WGMMA && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// fsr compiles for the arch-specific variant (sm_90a) where the plain arch's compile says an
+// instruction is not supported on its target: said here, by the preprocessor, it spares a whole
+// plain compile that ptxas would refuse at its end.
+#error "wgmma and setmaxnreg are not supported on .target 'sm_90': WGMMA needs sm_90a"
+#endif
 #if WGMMA
 static_assert(WG_BN == 128 || WG_BN == 256, "wgmma n128 or n256");
 static_assert(WG_NSTAGES >= 2, "two stages fit");

@@ -9,7 +9,8 @@ late and warps run in lockstep or one at a time, so a missing wait or barrier sh
 templates (a barrier dropped, B's fragment halves swapped) must fail.
 
 No GPU is needed; g++ and the ml_dtypes package are. What no emulation shows (timing, bank
-conflicts, the hardware's own precision inside an MMA) is for `pytest -m gpu` on a device.
+conflicts, the hardware's own precision inside an MMA) is for `pytest -m gpu` on a device, and so
+is the templates' WGMMA path (TMA, mbarriers, wgmma: the mma.sync kernel's switches are emulated).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ inline void ldmatrix_x4_trans(unsigned* lo, unsigned* hi, unsigned addr) {
 }
 inline void mma_bf16(float* c, const unsigned* a, const unsigned* b) { emu_mma(c, a, b); }
 """
+# Where the templates' WGMMA path starts (to the end of the file): TMA, mbarriers and wgmma are
+# asynchronous and warp-specialised, tested on the GPU (tests/gpu/test_wgmma.py), not emulated.
+WGMMA_SECTION = "// ---- Hopper: wgmma"
 # ragged on every dimension, tiny, multiples of 8 in partial tiles, whole tiles of most blocks, and
 # a deep K in 16-byte rows (the cp.async pipeline goes round its stages many times)
 SIZES = ({"M": 1, "N": 1, "K": 1}, {"M": 33, "N": 65, "K": 17}, {"M": 77, "N": 136, "K": 72},
@@ -83,6 +87,7 @@ def host_source(task: Task, cand: Candidate) -> str:
     """The template as a host program: defines, the emulation, the code with its PTX helpers
     swapped for emulated ones, and a main that launches the kernel's blocks one by one."""
     src = candidate.HEADER_RE.sub("", cand.source).replace("#include <cuda_bf16.h>", "")
+    src = src.split(WGMMA_SECTION)[0]  # the mma.sync kernel and what it calls, all before Hopper's path
     src = re.sub(r"extern __shared__[^;]*smem_raw\[\];", "", src)  # emulate.h's array
     for helper in PTX_HELPERS:
         src = strip_function(src, helper)
@@ -143,7 +148,7 @@ def worst_error(task: Task, cand: Candidate, folder: Path, runtime: Path) -> flo
 def combinations(cand: Candidate) -> list[dict[str, int]]:
     """All switches off and on, each alone, and the smallest and largest tiles (one warp of
     32 x 32; eight of 64 x 64 with the deepest k tile) at every switch on."""
-    names = [f.name for f in cand.features]
+    names = [f.name for f in cand.features if f.name != "WGMMA"]  # the mma.sync kernel's switches
     on = {n: 1 for n in names}
     small = {"WM": 32, "WN": 32, "WARPS_M": 1, "WARPS_N": 1, "BK": 16, "STAGES": 2}
     large = {"WM": 64, "WN": 64, "WARPS_M": 4, "WARPS_N": 2, "BK": 64, "STAGES": 6}

@@ -1,0 +1,66 @@
+"""The bf16 GEMM templates' Hopper path against their mma.sync defaults, at the benchmark size
+(8192^3) on one GPU: each combination's verdict, median latency, TFLOP/s and its ratio to cuBLAS
+(the task's library comparator). No tuning; the evaluator checks every test size first, so a
+combination that is not OK says where it failed. Where the default WGMMA combination is not OK,
+the same code with B's descriptor strides swapped is tried too, to tell a stride mix-up from
+other faults.
+
+    python bench/wgmma_probe.py                 # gemm_bf16
+    python bench/wgmma_probe.py gemm_bf16_gelu  # the fused GELU epilogue
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from fsr import candidate, tasks
+from fsr.config import Config, EvalConfig, TuneConfig
+from fsr.evaluate.evaluator import GpuEvaluator
+from fsr.types import Candidate, Evaluation, Verdict, WorkerSpec
+
+COMBINATIONS = [
+    ("mma.sync defaults", {}),
+    ("WGMMA defaults (128 x 256, 2 consumers, 4 stages)", {"WGMMA": 1}),
+    ("WGMMA 256 x 128 (WG_MT 2)", {"WGMMA": 1, "WG_BN": 128, "WG_MT": 2}),
+    ("WGMMA 128 x 128, 6 stages", {"WGMMA": 1, "WG_BN": 128, "WG_STAGES": 6}),
+    ("WGMMA 64 x 256, 1 consumer", {"WGMMA": 1, "WG_CONSUMERS": 1}),
+    ("WGMMA defaults, bands of 16", {"WGMMA": 1, "WG_GROUP": 16}),
+]
+STRIDES = ("#define WG_B_LBO (64 * 128)\n#define WG_B_SBO 1024", "#define WG_B_LBO 1024\n#define WG_B_SBO (64 * 128)")
+
+
+def line(name: str, result: Evaluation) -> str:
+    """One row: the verdict, and where OK the latency, rate and ratio to the library."""
+    if result.verdict != Verdict.OK or result.timing is None:
+        failed = next((c for c in result.checks if not c.passed), None)
+        where = f" at {dict(failed.size)}: {failed.detail[:160]}" if failed else ""
+        return f"{name:52s} {result.verdict.value}{where} {result.message[:200]}"
+    t = result.timing
+    ratio = f"{result.library_us / t.median_us:.2f}x cuBLAS ({result.library_us:.0f} us)" if result.library_us else ""
+    return (f"{name:52s} OK  median {t.median_us:8.1f} us  {t.tflops:6.0f} TFLOP/s  {ratio}  "
+            f"regs {result.resources.registers}")
+
+
+def main(task_name: str = "gemm_bf16") -> None:
+    task = tasks.load(task_name)
+    template = candidate.parse(task.template_source or "", task)
+    config = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
+    evaluator = GpuEvaluator(WorkerSpec.of(config, [task]))
+    try:
+        started = time.perf_counter()
+        print(f"{task_name} at {dict(task.bench_size)} on {evaluator.device().name}")
+        for name, values in COMBINATIONS:
+            result = evaluator.evaluate(candidate.with_defines(template, values))
+            print(line(name, result), flush=True)
+            if values == {"WGMMA": 1} and result.verdict != Verdict.OK:
+                swapped: Candidate = candidate.parse((task.template_source or "").replace(*STRIDES), task)
+                print(line("  the same, B's LBO and SBO swapped", evaluator.evaluate(
+                    candidate.with_defines(swapped, values))), flush=True)
+        print(f"({time.perf_counter() - started:.0f} s)")
+    finally:
+        evaluator.close()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:2])
