@@ -569,6 +569,8 @@ extern "C" __global__ void WG_BOUNDS gemm_bf16_wgmma(const __grid_constant__ CUt
     int m0, n0;
     wg_tile(M, N, m0, n0);
     const int ntiles = CDIV(K, 64), group = threadIdx.x / 128;
+    // Registers move within the block's pool, taken at launch (384 threads at the cap of 168):
+    // 40 for the producer and 232 for each consumer make 64512 of those 64512.
     if (group == 0) {
 #if WG_CONSUMERS > 1
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");

@@ -7,10 +7,16 @@ a size the wgmma launch runs. The TFLOP/s at the bench size is printed (`pytest 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from fsr import candidate, tasks
-from fsr.types import Verdict
+from fsr.config import Config, EvalConfig, TuneConfig
+from fsr.evaluate.evaluator import GpuEvaluator
+from fsr.types import Verdict, WorkerSpec
+from tests.support.xdist_gpus import host_threads
 
 pytestmark = pytest.mark.gpu
 GEMM = tasks.load("gemm_bf16")
@@ -38,10 +44,15 @@ def wgmma(task, values=None, source=None) -> candidate.Candidate:
     return candidate.with_defines(cand, {"WGMMA": 1} | (values or {}))
 
 
-@pytest.fixture
-def evaluator(bench_evaluator):
-    """The session's evaluator of every task (tests/gpu/conftest.py)."""
-    return bench_evaluator
+@pytest.fixture(scope="module")
+def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
+    """The two GEMM tasks at their benchmark sizes (8192^3), no tuning, torch.compile off: none of
+    these kernels crashes or hangs (a wrong one is only wrong), so its child and contents stay."""
+    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), contents_cache_dir=str(contents_dir)),
+                    tune=TuneConfig(trials=0))
+    ev = GpuEvaluator(WorkerSpec.of(config, [GEMM, GELU], warm=True))
+    yield ev
+    ev.close()
 
 
 def report(name: str, result) -> None:

@@ -79,6 +79,12 @@ def test_with_wgmma_off_only_the_mma_sync_launch_runs(name):
 def opcodes(name: str, values: dict[str, int]) -> list[str]:
     task, cand = template(name)
     compiled = COMPILER.compile(candidate.with_defines(cand, values | {"WGMMA": 1}), "sm_90")
+    (registers,) = [r.registers for k, r in compiled.kernel_resources if k.endswith("_wgmma")]
+    if values.get("WG_CONSUMERS", 2) == 2:
+        # setmaxnreg only moves registers within the block's pool, taken at launch: 384 threads at
+        # the cap (65536 / 384, to 8) hold 64512, what 40 for the producer and 232 for each
+        # consumer need; fewer, and the consumers' increase would wait for ever
+        assert registers == 168
     functions = diagnose.disassemble(compiled.cubin)
     if functions is None:
         pytest.skip("nvdisasm is not installed")
