@@ -116,6 +116,7 @@ def _eval(node: ast.expr, names: Mapping[str, float], text: str) -> float:
 _PY_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.Div: "/",
               ast.Pow: "**"}
 _PY_FUNCS = {"cdiv": "_cdiv", "min": "min", "max": "max"}
+_PY_COMPARISONS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
 def to_python(text: str | int, name: Callable[[str], str]) -> str:
@@ -144,4 +145,20 @@ def _py(node: ast.expr, name: Callable[[str], str], text: str) -> str:
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS
             and not node.keywords):
         return f"{_PY_FUNCS[node.func.id]}({', '.join(_py(a, name, text) for a in node.args)})"
+    return _py_condition(node, name, text)
+
+
+def _py_condition(node: ast.expr, name: Callable[[str], str], text: str) -> str:
+    """A comparison, `not`, `and` or `or` as 1 or 0, every operand computed as `evaluate` does (no
+    short circuit: an error anywhere is an error), with no builtins but `min` and `max`."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return f"(0 if {_py(node.operand, name, text)} else 1)"
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARISONS for op in node.ops):
+        values = [_py(v, name, text) for v in (node.left, *node.comparators)]
+        pairs = [f"(1 if {a} {_PY_COMPARISONS[type(op)]} {b} else 0)"
+                 for op, a, b in zip(node.ops, values, values[1:], strict=False)]
+        return pairs[0] if len(pairs) == 1 else f"min({', '.join(pairs)})"
+    if isinstance(node, ast.BoolOp):
+        truths = ", ".join(f"(1 if {_py(v, name, text)} else 0)" for v in node.values)
+        return f"{'min' if isinstance(node.op, ast.And) else 'max'}({truths})"
     raise ExprError(f"unsupported syntax in expression {text!r}")

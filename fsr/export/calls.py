@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from fsr.export.runtime import POISON, Arg, Program, Spec, compile_cubin, label  # fsr-only
+from fsr.export.runtime import POISON, Arg, Launch, Program, Spec, compile_cubin, label  # fsr-only
 
 
 class Kernel:
@@ -34,7 +34,7 @@ class Kernel:
         sizes; ValueError where the header's expressions give no valid launch."""
         names = dict(sizes) | dict(self.spec.defines)
         out = []
-        for launch in self.spec.launches:
+        for launch in self.running(sizes):
             grid = tuple(e.whole(names) for e in launch.grid)
             block = tuple(e.whole(names) for e in launch.block)
             smem = launch.smem.whole(names)
@@ -42,6 +42,19 @@ class Kernel:
                 raise ValueError(f"{launch.kernel}: grid {grid} block {block} smem {smem} at {label(sizes)} "
                                  "is not a valid launch")
             out.append((launch.kernel, grid, block, smem))
+        return out
+
+    def running(self, sizes: dict[str, int]) -> list[Launch]:
+        """The launches whose `when` holds at these sizes, in order; ValueError for one that passes
+        what a module cannot make (a tensor map: fsr encodes those on the host with the driver)."""
+        names = dict(sizes) | dict(self.spec.defines)
+        known = {a.name for a in self.spec.args} | {s.name for s in self.spec.scratch} | set(self.spec.sizes) \
+            | {c for c, _ in self.spec.constants}
+        out = [launch for launch in self.spec.launches if launch.when is None or launch.when.holds(names)]
+        for launch in out:
+            if unknown := [a for a in launch.args if a not in known]:
+                raise ValueError(f"{launch.kernel} at {label(sizes)} takes {', '.join(unknown)}, a tensor map, "
+                                 "which an exported module does not make")
         return out
 
     def shape(self, arg: Arg, sizes: dict[str, int]) -> tuple[int, ...]:
@@ -98,7 +111,7 @@ class Kernel:
             cp.cuda.runtime.memsetAsync(pointers[s.name], 0 if s.zero else POISON, nbytes[s.name], stream.ptr)
         program.reset(stream.ptr)
         constants = dict(self.spec.constants)
-        for launch, (kernel, grid, block, smem) in zip(self.spec.launches, plan, strict=True):
+        for launch, (kernel, grid, block, smem) in zip(self.running(sizes), plan, strict=True):
             args = tuple(np.uint64(pointers[a]) if a in pointers else np.int32(sizes[a]) if a in sizes
                          else np.float32(constants[a]) for a in launch.args)
             program.allow_smem(kernel, smem)

@@ -151,7 +151,8 @@ def spec_text(task: Task, cand: Candidate) -> str:
                for s in cand.scratch]
     launches = [f"Launch({launch.kernel!r},\n           grid={_tuple([_expr(g) for g in launch.grid])},"
                 f"\n           block={_tuple([_expr(b) for b in launch.block])},\n           smem={_expr(launch.smem)},"
-                f"\n           args={launch.args!r})" for launch in cand.launches]
+                f"\n           args={launch.args!r}" + (f",\n           when={_expr(launch.when)}" if launch.when else "")
+                + ")" for launch in cand.launches]
     inferred = tuple((n, _sources(task, n)) for n in task.size_names)
     tol = tasks.tolerance(task)
     fields = {

@@ -56,6 +56,13 @@ class Expr:
         except (ArithmeticError, ValueError, TypeError, KeyError) as e:
             raise ValueError(f"expression {self.text!r} at {label(names)}: {e}") from None
 
+    def holds(self, names: dict[str, int]) -> bool:
+        """Its truth (a launch's `when`); ValueError naming the expression."""
+        try:
+            return bool(self.value(names))
+        except (ArithmeticError, ValueError, TypeError, KeyError) as e:
+            raise ValueError(f"expression {self.text!r} at {label(names)}: {e}") from None
+
 
 @dataclass(frozen=True)
 class Arg:
@@ -85,6 +92,7 @@ class Launch:
     block: tuple[Expr, ...]
     smem: Expr
     args: tuple[str, ...]  # buffers, scratch, sizes (int32), constants (float32), in parameter order
+    when: Expr | None = None  # the sizes at which it runs (None: all)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ def header_expressions() -> list[tuple[str, str, dict[str, int]]]:
             defines = {k: v[0] for table in ("tunables", "features") for k, v in header.get(table, {}).items()}
             texts = [str(e) for launch in header["launch"] for e in (*launch["grid"], *launch["block"],
                                                                       launch.get("smem", "0"))]
+            texts += [str(launch["when"]) for launch in header["launch"] if "when" in launch]
             texts += [str(s["count"]) for s in header.get("scratch", [])]
             out += [(f"{folder.name}/{name}", t, size | defines) for t in texts for size in sizes]
     return out
@@ -55,10 +56,15 @@ OPERANDS = st.one_of(st.integers(-50, 50).map(str), st.sampled_from(["a", "b", "
 def expressions(draw: st.DrawFn, depth: int = 3) -> str:
     if depth == 0 or draw(st.booleans()):
         return draw(OPERANDS)
-    kind = draw(st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "neg", "cdiv", "min", "max"]))
+    kind = draw(st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "neg", "cdiv", "min", "max",
+                                 "==", "!=", "<", "<=", ">", ">=", "chain", "and", "or", "not"]))
     left, right = draw(expressions(depth - 1)), draw(expressions(depth - 1))
     if kind == "neg":
         return f"-({left})"
+    if kind == "not":
+        return f"not ({left})"
+    if kind == "chain":
+        return f"({left}) < ({right}) <= ({draw(expressions(depth - 1))})"
     if kind in ("cdiv", "min", "max"):
         return f"{kind}({left}, {right})"
     return f"({left}) {kind} ({right})"
@@ -74,6 +80,8 @@ def outcome(compute, text: str, names: dict[str, int]) -> object:
 @settings(max_examples=300, deadline=None)
 @given(expressions(), st.integers(1, 9), st.integers(-9, 9), st.integers(1, 3))
 @example("(0) // (((0) + (-1)) ** (1.5))", 1, 0, 1)  # a negative number to a fractional power: complex, refused
+@example("(0) and ((1) // (0))", 1, 0, 1)  # no short circuit: the division by zero is refused by both
+@example("(a) > (b) < ((1) // (0))", 1, 0, 1)
 def test_random_expressions_compute_the_same_or_are_refused_by_both(text, a, b, c):
     names = {"a": a, "b": b, "c": c}
     want, got = outcome(expr.evaluate, text, names), outcome(translated, text, names)

@@ -77,8 +77,8 @@ def _imported(node: ast.AST) -> list[str]:
 
 
 def fsr_plan(cand: cfmt.Candidate, size: dict[str, int]) -> list[tuple]:
-    """What fsr launches at this size: (kernel, grid, block, smem bytes) of each launch."""
-    return [(launch.kernel, *dims) for launch, dims in zip(cand.launches, cfmt.launch_dims(cand, size), strict=True)]
+    """What fsr launches at this size: (kernel, grid, block, smem bytes) of each launch that runs there."""
+    return [(launch.kernel, *dims) for launch, dims in cfmt.launches_at(cand, size)]
 
 
 def fsr_scratch(cand: cfmt.Candidate, size: dict[str, int]) -> dict[str, int]:
@@ -131,6 +131,18 @@ def test_tuned_values_are_baked_into_the_source_and_the_plan(tmp_path: Path):
     assert m.launch_plan(**size) == fsr_plan(cand, size)
     _, default, _ = exported("gemm_bf16", "template")
     assert cfmt.launch_dims(default, size) != cfmt.launch_dims(cand, size)  # the tuned values matter here
+
+
+def test_a_launch_runs_where_its_when_holds_and_one_that_takes_a_tensor_map_is_refused(tmp_path: Path):
+    # gemm_bf16's template with WGMMA on: the mma.sync launch where K or N is no multiple of 8, the
+    # wgmma launch (tensor maps, which only fsr's evaluator encodes) elsewhere
+    task, cand, text = exported("gemm_bf16", "template", {"WGMMA": 1})
+    (tmp_path / "gemm_wgmma.py").write_text(text)
+    m = load(tmp_path / "gemm_wgmma.py")
+    ragged = {"M": 33, "N": 65, "K": 17}
+    assert m.launch_plan(**ragged) == fsr_plan(cand, ragged) and len(m.launch_plan(**ragged)) == 1
+    with pytest.raises(ValueError, match=r"gemm_bf16_wgmma at M=77,N=136,K=72 takes a_tiles, b_tiles, a tensor map"):
+        m.launch_plan(M=77, N=136, K=72)
 
 
 def test_sizes_are_read_from_shapes_and_every_argument_is_checked(folder: Path):
