@@ -29,9 +29,16 @@ import numpy as np
 from fsr import tasks
 from fsr.evaluate import guards
 from fsr.evaluate.gpu.buffers import SLACK, make_buffers, without_slack
-from fsr.evaluate.gpu.inputs import BenchSet, Content, InputPool, TaskState, make_content, no_scratch
+from fsr.evaluate.gpu.inputs import (
+    BenchSet,
+    Content,
+    InputPool,
+    TaskState,
+    make_content,
+    no_scratch,
+    stress_contents,
+)
 from fsr.evaluate.gpu.programs import LaunchRefused
-from fsr.evaluate.gpu.stress import stress_contents
 from fsr.evaluate.gpu.strict import CertifiedProgram
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
@@ -62,7 +69,8 @@ class Fresh:
         self._build = build or bench_content
         self._lock = threading.Lock()
         self._next: Future[Content] = _builds.submit(self._build, task)
-        self._stress: Future[list[Content]] | None = _builds.submit(stress_sets, task) if task.stress else None
+        self._stress: Future[list[Content]] | None = (
+            _builds.submit(stress_contents, task, entropy_rng()) if task.stress else None)
 
     def bench(self) -> Content:
         """A benchmark content no kernel has seen (waiting for its build if it is not done), the
@@ -76,7 +84,7 @@ class Fresh:
         if self._stress is None:
             return []
         with self._lock:
-            ready, self._stress = self._stress, _builds.submit(stress_sets, self.task)
+            ready, self._stress = self._stress, _builds.submit(stress_contents, self.task, entropy_rng())
         return ready.result()
 
     def ready(self) -> bool:
@@ -95,11 +103,6 @@ def bench_content(task: Task) -> Content:
     """Inputs at the benchmark size drawn from entropy, and their float64 references."""
     dtypes = {a.name: a.dtype for a in task.outputs}
     return make_content(task, tasks.functions(task), dtypes, dict(task.bench_size), entropy_rng())
-
-
-def stress_sets(task: Task) -> list[Content]:
-    """The task's stress sets (fsr.evaluate.gpu.stress) drawn from entropy."""
-    return stress_contents(task, entropy_rng())
 
 
 def upload(task: Task, content: Content, stream: cp.cuda.Stream) -> BenchSet:
