@@ -9,7 +9,8 @@ a host thread from the moment the task is prepared and again after each use, so 
 rarely waits on a reference. The candidate's program is loaded again (nothing carried from its
 screening's load, gpu.strict: its `__constant__` banks restored before every launch sequence as
 its module-scope variables are), checked at every test size, then timed at the benchmark size
-with the full protocol, every timed run checked (decoys included).
+with the full protocol, every timed run checked (decoys included), each sample after a flush that
+lines kept by eviction-priority hints do not survive (gpu.evict).
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -152,8 +153,10 @@ def _certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
                                  tuple(checks), stages=clock.stages())
         clock.lap("verify")
         sets = TaskState(task, fresh.pool, sets=[upload(task, fresh.bench(), child.stream)])
-        # the full protocol, as a screened winner is timed (warm-up included: the program is new)
-        samples, timed, _ = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples)
+        # the full protocol, as a screened winner is timed (warm-up included: the program is new),
+        # with a flush that lines kept by eviction-priority hints do not survive
+        samples, timed, _ = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples,
+                                        evict_hints=True)
         clock.lap("bench")
     except LaunchRefused as e:
         return Certified(Verdict.LAUNCH_ERROR, str(e), "launch", stages=clock.stages())
