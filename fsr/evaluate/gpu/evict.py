@@ -114,6 +114,9 @@ class EvictingFlush:
         self._its = (cp.asarray(region_table(flush_region)), np.int32(1), demote_grid(flush_region, sms))
         self._read_grid = (sms * 8,)
         self._sink = cp.zeros(1, dtype=cp.uint32)
+        # compiled (or loaded from CuPy's cache) now, not while a chunk of samples is being queued
+        self._demote_kernel = _module().get_function("fsr_demote")
+        self._read_kernel = _module().get_function("fsr_flush_read_last")
         cp.cuda.Device().synchronize()  # the tables were uploaded on the default stream
 
     def flush(self, stream: cp.cuda.Stream) -> None:
@@ -122,12 +125,11 @@ class EvictingFlush:
         plain = self.plain
         plain.count += 1
         cp.cuda.runtime.memsetAsync(plain.buffer.data.ptr, plain.count & 0xFF, plain.buffer.nbytes, stream.ptr)
-        _module().get_function("fsr_flush_read_last")(
-            self._read_grid, (BLOCK,), (plain.buffer, np.int64(plain.buffer.nbytes // 16), self._sink), stream=stream)
+        self._read_kernel(self._read_grid, (BLOCK,), (plain.buffer, np.int64(plain.buffer.nbytes // 16), self._sink),
+                          stream=stream)
         self._demote(self._its, stream)
 
-    @staticmethod
-    def _demote(table: tuple[cp.ndarray, np.int32, tuple[int, int]], stream: cp.cuda.Stream) -> None:
+    def _demote(self, table: tuple[cp.ndarray, np.int32, tuple[int, int]], stream: cp.cuda.Stream) -> None:
         regions, count, grid = table
         if count:
-            _module().get_function("fsr_demote")(grid, (BLOCK,), (regions, count), stream=stream)
+            self._demote_kernel(grid, (BLOCK,), (regions, count), stream=stream)

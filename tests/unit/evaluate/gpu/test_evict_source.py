@@ -5,7 +5,9 @@ cover every line of every region. On the GPU: tests/gpu/test_certify_l2.py."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 pytest.importorskip("cupy")
@@ -52,3 +54,39 @@ def test_the_grid_covers_the_largest_region_one_row_a_region():
     huge = [(0, 100 << 20)]  # more lines than 8 blocks a SM hold: the kernel strides
     assert evict.demote_grid(huge, sms) == (8 * sms, 1)
     assert evict.demote_grid([], sms) == (1, 1)
+
+
+def test_the_flush_sets_the_candidate_s_lines_back_before_it_evicts_and_its_own_after(monkeypatch):
+    """The order is the defence: a hinted line set back after the write and the read would still
+    be there; the flush buffer's lines left at evict_last would crowd the sample's own. The device
+    calls are recorded here, in the order they are queued."""
+
+    queued: list[tuple] = []
+
+    def kernel(name):
+        def launch(grid, block, args, stream):
+            first = args[0]
+            queued.append((name, grid, first.tolist() if isinstance(first, np.ndarray) else first.data.ptr))
+
+        return launch
+
+    module = SimpleNamespace(get_function=kernel)
+    runtime = SimpleNamespace(deviceGetLimit=lambda limit: 64 << 20, CUDARuntimeError=RuntimeError,
+                              deviceSetLimit=lambda limit, value: queued.append(("limit", limit, value)),
+                              memsetAsync=lambda ptr, value, size, stream: queued.append(("memset", ptr, size)))
+    device = SimpleNamespace(attributes={"MultiProcessorCount": 132}, synchronize=lambda: None)
+    fake = SimpleNamespace(asarray=np.asarray, zeros=np.zeros, uint32=np.uint32,
+                           cuda=SimpleNamespace(Device=lambda: device, runtime=runtime))
+    monkeypatch.setattr(evict, "cp", fake)
+    monkeypatch.setattr(evict, "_module", lambda: module)
+    buffer = SimpleNamespace(data=SimpleNamespace(ptr=1 << 30), nbytes=100 << 20)
+    plain = SimpleNamespace(buffer=buffer, count=0)
+    flush = evict.EvictingFlush(plain, [(1 << 20, 4 << 20), (8 << 20, 4 << 20)])
+    assert queued == [("limit", evict.PERSISTING_L2_LIMIT, 0)]  # no set-aside for hinted lines to live in
+    flush.flush(SimpleNamespace(ptr=7))
+    names = [q[0] for q in queued[1:]]
+    assert names == ["fsr_demote", "memset", "fsr_flush_read_last", "fsr_demote"]
+    assert queued[1][2] == [1 << 20, 8 << 20, 5 << 20, 12 << 20]  # the candidate's regions first
+    assert queued[2][1:] == (1 << 30, 100 << 20) and queued[3][2] == 1 << 30  # the flush buffer written, read
+    assert queued[4][2] == [1 << 30, (1 << 30) + (100 << 20)]  # then every line of it set back
+    assert plain.count == 1
