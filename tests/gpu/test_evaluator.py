@@ -5,6 +5,7 @@ own: test_preparation.py, test_comparator_figures.py, test_tuned_candidates.py.)
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict
 from tests.support.gpu_evaluators import precompile, spec
 from tests.support.paths import ROOT
-from tests.support.xdist_gpus import host_threads
+from tests.support.xdist_gpus import SHARERS_ENV, host_threads, run_params, this_run
 
 from ..adversarial.corpus import corpus
 
@@ -34,8 +35,8 @@ def evaluator(request):
     benchmark sets from the session's contents cache). The session's evaluator of every
     task, which the every-task tests here use, starts first, their kernels compiled ahead: its
     tasks' contents build in the background while the corpus runs."""
-    if any("bench_evaluator" in item.fixturenames for item in request.session.items
-           if getattr(item, "module", None) is request.module):
+    run = this_run(request)  # this worker's tests of the module (all of them but under a spread -n)
+    if any("bench_evaluator" in item.fixturenames for item in run):
         every = [tasks.load(name) for name in tasks.list_tasks()]
         precompile(request.getfixturevalue("bench_evaluator"),
                    [candidate.parse(source, task) for task in every
@@ -44,7 +45,8 @@ def evaluator(request):
                                     contents_cache_dir=str(request.getfixturevalue("contents_dir"))),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(spec(config, CORPUS_TASKS))
-    precompile(ev, [parse(task_name, path) for task_name, path, _ in corpus()])
+    paths = {p for (p,) in run_params(request, "path")}
+    precompile(ev, [parse(task_name, path) for task_name, path, _ in corpus() if path in paths])
     yield ev
     ev.close()
 
@@ -59,7 +61,11 @@ def test_baseline_is_ok_and_timed(evaluator):
     assert result.verdict == Verdict.OK, result.message
     assert result.timing is not None and result.timing.median_us > 0
     assert len(result.checks) == len(task.test_sizes) + 1 and all(c.passed for c in result.checks)
-    assert result.speedup == pytest.approx(1.0, rel=0.1)
+    assert result.baseline_us and result.speedup == pytest.approx(result.baseline_us / result.timing.median_us)
+    # the baseline against itself, timed at two moments: near 1, as near as a GPU shared with
+    # other tests' workers (xdist_gpus.SHARERS_ENV) lets two timings be
+    shared = int(os.environ.get(SHARERS_ENV, "1") or 1) > 1
+    assert result.speedup == pytest.approx(1.0, rel=0.3 if shared else 0.1)
     assert result.device and result.resources.registers > 0
 
 
@@ -94,7 +100,8 @@ def test_same_kernel_twice_gives_close_medians(evaluator):
     second = evaluator.evaluate(candidate.parse(source, task))
     assert first.verdict == second.verdict == Verdict.OK, first.message + second.message
     assert first.timing and second.timing
-    assert abs(first.timing.median_us - second.timing.median_us) / first.timing.median_us < 0.02
+    shared = int(os.environ.get(SHARERS_ENV, "1") or 1) > 1  # other workers' kernels beside them
+    assert abs(first.timing.median_us - second.timing.median_us) / first.timing.median_us < (0.1 if shared else 0.02)
 
 
 @pytest.mark.parametrize("task_name", tasks.list_tasks())
