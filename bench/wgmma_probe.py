@@ -5,8 +5,8 @@ combination that is not OK says where it failed. Where the default WGMMA combina
 the same code with B's descriptor strides swapped is tried too, to tell a stride mix-up from
 other faults.
 
-    python bench/wgmma_probe.py                 # gemm_bf16
-    python bench/wgmma_probe.py gemm_bf16_gelu  # the fused GELU epilogue
+    python bench/wgmma_probe.py                 # gemm_bf16, then gemm_bf16_gelu (its defaults only)
+    python bench/wgmma_probe.py gemm_bf16_gelu  # one task, every combination below
 """
 
 from __future__ import annotations
@@ -42,25 +42,32 @@ def line(name: str, result: Evaluation) -> str:
             f"regs {result.resources.registers}")
 
 
-def main(task_name: str = "gemm_bf16") -> None:
+def probe(evaluator: GpuEvaluator, task_name: str, combinations: list[tuple[str, dict[str, int]]]) -> None:
+    """Each combination of the task's template judged and timed, a line each."""
     task = tasks.load(task_name)
     template = candidate.parse(task.template_source or "", task)
+    print(f"{task_name} at {dict(task.bench_size)} on {evaluator.device().name}", flush=True)
+    for name, values in combinations:
+        result = evaluator.evaluate(candidate.with_defines(template, values))
+        print(line(name, result), flush=True)
+        if values == {"WGMMA": 1} and result.verdict != Verdict.OK:
+            swapped: Candidate = candidate.parse((task.template_source or "").replace(*STRIDES), task)
+            print(line("  the same, B's LBO and SBO swapped", evaluator.evaluate(
+                candidate.with_defines(swapped, values))), flush=True)
+
+
+def main(task_names: list[str]) -> None:
+    plan = [(n, COMBINATIONS) for n in task_names] or [("gemm_bf16", COMBINATIONS), ("gemm_bf16_gelu", COMBINATIONS[:2])]
     config = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
-    evaluator = GpuEvaluator(WorkerSpec.of(config, [task]))
+    evaluator = GpuEvaluator(WorkerSpec.of(config, [tasks.load(n) for n, _ in plan]))
     try:
         started = time.perf_counter()
-        print(f"{task_name} at {dict(task.bench_size)} on {evaluator.device().name}")
-        for name, values in COMBINATIONS:
-            result = evaluator.evaluate(candidate.with_defines(template, values))
-            print(line(name, result), flush=True)
-            if values == {"WGMMA": 1} and result.verdict != Verdict.OK:
-                swapped: Candidate = candidate.parse((task.template_source or "").replace(*STRIDES), task)
-                print(line("  the same, B's LBO and SBO swapped", evaluator.evaluate(
-                    candidate.with_defines(swapped, values))), flush=True)
+        for name, combinations in plan:
+            probe(evaluator, name, combinations)
         print(f"({time.perf_counter() - started:.0f} s)")
     finally:
         evaluator.close()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    main(sys.argv[1:])
