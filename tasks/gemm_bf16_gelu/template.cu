@@ -545,39 +545,50 @@ __device__ __forceinline__ void wg_consume(float (&acc)[WG_MTE][WG_BN / 2], unsi
 #endif
 
 #if WGMMA
-// Consumer c's accumulators, plus the bias of their column, through GELU into C: register 4j + 2h + e of m64 tile m holds row 16 warp + lane / 4
-// + 8h, column 8j + 2 (lane % 4) + e of its tile; pairs of columns stored as one 4-byte word (N is a
-// multiple of 8 on this path, so a pair is whole where its first column is inside C).
+// Consumer c's accumulators into C through shared memory, so that GELU's code appears once and
+// not once a register: every consumer's products done (all copies have landed and been
+// multiplied), the stage ring holds the block's tile in float32, rows padded by 8 floats (a warp's
+// float2 writes, 8 rows of 32 bytes, fill two wavefronts); then each consumer's threads take
+// 8-column chunks of its rows, add the bias, take GELU and store 16 bytes of C at once (N is a
+// multiple of 8 on this path, so a chunk is wholly inside C or outside). Register 4j + 2h + e of
+// m64 tile m holds row 16 warp + lane / 4 + 8h, column 8j + 2 (lane % 4) + e of its tile.
+#define WG_LDS (WG_BN + 8)  // floats between rows of the staged tile
+static_assert(WG_BM * WG_LDS * 4 <= WG_NSTAGES * WG_STAGE_BYTES, "the staged tile fits the stage ring");
 __device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], __nv_bfloat16* C,
-                                         const __nv_bfloat16* bias, int M, int N, int m0, int n0, int c) {
+                                         const __nv_bfloat16* bias, int M, int N, int m0, int n0, int c,
+                                         float* staged) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
-    const bool pairs = ((size_t)C & 3) == 0;
-    float bv[WG_BN / 8][2];  // the bias of this thread's columns, read once
-#pragma unroll
-    for (int j = 0; j < WG_BN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) bv[j][e] = bias_at(bias, n0 + 8 * j + 2 * (lane % 4) + e, N);
+    asm volatile("bar.sync 1, %0;" ::"n"(WG_CONSUMERS * 128) : "memory");  // no wgmma reads the ring now
 #pragma unroll
     for (int m = 0; m < WG_MTE; ++m)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int row = m0 + 64 * (c * WG_MTE + m) + 16 * warp + lane / 4 + 8 * h;
-            if (row >= M) continue;
-            __nv_bfloat16* crow = C + (size_t)row * N;
+            float* srow = staged + (64 * (c * WG_MTE + m) + 16 * warp + lane / 4 + 8 * h) * WG_LDS + 2 * (lane % 4);
 #pragma unroll
-            for (int j = 0; j < WG_BN / 8; ++j) {
-                const int col = n0 + 8 * j + 2 * (lane % 4);
-                if (col >= N) continue;
-                const __nv_bfloat16 x = epilogue(acc[m][4 * j + 2 * h], bv[j][0]);
-                const __nv_bfloat16 y = epilogue(acc[m][4 * j + 2 * h + 1], bv[j][1]);
-                if (pairs) {
-                    *reinterpret_cast<__nv_bfloat162*>(crow + col) = __halves2bfloat162(x, y);
-                } else {
-                    crow[col] = x;
-                    crow[col + 1] = y;
-                }
-            }
+            for (int j = 0; j < WG_BN / 8; ++j)
+                *reinterpret_cast<float2*>(srow + 8 * j) = make_float2(acc[m][4 * j + 2 * h], acc[m][4 * j + 2 * h + 1]);
         }
+    asm volatile("bar.sync 1, %0;" ::"n"(WG_CONSUMERS * 128) : "memory");  // every row is staged
+    constexpr int CHUNKS = WG_BN / 8;  // 8-column chunks in a row
+    const bool vec = ((size_t)C & 15) == 0;
+#pragma unroll 1
+    for (int i = threadIdx.x % 128; i < 64 * WG_MTE * CHUNKS; i += 128) {
+        const int r = 64 * c * WG_MTE + i / CHUNKS, col = 8 * (i % CHUNKS), row = m0 + r, n = n0 + col;
+        if (row >= M || n >= N) continue;
+        const float4 lo = *reinterpret_cast<const float4*>(staged + r * WG_LDS + col);
+        const float4 hi = *reinterpret_cast<const float4*>(staged + r * WG_LDS + col + 4);
+        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        __align__(16) __nv_bfloat16 out[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) out[e] = epilogue(v[e], bias_at(bias, n + e, N));
+        __nv_bfloat16* dst = C + (size_t)row * N + n;
+        if (vec) {
+            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) dst[e] = out[e];
+        }
+    }
 }
 #define WG_BOUNDS __launch_bounds__(WG_THREADS, 1)
 #else
@@ -621,7 +632,7 @@ extern "C" __global__ void WG_BOUNDS gemm_bf16_gelu_wgmma(const __grid_constant_
 #pragma unroll
             for (int i = 0; i < WG_BN / 2; ++i) acc[m][i] = 0.0f;
         wg_consume(acc, base, bars, group - 1, ntiles);
-        wg_store(acc, C, bias, M, N, m0, n0, group - 1);
+        wg_store(acc, C, bias, M, N, m0, n0, group - 1, reinterpret_cast<float*>(wg_smem + (base - smem_u32(wg_smem))));
     }
 #endif
 }

@@ -1,9 +1,10 @@
 """Hopper's path of the bf16 GEMM templates on a real GPU (sm_90): with WGMMA on, tiles arrive by
 TMA into 128-byte-swizzled stages and wgmma multiplies them from shared memory. The template is
 judged OK at every test size of gemm_bf16 (its mma.sync launch where K or N is not a multiple of
-8) at its default tunables and at the others' corners, the fused GELU variant too; the same code
-with a wrong copy coordinate, a wrong B descriptor or an unswizzled descriptor is judged WRONG at
-a size the wgmma launch runs. The TFLOP/s at the bench size is printed (`pytest -s`)."""
+8) at its default tunables and at the others' corners, and so is the fused GELU variant (whose
+epilogue goes through shared memory); the same code with a wrong copy coordinate, a wrong B
+descriptor or an unswizzled descriptor is judged WRONG at a size the wgmma launch runs. The
+TFLOP/s at the bench size is printed (`pytest -s`)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ BROKEN = {
     "swizzle": ("(unsigned long long)(sbo >> 4) << 32 | 1ull << 62;",
                 "(unsigned long long)(sbo >> 4) << 32;"),  # the stages are swizzled, the descriptors say not
 }
-VARIANTS = [{"WG_BN": 128, "WG_MT": 2}, {"WG_BN": 128}, {"WG_CONSUMERS": 1}, {"WG_STAGES": 6, "WG_GROUP": 16},
-            {"WG_STAGES": 3, "WG_CONSUMERS": 1, "WG_BN": 128, "WG_MT": 2}]
+VARIANTS = [(GEMM, {"WG_BN": 128, "WG_MT": 2}), (GEMM, {"WG_BN": 128}), (GEMM, {"WG_CONSUMERS": 1}),
+            (GEMM, {"WG_STAGES": 6, "WG_GROUP": 16}), (GEMM, {"WG_STAGES": 3, "WG_CONSUMERS": 1, "WG_BN": 128, "WG_MT": 2}),
+            (GELU, {"WG_BN": 128, "WG_MT": 2, "WG_STAGES": 3}), (GELU, {"WG_CONSUMERS": 1, "FAST_MATH": 1})]
 
 
 def aligned(size) -> bool:
@@ -71,11 +73,12 @@ def test_the_wgmma_template_is_ok_at_every_test_size(evaluator, task):
     report(f"{task.name} WGMMA defaults", result)
 
 
-@pytest.mark.parametrize("values", VARIANTS, ids=lambda v: "-".join(f"{k}{x}" for k, x in v.items()))
-def test_wgmma_tunables_are_ok(evaluator, values):
-    result = evaluator.evaluate(wgmma(GEMM, values))
+@pytest.mark.parametrize("task,values", VARIANTS,
+                         ids=[f"{t.name}-" + "-".join(f"{k}{x}" for k, x in v.items()) for t, v in VARIANTS])
+def test_wgmma_tunables_are_ok(evaluator, task, values):
+    result = evaluator.evaluate(wgmma(task, values))
     assert result.verdict == Verdict.OK, result.message
-    report(f"gemm_bf16 WGMMA {values}", result)
+    report(f"{task.name} WGMMA {values}", result)
 
 
 @pytest.mark.parametrize("flaw", sorted(BROKEN))
