@@ -74,7 +74,8 @@ def resolve(folder: Path, data: Mapping[str, Any], roots: tuple[Path, ...]) -> T
         raise ValueError(f"template: task {chain[-1]!r} ({here}) has no template.cu")
     text = _read(path)
     _check_defines(text, merged, chain[-1])
-    return Template(_with_defines(text, merged, folder.name), path, tuple(sorted(merged.items())), tuple(chain))
+    owner = data["name"] if isinstance(data.get("name"), str) else folder.name
+    return Template(_with_defines(text, merged, owner), path, tuple(sorted(merged.items())), tuple(chain))
 
 
 def _declaration(value: Any, owner: str) -> tuple[str, dict[str, int]]:

@@ -120,6 +120,8 @@ def load(name_or_path: str | Path, root: str | Path | None = None) -> Task:
     except (TypeError, ValueError, AttributeError, ArithmeticError) as e:  # ArithmeticError: inf in a shape
         raise TaskError(f"{path}/task.toml: {e}") from None
     task = replace(task, has_library=hasattr(functions(task), "library"))
+    if task.library and not task.has_library:
+        raise TaskError(f"{path}/task.toml: library = {task.library!r} names a comparator, but reference.py has no library()")
     _check_sources(task, path)
     check_functions(task)
     return task
@@ -178,6 +180,7 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         content_hash=hashlib.sha256(hashed).hexdigest()[:16],
         floor=tolerance.floor,
         stress=stress,
+        library=" ".join(_text(data.get("library", ""), "library").split()),
     )
 
 

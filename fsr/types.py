@@ -122,6 +122,7 @@ class Task:
     floor: float = 0.0  # magnitude floor, a fraction of an output's mean |ref| (fsr.dtypes.bounds)
     stress: tuple[Stress, ...] = ()  # checked when a result is certified
     template_where: str = ""  # the file template_source is read from, and a variant's defines (messages)
+    library: str = ""  # what the library comparator is, as tables name it (task.toml `library`; "" unnamed)
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
