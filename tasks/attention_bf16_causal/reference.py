@@ -78,27 +78,29 @@ def _views(inputs):
     return tuple(_bf16(inputs[n]).unsqueeze(0) for n in ("q", "k", "v"))
 
 
-_NO_CUDNN = []  # why cuDNN attention cannot run in this process, once it failed
+_NO_CUDNN = {}  # q's shape -> why cuDNN attention refused it in this process
 
 
 def cudnn_attention(q, k, v):
-    """PyTorch's causal attention pinned to cuDNN's fused kernel (sdpa_kernel(CUDNN_ATTENTION)), the library
-    the table names (task.toml `library`); where cuDNN attention is unavailable (an old PyTorch or
-    cuDNN, no sm_80+ GPU) PyTorch's own choice of backend instead, the reason logged once."""
+    """PyTorch's causal attention pinned to cuDNN's fused kernel (sdpa_kernel(CUDNN_ATTENTION)), the
+    library the table names (task.toml `library`); where cuDNN attention refuses the call (an old
+    PyTorch or cuDNN, a GPU before sm_80, a shape it does not take) PyTorch's own choice of backend
+    instead, the reason logged once a shape, which is then not tried again."""
     import torch
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-    if not _NO_CUDNN:
+    shape = tuple(q.shape)
+    if shape not in _NO_CUDNN:
         try:
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 return sdpa(q, k, v, is_causal=True)
         except (ImportError, AttributeError, RuntimeError) as e:  # RuntimeError: "No available kernel"
-            _NO_CUDNN.append(" ".join(str(e).split())[:300] or type(e).__name__)
+            _NO_CUDNN[shape] = " ".join(str(e).split())[:300] or type(e).__name__
             logging.getLogger(__name__).warning(
-                "attention_bf16_causal: cuDNN attention unavailable (%s): the library comparator is PyTorch %s's default "
-                "SDPA backend instead", _NO_CUDNN[0], torch.__version__)
+                "attention_bf16_causal: cuDNN attention unavailable at q %s (%s): the library comparator is "
+                "PyTorch %s's default SDPA backend there", shape, _NO_CUDNN[shape], torch.__version__)
     return sdpa(q, k, v, is_causal=True)
 
 

@@ -83,14 +83,17 @@ def test_the_library_enables_cudnn_alone_and_eager_leaves_pytorch_its_choice(nam
     assert enabled != {"cudnn"} and "flash" in enabled and is_causal == causal  # not pinned
 
 
-def test_where_cudnn_attention_is_refused_the_library_falls_back_and_says_why_once(sdpa, caplog):
+def test_where_cudnn_attention_is_refused_the_library_falls_back_and_says_why_once_a_shape(sdpa, caplog):
     torch, calls, state = sdpa
-    state["refuse"] = True
     q = torch.zeros(1, 2, 4, 128, dtype=torch.bfloat16)
+    other = torch.zeros(1, 2, 8, 128, dtype=torch.bfloat16)
     fn = module("attention_bf16")
+    state["refuse"] = True
     with caplog.at_level(logging.WARNING):
         assert fn.cudnn_attention(q, q, q) is q
         assert fn.cudnn_attention(q, q, q) is q
-    assert [enabled == {"cudnn"} for enabled, _ in calls] == [True, False, False]  # cuDNN tried once
+        state["refuse"] = False  # another shape is tried on cuDNN afresh
+        assert fn.cudnn_attention(other, other, other) is other
+    assert [enabled == {"cudnn"} for enabled, _ in calls] == [True, False, False, True]  # q's tried once
     (warning,) = [r.getMessage() for r in caplog.records if "cuDNN attention unavailable" in r.getMessage()]
-    assert "No available kernel" in warning and "default SDPA backend" in warning
+    assert "No available kernel" in warning and "default SDPA backend" in warning and "(1, 2, 4, 128)" in warning
