@@ -1,5 +1,6 @@
 """Shared test set-up: `gpu` tests skip cleanly on machines without a CUDA device; under
-pytest-xdist, `-n auto` starts one worker per visible GPU and pins each worker to its own
+pytest-xdist, `-n auto` starts a few workers per visible GPU and pins each worker to one GPU, a
+module's tests stay on one worker unless it is one of the heaviest, cut into runs for several
 (tests/support/xdist_gpus.py), and `whole_machine` tests skip where other workers run beside them;
 compiled programs are cached in a temporary folder, never in the real ~/.cache; `compiler` is a
 compile service for the tests that compile."""
@@ -33,19 +34,50 @@ def cuda_device_count() -> int:
         return 0
 
 
+SPREAD_DIST = "loadscope"  # what -n without --dist takes; its scheduler is xdist_gpus.scheduler
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Under pytest-xdist (-n) without a --dist of the command line's: `loadfile`, a module's tests
-    on one worker, so a module's evaluator (a GPU child, its tasks' contents) is built once, not
-    once per worker. (pytest-xdist itself would take "no" for "load" next.)"""
+    """Under pytest-xdist (-n) without a --dist of the command line's: a module's tests on one
+    worker, so its evaluator (a GPU child, its tasks' contents) is built once, not once per worker;
+    the heaviest modules cut into runs for several (xdist_gpus.SPREAD), handed out first.
+    (pytest-xdist itself would take "no" for "load" next.)"""
     if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", None) == "no":
-        config.option.dist = "loadfile"
+        config.option.dist = SPREAD_DIST
+        config.option.fsr_spread = True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    """The controller's scheduler where pytest_cmdline_main chose the distribution."""
+    if getattr(config.option, "fsr_spread", False):
+        return xdist_gpus.scheduler(config, log)
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]
+    """Tell each worker the distribution (a worker parses the command line again, where what
+    pytest_cmdline_main set is not): it orders its items unit by unit."""
+    node.workerinput["fsr_spread"] = getattr(node.config.option, "fsr_spread", False)
+
+
+def order_for_xdist(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker of a spread distribution: the items unit by unit, the spread
+    modules' runs first (xdist_gpus.in_unit_order); every worker orders alike, and the scheduler
+    hands the units out in this order."""
+    if not getattr(config, "workerinput", {}).get("fsr_spread"):
+        return
+    order = xdist_gpus.in_unit_order([item.nodeid for item in items], xdist_gpus.worker_count(os.environ))
+    items[:] = [items[i] for i in order]
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto`: one worker per visible GPU (pytest-xdist would count CPU cores); without a GPU,
-    or with PYTEST_XDIST_AUTO_NUM_WORKERS set, pytest-xdist's own count."""
+    """`-n auto`: a few workers per visible GPU, as the host's cores allow (xdist_gpus.per_gpu;
+    pytest-xdist would count CPU cores); without a GPU, or with PYTEST_XDIST_AUTO_NUM_WORKERS set,
+    pytest-xdist's own count."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return xdist_gpus.auto_workers(cuda_device_count())
@@ -63,7 +95,9 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ[xdist_gpus.SHARERS_ENV] = str(share)  # tests/gpu/conftest.py splits the device's memory
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: the order of what runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    order_for_xdist(config, items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]  # a marker, not a keyword: tests/unit/evaluate/gpu/ is a folder named gpu
     if gpu_items and cuda_device_count() == 0:
         skip = pytest.mark.skip(reason="needs a CUDA device")
@@ -112,3 +146,6 @@ def compiler(compile_cache_home: Path) -> Iterator[CompileService]:
     service = CompileService(disk)
     yield service
     service.close()
+
+
+

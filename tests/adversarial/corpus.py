@@ -12,7 +12,8 @@ named after their task:
   `// cheat` (or `# cheat` in the header), which `twin_source` derives.
 - `certify/<task>/*.cu`: cheats and twins as in `timing/`, but through channels that screening
   leaves open and certification closes (`__constant__` banks, shared and local memory left by an
-  earlier launch, a buffer's allocation slack); `certification_channels()`. Screening judges them
+  earlier launch, a buffer's allocation slack, L2 lines kept by an eviction-priority hint);
+  `certification_channels()`. Screening judges them
   OK (the cheat possibly faster); certification must not certify the cheat faster than its twin.
 - `tuning/<task>/*.cu`: candidates right at every tunable value but one; the second line,
   `// fails-at: NAME=VALUE VERDICT`, names the bad configuration and what it must be recorded as;
@@ -64,6 +65,10 @@ DEFENCES = {
     # certification only: buffers in whole pages, the end canary running to the allocation's end
     # (gpu.buffers.without_slack): a stash past the end canary breaks it
     "slack-canary": Defence("UNCERTIFIED", ("allocation slack",)),
+    # certification only: before every sample, every L2 line of the candidate's buffers set back
+    # to the default priority and the flush buffer read under an evict_last policy (gpu.evict):
+    # lines loaded at evict_last go with the rest, and the cheat reads its inputs from memory
+    "hint-flush": Defence("OK"),
 }
 
 

@@ -1,10 +1,12 @@
 """Certification's stricter starting state on a real GPU: each cheat of tests/adversarial/certify/
 keeps something from one launch for the next in a place screening leaves alone (a `__constant__`
-bank, shared memory left by an earlier block, the slack past a buffer's end canary). Its honest twin certifies; the cheat either fails certification, with a failed check
+bank, shared memory left by an earlier block, the slack past a buffer's end canary, L2 lines
+under an evict_last policy). Its honest twin certifies; the cheat either fails certification, with a failed check
 and a message naming the defence, or is certified no faster than its twin beyond 3% (a defence
 that restores makes it honest; one screened faster than it certifies fails on timing).
 
-One small task (softmax at 256 x 16384 for its benchmark size), one evaluator for the module."""
+Small benchmark sizes (softmax at 256 x 16384; gelu at 2^20, whose x of 4 MiB fits in the L2
+three sets over), one evaluator for the module."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from tests.adversarial.corpus import DEFENCES, Entry, certification_channels
 pytestmark = pytest.mark.gpu
 
 PAIRS = certification_channels()
-BENCH = {"softmax": (("rows", 256), ("cols", 16384))}  # small: a few seconds a certification
+BENCH = {"softmax": (("rows", 256), ("cols", 16384)),  # small: a few seconds a certification
+         "gelu": (("n", 1 << 20),)}
 CONFIG = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
 NOT_FASTER = certification.SLOWER  # a cheat made honest is certified at most 3% faster than its twin
 
@@ -63,12 +66,13 @@ def test_the_honest_twin_certifies(evaluator, cheat, twin):
 
 @pytest.mark.parametrize("cheat,twin", PAIRS, ids=[c.name for c, _ in PAIRS])
 def test_the_cheat_is_not_certified_faster_than_its_twin(evaluator, cheat, twin):
-    _, honest = screened_and_certified(evaluator, twin)
+    twin_screened, honest = screened_and_certified(evaluator, twin)
     screened, got = screened_and_certified(evaluator, cheat)
     assert honest.verdict == Verdict.OK and honest.timing is not None, honest.message
     defence = DEFENCES[cheat.caught_by[0]]
-    assert screened.timing is not None
-    print(f"{cheat.name}: screened {screened.timing.median_us:.1f} us, twin certified {honest.timing.median_us:.1f} us,"
+    assert screened.timing is not None and twin_screened.timing is not None
+    print(f"{cheat.name}: screened {screened.timing.median_us:.1f} us (twin {twin_screened.timing.median_us:.1f} us),"
+          f" twin certified {honest.timing.median_us:.1f} us,"
           f" cheat {got.verdict} {got.failed_check} {got.timing.median_us if got.timing else float('nan'):.1f} us")
     if defence.verdict == "OK":  # made honest: certified at its twin's speed, or fails on timing
         if got.verdict == Verdict.UNCERTIFIED:

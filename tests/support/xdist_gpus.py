@@ -1,7 +1,11 @@
-"""The GPU tests over every visible GPU: under pytest-xdist, `-n auto` starts one worker per visible
-GPU, and each worker sees one of them alone (CUDA_VISIBLE_DEVICES set from its worker id before
-anything in it starts CUDA), so the evaluators of one worker never share a GPU with another's.
-Pure functions of the environment: tests/conftest.py applies them."""
+"""The GPU tests over every visible GPU: under pytest-xdist, `-n auto` starts a few workers per
+visible GPU (the GPU tests spend most of their time on the host: compiles, references, children
+starting, so one worker would leave its GPU idle), and each worker sees one GPU alone
+(CUDA_VISIBLE_DEVICES set from its worker id before anything in it starts CUDA). A module's tests
+stay together on a worker (its evaluator, a GPU child with its tasks' contents, is built once),
+but a module of SPREAD is cut into runs of consecutive tests that go to several workers, handed
+out first, so that no module's whole length is one worker's (SpreadScheduling). Pure functions of
+the environment and the collected node ids but the scheduler: tests/conftest.py applies them."""
 
 from __future__ import annotations
 
@@ -15,10 +19,94 @@ WORKER_ID = re.compile(r"^gw(\d+)$")  # pytest-xdist names its workers gw0, gw1,
 SHARERS_ENV = "FSR_TEST_GPU_SHARERS"  # set in a worker: how many workers use its GPU
 
 
-def auto_workers(gpus: int) -> int | None:
-    """How many workers `-n auto` starts: one per visible GPU; None (pytest-xdist's own count, the
-    CPU cores) on a machine without one, where only CPU tests run."""
-    return gpus if gpus > 0 else None
+WORKERS_PER_GPU_ENV = "FSR_TEST_WORKERS_PER_GPU"  # overrides the per-GPU count `-n auto` takes
+MAX_PER_GPU = 4  # beyond it, children share one GPU's memory ever more thinly for little gain
+CORES_PER_WORKER = 4  # a worker's compiles and float64 references want a few cores each
+
+
+def per_gpu(gpus: int, cores: int, environ: Mapping[str, str] = os.environ) -> int:
+    """Workers each GPU gets under `-n auto`: WORKERS_PER_GPU_ENV where set, else as many as the
+    host's cores feed (CORES_PER_WORKER each), at most MAX_PER_GPU, at least one."""
+    try:
+        asked = int(environ.get(WORKERS_PER_GPU_ENV, "0") or 0)
+    except ValueError:
+        asked = 0
+    if asked > 0:
+        return asked
+    return max(1, min(MAX_PER_GPU, cores // (CORES_PER_WORKER * max(1, gpus))))
+
+
+def auto_workers(gpus: int, cores: int | None = None, environ: Mapping[str, str] = os.environ) -> int | None:
+    """How many workers `-n auto` starts: `per_gpu` for each visible GPU; None (pytest-xdist's own
+    count, the CPU cores) on a machine without one, where only CPU tests run."""
+    if gpus <= 0:
+        return None
+    return gpus * per_gpu(gpus, cores or host.cores(), environ)
+
+
+# The GPU modules worth cutting: their tests take minutes in all (tests-gpu.xml of bench/gpu_check.py
+# on two H200s, 2026-11-28: test_evaluator 228 s, the template modules 174 s and 143 s, test_certify
+# 131 s, ...), how many runs at most. Each run builds the module's evaluator again, so only these.
+SPREAD = {
+    "tests/gpu/test_evaluator.py": 6,
+    "tests/gpu/test_template_combinations.py": 4,
+    "tests/gpu/test_template_samples.py": 4,
+    "tests/gpu/test_certify.py": 3,
+    "tests/adversarial/test_side_channels_gpu.py": 3,
+    "tests/gpu/test_comparator_figures.py": 2,
+    "tests/gpu/test_stress.py": 2,
+    "tests/gpu/test_preparation.py": 2,
+}
+
+
+def groups(modules: list[tuple[str, int, int]], workers: int) -> list[tuple[str, int, int]]:
+    """The work units of a session of `workers`: for each module (its name, its number of
+    collected tests, its spread), `spread` runs of consecutive tests (never
+    more runs than tests, nor than half the workers: each run builds the module's fixtures), as (group name, first test, end), the runs of spread modules first (the largest
+    spread first, then collection order) so that the longest work starts at once, then every
+    other module whole, in collection order. pytest-xdist hands the units out in this order."""
+    out: list[tuple[int, int, tuple[str, int, int]]] = []
+    for order, (module, count, spread) in enumerate(modules):
+        runs = max(1, min(spread, count, workers // 2))
+        for run in range(runs):
+            start, end = count * run // runs, count * (run + 1) // runs
+            name = module if runs == 1 else f"{module}#{run + 1}of{runs}"
+            out.append((-runs if runs > 1 else 0, order, (name, start, end)))
+    return [unit for _, _, unit in sorted(out, key=lambda x: (x[0], x[1]))]
+
+
+def units(nodeids: list[str], workers: int) -> tuple[list[str], dict[str, str]]:
+    """The units' names in the order they are handed out, and each node id's unit."""
+    by_module: dict[str, list[str]] = {}
+    for nodeid in nodeids:
+        by_module.setdefault(nodeid.split("::", 1)[0], []).append(nodeid)
+    found = groups([(m, len(ids), SPREAD.get(m, 1)) for m, ids in by_module.items()], workers)
+    unit_of = {n: name for name, start, end in found for n in by_module[name.split("#", 1)[0]][start:end]}
+    return [name for name, _, _ in found], unit_of
+
+
+def in_unit_order(nodeids: list[str], workers: int) -> list[int]:
+    """Positions of `nodeids` reordered unit by unit, as they are handed out (a worker orders its
+    items so, and the scheduler meets each unit in that order)."""
+    names, unit_of = units(nodeids, workers)
+    rank = {name: i for i, name in enumerate(names)}
+    return sorted(range(len(nodeids)), key=lambda i: (rank[unit_of[nodeids[i]]], i))
+
+
+def scheduler(config, log):  # type: ignore[no-untyped-def]
+    """pytest-xdist's module scheduling with SPREAD's modules cut into runs: a unit is a module or a
+    run of one, handed out in the order the workers collected them (already unit by unit)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SpreadScheduling(LoadScopeScheduling):
+        unit_of: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.unit_of is None:
+                self.unit_of = units(list(self.collection or []), len(self.nodes))[1]
+            return self.unit_of.get(nodeid) or nodeid.split("::", 1)[0]
+
+    return SpreadScheduling(config, log)
 
 
 def visible_devices(environ: Mapping[str, str], count: int) -> list[str]:

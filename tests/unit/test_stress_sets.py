@@ -110,3 +110,23 @@ def test_the_built_in_sets_are_at_test_sizes_or_below():
         for stress in task.stress:
             assert tasks.input_elements(task, dict(stress.size)) <= max(
                 tasks.input_elements(task, dict(s)) for s in task.test_sizes), (name, stress.name)
+
+
+def test_certification_checks_a_set_on_its_mapped_inputs_within_its_own_tolerance():
+    """fsr.evaluate.gpu.inputs.stress_contents: what certification checks a stress set against,
+    built as a test size's content is, but from the set's inputs and tolerance."""
+    pytest.importorskip("cupy")
+    from fsr.evaluate.gpu.inputs import make_content, stress_contents
+
+    task = tasks.load("layernorm")
+    [stress] = task.stress
+    module = tasks.functions(task)
+    [(inputs, expected)] = stress_contents(task, np.random.default_rng(3))
+    mapped = tasks.stress_inputs(task, module, stress, np.random.default_rng(3))
+    assert set(inputs) == set(mapped) and all(np.array_equal(inputs[k], mapped[k]) for k in mapped)
+    ref = module.reference({k: v.copy() for k, v in mapped.items()}, dict(stress.size))["y"]
+    own = dtypes.bounds(ref, dtypes.Tolerance(stress.atol, stress.rtol, stress.floor))
+    np.testing.assert_array_equal(expected["y"].bound, own.astype(expected["y"].bound.dtype))
+    plain_inputs, plain = make_content(task, module, {"y": "float32"}, dict(stress.size), np.random.default_rng(3))
+    assert (plain["y"].bound < expected["y"].bound).all(), "the set's tolerance is wider than the task's"
+    assert not np.array_equal(plain_inputs["x"], inputs["x"])

@@ -1,6 +1,6 @@
-"""The GPU tests over every GPU (tests/conftest.py, tests/support/xdist_gpus.py): `-n auto` starts one
-pytest-xdist worker per visible GPU, each worker sees its own GPU alone, a module stays on one
-worker, and `whole_machine` tests skip where other workers run beside them. Device counts faked."""
+"""The GPU tests over every GPU (tests/conftest.py, tests/support/xdist_gpus.py): `-n auto` starts a few
+pytest-xdist workers per visible GPU, each worker sees its own GPU alone, a module stays on one
+worker unless spread over several, and `whole_machine` tests skip where other workers run beside them. Device counts faked."""
 
 from __future__ import annotations
 
@@ -23,10 +23,25 @@ def gpus(monkeypatch: pytest.MonkeyPatch):
     return fake
 
 
-@pytest.mark.parametrize(("count", "workers"), [(1, 1), (2, 2), (8, 8), (0, None)])
-def test_auto_starts_one_worker_per_gpu_and_leaves_a_machine_without_one_to_xdist(gpus, count, workers):
+@pytest.mark.parametrize(("count", "cores", "workers"), [
+    (1, 16, 4), (2, 32, 8), (4, 64, 16),  # an H200 host's 16 cores a GPU: four workers each
+    (1, 2, 1), (2, 8, 2), (8, 16, 8),  # few cores: one worker a GPU, never none
+    (1, 128, 4),  # many: at most MAX_PER_GPU
+    (0, 64, None),  # no GPU: pytest-xdist's own count
+])
+def test_auto_starts_a_few_workers_per_gpu_as_the_cores_allow(gpus, monkeypatch, count, cores, workers):
     gpus(count)
+    monkeypatch.delenv(xdist_gpus.WORKERS_PER_GPU_ENV, raising=False)
+    monkeypatch.setattr(xdist_gpus.host, "cores", lambda: cores)
     assert conftest.pytest_xdist_auto_num_workers(SimpleNamespace()) == workers
+
+
+def test_workers_per_gpu_can_be_asked_for(gpus, monkeypatch):
+    gpus(2)
+    monkeypatch.setenv(xdist_gpus.WORKERS_PER_GPU_ENV, "3")
+    assert conftest.pytest_xdist_auto_num_workers(SimpleNamespace()) == 6
+    monkeypatch.setenv(xdist_gpus.WORKERS_PER_GPU_ENV, "many")  # not a number: the cores decide
+    assert xdist_gpus.per_gpu(2, 32, {xdist_gpus.WORKERS_PER_GPU_ENV: "many"}) == 4
 
 
 def test_xdists_own_worker_count_variable_wins(gpus, monkeypatch):
@@ -78,7 +93,7 @@ def test_worker_ids_and_thread_shares():
 
 
 @pytest.mark.parametrize(("numprocesses", "dist", "after"), [
-    (2, "no", "loadfile"),  # -n without --dist: a module's tests stay on one worker
+    (2, "no", conftest.SPREAD_DIST),  # -n without --dist: modules on one worker, the heaviest spread
     (2, "load", "load"),  # a --dist of the command line's stands
     (None, "no", "no"),  # no -n: no distribution
 ])
@@ -86,10 +101,42 @@ def test_a_module_stays_on_one_worker(numprocesses, dist, after):
     config = SimpleNamespace(option=SimpleNamespace(numprocesses=numprocesses, dist=dist))
     conftest.pytest_cmdline_main(config)
     assert config.option.dist == after
+    ours = getattr(config.option, "fsr_spread", False)
+    assert ours == (after == conftest.SPREAD_DIST)
+    if not ours:  # pytest-xdist's own scheduler
+        assert conftest.pytest_xdist_make_scheduler(config, None) is None
+
+
+def test_spread_modules_are_cut_into_runs_of_consecutive_tests_and_handed_out_first():
+    modules = [("a.py", 5, 1), ("b.py", 10, 3), ("c.py", 2, 4), ("d.py", 7, 2)]
+    units = xdist_gpus.groups(modules, workers=16)
+    assert units == [("b.py#1of3", 0, 3), ("b.py#2of3", 3, 6), ("b.py#3of3", 6, 10),
+                     ("c.py#1of2", 0, 1), ("c.py#2of2", 1, 2),  # never more runs than tests
+                     ("d.py#1of2", 0, 3), ("d.py#2of2", 3, 7),
+                     ("a.py", 0, 5)]
+    for module, count, _ in modules:  # every test in exactly one run
+        covered = [i for name, start, end in units if name.split("#")[0] == module for i in range(start, end)]
+        assert covered == list(range(count))
+    # few workers: a module on at most half of them (each run builds the module's fixtures)
+    assert [u[0] for u in xdist_gpus.groups(modules, workers=4)] == [
+        "b.py#1of2", "b.py#2of2", "c.py#1of2", "c.py#2of2", "d.py#1of2", "d.py#2of2", "a.py"]
+    assert xdist_gpus.groups(modules, workers=2) == [(m, 0, n) for m, n, _ in modules]
+
+
+def test_workers_order_their_items_unit_by_unit_and_the_scheduler_finds_the_same_units(monkeypatch):
+    monkeypatch.setattr(xdist_gpus, "SPREAD", {"t/heavy.py": 2})
+    ids = ["t/a.py::x", "t/heavy.py::p[1]", "t/heavy.py::p[2]", "t/heavy.py::q", "t/heavy.py::r", "t/b.py::y"]
+    order = [ids[i] for i in xdist_gpus.in_unit_order(ids, workers=8)]
+    assert order == ["t/heavy.py::p[1]", "t/heavy.py::p[2]", "t/heavy.py::q", "t/heavy.py::r", "t/a.py::x", "t/b.py::y"]
+    names, unit_of = xdist_gpus.units(order, workers=8)  # the controller sees the workers' order
+    assert names == ["t/heavy.py#1of2", "t/heavy.py#2of2", "t/a.py", "t/b.py"]
+    assert [unit_of[n] for n in order] == ["t/heavy.py#1of2"] * 2 + ["t/heavy.py#2of2"] * 2 + ["t/a.py", "t/b.py"]
+    assert xdist_gpus.units(ids, workers=8)[1] == unit_of  # the same units from either order
 
 
 def test_whole_machine_tests_skip_beside_other_workers(gpus, monkeypatch):
     gpus(2)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # no grouping (this test may run in a worker)
     items = [SimpleNamespace(keywords={"gpu", "whole_machine"}, marks=[]),
              SimpleNamespace(keywords={"gpu"}, marks=[])]
     for item in items:

@@ -9,7 +9,8 @@ a host thread from the moment the task is prepared and again after each use, so 
 rarely waits on a reference. The candidate's program is loaded again (nothing carried from its
 screening's load, gpu.strict: its `__constant__` banks restored before every launch sequence as
 its module-scope variables are), checked at every test size, then timed at the benchmark size
-with the full protocol, every timed run checked (decoys included).
+with the full protocol, every timed run checked (decoys included), each sample after a flush that
+lines kept by eviction-priority hints do not survive (gpu.evict).
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -29,9 +30,16 @@ import numpy as np
 from fsr import tasks
 from fsr.evaluate import guards
 from fsr.evaluate.gpu.buffers import SLACK, make_buffers, without_slack
-from fsr.evaluate.gpu.inputs import BenchSet, Content, InputPool, TaskState, make_content, no_scratch
+from fsr.evaluate.gpu.inputs import (
+    BenchSet,
+    Content,
+    InputPool,
+    TaskState,
+    make_content,
+    no_scratch,
+    stress_contents,
+)
 from fsr.evaluate.gpu.programs import LaunchRefused
-from fsr.evaluate.gpu.stress import stress_contents
 from fsr.evaluate.gpu.strict import CertifiedProgram
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
@@ -62,7 +70,8 @@ class Fresh:
         self._build = build or bench_content
         self._lock = threading.Lock()
         self._next: Future[Content] = _builds.submit(self._build, task)
-        self._stress: Future[list[Content]] | None = _builds.submit(stress_sets, task) if task.stress else None
+        self._stress: Future[list[Content]] | None = (
+            _builds.submit(stress_contents, task, entropy_rng()) if task.stress else None)
 
     def bench(self) -> Content:
         """A benchmark content no kernel has seen (waiting for its build if it is not done), the
@@ -76,7 +85,7 @@ class Fresh:
         if self._stress is None:
             return []
         with self._lock:
-            ready, self._stress = self._stress, _builds.submit(stress_sets, self.task)
+            ready, self._stress = self._stress, _builds.submit(stress_contents, self.task, entropy_rng())
         return ready.result()
 
     def ready(self) -> bool:
@@ -95,11 +104,6 @@ def bench_content(task: Task) -> Content:
     """Inputs at the benchmark size drawn from entropy, and their float64 references."""
     dtypes = {a.name: a.dtype for a in task.outputs}
     return make_content(task, tasks.functions(task), dtypes, dict(task.bench_size), entropy_rng())
-
-
-def stress_sets(task: Task) -> list[Content]:
-    """The task's stress sets (fsr.evaluate.gpu.stress) drawn from entropy."""
-    return stress_contents(task, entropy_rng())
 
 
 def upload(task: Task, content: Content, stream: cp.cuda.Stream) -> BenchSet:
@@ -149,8 +153,10 @@ def _certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
                                  tuple(checks), stages=clock.stages())
         clock.lap("verify")
         sets = TaskState(task, fresh.pool, sets=[upload(task, fresh.bench(), child.stream)])
-        # the full protocol, as a screened winner is timed (warm-up included: the program is new)
-        samples, timed, _ = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples)
+        # the full protocol, as a screened winner is timed (warm-up included: the program is new),
+        # with a flush that lines kept by eviction-priority hints do not survive
+        samples, timed, _ = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples,
+                                        evict_hints=True)
         clock.lap("bench")
     except LaunchRefused as e:
         return Certified(Verdict.LAUNCH_ERROR, str(e), "launch", stages=clock.stages())

@@ -24,7 +24,7 @@ from fsr import tasks
 from fsr.evaluate import configurations, guards, host
 from fsr.evaluate.compile import Compiled
 from fsr.evaluate.compile_pool import worker_compiler
-from fsr.evaluate.gpu import ceilings, certify, contents_cache, timing, tuning
+from fsr.evaluate.gpu import ceilings, certify, contents_cache, evict, timing, tuning
 from fsr.evaluate.gpu.beside import Beside
 from fsr.evaluate.gpu.buffers import Buffers, make_buffers, scratch_buffers
 from fsr.evaluate.gpu.comparators import Comparators, import_torch_soon
@@ -273,12 +273,14 @@ class Child:
 
     def _time(self, state: TaskState, cand: Candidate, program: Program, budget_s: float,
               min_samples: int, per_run_s: float | None = None,
-              race_us: float | None = None) -> tuple[list[float], SizeCheck, bool]:
+              race_us: float | None = None, evict_hints: bool = False) -> tuple[list[float], SizeCheck, bool]:
         """Samples of the full protocol, every run reset and checked (timed_runs), a few from a
         decoy; the check of the timed runs (failed: WRONG); and whether racing against
-        `race_us` cut the timing short. Raises LaunchRefused."""
+        `race_us` cut the timing short. `evict_hints` (certification): flushed so that lines
+        kept by eviction-priority hints go too (evict.EvictingFlush). Raises LaunchRefused."""
         runs = TimedRuns(state, cand, program, self.stream, SamplePlan(len(state.sets), min_samples))
-        samples, cut = timing.raced(runs.run, self.stream, self.flusher, budget_s=budget_s, min_samples=min_samples,
+        flusher = evict.EvictingFlush(self.flusher, runs.regions()) if evict_hints else self.flusher
+        samples, cut = timing.raced(runs.run, self.stream, flusher, budget_s=budget_s, min_samples=min_samples,
                                     max_samples=self.cfg.bench_max_samples, warmup_s=self.cfg.warmup_s,
                                     before=runs.before, after=runs.after, hold=self.hold,
                                     rel_error=self.cfg.bench_rel_error, per_run_s=per_run_s, race_us=race_us)

@@ -14,22 +14,37 @@ import cupyx
 import numpy as np
 
 from fsr import tasks
+from fsr.dtypes import Tolerance
 from fsr.evaluate.gpu.buffers import Buffers
 from fsr.evaluate.gpu.verify import Expected, expect
-from fsr.types import Candidate, Task
+from fsr.types import Candidate, Stress, Task
 
 Content = tuple[dict[str, np.ndarray], dict[str, Expected]]  # inputs, and the expected outputs
 
 
 def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str, int],
-                 rng: np.random.Generator) -> Content:
+                 rng: np.random.Generator, stress: Stress | None = None) -> Content:
     """Fresh inputs at one size and the reference's outputs for them (the reference gets copies:
-    it may not change what the kernel will see)."""
-    inputs = module.make_inputs(dict(size), rng)
-    tasks.check_inputs(task, inputs, size)  # a kernel reads its buffers' bytes as declared
+    it may not change what the kernel will see), within the task's tolerance. With `stress` (at
+    its own size): that stress set's inputs (fsr.tasks.stress_inputs: drawn as for the tests,
+    the named floating-point inputs mapped to x * scale + offset) within the set's tolerance."""
+    if stress is None:
+        inputs = module.make_inputs(dict(size), rng)
+        tasks.check_inputs(task, inputs, size)  # a kernel reads its buffers' bytes as declared
+        tol = tasks.tolerance(task)
+    else:
+        inputs = tasks.stress_inputs(task, module, stress, rng)  # checked as declared there
+        tol = Tolerance(stress.atol, stress.rtol, stress.floor)
     reference = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
-    tol = tasks.tolerance(task)
     return inputs, {k: expect(v, dtypes[k], tol) for k, v in reference.items()}
+
+
+def stress_contents(task: Task, rng: np.random.Generator) -> list[Content]:
+    """One content for each of the task's stress sets (task.toml `[[stress]]`), in their order,
+    each at its set's size (docs/judge.md, "Stress sets")."""
+    module = tasks.functions(task)
+    dtypes = {a.name: a.dtype for a in task.outputs}
+    return [make_content(task, module, dtypes, dict(stress.size), rng, stress) for stress in task.stress]
 
 
 @dataclass

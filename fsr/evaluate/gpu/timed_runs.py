@@ -179,6 +179,12 @@ class TimedRuns:
     def run(self, i: int) -> None:
         enqueue(self.launches[i % len(self.launches)], self.stream)
 
+    def regions(self) -> list[tuple[int, int]]:
+        """(device address, bytes) of every allocation the runs' launches receive, canaries
+        included: what certification's flush sets back to the default L2 priority."""
+        guarded = [g for s in self.sets for g in s.buffers.all().values()] + list(self.scratch.values())
+        return [(g.raw.data.ptr, g.raw.nbytes) for g in guarded]
+
     def before(self, i: int) -> None:
         """The state of a checked launch (or a decoy in the outputs), queued before the flush."""
         self.slot, run = self.plan.start(i)

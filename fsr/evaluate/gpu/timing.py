@@ -33,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import cupy as cp
 import numpy as np
@@ -84,6 +85,13 @@ class ReadKernel:
         self.kernel(self.grid, (256,), (buffer, np.int64(buffer.nbytes // 16), self.sink), stream=stream)
 
 
+class Flush(Protocol):
+    """What timing asks of a flush: queue it on the stream, before a sample's start event."""
+
+    def flush(self, stream: cp.cuda.Stream) -> None:
+        """Queue the flush on `stream`."""
+
+
 class L2Flusher:
     """Before every sample: writes a buffer twice the L2 size, then reads it back, so no sample
     starts with its inputs in cache and the L2 it starts with holds clean lines only.
@@ -93,7 +101,8 @@ class L2Flusher:
     an H200 an 8 MB streaming kernel read 8.2 or 8.6-8.9 us from loop to loop behind a memset,
     7.42-7.55 us behind the memset and the read (docs/benchmarks/2026-11-23-throughput.md, the flush
     study). A read alone left some lines of the last sample's outputs in place (its loops read 7.3
-    or 8.0 us)."""
+    or 8.0 us). Lines a kernel loaded under an `L2::evict_last` policy can outlast it:
+    certification flushes with fsr.evaluate.gpu.evict.EvictingFlush instead."""
 
     def __init__(self, l2_bytes: int):
         self.buffer = cp.empty(max(2 * l2_bytes, 8 << 20) // 16 * 16, dtype=cp.uint8)
@@ -148,7 +157,7 @@ def _nothing(_: int) -> None:
     pass
 
 
-def _one(run: Hook, i: int, stream: cp.cuda.Stream, flusher: L2Flusher,
+def _one(run: Hook, i: int, stream: cp.cuda.Stream, flusher: Flush,
          hold: Hold | None, prepare: Hook, events: tuple[cp.cuda.Event, cp.cuda.Event] | None, slot: int,
          after: Hook = _nothing) -> None:
     """Queue one sample: (hold,) `prepare`, flush, start event, `run(i)`, end event, `after`, (release)."""
@@ -158,7 +167,7 @@ def _one(run: Hook, i: int, stream: cp.cuda.Stream, flusher: L2Flusher,
         hold.release(ticket)
 
 
-def _queue(run: Hook, i: int, stream: cp.cuda.Stream, flusher: L2Flusher, prepare: Hook,
+def _queue(run: Hook, i: int, stream: cp.cuda.Stream, flusher: Flush, prepare: Hook,
            events: tuple[cp.cuda.Event, cp.cuda.Event] | None, after: Hook = _nothing) -> None:
     """`prepare(i)` (resetting the run's buffers) comes before the flush, so the lines it wrote
     are out of the L2 when the sample starts, as a checked launch's are not in it either;
@@ -173,7 +182,7 @@ def _queue(run: Hook, i: int, stream: cp.cuda.Stream, flusher: L2Flusher, prepar
     after(i)
 
 
-def warm_up(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, warmup_s: float,
+def warm_up(run: Hook, stream: cp.cuda.Stream, flusher: Flush, *, warmup_s: float,
             hold: Hold | None = None, prepare: Hook = _nothing, min_runs: int = 2,
             after: Hook = _nothing) -> tuple[float, bool]:
     """Run until `warmup_s` has passed (at least `min_runs` times, two at least): the wall time per run, and
@@ -195,7 +204,7 @@ def warm_up(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, warmup_s: 
     return per_run, held
 
 
-def timed(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, count: int, *,
+def timed(run: Hook, stream: cp.cuda.Stream, flusher: Flush, count: int, *,
           hold: Hold | None = None, prepare: Hook = _nothing, first: int = 0,
           after: Hook = _nothing) -> list[float]:
     """`count` samples (device microseconds), runs `first`..`first + count - 1`. With `hold`,
@@ -254,7 +263,7 @@ def clearly_slower(samples: list[float], best_us: float) -> bool:
     return median * (1.0 - RACE_Z * median_error(samples)) > best_us * (1.0 + RACE_MARGIN)
 
 
-def sample(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
+def sample(run: Hook, stream: cp.cuda.Stream, flusher: Flush, *, budget_s: float,
            min_samples: int, max_samples: int, warmup_s: float,
            before: Hook | None = None, hold: Hold | None = None,
            rel_error: float = 0.0, per_run_s: float | None = None, after: Hook = _nothing) -> list[float]:
@@ -265,7 +274,7 @@ def sample(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: f
     return samples
 
 
-def raced(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
+def raced(run: Hook, stream: cp.cuda.Stream, flusher: Flush, *, budget_s: float,
           min_samples: int, max_samples: int, warmup_s: float,
           before: Hook | None = None, hold: Hold | None = None,
           rel_error: float = 0.0, per_run_s: float | None = None, after: Hook = _nothing,
@@ -305,7 +314,7 @@ def raced(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: fl
     return samples, False
 
 
-def sample_trial(run: Hook, stream: cp.cuda.Stream, flusher: L2Flusher, *, budget_s: float,
+def sample_trial(run: Hook, stream: cp.cuda.Stream, flusher: Flush, *, budget_s: float,
                  max_samples: int, best_us: float | None, stop_ratio: float, cut_ratio: float,
                  before: Hook | None = None, hold: Hold | None = None, after: Hook = _nothing) -> list[float]:
     """The short protocol for tuning trials of a program just checked (so warm): samples up to
