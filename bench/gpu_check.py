@@ -10,7 +10,7 @@ branch started from: `git merge-base HEAD origin/main`, else `main`, else HEAD~1
 merge base is HEAD itself, as on main).
 
 `run`, on the GPUs of --gpus (default: every visible one): first the `whole_machine` tests, alone
-on the first GPU; then the other GPU tests (pytest-xdist, one worker per GPU) on all but the last
+on the first GPU; then the other GPU tests (pytest-xdist, `-n auto`: a few workers per GPU) on all but the last
 GPU while the scale gate (bench/scale.py: the 16 float32 tasks, or the TASKs given, cold, compile
 cache off) runs on the last for the working tree and then for the ref; with three GPUs or more,
 the tests take all but the last two and the two gates run side by side on those. With one GPU the
@@ -112,9 +112,10 @@ def run_bounded(command: list[str], env: dict[str, str], log: Path, limit_s: flo
 
 
 def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s: float,
-               per_gpu: int = 1) -> dict[str, Any]:
-    """The GPU tests of `marks` on `gpus` (`per_gpu` xdist workers each), within `limit_s`; the log
-    ends with pytest's table of the slowest tests."""
+               per_gpu: int | None = 1) -> dict[str, Any]:
+    """The GPU tests of `marks` on `gpus` (`per_gpu` xdist workers each; None: `-n auto`, as many
+    as tests/conftest.py gives each GPU for the host's cores), within `limit_s`; the log ends
+    with pytest's table of the slowest tests."""
     xml, log = out / f"tests-{name}.xml", out / f"tests-{name}.log"
     command = [sys.executable, "-m", "pytest", "-m", marks, "-v", "-p", "no:cacheprovider", "--junitxml", str(xml),
                "--durations", "40"]
@@ -123,8 +124,10 @@ def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s:
         command += ["--timeout", str(TEST_TIMEOUT_S)]
     if plugin >= (2, 3):  # no test starts past it, so pytest writes its XML before the step's end
         command += ["--session-timeout", str(int(max(30.0, limit_s - 60.0)))]
-    workers = len(gpus) * max(1, per_gpu)
-    command += ["-n", str(workers)] if workers > 1 else []
+    if per_gpu is None:
+        command += ["-n", "auto"]
+    elif len(gpus) * max(1, per_gpu) > 1:
+        command += ["-n", str(len(gpus) * max(1, per_gpu))]
     env = os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(gpus)}
     started = time.monotonic()
     code, cut = run_bounded(command, env, log, limit_s)
@@ -165,7 +168,7 @@ class Check:
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
     summary: dict[str, Any] = field(default_factory=dict)
-    per_gpu: int = 1  # xdist workers per GPU for the GPU tests
+    per_gpu: int | None = None  # xdist workers per GPU for the GPU tests (None: -n auto's)
 
     def left_s(self) -> float:
         return self.budget_s - (time.monotonic() - self.started)
@@ -305,8 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     go = modes.add_parser("run", help="the GPU tests and the scale gate of both trees, on the device machine")
     go.add_argument("--out", required=True, help="the folder for the summary (gpu_check.json) and the logs")
     go.add_argument("--gpus", default="", help="the GPUs to use, as CUDA_VISIBLE_DEVICES names them (default: all)")
-    go.add_argument("--workers-per-gpu", type=int, default=1,
-                    help="pytest-xdist workers per test GPU (default 1; they share its memory)")
+    go.add_argument("--workers-per-gpu", type=int, default=None,
+                    help="pytest-xdist workers per test GPU (default: -n auto's, four where the host has 16 "
+                         "cores a GPU; they share its memory)")
     go.add_argument("--budget-s", type=float, default=540.0, help="the whole call's seconds (default 540)")
     skip = go.add_mutually_exclusive_group()
     skip.add_argument("--skip-tests", action="store_true", help="the gates alone")

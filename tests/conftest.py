@@ -114,8 +114,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def compile_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """$XDG_CACHE_HOME for the session, set before any other fixture starts a process, so every
     process the tests start (GPU children, Ray workers, `fsr` commands) keeps its default compile
-    cache under a temporary folder."""
-    home = tmp_path_factory.mktemp("xdg-cache")
+    cache under a temporary folder: one for every pytest-xdist worker of the session (entries are
+    renamed into place, fsr.evaluate.compile_cache), so a program one worker compiled, another
+    finds."""
+    base = tmp_path_factory.getbasetemp()  # under pytest-xdist: one folder for every worker, as contents_dir
+    home = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xdg-cache"
+    home.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(home))
         yield home

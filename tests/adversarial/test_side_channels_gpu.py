@@ -24,7 +24,7 @@ from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Evaluation, Verdict, WorkerSpec
 from tests.support.gpu_evaluators import precompile
-from tests.support.xdist_gpus import host_threads
+from tests.support.xdist_gpus import host_threads, run_params
 
 from .corpus import DEFENCES, Entry, bad_configurations, side_channels
 
@@ -49,10 +49,12 @@ def corpus_evaluator(contents: Path, trials: int, timeout_s: float = CANDIDATE_T
 
 
 @pytest.fixture(scope="module")
-def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
-    """Every cheat and twin compiled ahead, then judged one by one."""
+def evaluator(request: pytest.FixtureRequest, contents_dir: Path) -> Iterator[GpuEvaluator]:
+    """The cheats and twins of this worker's run of the module compiled ahead, then judged one by
+    one."""
     ev = corpus_evaluator(contents_dir, 0)
-    precompile(ev, [candidate.parse(e.path.read_text(), tasks.load(e.task)) for pair in CHEATS for e in pair])
+    pairs = run_params(request, "cheat", "twin")
+    precompile(ev, [candidate.parse(e.path.read_text(), tasks.load(e.task)) for pair in pairs for e in pair])
     yield ev
     ev.close()
 

@@ -30,7 +30,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.whole_machine]
 
 N = 1 << 20
 ROUNDS = 5
-GAIN = 1.05  # the cheat's speed over its twin's that shows the channel open under the ordinary flush
+# the cheat's speed over its twin's that shows the channel open under the ordinary flush: on an
+# H200 (2026-11-28) it gained 2.7% at set-aside 0 and 4.2% at the largest set-aside, 0.0% and
+# 0.2% under certification's flush, its twin timing within 0.5% under either
+GAIN = 1.02
 NOT_FASTER = 1.03  # the cheat's bound over its twin under certification's flush (certification.SLOWER)
 SAME = 0.03  # an honest kernel under either flush
 CHEAT = HERE / "certify" / "gelu" / "l2_evict_last.cu"

@@ -17,7 +17,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict
 from tests.support.gpu_evaluators import precompile, spec
 from tests.support.paths import ROOT
-from tests.support.xdist_gpus import SHARERS_ENV, host_threads
+from tests.support.xdist_gpus import SHARERS_ENV, host_threads, run_params, this_run
 
 from ..adversarial.corpus import corpus
 
@@ -35,8 +35,8 @@ def evaluator(request):
     benchmark sets from the session's contents cache). The session's evaluator of every
     task, which the every-task tests here use, starts first, their kernels compiled ahead: its
     tasks' contents build in the background while the corpus runs."""
-    if any("bench_evaluator" in item.fixturenames for item in request.session.items
-           if getattr(item, "module", None) is request.module):
+    run = this_run(request)  # this worker's tests of the module (all of them but under a spread -n)
+    if any("bench_evaluator" in item.fixturenames for item in run):
         every = [tasks.load(name) for name in tasks.list_tasks()]
         precompile(request.getfixturevalue("bench_evaluator"),
                    [candidate.parse(source, task) for task in every
@@ -45,7 +45,8 @@ def evaluator(request):
                                     contents_cache_dir=str(request.getfixturevalue("contents_dir"))),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(spec(config, CORPUS_TASKS))
-    precompile(ev, [parse(task_name, path) for task_name, path, _ in corpus()])
+    paths = {p for (p,) in run_params(request, "path")}
+    precompile(ev, [parse(task_name, path) for task_name, path, _ in corpus() if path in paths])
     yield ev
     ev.close()
 

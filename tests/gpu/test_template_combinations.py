@@ -12,6 +12,7 @@ from fsr import candidate, tasks
 from fsr.types import Verdict
 from tests.support.gpu_evaluators import precompile
 from tests.support.templates import extremes, sample
+from tests.support.xdist_gpus import run_params
 
 pytestmark = pytest.mark.gpu
 RANDOM_PER_TASK = 4
@@ -29,10 +30,11 @@ CASES = [(name, values) for name in tasks.list_tasks() if tasks.load(name).templ
 
 
 @pytest.fixture(scope="module")
-def evaluator(bench_evaluator):
+def evaluator(request, bench_evaluator):
     """The session's evaluator of every task at the benchmark size (torch.compile off: no figure of
-    it is read here), this module's combinations compiled ahead."""
-    precompile(bench_evaluator, [candidate.with_defines(template(name), values) for name, values in CASES])
+    it is read here), the combinations of this worker's run of the module compiled ahead."""
+    precompile(bench_evaluator, [candidate.with_defines(template(name), values)
+                                 for name, values in run_params(request, "name", "values")])
     return bench_evaluator
 
 

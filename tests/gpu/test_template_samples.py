@@ -18,7 +18,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict, WorkerSpec
 from tests.support.gpu_evaluators import at_test_sizes, precompile
 from tests.support.templates import extremes, sample
-from tests.support.xdist_gpus import host_threads
+from tests.support.xdist_gpus import host_threads, run_params
 
 pytestmark = pytest.mark.gpu
 RANDOM_PER_TASK = 4  # as test_template_combinations.py: the same seeded sample
@@ -41,14 +41,16 @@ CASES = [(name, values) for name in tasks.list_tasks() if tasks.load(name).templ
 
 
 @pytest.fixture(scope="module")
-def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
-    """Every task with a combination here, at its test sizes (tests.support.gpu_evaluators
-    .at_test_sizes), built ahead; torch.compile off; the combinations compiled ahead."""
-    small = [at_test_sizes(tasks.load(name)) for name in dict.fromkeys(name for name, _ in CASES)]
+def evaluator(request: pytest.FixtureRequest, contents_dir: Path) -> Iterator[GpuEvaluator]:
+    """Every task with a combination in this worker's run of the module (xdist_gpus.run_params), at
+    its test sizes (tests.support.gpu_evaluators.at_test_sizes), built ahead; torch.compile off;
+    the run's combinations compiled ahead."""
+    cases = run_params(request, "name", "values")
+    small = [at_test_sizes(tasks.load(name)) for name in dict.fromkeys(name for name, _ in cases)]
     config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), contents_cache_dir=str(contents_dir)),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, small, warm=True))
-    precompile(ev, [candidate.with_defines(template(name), values) for name, values in CASES])
+    precompile(ev, [candidate.with_defines(template(name), values) for name, values in cases])
     yield ev
     ev.close()
 

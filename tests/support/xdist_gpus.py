@@ -93,6 +93,27 @@ def in_unit_order(nodeids: list[str], workers: int) -> list[int]:
     return sorted(range(len(nodeids)), key=lambda i: (rank[unit_of[nodeids[i]]], i))
 
 
+def this_run(request) -> list:  # type: ignore[no-untyped-def]
+    """The items of the asking test's module that run with it on this worker: its run under a
+    spread distribution (a module fixture then builds and compiles ahead what its run judges,
+    not the whole module's), every item of the module otherwise. `request`: a fixture's."""
+    session_items = request.session.items
+    module_items = [item for item in session_items if getattr(item, "module", None) is request.module]
+    asking = getattr(request, "_pyfuncitem", None)
+    if asking is None or not getattr(request.config, "workerinput", {}).get("fsr_spread"):
+        return module_items
+    unit_of = units([item.nodeid for item in session_items], worker_count(os.environ))[1]
+    mine = unit_of.get(asking.nodeid)
+    return [item for item in module_items if unit_of.get(item.nodeid) == mine]
+
+
+def run_params(request, *names: str) -> list[tuple]:  # type: ignore[no-untyped-def]
+    """The parameters `names` of this_run's parametrized items, in order, each once."""
+    found = [tuple(item.callspec.params[n] for n in names) for item in this_run(request)
+             if hasattr(item, "callspec") and all(n in item.callspec.params for n in names)]
+    return list({repr(p): p for p in found}.values())
+
+
 def scheduler(config, log):  # type: ignore[no-untyped-def]
     """pytest-xdist's module scheduling with SPREAD's modules cut into runs: a unit is a module or a
     run of one, handed out in the order the workers collected them (already unit by unit)."""

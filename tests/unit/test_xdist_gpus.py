@@ -159,3 +159,22 @@ def test_workers_sharing_a_device_split_its_memory() -> None:
     assert xdist_gpus.sharers("gw0", 2, devices) == 1 and xdist_gpus.sharers("master", 2, devices) == 1
     assert xdist_gpus.device_budget(100, 1) == 0  # alone: the child's own default
     assert xdist_gpus.device_budget(100, 4) == 16 and xdist_gpus.device_budget(0, 4) == 0
+
+
+def test_a_module_fixture_builds_for_its_own_run_only(monkeypatch):
+    monkeypatch.setattr(xdist_gpus, "SPREAD", {"t/heavy.py": 2})
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "8")
+    heavy, other = object(), object()
+
+    def item(nodeid, module, **params):
+        return SimpleNamespace(nodeid=nodeid, module=module, callspec=SimpleNamespace(params=params))
+
+    items = [item(f"t/heavy.py::t[{i}]", heavy, name=f"task{i // 2}", values={"X": i}) for i in range(4)]
+    items.append(item("t/other.py::u", other, name="x", values={}))
+    request = SimpleNamespace(session=SimpleNamespace(items=items), module=heavy, _pyfuncitem=items[2],
+                              config=SimpleNamespace(workerinput={"fsr_spread": True}))
+    assert xdist_gpus.this_run(request) == items[2:4]  # the second run of two
+    assert xdist_gpus.run_params(request, "name") == [("task1",)]  # each once
+    assert xdist_gpus.run_params(request, "name", "values") == [("task1", {"X": 2}), ("task1", {"X": 3})]
+    request.config = SimpleNamespace()  # no spread distribution (no xdist): the whole module
+    assert xdist_gpus.this_run(request) == items[:4]
