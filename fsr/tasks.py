@@ -4,7 +4,9 @@ A task directory holds:
   task.toml     signature, sizes, tolerances, roofline expressions (declarative)
   reference.py  make_inputs(sizes, rng), reference(inputs, sizes) in float64, optional library(...)
   baseline.cu   optional: the plain human-written kernel, in the candidate format
-  template.cu   optional feature template for the offline proposer
+  template.cu   optional feature template for the offline proposer; or, in task.toml,
+                `template = { task = "NAME", defines = {...} }`: another task's, with defines of
+                this one's own (fsr.task_templates)
 
 A task without baseline.cu (one that `fsr import` wrote) has `baseline_source == ""`.
 
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from fsr import candidate as cfmt
-from fsr import dtypes, expr
+from fsr import dtypes, expr, task_templates
 from fsr.files import InputFileError, read_input
 from fsr.types import Arg, Size, Stress, Task
 
@@ -118,6 +120,8 @@ def load(name_or_path: str | Path, root: str | Path | None = None) -> Task:
     except (TypeError, ValueError, AttributeError, ArithmeticError) as e:  # ArithmeticError: inf in a shape
         raise TaskError(f"{path}/task.toml: {e}") from None
     task = replace(task, has_library=hasattr(functions(task), "library"))
+    if task.library and not task.has_library:
+        raise TaskError(f"{path}/task.toml: library = {task.library!r} names a comparator, but reference.py has no library()")
     _check_sources(task, path)
     check_functions(task)
     return task
@@ -147,12 +151,14 @@ def _task(data: dict[str, Any], path: Path) -> Task:
                 raise ValueError(f"{key} is negative at {dict(size)}")
     tolerance = dtypes.tolerance_of(data, [a.dtype for a in args if a.intent == "out"], _number)
     baseline = _read(path / "baseline.cu") if (path / "baseline.cu").is_file() else ""
-    template_path = path / "template.cu"
+    template = task_templates.resolve(path, data, (path.parent, DEFAULT_TASKS_DIR))
     reference = _read(path / "reference.py")
     stress = tuple(_stress(t, size_names, args, test_sizes, tolerance) for t in _tables(data.get("stress", []), "stress"))
     if len({st.name for st in stress}) != len(stress):
         raise ValueError("stress sets need distinct names")
     hashed = b"".join(p.read_bytes() for p in sorted(path.glob("*")) if p.is_file() and p.suffix in (".toml", ".py", ".cu"))
+    if template is not None and template.chain:  # another task's template: its text and the defines count too
+        hashed += b"\0template\0" + template.source.encode()
     return Task(
         name=_text(data["name"], "name"),
         description=_text(data["description"], "description").strip(),
@@ -167,12 +173,14 @@ def _task(data: dict[str, Any], path: Path) -> Task:
         bytes_expr=str(data["bytes"]),
         flops_expr=str(data["flops"]),
         baseline_source=baseline,
-        template_source=_read(template_path) if template_path.is_file() else None,
+        template_source=template.source if template else None,
+        template_where=template.where if template else "",
         reference_source=reference,
         has_library=False,
         content_hash=hashlib.sha256(hashed).hexdigest()[:16],
         floor=tolerance.floor,
         stress=stress,
+        library=" ".join(_text(data.get("library", ""), "library").split()),
     )
 
 
@@ -262,12 +270,12 @@ def _read(path: Path) -> str:
 
 def _check_sources(task: Task, path: Path) -> None:
     """The baseline (and template) must be candidates of this task."""
-    for name, source in (("baseline.cu", task.baseline_source), ("template.cu", task.template_source)):
+    for where, source in ((f"{path}/baseline.cu", task.baseline_source), (task.template_where, task.template_source)):
         if source:
             try:
                 cfmt.parse(source, task)
             except cfmt.HeaderError as e:
-                raise TaskError(f"{path}/{name}: {e}") from None
+                raise TaskError(f"{where}: {e}") from None
 
 
 def shape_of(task: Task, arg: Arg, sizes: dict[str, int]) -> tuple[int, ...]:

@@ -118,9 +118,11 @@ class Task:
     template_source: str | None
     reference_source: str  # reference.py's text (trusted: written by people, never by a proposer)
     has_library: bool
-    content_hash: str  # of the folder's files as read (lineage compatibility: unchanged by the above)
+    content_hash: str  # of the folder's files as read, and of a template named from another task (its text, its defines)
     floor: float = 0.0  # magnitude floor, a fraction of an output's mean |ref| (fsr.dtypes.bounds)
     stress: tuple[Stress, ...] = ()  # checked when a result is certified
+    template_where: str = ""  # the file template_source is read from, and a variant's defines (messages)
+    library: str = ""  # what the library comparator is, as tables name it (task.toml `library`; "" unnamed)
 
     @property
     def inputs(self) -> tuple[Arg, ...]:

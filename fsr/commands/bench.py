@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def bench_command(args: argparse.Namespace) -> int:
     """Run the campaign, then tabulate, write and print it; the exit code of `fsr run` otherwise."""
     from fsr.commands.run import run_campaign_args
-    from fsr.report.comparators import recorded_figures, with_recorded
+    from fsr.report.comparators import library_names, recorded_figures, with_recorded
 
     _check_budget(args)
     names = list(args.tasks) or tasks_mod.list_tasks(args.tasks_dir)
@@ -63,7 +63,7 @@ def bench_command(args: argparse.Namespace) -> int:
     recorded = run_json.read_run_json(run_dir)
     frame = certification.counted(lineage.read_pandas(run_dir), certification.certifying(recorded))
     frame = with_recorded(frame, recorded)  # the comparators timed after the last evaluation
-    rows = bench_rows(frame, recorded.get("tasks") or [], recorded_figures(recorded))
+    rows = bench_rows(frame, recorded.get("tasks") or [], recorded_figures(recorded), library_names(recorded))
     means = geomeans(rows)
     markdown = to_markdown(rows, means, run_dir, _provenance(recorded))
     (run_dir / "bench.md").write_text(markdown)
@@ -90,10 +90,13 @@ def _check_budget(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-wall must be a positive number of seconds (got {args.max_wall})")
 
 
-def bench_rows(frame: Any, order: list[str], recorded: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
+def bench_rows(frame: Any, order: list[str], recorded: dict[str, dict[str, float]] | None = None,
+               libraries: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One dict per task (task_summary's columns, NaN as None), in `order` and then any other
     task of the lineage; a task of `order` the campaign never evaluated gets a row of Nones but
-    for the comparator figures run.json keeps of it (`recorded`: timed after the last evaluation)."""
+    for the comparator figures run.json keeps of it (`recorded`: timed after the last evaluation).
+    `library`: what the task's library comparator is, where its task.toml names it (`libraries`),
+    else None."""
     from fsr.report.tables import SUMMARY_COLUMNS, task_summary
 
     summary = task_summary(frame) if len(frame) else None
@@ -101,8 +104,9 @@ def bench_rows(frame: Any, order: list[str], recorded: dict[str, dict[str, float
     names = list(dict.fromkeys(list(order) + sorted(found)))
     empty = dict.fromkeys(SUMMARY_COLUMNS) | {"evaluations": 0, "verdicts": ""}
     recorded = recorded or {}
+    libraries = libraries or {}
     return [{k: _plain(v) for k, v in (found.get(n) or empty | recorded.get(n, {}) | {"task": n}).items()}
-            for n in names]
+            | {"library": libraries.get(n)} for n in names]
 
 
 def _plain(value: Any) -> Any:
@@ -153,6 +157,13 @@ def _x(value: float | None) -> str:
     return speedup_text(value, missing="n/a")
 
 
+def _library(row: dict[str, Any]) -> str:
+    """The speedup over the library, with the library's name where the task names it:
+    "0.40x (cuDNN SDPA)"."""
+    text = _x(row["speedup_library"])
+    return f"{text} ({row['library']})" if row.get("library") and row["speedup_library"] is not None else text
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
@@ -184,7 +195,7 @@ def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], ru
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['task']} | {r['evaluations']} | {_us(r['best_us'])} | {_pct(r['ceiling_fraction'])} | "
-                     f"{_x(r['speedup_baseline'])} | {_x(r['speedup_library'])} | {_x(r['speedup_torch'])} | "
+                     f"{_x(r['speedup_baseline'])} | {_library(r)} | {_x(r['speedup_torch'])} | "
                      f"{_x(r['speedup_torch_compile'])} | {_x(r['speedup_pytorch'])} | {r['verdicts'] or '-'} |")
     cells = [f"{_x(m['value'])} ({m['tasks']} tasks)" for m in means.values()]
     lines.append(f"| geometric mean | {sum(r['evaluations'] for r in rows)} | | | {' | '.join(cells)} | |")

@@ -185,7 +185,7 @@ def print_table(result: Evaluation, task: Task, walls: list[float], device) -> N
                         f"(baseline {result.baseline_us:.1f} us)")
     if result.library_us and result.timing:
         summary.add_row("vs library", f"{result.library_us / result.timing.median_us:.2f}x  "
-                        f"(library {result.library_us:.1f} us)")
+                        f"({task.library or 'library'} {result.library_us:.1f} us)")
     if result.torch_us and result.timing:
         summary.add_row("vs torch", f"{result.torch_us / result.timing.median_us:.2f}x  "
                         f"(PyTorch eager {result.torch_us:.1f} us)")

@@ -36,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser("explore", help="evaluate many switch combinations of a task's template on the local "
                                         "GPU; rank them against the ceiling, the library and PyTorch")
     ex.add_argument("task")
-    ex.add_argument("file", nargs="?", help="a template in the candidate format (default: the task's template.cu)")
+    ex.add_argument("file", nargs="?", help="a template in the candidate format (default: the task's template: "
+                                            "its template.cu, or the one its task.toml names)")
     ex.add_argument("--combos", type=at_least(0), default=24,
                     help="generated switch combinations (default 24; 0: only --configs)")
     ex.add_argument("--configs", action="append", default=[], metavar="FILE.json",
@@ -167,7 +168,8 @@ def to_markdown(task: str, device: DeviceInfo, comparators: dict[str, float | No
 
 
 def template_of(task: Task, file: str | None) -> Candidate:
-    """The template to explore: FILE, else the task's template.cu, else its baseline."""
+    """The template to explore: FILE, else the task's template (its own or the one it names), else
+    its baseline."""
     if file is not None:
         from fsr.commands.eval import load_candidate
 

@@ -219,6 +219,7 @@ def _write_run_json(args: argparse.Namespace, config: cfg_mod.Config, task_list:
     """Written once the run can start (config, tasks, proposer and GPU workers all ready)."""
     run_json.write_run_json(run_dir, cfg_mod.to_dict(config),
                            {"command": shlex.join(["fsr", *sys.argv[1:]]), "tasks": [t.name for t in task_list],
+                            "libraries": {t.name: t.library for t in task_list if t.library},
                             "strategy": args.strategy})
 
 

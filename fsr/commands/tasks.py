@@ -118,7 +118,9 @@ def describe(name: str, task: Task, width: int) -> str:
     if task.constants:
         lines.append(indent + "constants " + ", ".join(f"{k} = {v:g}" for k, v in task.constants))
     lines.append(f"{indent}tolerance ({task.dtype} outputs): {tasks.tolerance(task).label()}")
-    lines.append(f"{indent}library comparator: {'yes' if task.has_library else 'none'}")
+    lines.append(f"{indent}library comparator: {task.library or 'yes' if task.has_library else 'none'}")
+    if task.template_source:
+        lines.append(f"{indent}feature template: {task.template_where}")
     return "\n".join(lines)
 
 

@@ -46,6 +46,32 @@ def expected(row: Mapping[str, Any]) -> list[str]:
 RECORDED = ("library_us", "torch_us", "torch_compile_us", "torch_compile_s")  # run.json's comparator figures
 
 
+def library_names(info: Mapping[str, Any]) -> dict[str, str]:
+    """Per task, what its library comparator is ("cuDNN SDPA"), as run.json's `libraries` keeps
+    the task.toml `library` of each task that names one (a run from before names none)."""
+    named = info.get("libraries")
+    if not isinstance(named, Mapping):
+        return {}
+    return {str(task): name for task, name in named.items() if isinstance(name, str) and name}
+
+
+def library_label(name: str | None) -> str:
+    """The library comparator as a table names it: "library (cuDNN SDPA)", or "library"."""
+    return f"library ({name})" if name else "library"
+
+
+def with_library_names(summary: pd.DataFrame, info: Mapping[str, Any]) -> pd.DataFrame:
+    """The summary with each task's `library_name` ("" where the task names none), and a `lead`
+    that is its library named so ("library (cuDNN SDPA)")."""
+    names = library_names(info)
+    out = summary.copy()
+    out["library_name"] = [names.get(str(t), "") for t in out["task"]] if len(out) else pd.Series(dtype=object)
+    if len(out) and "lead" in out:
+        out["lead"] = [library_label(n) if lead == "library" else lead
+                       for lead, n in zip(out["lead"], out["library_name"], strict=True)]
+    return out
+
+
 def with_recorded(frame: pd.DataFrame, info: Mapping[str, Any]) -> pd.DataFrame:
     """`frame` (lineage rows) with the comparator figures run.json keeps (those timed after a
     campaign's last evaluation) filled in where a row of that task, measured on that GPU model,

@@ -173,7 +173,8 @@ def run_tables(run: Run) -> RunTables:
     rows that count (fsr.certification.counted: where the campaign certified, certified only)."""
     frame = run.evaluations
     counted = certification.counted(frame, certification.certifying(run.info))
-    summary = with_ceilings(tables.task_summary(counted), ceilings.ceilings(frame, run.info))
+    summary = comparators.with_library_names(with_ceilings(tables.task_summary(counted), ceilings.ceilings(frame, run.info)),
+                                             run.info)
     return RunTables(
         run=run, summary=summary, missing=comparators.not_timed(summary, run.info), curves=tables.best_so_far(frame), verdicts=tables.verdict_mix(frame),
         effects=kernels.feature_effects(frame), tuning=kernels.tuning_spread(run.trials, frame),

@@ -99,7 +99,8 @@ def summary_display(summary: pd.DataFrame, missing: pd.DataFrame | None = None) 
     """The summary as its table shows it, geometric-mean row last (`with_geomean`), with the
     columns made for reading: `spread` (p10-p90 us), `rate` (as the task's ceiling counts it),
     `lead_text` (the speedup over the fastest comparator, named), `roofline` (the fraction and
-    the ceiling it is of); "not timed" in the cells of comparators that matter and have no time."""
+    the ceiling it is of), the library's speedup with the library's name where the task names it;
+    "not timed" in the cells of comparators that matter and have no time."""
     out, _ = with_geomean(summary)
     places = decimals(out["best_us"]) if "best_us" in out else 1
     col = out.get
@@ -110,6 +111,10 @@ def summary_display(summary: pd.DataFrame, missing: pd.DataFrame | None = None) 
     out["lead_text"] = ["" if _missing(x) else f"{x:.2f}x ({name})" if isinstance(name, str) else f"{x:.2f}x"
                         for x, name in zip(col("speedup_lead", [None] * len(out)), col("lead", [None] * len(out)),
                                            strict=True)]
+    if "library_name" in out:  # the library named where its task names it: "0.40x (cuDNN SDPA)"
+        out["speedup_library"] = pd.Series([f"{x:.2f}x ({n})" if isinstance(n, str) and n and not _missing(x) else x
+                                            for x, n in zip(out["speedup_library"], out["library_name"], strict=True)],
+                                           index=out.index, dtype=object)
     out["roofline"] = ["" if _missing(f) else f"{f:.1%} of {c}" if isinstance(c, str) else f"{f:.1%}"
                        for f, c in zip(col("ceiling_fraction", [None] * len(out)), col("ceiling", [None] * len(out)),
                                        strict=True)]

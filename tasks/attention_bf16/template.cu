@@ -6,7 +6,7 @@ STAGES = [2, 1]      # K/V tiles in shared memory: 2 copies tile t + 1 (cp.async
 
 [features]
 SWIZZLE = [0, 1]        # XOR-swizzled 16-byte chunks in the shared tiles instead of rows padded by 16 bytes (less shared memory, conflict-free either way)
-FULL_TILES = [0, 1]     # key tiles wholly inside seq are copied without bounds checks and scored without the mask
+FULL_TILES = [0, 1]     # key tiles wholly inside seq are copied without bounds checks and scored without the mask (CAUSAL: those wholly at or before a warp's rows)
 FRAG_PREFETCH = [0, 1]  # ldmatrix of K's and V's next k16 step issued before the MMAs of this one (two fragment sets)
 FAST_MATH = [0, 1]      # ex2.approx for the exponentials and one __fdividef reciprocal per row (else exp2f and a division per element)
 VEC4 = [0, 1]           # o staged in shared memory (the warp's own Q rows), then written in 16-byte vectors where o is 16-byte aligned
@@ -20,16 +20,23 @@ smem = "2 * (136 - 8 * SWIZZLE) * (BLOCK_M + 2 * STAGES * BLOCK_N)"
 args = ["q", "k", "v", "o", "bh", "seq"]
 */
 // Feature template: o = softmax(q k^T / sqrt(128)) v per head in bfloat16 on the tensor cores,
-// FlashAttention-2 style. A block takes BLOCK_M query rows of head blockIdx.y, 16 per warp; Q is
-// copied to shared memory once and kept in registers as MMA A-fragments. K and V go by in tiles of
-// BLOCK_N keys copied with cp.async (STAGES in flight). Per tile a warp computes S = Q K^T with
-// mma.sync m16n8k16 (bf16 in, f32 accumulators; K fragments by ldmatrix), the online softmax in
-// registers (exp2 with log2(e) / sqrt(128) folded into the scale; a row's max and sum over the four
-// lanes that hold it by shuffles), then rounds P to bfloat16 straight from the accumulator layout
-// into A-fragments and adds P V (V fragments by ldmatrix.trans) to float32 accumulators. Keys past
-// seq are zero-filled and masked to -inf; query rows past seq are computed from zeros and not
-// stored. Every combination is correct for any bh and seq: where q, k or v is not 16-byte aligned
-// the tiles are gathered element by element instead of copied with cp.async.
+// FlashAttention-2 style; with CAUSAL 1 (a task's define: attention_bf16_causal) key j > query i is
+// masked. A block takes BLOCK_M query rows of head blockIdx.y, 16 per warp; Q is copied to shared
+// memory once and kept in registers as MMA A-fragments. K and V go by in tiles of BLOCK_N keys
+// copied with cp.async (STAGES in flight). Per tile a warp computes S = Q K^T with mma.sync
+// m16n8k16 (bf16 in, f32 accumulators; K fragments by ldmatrix), the online softmax in registers
+// (exp2 with log2(e) / sqrt(128) folded into the scale; a row's max and sum over the four lanes
+// that hold it by shuffles), then rounds P to bfloat16 straight from the accumulator layout into
+// A-fragments and adds P V (V fragments by ldmatrix.trans) to float32 accumulators. Keys past seq
+// are zero-filled and masked to -inf, and with CAUSAL so are keys past a row's own: key tiles
+// wholly past a block's last row are neither copied nor computed, a warp skips the MMAs of those
+// wholly past its own rows, and blocks start from the last rows (the most tiles) so that the short
+// ones fill the end. Query rows past seq are computed from zeros and not stored. Every combination
+// is correct for any bh and seq: where q, k or v is not 16-byte aligned the tiles are gathered
+// element by element instead of copied with cp.async.
+#ifndef CAUSAL
+#define CAUSAL 0  // a variant's define (task.toml `template`), not a switch: it changes the op
+#endif
 #include <cuda_bf16.h>
 
 #define D 128                    // head dimension
@@ -187,10 +194,16 @@ __device__ __forceinline__ void scores(const unsigned (&qf)[KSTEPS][4], const __
 }
 
 // The online softmax of one tile: scores scaled to log2 units, keys at or past `valid` (the tile's
-// keys inside seq) masked unless FULL, each row's new max over the quad, O and l rescaled, and
+// keys inside seq) or, with CAUSAL, past `diag` (row g's own key, as an index into the tile; row
+// g + 8's is 8 more) masked unless FULL, each row's new max over the quad, O and l rescaled, and
 // s replaced by p = exp2(s - m).
+#if CAUSAL
+#define MASKED(key, r) ((key) < valid && (key) <= diag + 8 * ((r) / 2))
+#else
+#define MASKED(key, r) ((key) < valid)
+#endif
 template <bool FULL>
-__device__ __forceinline__ void softmax(Scores& s, Row& row, Out& o, int valid) {
+__device__ __forceinline__ void softmax(Scores& s, Row& row, Out& o, int valid, int diag) {
     const int t = threadIdx.x % 4;
     float mx[2] = {row.m[0], row.m[1]};
 #pragma unroll
@@ -198,7 +211,7 @@ __device__ __forceinline__ void softmax(Scores& s, Row& row, Out& o, int valid) 
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             const int key = 8 * n + 2 * t + r % 2;
-            s[n][r] = FULL || key < valid ? s[n][r] * SCALE_LOG2 : -INFINITY;
+            s[n][r] = FULL || MASKED(key, r) ? s[n][r] * SCALE_LOG2 : -INFINITY;
             mx[r / 2] = fmaxf(mx[r / 2], s[n][r]);
         }
 #pragma unroll
@@ -206,7 +219,8 @@ __device__ __forceinline__ void softmax(Scores& s, Row& row, Out& o, int valid) 
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
     }
-    // Every row has a key in the first tile: mx is finite, and the correction is 0 there (m -inf).
+    // Every row has a key in the first tile (key 0): mx is finite from then on, and the correction
+    // is 0 there (m -inf) and, with CAUSAL, 1 in a tile wholly masked for the row.
     const float corr[2] = {EXP2(row.m[0] - mx[0]), EXP2(row.m[1] - mx[1])};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -290,17 +304,21 @@ __device__ __forceinline__ void load_tile(const Head& h, int kt, __nv_bfloat16* 
     load_kv<false>(h, kt, ks, vs);
 }
 
-// Tile kt (in ks, vs) into the softmax state and O.
+// Tile kt (in ks, vs) into the softmax state and O of the warp whose rows start at query w.
 __device__ __forceinline__ void attend_tile(const unsigned (&qf)[KSTEPS][4], const __nv_bfloat16* ks,
-                                           const __nv_bfloat16* vs, int kt, int seq, Row& row, Out& o) {
+                                           const __nv_bfloat16* vs, int kt, int seq, int w, Row& row, Out& o) {
+    const int j0 = kt * BLOCK_N;
+#if CAUSAL
+    if (j0 > w + 15) return;  // every key past every row of the warp: p = 0 throughout (warp-uniform)
+#endif
     Scores s;
     scores(qf, ks, s);
-    const int valid = seq - kt * BLOCK_N;
-#if FULL_TILES
-    if (valid >= BLOCK_N) softmax<true>(s, row, o, valid);
+    const int valid = seq - j0, diag = w + threadIdx.x % 32 / 4 - j0;
+#if FULL_TILES  // unmasked: every key inside seq and, with CAUSAL, at or before every row's own
+    if (valid >= BLOCK_N && (!CAUSAL || j0 + BLOCK_N - 1 <= w)) softmax<true>(s, row, o, valid, diag);
     else
 #endif
-        softmax<false>(s, row, o, valid);
+        softmax<false>(s, row, o, valid, diag);
     accumulate(s, vs, o);
 }
 
@@ -378,7 +396,12 @@ extern "C" __global__ void BOUNDS attention_bf16_template(const __nv_bfloat16* q
     __nv_bfloat16* kbuf = qs + Q_TILE;               // STAGES K tiles
     __nv_bfloat16* vbuf = kbuf + STAGES * KV_TILE;   // STAGES V tiles
     const size_t head = (size_t)blockIdx.y * seq * D;
+#if CAUSAL
+    const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;  // the last rows, with the most keys, first
+    const int ntiles = (min(m0 + BLOCK_M, seq) + BLOCK_N - 1) / BLOCK_N;  // keys up to the block's last row
+#else
     const int m0 = blockIdx.x * BLOCK_M, ntiles = (seq + BLOCK_N - 1) / BLOCK_N;
+#endif
     const bool vec = (((size_t)q | (size_t)k | (size_t)v) & 15) == 0;
     const Head h{k + head, v + head, seq, vec};
 
@@ -416,7 +439,7 @@ extern "C" __global__ void BOUNDS attention_bf16_template(const __nv_bfloat16* q
         copy_commit();
         copy_wait<0>();
         __syncthreads();
-        attend_tile(qf, kbuf, vbuf, t, seq, row, acc);
+        attend_tile(qf, kbuf, vbuf, t, seq, m0 + threadIdx.x / 32 * 16, row, acc);
         __syncthreads();
 #else
         copy_wait<STAGES - 2>();
@@ -424,7 +447,7 @@ extern "C" __global__ void BOUNDS attention_bf16_template(const __nv_bfloat16* q
         const int next = t + STAGES - 1, sn = next % STAGES, sc = t % STAGES;
         if (next < ntiles) load_tile(h, next, kbuf + sn * KV_TILE, vbuf + sn * KV_TILE);
         copy_commit();
-        attend_tile(qf, kbuf + sc * KV_TILE, vbuf + sc * KV_TILE, t, seq, row, acc);
+        attend_tile(qf, kbuf + sc * KV_TILE, vbuf + sc * KV_TILE, t, seq, m0 + threadIdx.x / 32 * 16, row, acc);
 #endif
     }
 

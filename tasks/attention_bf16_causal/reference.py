@@ -1,10 +1,13 @@
 """bfloat16 causal attention forward (key j > query i excluded): q and k of a per-head
 scale (scores from flat to peaked), v around a per-head offset, all rounded to bfloat16; a float64
 reference from those bfloat16 values, a block of heads or of query rows at a time (the benchmark's
-scores in float64 at once would take 16 GiB); PyTorch's scaled_dot_product_attention with
-is_causal (cuDNN or flash) on bfloat16 tensors as the comparator (CuPy has no bfloat16: the
+scores in float64 at once would take 16 GiB). The library comparator is PyTorch's
+scaled_dot_product_attention with is_causal pinned to cuDNN's fused attention, PyTorch eager the
+same call with the backend PyTorch picks; both on bfloat16 tensors (CuPy has no bfloat16: the
 buffers reach `library` and `torch_eager` as CuPy uint16 arrays of bfloat16 bits, which PyTorch
 views without a copy)."""
+
+import logging
 
 import ml_dtypes
 import numpy as np
@@ -69,18 +72,44 @@ def _bits(t):
     return cp.asarray(t.contiguous().view(torch.int16)).view(cp.uint16)
 
 
-def _sdpa(inputs):
-    """PyTorch's causal attention on (1, bh, seq, 128) views: its fused backends (cuDNN, flash) take
+def _views(inputs):
+    """q, k and v as (1, bh, seq, 128) bfloat16 tensors: SDPA's fused backends (cuDNN, flash) take
     4-dimensional inputs only, a 3-dimensional call would run the unfused math path."""
-    import torch
+    return tuple(_bf16(inputs[n]).unsqueeze(0) for n in ("q", "k", "v"))
 
-    q, k, v = (_bf16(inputs[n]).unsqueeze(0) for n in ("q", "k", "v"))
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).squeeze(0)
+
+_NO_CUDNN = {}  # q's shape -> why cuDNN attention refused it in this process
+
+
+def cudnn_attention(q, k, v):
+    """PyTorch's causal attention pinned to cuDNN's fused kernel (sdpa_kernel(CUDNN_ATTENTION)), the
+    library the table names (task.toml `library`); where cuDNN attention refuses the call (an old
+    PyTorch or cuDNN, a GPU before sm_80, a shape it does not take) PyTorch's own choice of backend
+    instead, the reason logged once a shape, which is then not tried again."""
+    import torch
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    shape = tuple(q.shape)
+    if shape not in _NO_CUDNN:
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return sdpa(q, k, v, is_causal=True)
+        except (ImportError, AttributeError, RuntimeError) as e:  # RuntimeError: "No available kernel"
+            _NO_CUDNN[shape] = " ".join(str(e).split())[:300] or type(e).__name__
+            logging.getLogger(__name__).warning(
+                "attention_bf16_causal: cuDNN attention unavailable at q %s (%s): the library comparator is "
+                "PyTorch %s's default SDPA backend there", shape, _NO_CUDNN[shape], torch.__version__)
+    return sdpa(q, k, v, is_causal=True)
 
 
 def library(inputs, sizes):
-    return {"o": _bits(_sdpa(inputs))}
+    return {"o": _bits(cudnn_attention(*_views(inputs)).squeeze(0))}
 
 
 def torch_eager(inputs, sizes):
-    return _sdpa(inputs)
+    """PyTorch eager as a user calls it: SDPA with the backend PyTorch picks."""
+    import torch
+
+    return torch.nn.functional.scaled_dot_product_attention(*_views(inputs), is_causal=True).squeeze(0)

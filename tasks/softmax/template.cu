@@ -6,7 +6,7 @@ UNROLL_BY = [4, 2, 8, 16]          # unroll factor of the strided row loops when
 [features]
 WARP_ROW = [0, 1]      # one warp per row, BLOCK / 32 rows per block (else one block per row)
 WARP_SHUFFLE = [0, 1]  # reductions with __shfl_xor_sync (else a shared-memory tree)
-VEC4 = [0, 1]          # float4 loads and stores over the 16-byte-aligned middle of each row
+VEC4 = [0, 1]          # 4-element loads and stores (16 bytes, 8 with BF16) over the aligned middle of each row
 ONLINE = [0, 1]        # max and sum in one pass, rescaling the running sum (else two passes)
 SMEM_TILE = [0, 1]     # keep the row in shared memory between passes (32 KiB a block at most)
 FAST_MATH = [0, 1]     # __expf and one reciprocal per row (else expf and a division per element)
@@ -21,9 +21,13 @@ block = ["BLOCK"]
 smem = "SMEM_TILE * 4 * (1 + WARP_ROW * (BLOCK // 32 - 1)) * min(8192 // (1 + WARP_ROW * (BLOCK // 32 - 1)), cdiv(cols, 4) * 4 + 4)"
 args = ["x", "y", "rows", "cols"]
 */
-// Feature template: row-wise softmax, y = exp(x - max) / sum(exp(x - max)). Every combination
-// of the switches above is a correct kernel. A row's threads are consecutive: with WARP_ROW a
-// row is one warp and no barrier spans more than a warp; without it the block is one row.
+// Feature template: row-wise softmax, y = exp(x - max) / sum(exp(x - max)), of float rows into
+// float, or with BF16 1 (a task's define: softmax_bf16) of bfloat16 rows into bfloat16. Every
+// combination of the switches above is a correct kernel. A row's threads are consecutive: with
+// WARP_ROW a row is one warp and no barrier spans more than a warp; without it the block is one row.
+#ifndef BF16
+#define BF16 0  // a variant's define (task.toml `template`), not a switch: it changes the buffers' type
+#endif
 
 #if WARP_ROW
 #define TPR 32  // threads per row
@@ -49,6 +53,40 @@ args = ["x", "y", "rows", "cols"]
 #define EXP(v) __expf(v)
 #else
 #define EXP(v) expf(v)
+#endif
+
+// Storage: x and y are elems in global memory, float or (BF16) bfloat16; every value is widened to
+// float on load (exact), all arithmetic is float32, and each output is rounded to its type once,
+// when it is stored. A "float4" is 4 consecutive elements, VEC_BYTES in global memory.
+#if BF16
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 elem;
+#define ELEM_BYTES 2
+#define VEC_BYTES 8
+__device__ __forceinline__ float ld1(const elem* p) { return __bfloat162float(LOAD(p)); }
+__device__ __forceinline__ void st1(elem* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float bf_lo(unsigned u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf_hi(unsigned u) { return __uint_as_float(u & 0xffff0000u); }
+#if VEC4
+__device__ __forceinline__ float4 ld4(const elem* p) {  // p: 8-byte aligned
+    const uint2 u = LOAD(reinterpret_cast<const uint2*>(p));
+    return make_float4(bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y));
+}
+__device__ __forceinline__ void st4(elem* p, float4 v) {  // p: 8-byte aligned
+    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    *reinterpret_cast<uint2*>(p) = make_uint2(reinterpret_cast<const unsigned&>(a), reinterpret_cast<const unsigned&>(b));
+}
+#endif
+#else
+typedef float elem;
+#define ELEM_BYTES 4
+#define VEC_BYTES 16
+__device__ __forceinline__ float ld1(const elem* p) { return LOAD(p); }
+__device__ __forceinline__ void st1(elem* p, float v) { *p = v; }
+#if VEC4
+__device__ __forceinline__ float4 ld4(const elem* p) { return LOAD(reinterpret_cast<const float4*>(p)); }  // 16-byte aligned
+__device__ __forceinline__ void st4(elem* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+#endif
 #endif
 
 #define PRAGMA_TEXT(x) _Pragma(#x)
@@ -127,10 +165,11 @@ __device__ __forceinline__ T row_reduce(T v, Op op, T identity, T* red) {
 // ---- one thread's share of a row ------------------------------------------------------------
 
 // x of the row, and with SMEM_TILE its copy in shared memory, filled on the first pass: element
-// c sits at cache[c + pad] when c + pad < cap (pad puts the float4 body on 16-byte boundaries).
+// c sits at cache[c + pad] when c + pad < cap (pad puts the float4 body on 16-byte boundaries
+// of the float cache).
 // Every thread reads back only elements it stored itself, so the cache needs no barrier.
 struct Row {
-    const float* x;
+    const elem* x;
     float* cache;
     int pad, cap;
 
@@ -138,11 +177,11 @@ struct Row {
 #if SMEM_TILE
         const bool cached = c + pad < cap;
         if (cached && !fill) return cache[c + pad];
-        const float v = LOAD(x + c);
+        const float v = ld1(x + c);
         if (cached) cache[c + pad] = v;
         return v;
 #else
-        return LOAD(x + c);
+        return ld1(x + c);
 #endif
     }
 
@@ -152,18 +191,18 @@ struct Row {
         float4* slot = reinterpret_cast<float4*>(cache + c + pad);  // c + pad and cap: multiples of 4
         const bool cached = c + pad < cap;
         if (cached && !fill) return *slot;
-        const float4 v = LOAD(reinterpret_cast<const float4*>(x + c));
+        const float4 v = ld4(x + c);
         if (cached) *slot = v;
         return v;
 #else
-        return LOAD(reinterpret_cast<const float4*>(x + c));
+        return ld4(x + c);
 #endif
     }
 #endif
 };
 
 // Calls f(c, v) on each of this thread's elements: v is a float at column c in the head (the
-// whole row without VEC4) and tail, a float4 at columns c..c+3 in the 16-byte-aligned body.
+// whole row without VEC4) and tail, a float4 at columns c..c+3 in the VEC_BYTES-aligned body.
 template <class F>
 __device__ __forceinline__ void visit(const Row& row, int head, int nvec, int cols, bool fill, F& f) {
     const int t = threadIdx.x % TPR;
@@ -198,7 +237,7 @@ __device__ __forceinline__ float normalise(float v, float m, float s) {
     return EXP(v - m) / s;
 #endif
 }
-__device__ __forceinline__ void put(float* y, int c, float v, float m, float s) { y[c] = normalise(v, m, s); }
+__device__ __forceinline__ void put(elem* y, int c, float v, float m, float s) { st1(y + c, normalise(v, m, s)); }
 
 #if VEC4
 __device__ __forceinline__ float vmax(float4 v) { return fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)); }
@@ -210,13 +249,13 @@ __device__ __forceinline__ void online(MaxSum& a, float4 v) {
     a.s = a.s * EXP(a.m - m) + sum_exp(v, m);  // a.m = -inf at first: EXP gives 0, s was 0
     a.m = m;
 }
-__device__ __forceinline__ void put(float* y, int c, float4 v, float m, float s) {
+__device__ __forceinline__ void put(elem* y, int c, float4 v, float m, float s) {
     float4 o;
     o.x = normalise(v.x, m, s);
     o.y = normalise(v.y, m, s);
     o.z = normalise(v.z, m, s);
     o.w = normalise(v.w, m, s);
-    *reinterpret_cast<float4*>(y + c) = o;
+    st4(y + c, o);
 }
 #endif
 
@@ -234,23 +273,23 @@ struct OnlinePass {
     template <class V> __device__ __forceinline__ void operator()(int, V v) { online(acc, v); }
 };
 struct WritePass {
-    float* y;
+    elem* y;
     float m, s;
     template <class V> __device__ __forceinline__ void operator()(int c, V v) { put(y, c, v, m, s); }
 };
 
-extern "C" __global__ void KERNEL_BOUNDS softmax_template(const float* RESTRICT x, float* RESTRICT y, int rows, int cols) {
+extern "C" __global__ void KERNEL_BOUNDS softmax_template(const elem* RESTRICT x, elem* RESTRICT y, int rows, int cols) {
     const int r = blockIdx.x * RPB + threadIdx.x / TPR;
     if (r >= rows) return;  // whole rows only: a whole warp with WARP_ROW, never without
-    const float* xr = x + (size_t)r * cols;
-    float* yr = y + (size_t)r * cols;
+    const elem* xr = x + (size_t)r * cols;
+    elem* yr = y + (size_t)r * cols;
 
-    // head: columns before x's first 16-byte boundary; then nvec float4s; then the tail.
+    // head: columns before x's first VEC_BYTES boundary; then nvec groups of 4; then the tail.
     int head = cols, nvec = 0;
 #if VEC4
     const size_t ax = (size_t)xr;
-    if (((ax ^ (size_t)yr) & 15) == 0 && (ax & 3) == 0) {  // y rows aligned like x rows
-        head = min(cols, (int)(((16 - (ax & 15)) & 15) / 4));
+    if (((ax ^ (size_t)yr) & (VEC_BYTES - 1)) == 0 && (ax & (ELEM_BYTES - 1)) == 0) {  // y rows aligned like x rows
+        head = min(cols, (int)(((VEC_BYTES - (ax & (VEC_BYTES - 1))) & (VEC_BYTES - 1)) / ELEM_BYTES));
         nvec = (cols - head) / 4;
     }
 #endif

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fsr import candidate, expr, tasks
+from fsr import candidate, expr, task_templates, tasks
 from fsr.export import runtime
 
 HELPERS = {"_cdiv": runtime._cdiv, "_pow": runtime._pow, "min": min, "max": max, "float": float}
@@ -28,10 +28,13 @@ def header_expressions() -> list[tuple[str, str, dict[str, int]]]:
     for folder in sorted(p for p in tasks.DEFAULT_TASKS_DIR.iterdir() if (p / "task.toml").is_file()):
         toml = tomllib.loads((folder / "task.toml").read_text())
         sizes = [*toml["test_sizes"], toml["bench_size"]]
-        for name in ("baseline.cu", "template.cu"):
-            if not (folder / name).is_file():
+        template = task_templates.resolve(folder, toml, (folder.parent,))  # a variant's: another task's
+        texts_of = {"baseline.cu": (folder / "baseline.cu").read_text() if (folder / "baseline.cu").is_file() else "",
+                    "template.cu": template.source if template else ""}
+        for name, source in texts_of.items():
+            if not source:
                 continue
-            header = tomllib.loads(candidate.HEADER_RE.search((folder / name).read_text()).group(1))
+            header = tomllib.loads(candidate.HEADER_RE.search(source).group(1))
             defines = {k: v[0] for table in ("tunables", "features") for k, v in header.get(table, {}).items()}
             texts = [str(e) for launch in header["launch"] for e in (*launch["grid"], *launch["block"],
                                                                       launch.get("smem", "0"))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -206,3 +207,28 @@ def test_bench_with_a_model_writes_the_first_kernel_of_a_task_without_baseline(t
     (row,) = doc["tasks"]
     assert row["task"] == "softmax" and row["evaluations"] >= 1 and row["OK"] >= 1
     assert run_json.read_run_json(run_dir)["config"]["llm"]["model"] == "scripted"
+
+
+def test_a_named_library_is_named_in_its_cell_and_an_unnamed_one_is_not():
+    rows = bench.bench_rows(hand_built(), ["softmax", "sgemm", "scan"], libraries={"softmax": "CuPy kernels", "scan": "CUB"})
+    assert [r["library"] for r in rows] == ["CuPy kernels", None, "CUB"]
+    lines = [line for line in bench.to_markdown(rows, bench.geomeans(rows), Path("runs/r1")).splitlines()
+             if line.startswith("| ")]
+    assert lines[1].startswith("| softmax | 3 | 10.0 us | 90.0% | 8.00x | 2.00x (CuPy kernels) | 4.00x |")
+    assert lines[2].startswith("| sgemm | 2 | 100.0 us | 50.0% | 2.00x | 0.50x | n/a |")
+    assert lines[3].startswith("| scan | 1 | n/a | n/a | n/a | n/a | n/a |")  # not timed: no name to a missing figure
+
+
+def test_bench_names_the_library_a_task_declares(suite, tmp_path, fake_gpu):
+    toml = suite / "softmax" / "task.toml"
+    toml.write_text(toml.read_text().replace('name = "softmax"\n', 'name = "softmax"\nlibrary = "CuPy softmax"\n', 1))
+    runs = tmp_path / "runs"
+    assert cli.main(["--tasks-dir", str(suite), "bench", "--runs-dir", str(runs), "--max-evaluations", "3",
+                     "--tune-trials", "0", "--plain"]) == 0
+    (run_dir,) = runs.iterdir()
+    assert run_json.read_run_json(run_dir)["libraries"] == {"softmax": "CuPy softmax"}
+    doc = json.loads((run_dir / "bench.json").read_text())
+    assert {t["task"]: t["library"] for t in doc["tasks"]} == {"layernorm": None, "softmax": "CuPy softmax"}
+    table = (run_dir / "bench.md").read_text()
+    assert re.search(r"^\| softmax \|.* \| [\d.]+x \(CuPy softmax\) \|", table, re.M)
+    assert not re.search(r"^\| layernorm \|.*\(", table, re.M)

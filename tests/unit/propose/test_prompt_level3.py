@@ -1,10 +1,10 @@
-"""`fsr prompt` of KernelBench's largest level-3 networks (tests/data/kernelbench/level3: ResNet-101,
+"""`fsr prompt` of KernelBench's largest level-3 networks (tests/data/kernelbench/level3:
 DenseNet-121 and -201, MobileNetV2, EfficientNet-B0, the prompts that were furthest over the
 budget), imported as a user imports them, is within the prompt budget with or without a GPU
 paragraph; where the full list of arguments does not fit, the footer says what was cut. Imports
-take minutes: the five are imported once, two at a time. `fsr import` skips ResNet-101 today (a
-half-precision forward passes the tolerance its float32 forward needs): its prompt is checked
-whenever the importer writes its task; the DenseNets, the longest prompts, must import."""
+take minutes: the four are imported once, two at a time; the DenseNets, the longest prompts, must
+import. ResNet-101 is left out: `fsr import` skips it (a half-precision forward passes the
+tolerance its float32 forward needs), after a minute of forwards on a CI machine."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from fsr.propose.prompt import build
 from fsr.types import DeviceInfo
 from tests.support.paths import DATA
 
-LARGEST = ("10_ResNet101.py", "15_DenseNet121.py", "16_DenseNet201.py", "20_MobileNetV2.py", "22_EfficientNetB0.py")
+LARGEST = ("15_DenseNet121.py", "16_DenseNet201.py", "20_MobileNetV2.py", "22_EfficientNetB0.py")
 NAMES = [task_name(Path("level3") / f) for f in LARGEST]
 BUDGET = LLMConfig().prompt_budget_tokens
 H200 = DeviceInfo("NVIDIA H200", "sm_90", 132, 49152, 232448, 233472, 60 * 2**20, 65536, copy_gbps=4140.0,

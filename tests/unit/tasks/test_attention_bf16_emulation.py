@@ -1,14 +1,15 @@
-"""The bf16 attention templates and baselines (tasks/attention_bf16, tasks/attention_bf16_causal)
-run on the CPU, their code as written, through tests/data/bf16_emulation/emulate.h: the helpers
-that are inline PTX (cp.async, ldmatrix, mma.sync, ex2.approx) are replaced by emulations with the
-PTX ISA's semantics, everything else (tiles, swizzles, loaders, the pipeline's waits and barriers,
-the online softmax and its quad shuffles, P's fragments, the stores) is compiled by g++ from the
-source. Each combination runs at the launch its header gives and is checked against the task's
-float64 reference and tolerance, with unwritten elements of o, writes outside o, shared memory
-past the launch's bytes and reads outside the inputs failing too; q, k, v and o are also given
-misaligned by one element (the gathered path, element stores). Copies land early or late and
-warps run in lockstep or one at a time, so a missing wait or barrier shows; mutated templates
-must fail.
+"""The bf16 attention template (tasks/attention_bf16's, which attention_bf16_causal names with
+CAUSAL 1) and the baselines of both tasks run on the CPU, their code as written, through
+tests/data/bf16_emulation/emulate.h: the helpers that are inline PTX (cp.async, ldmatrix,
+mma.sync, ex2.approx) are replaced by emulations with the PTX ISA's semantics, everything else
+(tiles, swizzles, loaders, the pipeline's waits and barriers, the online softmax and its quad
+shuffles, P's fragments, the stores) is compiled by g++ from the source. Each combination runs at
+the launch its header gives and is checked against the task's float64 reference and tolerance,
+with unwritten elements of o, writes outside o, shared memory past the launch's bytes and reads
+outside the inputs failing too; q, k, v and o are also given misaligned by one element (the
+gathered path, element stores). Copies land early or late and warps run in lockstep or one at a
+time, so a missing wait or barrier shows; mutated templates must fail, the causal task's with its
+define turned off among them.
 
 No GPU is needed; g++ and the ml_dtypes package are. What no emulation shows (timing, bank
 conflicts, the hardware's own precision inside an MMA) is for `pytest -m gpu` on a device.
@@ -233,11 +234,12 @@ def test_a_broken_template_fails_the_emulation(old, new, why, tmp_path, emulatio
 
 
 @pytest.mark.parametrize("old, new, why", [
-    ("(key < valid && key <= diag + 8 * (r / 2))", "key < valid", "the causal mask dropped"),
+    ("#define CAUSAL 1", "#define CAUSAL 0", "the variant's define lost: attention_bf16's kernel"),
+    ("((key) < valid && (key) <= diag + 8 * ((r) / 2))", "((key) < valid)", "the causal mask dropped"),
     ("if (j0 > w + 15) return;", "if (j0 > w - 16) return;", "a warp skips the tile of its own diagonal"),
     ("min(m0 + BLOCK_M, seq) + BLOCK_N - 1", "min(m0 + BLOCK_M / 2, seq) + BLOCK_N - 1",
      "the block stops at the keys of its first half of rows"),
-    ("if (valid >= BLOCK_N && j0 + BLOCK_N - 1 <= w)", "if (valid >= BLOCK_N)",
+    ("if (valid >= BLOCK_N && (!CAUSAL || j0 + BLOCK_N - 1 <= w))", "if (valid >= BLOCK_N)",
      "tiles that cross the diagonal scored without the mask"),
 ])
 def test_a_broken_causal_template_fails_the_emulation(old, new, why, tmp_path, emulation_runtime):
