@@ -5,7 +5,7 @@ combination that is not OK says where it failed. Where the default WGMMA combina
 the same code with B's descriptor strides swapped is tried too, to tell a stride mix-up from
 other faults.
 
-    python bench/wgmma_probe.py                 # gemm_bf16, then gemm_bf16_gelu (its defaults only)
+    python bench/wgmma_probe.py                 # gemm_bf16, then gemm_bf16_gelu (its defaults, and VEC4)
     python bench/wgmma_probe.py gemm_bf16_gelu  # one task, every combination below
 """
 
@@ -26,6 +26,7 @@ COMBINATIONS = [
     ("WGMMA 128 x 128, 6 stages", {"WGMMA": 1, "WG_BN": 128, "WG_STAGES": 6}),
     ("WGMMA 64 x 256, 1 consumer", {"WGMMA": 1, "WG_CONSUMERS": 1}),
     ("WGMMA defaults, bands of 16", {"WGMMA": 1, "WG_GROUP": 16}),
+    ("WGMMA defaults, VEC4 (gemm_bf16_gelu: 16-byte stores)", {"WGMMA": 1, "VEC4": 1}),
 ]
 STRIDES = ("#define WG_B_LBO (64 * 128)\n#define WG_B_SBO 1024", "#define WG_B_LBO 1024\n#define WG_B_SBO (64 * 128)")
 
@@ -57,7 +58,8 @@ def probe(evaluator: GpuEvaluator, task_name: str, combinations: list[tuple[str,
 
 
 def main(task_names: list[str]) -> None:
-    plan = [(n, COMBINATIONS) for n in task_names] or [("gemm_bf16", COMBINATIONS), ("gemm_bf16_gelu", COMBINATIONS[:2])]
+    plan = [(n, COMBINATIONS) for n in task_names] or [("gemm_bf16", COMBINATIONS[:-1]),
+                                                       ("gemm_bf16_gelu", COMBINATIONS[:2] + COMBINATIONS[-1:])]
     config = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
     evaluator = GpuEvaluator(WorkerSpec.of(config, [tasks.load(n) for n, _ in plan]))
     try:

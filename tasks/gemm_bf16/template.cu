@@ -545,7 +545,13 @@ __device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], 
             }
         }
 }
-#define WG_BOUNDS __launch_bounds__(WG_THREADS, 1)
+#if WG_CONSUMERS > 1
+// setmaxnreg needs a register cap at entry: 65536 / 384 threads, to a multiple of 8 (a cap, not
+// the LAUNCH_BOUNDS switch's block-size promise, which is the mma.sync kernel's)
+#define WG_BOUNDS __maxnreg__(168)
+#else
+#define WG_BOUNDS
+#endif
 #else
 #define WG_BOUNDS
 #endif

@@ -17,7 +17,7 @@ SWIZZLE = [0, 1]        # XOR-swizzled 16-byte chunks in the shared tiles instea
 FRAG_PREFETCH = [0, 1]  # ldmatrix of k16 step s + 1 issued before the MMAs of step s (two fragment sets)
 BLOCK_SWIZZLE = [0, 1]  # blocks walk C in bands of 8 block rows (column by column) for L2 reuse of A and B
 FULL_TILES = [0, 1]     # blocks wholly inside C (K % BK == 0) copy their tiles without bounds checks
-VEC4 = [0, 1]           # C tile staged in shared memory, then written in coalesced 16-byte vectors where N % 8 == 0
+VEC4 = [0, 1]           # C tile staged in shared memory, then written in coalesced 16-byte vectors where N % 8 == 0 (WGMMA stages it either way; VEC4 makes its stores 16 bytes)
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__ asking for 2 blocks an SM where the accumulators leave room (warp tiles up to 64 x 32)
 FAST_MATH = [0, 1]      # GELU as x / (1 + __expf(-2u)) instead of 0.5 x (1 + tanhf(u))
 WGMMA = [0, 1]          # Hopper's path where K % 8 == N % 8 == 0: TMA into 128-byte-swizzled stages on mbarriers, a producer warp group and wgmma consumer groups (setmaxnreg); the mma.sync kernel elsewhere
@@ -548,9 +548,10 @@ __device__ __forceinline__ void wg_consume(float (&acc)[WG_MTE][WG_BN / 2], unsi
 // Consumer c's accumulators into C through shared memory, so that GELU's code appears once and
 // not once a register: every consumer's products done (all copies have landed and been
 // multiplied), the stage ring holds the block's tile in float32, rows padded by 8 floats (a warp's
-// float2 writes, 8 rows of 32 bytes, fill two wavefronts); then each consumer's threads take
-// 8-column chunks of its rows, add the bias, take GELU and store 16 bytes of C at once (N is a
-// multiple of 8 on this path, so a chunk is wholly inside C or outside). Register 4j + 2h + e of
+// writes of a register pair, 8 rows of 32 bytes, fill two wavefronts); then each consumer's threads
+// take 8-column chunks of its rows, add the bias, take GELU and store the chunk, with VEC4 as one
+// 16-byte store, else in 4-byte pairs (N is a multiple of 8 on this path, so a chunk is wholly
+// inside C or outside). Register 4j + 2h + e of
 // m64 tile m holds row 16 warp + lane / 4 + 8h, column 8j + 2 (lane % 4) + e of its tile.
 #define WG_LDS (WG_BN + 8)  // floats between rows of the staged tile
 static_assert(WG_BM * WG_LDS * 4 <= WG_NSTAGES * WG_STAGE_BYTES, "the staged tile fits the stage ring");
@@ -565,32 +566,47 @@ __device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], 
         for (int h = 0; h < 2; ++h) {
             float* srow = staged + (64 * (c * WG_MTE + m) + 16 * warp + lane / 4 + 8 * h) * WG_LDS + 2 * (lane % 4);
 #pragma unroll
-            for (int j = 0; j < WG_BN / 8; ++j)
-                *reinterpret_cast<float2*>(srow + 8 * j) = make_float2(acc[m][4 * j + 2 * h], acc[m][4 * j + 2 * h + 1]);
+            for (int j = 0; j < WG_BN / 8; ++j) {
+                srow[8 * j] = acc[m][4 * j + 2 * h];
+                srow[8 * j + 1] = acc[m][4 * j + 2 * h + 1];
+            }
         }
     asm volatile("bar.sync 1, %0;" ::"n"(WG_CONSUMERS * 128) : "memory");  // every row is staged
     constexpr int CHUNKS = WG_BN / 8;  // 8-column chunks in a row
-    const bool vec = ((size_t)C & 15) == 0;
+    const bool vec = ((size_t)C & 15) == 0, pairs = ((size_t)C & 3) == 0;
 #pragma unroll 1
     for (int i = threadIdx.x % 128; i < 64 * WG_MTE * CHUNKS; i += 128) {
         const int r = 64 * c * WG_MTE + i / CHUNKS, col = 8 * (i % CHUNKS), row = m0 + r, n = n0 + col;
         if (row >= M || n >= N) continue;
-        const float4 lo = *reinterpret_cast<const float4*>(staged + r * WG_LDS + col);
-        const float4 hi = *reinterpret_cast<const float4*>(staged + r * WG_LDS + col + 4);
-        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        const float* src = staged + r * WG_LDS + col;
         __align__(16) __nv_bfloat16 out[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) out[e] = epilogue(v[e], bias_at(bias, n + e, N));
+        for (int e = 0; e < 8; ++e) out[e] = epilogue(src[e], bias_at(bias, n + e, N));
         __nv_bfloat16* dst = C + (size_t)row * N + n;
-        if (vec) {
+#if VEC4
+        if (vec) {  // the chunk as one 16-byte store
             *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
-        } else {
+            continue;
+        }
+#endif
 #pragma unroll
-            for (int e = 0; e < 8; ++e) dst[e] = out[e];
+        for (int e = 0; e < 8; e += 2) {
+            if (pairs) {
+                *reinterpret_cast<__nv_bfloat162*>(dst + e) = __halves2bfloat162(out[e], out[e + 1]);
+            } else {
+                dst[e] = out[e];
+                dst[e + 1] = out[e + 1];
+            }
         }
     }
 }
-#define WG_BOUNDS __launch_bounds__(WG_THREADS, 1)
+#if WG_CONSUMERS > 1
+// setmaxnreg needs a register cap at entry: 65536 / 384 threads, to a multiple of 8 (a cap, not
+// the LAUNCH_BOUNDS switch's block-size promise, which is the mma.sync kernel's)
+#define WG_BOUNDS __maxnreg__(168)
+#else
+#define WG_BOUNDS
+#endif
 #else
 #define WG_BOUNDS
 #endif

@@ -33,7 +33,7 @@ BROKEN = {
 }
 VARIANTS = [(GEMM, {"WG_BN": 128, "WG_MT": 2}), (GEMM, {"WG_BN": 128}), (GEMM, {"WG_CONSUMERS": 1}),
             (GEMM, {"WG_STAGES": 6, "WG_GROUP": 16}), (GEMM, {"WG_STAGES": 3, "WG_CONSUMERS": 1, "WG_BN": 128, "WG_MT": 2}),
-            (GELU, {"WG_BN": 128, "WG_MT": 2, "WG_STAGES": 3}), (GELU, {"WG_CONSUMERS": 1, "FAST_MATH": 1})]
+            (GELU, {"WG_BN": 128, "WG_MT": 2, "WG_STAGES": 3}), (GELU, {"WG_CONSUMERS": 1, "FAST_MATH": 1, "VEC4": 1})]
 
 
 def aligned(size) -> bool:
