@@ -13,9 +13,9 @@ reads them from memory. So certification flushes in two steps, each queued on fs
 2. the ordinary flush, whose lines then displace them as any others.
 
 A flush that also read its own buffer under an `evict_last` policy, to outrank hinted lines
-elsewhere, left the L2 full of its own protected lines on an H200 (setting them back did not
-free them): an honest histogram, which lives on L2 atomics, then timed 2.2x slower certified
-than screened. The candidate can hint only lines of the buffers it is given, which step 1 covers.
+elsewhere, slowed honest kernels on an H200, most likely by leaving the L2 full of its own
+protected lines (setting them back did not seem to free them): an honest histogram, which lives
+on L2 atomics, timed 2.2x slower certified than screened. The candidate can hint only lines of the buffers it is given, which step 1 covers.
 
 The device's set-aside for persisting accesses (the one part of the L2 a host call could reserve
 for such lines; a kernel cannot) is kept at 0, the driver's default, while certifying.
