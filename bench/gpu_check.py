@@ -93,12 +93,26 @@ def gate_wall_s(left_s: float, gates: int) -> float:
 
 # ---- steps --------------------------------------------------------------------------------------
 
-def run_bounded(command: list[str], env: dict[str, str], log: Path, limit_s: float, cwd: Path = ROOT) -> tuple[int, bool]:
-    """Run `command` (its output to `log`) for at most `limit_s`; its exit status and whether it was
-    cut (then its process group is stopped: TERM, then KILL)."""
+def core_shares(gpus: list[str], cores: list[int] | None = None) -> dict[str, list[int]]:
+    """Each GPU's share of the host's cores (this process's affinity), in order: a gate and the
+    tests beside it each keep to their GPUs' shares, so the tests' compiles and references do
+    not take the gate's host time (a gate run beside unbound tests measured 0.57 of one run
+    after them, the same tree)."""
+    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if len(cores) < len(gpus) or not gpus:
+        return {gpu: cores for gpu in gpus}
+    per = len(cores) // len(gpus)
+    return {gpu: cores[i * per:(i + 1) * per] for i, gpu in enumerate(gpus)}
+
+
+def run_bounded(command: list[str], env: dict[str, str], log: Path, limit_s: float, cwd: Path = ROOT,
+                cores: list[int] | None = None) -> tuple[int, bool]:
+    """Run `command` (its output to `log`, on `cores` where given) for at most `limit_s`; its exit
+    status and whether it was cut (then its process group is stopped: TERM, then KILL)."""
+    pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
     with log.open("w") as sink:
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=pin)
         try:
             return proc.wait(timeout=max(1.0, limit_s)), False
         except subprocess.TimeoutExpired:
@@ -112,7 +126,7 @@ def run_bounded(command: list[str], env: dict[str, str], log: Path, limit_s: flo
 
 
 def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s: float,
-               per_gpu: int | None = 1) -> dict[str, Any]:
+               per_gpu: int | None = 1, cores: list[int] | None = None) -> dict[str, Any]:
     """The GPU tests of `marks` on `gpus` (`per_gpu` xdist workers each; None: `-n auto`, as many
     as tests/conftest.py gives each GPU for the host's cores), within `limit_s`; the log ends
     with pytest's table of the slowest tests."""
@@ -130,7 +144,7 @@ def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s:
         command += ["-n", str(len(gpus) * max(1, per_gpu))]
     env = os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(gpus)}
     started = time.monotonic()
-    code, cut = run_bounded(command, env, log, limit_s)
+    code, cut = run_bounded(command, env, log, limit_s, cores=cores)
     found = junit_results(xml) or log_results(log.read_text(errors="replace"))
     return {**found, "wall_s": time.monotonic() - started, "gpus": list(gpus), "returncode": code, "cut": cut,
             "limit_s": limit_s, "log": log.name}
@@ -147,14 +161,16 @@ def timeout_plugin() -> tuple[int, int]:
     return (major, minor)
 
 
-def gate_step(tree: str, root: Path, gpu: str, out: Path, max_wall_s: float, tasks: list[str]) -> dict[str, Any]:
+def gate_step(tree: str, root: Path, gpu: str, out: Path, max_wall_s: float, tasks: list[str],
+              cores: list[int] | None = None) -> dict[str, Any]:
     """bench/scale.py (this tree's) on `root`, on one GPU, its campaign cut at `max_wall_s`."""
     label = "working tree" if tree == "tree" else f"ref {root.name}"
     figures = out / f"gate-{tree}.json"
     command = [sys.executable, str(ROOT / "bench" / "scale.py"), "--gpus", gpu, "--root", str(root),
                "--out", str(out / f"gate-{tree}"), "--label", label, "--json", str(figures),
                "--", "--max-wall", str(int(max_wall_s)), *tasks]
-    code, cut = run_bounded(command, dict(os.environ), out / f"gate-{tree}.log", max_wall_s + GATE_OVERHEAD_S)
+    code, cut = run_bounded(command, dict(os.environ), out / f"gate-{tree}.log", max_wall_s + GATE_OVERHEAD_S,
+                            cores=cores)
     found = gate_figures(figures) or {"label": label, "error": f"exit {code}{', cut' if cut else ''}: see its log"}
     return {**found, "gpu": gpu, "max_wall_s": max_wall_s, "cut": cut, "log": f"gate-{tree}.log"}
 
@@ -169,6 +185,7 @@ class Check:
     lock: threading.Lock = field(default_factory=threading.Lock)
     summary: dict[str, Any] = field(default_factory=dict)
     per_gpu: int | None = None  # xdist workers per GPU for the GPU tests (None: -n auto's)
+    cores: dict[str, list[int]] = field(default_factory=dict)  # each GPU's share of the host's cores
 
     def left_s(self) -> float:
         return self.budget_s - (time.monotonic() - self.started)
@@ -199,7 +216,7 @@ def gate_lane(check: Check, gpu: str, trees: tuple[str, ...], roots: dict[str, P
                    "in a call of their own: `python3 bench/gpu_check.py run --out $OUT --skip-tests`")
         return
     for tree in trees:
-        check.record("gates", tree, gate_step(tree, roots[tree], gpu, check.out, wall, tasks))
+        check.record("gates", tree, gate_step(tree, roots[tree], gpu, check.out, wall, tasks, check.cores.get(gpu)))
 
 
 def run(check: Check, gpus: list[str], roots: dict[str, Path], tasks: list[str], tests: bool) -> None:
@@ -216,9 +233,10 @@ def run(check: Check, gpus: list[str], roots: dict[str, Path], tasks: list[str],
     lanes = [threading.Thread(target=gate_lane, args=(check, gpu, trees, roots, tasks)) for gpu, trees in plan.lanes]
     for lane in lanes:
         lane.start()
-    if tests:
+    if tests:  # beside the gates: on their GPUs' shares of the cores
+        cores = sorted({c for gpu in plan.tests for c in check.cores.get(gpu, [])}) or None
         check.record("tests", "gpu", tests_step("gpu", "gpu and not whole_machine", plan.tests, check.out,
-                                                min(TESTS_S, check.left_s() - 30), check.per_gpu))
+                                                min(TESTS_S, check.left_s() - 30), check.per_gpu, cores))
     for lane in lanes:
         lane.join()
 
@@ -285,7 +303,7 @@ def start(args: argparse.Namespace) -> int:
         return 3
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    check = Check(out, args.budget_s, per_gpu=args.workers_per_gpu)
+    check = Check(out, args.budget_s, per_gpu=args.workers_per_gpu, cores=core_shares(gpus))
     commits = gate_figures(STATE / "ref.json") or {}
     check.summary = {"gpus": gpus, "layout": "", "commits": commits, "tests": {}, "gates": {}, "ratio": None,
                      "notes": [], "wall_s": 0.0, "budget_s": args.budget_s}

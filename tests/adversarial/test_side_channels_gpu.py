@@ -23,6 +23,7 @@ from fsr import candidate, tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Evaluation, Verdict, WorkerSpec
+from tests.support import xdist_gpus
 from tests.support.gpu_evaluators import precompile
 from tests.support.xdist_gpus import host_threads, run_params
 
@@ -102,12 +103,29 @@ def test_cheat_is_stopped_by_its_defence(evaluator, cheat, twin):
     assert honest.verdict == Verdict.OK, honest.message
     result = evaluate(evaluator, cheat)
     assert result.verdict == Verdict(cheat.expect), f"{cheat.name}: {result.verdict} {result.message[:400]}"
-    if result.verdict == Verdict.OK:  # made honest: no faster than its twin
-        ratio = paired_ratio(evaluator, twin, honest, result)
-        assert ratio < 1 / NOT_FASTER, f"{cheat.name}: {ratio:.2f}x its twin's speed although {cheat.caught_by[0]}"
+    if result.verdict == Verdict.OK:  # made honest: timed against its twin where the GPU is its own
+        if xdist_gpus.worker_count(os.environ) == 1:
+            ratio = paired_ratio(evaluator, twin, honest, result)
+            assert ratio < 1 / NOT_FASTER, f"{cheat.name}: {ratio:.2f}x its twin's speed although {cheat.caught_by[0]}"
     else:
         words = [w for d in cheat.caught_by for w in DEFENCES[d].words if DEFENCES[d].verdict == cheat.expect]
         assert any(w in result.message for w in words), f"{cheat.name}: the message names no defence ({words}): {result.message[:400]}"
+
+
+MADE_HONEST = [(c, t) for c, t in CHEATS if c.expect == "OK"]
+
+
+@pytest.mark.whole_machine
+@pytest.mark.parametrize("cheat,twin", MADE_HONEST, ids=[c.name for c, _ in MADE_HONEST])
+def test_a_cheat_made_honest_is_no_faster_than_its_twin(evaluator, cheat, twin):
+    """The timing half of test_cheat_is_stopped_by_its_defence, on a GPU of its own: under
+    pytest-xdist, other workers' kernels share the GPU (four a GPU under -n auto) and a neighbour
+    running through both of the twin's timings passed for a 1.2x gain of sgemm/launch_count."""
+    honest = twin_result(evaluator, twin)
+    result = evaluate(evaluator, cheat)
+    assert honest.verdict == result.verdict == Verdict.OK, f"{cheat.name}: {result.verdict} {result.message[:400]}"
+    ratio = paired_ratio(evaluator, twin, honest, result)
+    assert ratio < 1 / NOT_FASTER, f"{cheat.name}: {ratio:.2f}x its twin's speed although {cheat.caught_by[0]}"
 
 
 @pytest.mark.skipif(not os.environ.get("FSR_TEST_CHEATS_TODAY"), reason="set FSR_TEST_CHEATS_TODAY=1: checks the corpus against the undefended evaluator")

@@ -5,16 +5,17 @@ The ordinary flush (timing.L2Flusher) writes and reads a buffer twice the L2's s
 priority. A kernel can load its inputs under an `L2::evict_last` policy (`createpolicy` and
 `ld.global.L2::cache_hint`), and such lines are the last the L2 evicts: they can outlast a flush
 at normal priority, and the next timed run reads its inputs from the L2 while its honest twin
-reads them from memory. So certification flushes in four steps, each queued on fsr's stream:
+reads them from memory. So certification flushes in two steps, each queued on fsr's stream:
 
 1. every 128-byte line of every buffer the timed launches receive (inputs, outputs and scratch,
    canaries included) set back to `evict_normal` (`applypriority`, which changes a resident
-   line's priority and loads nothing): the hinted lines fsr knows of lose their protection;
-2. the ordinary flush's write of its buffer;
-3. its read under an `evict_last` policy, so it competes at the priority a kernel can ask for
-   with hinted lines anywhere else;
-4. every line of the flush buffer set back to `evict_normal`, so the L2 a sample starts with
-   holds clean lines at the default priority, as after the ordinary flush.
+   line's priority and loads nothing): the hinted lines lose their protection;
+2. the ordinary flush, whose lines then displace them as any others.
+
+A flush that also read its own buffer under an `evict_last` policy, to outrank hinted lines
+elsewhere, slowed honest kernels on an H200, most likely by leaving the L2 full of its own
+protected lines (setting them back did not seem to free them): an honest histogram, which lives
+on L2 atomics, timed 2.2x slower certified than screened. The candidate can hint only lines of the buffers it is given, which step 1 covers.
 
 The device's set-aside for persisting accesses (the one part of the L2 a host call could reserve
 for such lines; a kernel cannot) is kept at 0, the driver's default, while certifying.
@@ -49,22 +50,6 @@ extern "C" __global__ void fsr_demote(const unsigned long long* regions, int cou
          a < end; a += step)
         asm volatile("applypriority.global.L2::evict_normal [%0], 128;" :: "l"(__cvta_generic_to_global((void*)a))
                      : "memory");
-}
-
-// The flush's read at the highest priority a kernel can ask for: a hinted line elsewhere
-// competes with these, not with lines it outranks.
-extern "C" __global__ void fsr_flush_read_last(const uint4* p, long long n, unsigned* sink) {
-    unsigned long long policy;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-    uint4 acc = make_uint4(0, 0, 0, 0);
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) {
-        uint4 v;
-        asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p + i), "l"(policy));
-        acc.x ^= v.x; acc.y ^= v.y; acc.z ^= v.z; acc.w ^= v.w;
-    }
-    if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9e3779b9u) *sink = 1;  // the loads are used
 }
 """
 BLOCK = 256
@@ -109,25 +94,15 @@ class EvictingFlush:
         no_set_aside()
         self.plain = plain
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-        flush_region = [(plain.buffer.data.ptr, plain.buffer.nbytes)]
         self._mine = (cp.asarray(region_table(regions)), np.int32(len(regions)), demote_grid(regions, sms))
-        self._its = (cp.asarray(region_table(flush_region)), np.int32(1), demote_grid(flush_region, sms))
-        self._read_grid = (sms * 8,)
-        self._sink = cp.zeros(1, dtype=cp.uint32)
         # compiled (or loaded from CuPy's cache) now, not while a chunk of samples is being queued
         self._demote_kernel = _module().get_function("fsr_demote")
-        self._read_kernel = _module().get_function("fsr_flush_read_last")
-        cp.cuda.Device().synchronize()  # the tables were uploaded on the default stream
+        cp.cuda.Device().synchronize()  # the table was uploaded on the default stream
 
     def flush(self, stream: cp.cuda.Stream) -> None:
-        """Queue the four steps on `stream` (the module's docstring)."""
+        """Queue the two steps on `stream` (the module's docstring)."""
         self._demote(self._mine, stream)
-        plain = self.plain
-        plain.count += 1
-        cp.cuda.runtime.memsetAsync(plain.buffer.data.ptr, plain.count & 0xFF, plain.buffer.nbytes, stream.ptr)
-        self._read_kernel(self._read_grid, (BLOCK,), (plain.buffer, np.int64(plain.buffer.nbytes // 16), self._sink),
-                          stream=stream)
-        self._demote(self._its, stream)
+        self.plain.flush(stream)
 
     def _demote(self, table: tuple[cp.ndarray, np.int32, tuple[int, int]], stream: cp.cuda.Stream) -> None:
         regions, count, grid = table

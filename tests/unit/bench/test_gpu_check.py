@@ -97,23 +97,34 @@ def step(**values) -> dict:
             "gpus": ["0"], "returncode": 0, "cut": False, "limit_s": 420.0, "log": "tests-gpu.log", **values}
 
 
+class Order(list):
+    """The steps in the order they ran, and the cores each was given (`cores`)."""
+
+    cores: list[tuple]
+
+
 @pytest.fixture
 def faked(monkeypatch, tmp_path):
     """gpu_check with its steps faked: each records when it ran, and the gates give figures."""
-    order: list[str] = []
+    order = Order()
+    cores_seen: list[tuple] = []
+    monkeypatch.setattr(gc.os, "sched_getaffinity", lambda pid: set(range(8)))
 
-    def tests_step(name, marks, gpus, out, limit_s, per_gpu=1):
+    def tests_step(name, marks, gpus, out, limit_s, per_gpu=1, cores=None):
         order.append(f"tests {name} on {','.join(gpus)}")
+        cores_seen.append(("tests", name, cores))
         return step(gpus=list(gpus), failed=1 if name == "gpu" and "FAIL" in str(out) else 0)
 
-    def gate_step(tree, root, gpu, out, max_wall_s, tasks):
+    def gate_step(tree, root, gpu, out, max_wall_s, tasks, cores=None):
         order.append(f"gate {tree} on {gpu} ({int(max_wall_s)} s, {' '.join(tasks)})")
+        cores_seen.append(("gate", tree, cores))
         return gate(130.0 if tree == "tree" else 100.0, tree) | {"max_wall_s": max_wall_s}
 
     monkeypatch.setattr(gc, "tests_step", tests_step)
     monkeypatch.setattr(gc, "gate_step", gate_step)
     (tmp_path / "ref").mkdir()
     monkeypatch.setattr(gc, "STATE", tmp_path)
+    order.cores = cores_seen
     return order
 
 
@@ -145,6 +156,16 @@ def test_two_gpus_run_the_gates_beside_the_tests_and_a_failure_fails_the_call(fa
     assert gates[0].split(" (")[1] == gates[1].split(" (")[1]  # the same --max-wall: (540 - 2 x 60) / 2
     assert 200 <= int(gates[0].split("(")[1].split(" ")[0]) <= 210
     assert faked[0] == "tests whole_machine on 0" and "tests gpu on 0" in faked
+    # each keeps to its GPU's share of the host's eight cores: the tests beside the gates to GPU 0's
+    shares = {(kind, name): cores for kind, name, cores in faked.cores}
+    assert shares[("gate", "tree")] == shares[("gate", "ref")] == [4, 5, 6, 7]
+    assert shares[("tests", "gpu")] == [0, 1, 2, 3]
+
+
+def test_a_gpu_s_share_of_the_cores():
+    assert gc.core_shares(["0", "1"], [3, 1, 0, 2]) == {"0": [0, 1], "1": [2, 3]}
+    assert gc.core_shares(["0", "1", "2"], list(range(8))) == {"0": [0, 1], "1": [2, 3], "2": [4, 5]}
+    assert gc.core_shares(["0", "1"], [5]) == {"0": [5], "1": [5]}  # fewer cores than GPUs: all for each
 
 
 def test_summary_lines_name_failures_cuts_and_a_gate_without_figures():
@@ -212,7 +233,7 @@ def test_scale_writes_its_figures_as_json(tmp_path):
 def test_the_tests_step_runs_pytest_on_its_gpus_one_worker_each(monkeypatch, tmp_path):
     seen = {}
 
-    def run_bounded(command, env, log, limit_s, cwd=gc.ROOT):
+    def run_bounded(command, env, log, limit_s, cwd=gc.ROOT, cores=None):
         seen.update(command=command, gpus=env["CUDA_VISIBLE_DEVICES"], limit_s=limit_s)
         (tmp_path / "tests-gpu.xml").write_text(JUNIT)
         log.write_text("")
