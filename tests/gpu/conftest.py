@@ -25,19 +25,20 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def bench_evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
     """Every task at its benchmark size, no tuning, torch.compile off (no test that uses it reads
-    torch.compile's figure; the library and PyTorch eager are timed as ever); every task's contents
-    built in the background from its start, in the order the tests take the tasks, through the
-    session's contents cache (a set another worker built is read, not built again). For tests that
-    judge kernels meant to be right: a kernel that crashed or hung would restart its child, and the
-    new child would build every task's contents again (the adversarial corpus has an evaluator of
-    its own)."""
+    torch.compile's figure; the library and PyTorch eager are timed as ever); a task's contents
+    built when a test first needs it, through the session's contents cache (a set another worker
+    built is read, not built again). Not warmed from the start: under `-n auto` eight or sixteen
+    workers each reading every task's sets at once kept a worker's first test waiting minutes
+    (219 s for maxpool2d's baseline on two H200s). For tests that judge kernels meant to be right:
+    a kernel that crashed or hung would restart its child (the adversarial corpus has an evaluator
+    of its own)."""
     from fsr.evaluate.evaluator import GpuEvaluator
 
     every = [tasks.load(n) for n in tasks.list_tasks()]
     config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), prepared_max_bytes=shared_budget(),
                                     contents_cache_dir=str(contents_dir)),
                     tune=TuneConfig(trials=0))
-    ev = GpuEvaluator(WorkerSpec.of(config, every, warm=True))
+    ev = GpuEvaluator(WorkerSpec.of(config, every))
     ev.device()  # its child starts, and measures the device's ceilings, while no test runs a kernel
     yield ev
     ev.close()
