@@ -104,7 +104,7 @@ def test_cheat_is_stopped_by_its_defence(evaluator, cheat, twin):
     result = evaluate(evaluator, cheat)
     assert result.verdict == Verdict(cheat.expect), f"{cheat.name}: {result.verdict} {result.message[:400]}"
     if result.verdict == Verdict.OK:  # made honest: timed against its twin where the GPU is its own
-        if xdist_gpus.worker_count(os.environ) == 1:
+        if xdist_gpus.gpu_sharers() == 1:
             ratio = paired_ratio(evaluator, twin, honest, result)
             assert ratio < 1 / NOT_FASTER, f"{cheat.name}: {ratio:.2f}x its twin's speed although {cheat.caught_by[0]}"
     else:

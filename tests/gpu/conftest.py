@@ -4,7 +4,6 @@ since preparing every task at its benchmark size costs minutes of host work (flo
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import pytest
 from fsr import tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.types import WorkerSpec
-from tests.support.xdist_gpus import SHARERS_ENV, device_budget, host_threads
+from tests.support.xdist_gpus import device_budget, gpu_sharers, host_threads
 
 if TYPE_CHECKING:
     from fsr.evaluate.evaluator import GpuEvaluator
@@ -48,7 +47,7 @@ def shared_budget() -> int:
     """The prepared tasks' device bytes of this worker's evaluator: its part of the GPU where
     other workers share it (each child would keep 65% of the device alone), else the child's own
     default. The device's size is asked in a subprocess, so this process never starts CUDA."""
-    share = int(os.environ.get(SHARERS_ENV, "1") or 1)
+    share = gpu_sharers()
     if share <= 1:
         return 0
     code = "import cupy; print(cupy.cuda.Device().mem_info[1])"

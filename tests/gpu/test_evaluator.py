@@ -5,7 +5,6 @@ test_preparation.py, test_comparator_figures.py, test_tuned_candidates.py.)"""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict
 from tests.support.gpu_evaluators import precompile, spec
 from tests.support.paths import ROOT
-from tests.support.xdist_gpus import SHARERS_ENV, host_threads, run_params, this_run
+from tests.support.xdist_gpus import gpu_sharers, host_threads, run_params, this_run
 
 from ..adversarial.corpus import corpus
 
@@ -62,8 +61,8 @@ def test_baseline_is_ok_and_timed(evaluator):
     assert len(result.checks) == len(task.test_sizes) + 1 and all(c.passed for c in result.checks)
     assert result.baseline_us and result.speedup == pytest.approx(result.baseline_us / result.timing.median_us)
     # the baseline against itself, timed at two moments: near 1, as near as a GPU shared with
-    # other tests' workers (xdist_gpus.SHARERS_ENV) lets two timings be
-    shared = int(os.environ.get(SHARERS_ENV, "1") or 1) > 1
+    # other tests' workers lets two timings be
+    shared = gpu_sharers() > 1
     assert result.speedup == pytest.approx(1.0, rel=0.3 if shared else 0.1)
     assert result.device and result.resources.registers > 0
 
@@ -99,7 +98,7 @@ def test_same_kernel_twice_gives_close_medians(evaluator):
     second = evaluator.evaluate(candidate.parse(source, task))
     assert first.verdict == second.verdict == Verdict.OK, first.message + second.message
     assert first.timing and second.timing
-    shared = int(os.environ.get(SHARERS_ENV, "1") or 1) > 1  # other workers' kernels beside them
+    shared = gpu_sharers() > 1  # other workers' kernels beside them
     assert abs(first.timing.median_us - second.timing.median_us) / first.timing.median_us < (0.1 if shared else 0.02)
 
 

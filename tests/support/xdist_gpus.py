@@ -175,6 +175,15 @@ def sharers(worker_id: str, workers: int, devices: list[str]) -> int:
     return max(1, sum(worker_device(f"gw{i}", devices) == mine for i in range(workers)))
 
 
+def gpu_sharers(environ: Mapping[str, str] = os.environ) -> int:
+    """How many workers use this worker's GPU, itself included (SHARERS_ENV, set by
+    tests/conftest.py; 1 outside pytest-xdist or where each worker has a GPU of its own)."""
+    try:
+        return max(1, int(environ.get(SHARERS_ENV, "1") or 1))
+    except ValueError:
+        return 1
+
+
 def device_budget(total_bytes: int, share: int, fraction: float = 0.65) -> int:
     """`eval.prepared_max_bytes` for a GPU child of a worker that shares its device with
     `share - 1` others: their part of the `fraction` a child keeps alone (0, the child's own

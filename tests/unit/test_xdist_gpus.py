@@ -157,6 +157,8 @@ def test_workers_sharing_a_device_split_its_memory() -> None:
     assert [xdist_gpus.sharers(f"gw{i}", 4, devices) for i in range(4)] == [2, 2, 2, 2]
     assert [xdist_gpus.sharers(f"gw{i}", 3, devices) for i in range(3)] == [2, 1, 2]
     assert xdist_gpus.sharers("gw0", 2, devices) == 1 and xdist_gpus.sharers("master", 2, devices) == 1
+    assert xdist_gpus.gpu_sharers({}) == 1 and xdist_gpus.gpu_sharers({xdist_gpus.SHARERS_ENV: "4"}) == 4
+    assert xdist_gpus.gpu_sharers({xdist_gpus.SHARERS_ENV: "x"}) == 1  # not a number: alone
     assert xdist_gpus.device_budget(100, 1) == 0  # alone: the child's own default
     assert xdist_gpus.device_budget(100, 4) == 16 and xdist_gpus.device_budget(0, 4) == 0
 
