@@ -232,7 +232,7 @@ def emulate(formulas: Formulas, q, k, v, bn: int, consumers: int, overlap: bool)
         for c in range(consumers):
             first = m0 + 64 * c
             qc, r0 = rows(q[h], first, 64), first + np.arange(64) - 8 * half
-            m, l = np.full(64, -np.inf, np.float32), np.zeros(64, np.float32)
+            m, weights = np.full(64, -np.inf, np.float32), np.zeros(64, np.float32)
             o, pending = np.zeros((64, 128), np.float32), None
             for kt in range(total):
                 key0 = kt * bn
@@ -244,7 +244,7 @@ def emulate(formulas: Formulas, q, k, v, bn: int, consumers: int, overlap: bool)
                 mx = np.maximum(m, s.max(axis=1))
                 corr = np.exp2(m - mx)
                 p = np.exp2(s - mx[:, None])
-                m, l = mx, l * corr + p.sum(axis=1)
+                m, weights = mx, weights * corr + p.sum(axis=1)
                 pv = (p.astype(ml_dtypes.bfloat16).astype(np.float32), rows(v[h], key0, bn))
                 if overlap:  # P V of the tile before lands first, then the rescaling
                     o = (o + (pending[0] @ pending[1] if pending else 0)) * corr[:, None]
@@ -254,7 +254,7 @@ def emulate(formulas: Formulas, q, k, v, bn: int, consumers: int, overlap: bool)
             if pending:
                 o = o + pending[0] @ pending[1]
             n = max(0, min(64, seq - first))
-            out[h, first:first + n] = (o / l[:, None])[:n]
+            out[h, first:first + n] = (o / weights[:, None])[:n]
     return out.astype(ml_dtypes.bfloat16).astype(np.float64)
 
 
