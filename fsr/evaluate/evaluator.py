@@ -31,6 +31,7 @@ from pathlib import Path
 from fsr import candidate as cfmt
 from fsr import certification, tasks
 from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, host, judged
+from fsr.evaluate.baselines import BaselineCompiles
 from fsr.evaluate.compile import Compiled, CompileService
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
@@ -111,10 +112,13 @@ class GpuEvaluator:
         self.cfg = spec.eval
         compile_threads = max(1, min(threads, 16))
         # Proposer code is compiled in bounded processes, never in this worker's own.
-        self.compiler = compiler or worker_compiler(self.cfg, compile_threads)
+        # a campaign's compile processes start now: its first candidates all compile at once
+        self.compiler = compiler or worker_compiler(self.cfg, compile_threads, start=campaign)
         self.sandbox = Sandbox(self.spec)
         self._gpu = Turns()  # the child: one request at a time (a baseline inside a prepare), certifications first
         self._compiles = ThreadPoolExecutor(compile_threads, thread_name_prefix="fsr-trials")
+        # a campaign's baselines compile as soon as the GPU child names its arch (`device`)
+        self._baselines = BaselineCompiles(self._compiles, self.compiler, spec.warmed() if campaign else ())
         self._worker_time = WorkerTime()
         self._times: dict[str, _TaskTimes] = {}
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in
@@ -132,7 +136,9 @@ class GpuEvaluator:
 
     def device(self) -> DeviceInfo:
         with self._gpu:
-            return self.sandbox.ensure_started()
+            device = self.sandbox.ensure_started()
+        self._baselines.start(device.arch)
+        return device
 
     def evaluate(self, candidate: Candidate, tune: bool = True) -> Evaluation:
         """Judge one candidate. Its `wall_s` is the worker time it adds; its `setup_s`, the part of
@@ -264,6 +270,8 @@ class GpuEvaluator:
                 setup_s: float) -> tuple[Evaluation, float]:
         """The GPU child's judgement of a compiled candidate (tuned with `trials` trials, from
         `programs` compiled ahead), and when its setup ended; `setup_s` so far."""
+        if task.name not in self._times and self.sandbox.device is not None:  # its baseline is timed first
+            setup_s += self._baselines.wait(task, self.sandbox.device.arch)  # compiled before the GPU's turn
         setup_s += self._await_contents(task)
         with self._gpu:
             clock = time.perf_counter()
