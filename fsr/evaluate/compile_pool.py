@@ -148,14 +148,21 @@ class CompilePool:
                 break
         started = 0
         for i, proc in enumerate(taken):
-            if proc is None and not self._closed:
-                try:
-                    taken[i] = _Process(self.limits.max_bytes)
-                except OSError:
-                    continue
-                with self._lock:
-                    self._all.add(taken[i])  # type: ignore[arg-type]  # started just now
-                started += 1
+            if proc is not None or self._closed:
+                continue
+            try:
+                fresh = _Process(self.limits.max_bytes)
+            except OSError:
+                continue
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._all.add(fresh)
+            if closed:  # closed meanwhile: `close` did not see this one
+                fresh.kill()
+                continue
+            taken[i] = fresh
+            started += 1
         for proc in reversed(taken):  # back in the order taken (last in, first out)
             self._idle.put(proc)
         return started
@@ -290,13 +297,13 @@ def worker_compiler(cfg: EvalConfig, processes: int, deadline_s: float | None = 
     child, `fsr eval`): the node's disk cache (`cfg.compile_cache_dir`, `compile_cache_max_bytes`)
     and misses compiled in `processes` bounded compile processes, each compile within
     `deadline_s` (default `cfg.compile_timeout_s`) and `cfg.compile_max_bytes`; `start`: every
-    process started now (a campaign's worker, whose first candidates compile all at once), else
-    each at the first compile that needs it. Its caller closes it."""
+    process started now, on a thread of its own (a campaign's worker, whose first candidates
+    compile all at once), else each at the first compile that needs it. Its caller closes it."""
     limits = Limits(cfg.compile_timeout_s if deadline_s is None else deadline_s, cfg.compile_max_bytes)
     disk = compile_cache.open_cache(cfg.compile_cache_dir, cfg.compile_cache_max_bytes)
     pool = CompilePool(processes, limits)
-    if start:
-        pool.start(processes)
+    if start:  # on a thread: the caller goes on (a worker, to start its GPU child) while they are spawned
+        threading.Thread(target=pool.start, args=(processes,), daemon=True, name="fsr-compile-start").start()
     return CompileService(disk, pool)
 
 

@@ -322,14 +322,39 @@ def test_a_pool_started_ahead_compiles_on_the_processes_it_started():
     assert p.start(3) == 0  # a closed pool starts nothing
 
 
+def test_a_pool_closed_while_its_processes_start_leaves_none_behind():
+    p = CompilePool(8, Limits(deadline_s=30.0, max_bytes=300 * 1024**2))
+    spawned: list[int] = []
+    real = subprocess.Popen
+
+    def spawn(*args, **kwargs):  # the pool closes while its processes are being started
+        proc = real(*args, **kwargs)
+        spawned.append(proc.pid)
+        if len(spawned) == 3:
+            p.close()
+        return proc
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess, "Popen", spawn)
+        started = p.start(8)
+    assert started == 2 and len(spawned) == 3  # the third was started as the pool closed: killed
+    assert gone_within(spawned, 10.0)
+    with pytest.raises(PoolBroken):
+        p.compile(HONEST, ("add",), OPTIONS)
+
+
 def test_a_campaigns_compile_service_starts_its_processes_and_fsr_evals_does_not():
     from fsr.config import EvalConfig
 
     cfg = EvalConfig(compile_cache_dir="off")
     campaign, single = worker_compiler(cfg, 2, start=True), worker_compiler(cfg, 2)
     try:
-        assert isinstance(campaign.pool, CompilePool) and len(campaign.pool.pids()) == 2
-        assert isinstance(single.pool, CompilePool) and single.pool.pids() == []
+        assert isinstance(campaign.pool, CompilePool) and isinstance(single.pool, CompilePool)
+        end = time.monotonic() + 30.0  # started on a thread, while the caller goes on
+        while len(campaign.pool.pids()) < 2 and time.monotonic() < end:
+            time.sleep(0.02)
+        assert len(campaign.pool.pids()) == 2
+        assert single.pool.pids() == []
     finally:
         campaign.close()
         single.close()
