@@ -99,3 +99,25 @@ def test_a_tasks_baseline_is_compiled_before_the_gpu_turn_that_times_it() -> Non
         assert [kind for kind, _ in sandbox.payloads].count("prepare") == 1
     finally:
         evaluator.close()
+
+
+def test_a_tasks_baseline_is_judged_once_whether_it_comes_first_or_later() -> None:
+    """The preparation judges the baseline untuned; the baseline sent as a candidate (the offline
+    search's first move of every task) has nothing to tune, so it is answered from that judgement,
+    before or after another candidate of its task, with no second turn on the GPU."""
+    base = cfmt.parse(SOFTMAX.baseline_source, SOFTMAX)
+    other = cfmt.with_defines(base, {"BLOCK": 128})
+    for order in ([base, other], [other, base]):
+        evaluator, _, sandbox = evaluator_of([SOFTMAX], campaign=True)
+        try:
+            results = {r.candidate_id: r for r in map(evaluator.evaluate, order)}
+            timed = [p.candidate.id for kind, p in sandbox.payloads if kind == "evaluate"]
+            assert timed == [base.id, other.id]  # the basis first, each program once
+            kinds = [kind for kind, _ in sandbox.payloads if kind != "ready"]
+            assert kinds[0] == "prepare"
+            row = results[base.id]
+            assert row.verdict == Verdict.OK and row.timing is not None and not row.answered_from
+            assert row.baseline_us == row.timing.median_us and row.speedup == 1.0
+            assert results[other.id].baseline_us == row.baseline_us
+        finally:
+            evaluator.close()
