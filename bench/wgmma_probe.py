@@ -34,13 +34,14 @@ COMBINATIONS = [
 ]
 ATTENTION = [
     ("mma.sync defaults", {}),
-    ("WGMMA defaults (128 rows, 128 keys, 2 consumers, 2 stages)", {"WGMMA": 1}),
+    ("WGMMA defaults (128 rows, 128 keys, 2 consumers, 3 stages)", {"WGMMA": 1}),
+    ("WGMMA, 2 stages", {"WGMMA": 1, "WG_STAGES": 2}),
     ("WGMMA 1 consumer (no setmaxnreg)", {"WGMMA": 1, "WG_CONSUMERS": 1}),
     ("WGMMA + WG_OVERLAP (intra-warpgroup)", {"WGMMA": 1, "WG_OVERLAP": 1}),
     ("WGMMA + WG_PINGPONG (named barriers)", {"WGMMA": 1, "WG_PINGPONG": 1}),
     ("WGMMA + WG_OVERLAP + WG_PINGPONG (FA3)", {"WGMMA": 1, "WG_OVERLAP": 1, "WG_PINGPONG": 1}),
     ("FA3, 176 keys a tile", {"WGMMA": 1, "WG_OVERLAP": 1, "WG_PINGPONG": 1, "WG_BLOCK_N": 176}),
-    ("FA3, 3 stages", {"WGMMA": 1, "WG_OVERLAP": 1, "WG_PINGPONG": 1, "WG_STAGES": 3}),
+    ("FA3, 2 stages", {"WGMMA": 1, "WG_OVERLAP": 1, "WG_PINGPONG": 1, "WG_STAGES": 2}),
     ("FA3, 64 keys a tile, 3 stages", {"WGMMA": 1, "WG_OVERLAP": 1, "WG_PINGPONG": 1, "WG_BLOCK_N": 64,
                                         "WG_STAGES": 3}),
     ("WGMMA + WG_OVERLAP, 1 consumer, 176 keys", {"WGMMA": 1, "WG_OVERLAP": 1, "WG_CONSUMERS": 1, "WG_BLOCK_N": 176}),

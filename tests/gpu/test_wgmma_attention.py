@@ -38,7 +38,7 @@ VARIANTS = [(PLAIN, {"WG_OVERLAP": 1}), (PLAIN, {"WG_PINGPONG": 1}), (PLAIN, {"W
             (PLAIN, {"WG_CONSUMERS": 1}), (CAUSAL, {"WG_CONSUMERS": 1, "WG_OVERLAP": 1}),
             (PLAIN, {"WG_BLOCK_N": 176, "WG_OVERLAP": 1, "WG_PINGPONG": 1}), (CAUSAL, {"WG_BLOCK_N": 176}),
             (PLAIN, {"WG_BLOCK_N": 64}), (CAUSAL, {"WG_BLOCK_N": 64, "WG_OVERLAP": 1, "WG_PINGPONG": 1}),
-            (PLAIN, {"WG_STAGES": 3}), (CAUSAL, {"WG_STAGES": 3, "WG_BLOCK_N": 64, "WG_CONSUMERS": 1})]
+            (PLAIN, {"WG_STAGES": 2}), (CAUSAL, {"WG_STAGES": 3, "WG_BLOCK_N": 64, "WG_CONSUMERS": 1})]
 
 
 def wgmma(task, values=None, source=None) -> candidate.Candidate:

@@ -116,7 +116,7 @@ COMPILES = ([(n, {"WG_OVERLAP": o, "WG_PINGPONG": p, "WG_CONSUMERS": c})
                ("attention_bf16_causal", {"WG_BLOCK_N": 176}),
                ("attention_bf16_causal", {"WG_BLOCK_N": 64, "WG_OVERLAP": 1, "WG_PINGPONG": 1}),
                ("attention_bf16", {"WG_BLOCK_N": 64, "WG_CONSUMERS": 1}),
-               ("attention_bf16", {"WG_STAGES": 3, "WG_OVERLAP": 1}),
+               ("attention_bf16", {"WG_STAGES": 2, "WG_OVERLAP": 1}),
                ("attention_bf16_causal", {"WG_STAGES": 3, "WG_BLOCK_N": 64, "WG_PINGPONG": 1})])
 
 
