@@ -19,6 +19,10 @@ new). The last line gives the figures of BENCHMARKS.md's scale table:
 preparing share, the most preparations of a task per worker, each worker's figures, the run
 directory and the command's exit status.
 
+Every cache is cold: fsr's compile and contents caches are off, and the libraries' own disk caches
+(torch.compile's, Triton's, CuPy's, the CUDA driver's JIT cache) start empty in the run's folder and
+are removed after it, so a gate run after another on the same machine pays what the first paid.
+
 The suite is the 16 float32 tasks every figure of the gate was measured on (GATE_TASKS), unless the
 extra arguments name tasks of their own (any argument not starting with "-" and not an option's
 value is taken as one): the built-in suite has grown low-precision tasks since.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -51,6 +56,25 @@ def cold_config(root: Path) -> str:
     return "[eval]\n" + "".join(f'{key} = "off"\n' for key in caches)
 
 
+# The disk caches of the libraries a campaign uses, outside fsr's config: torch.compile's (inductor's
+# FX graphs and Triton's kernels, for the comparators), CuPy's kernels (the library comparators) and
+# the CUDA driver's JIT cache. A gate after another on the same machine would find them filled and
+# skip minutes of compiles the first paid for (on one H200, 2026-11-28, the same tree ran at 102.5 a
+# GPU-minute first on a fresh machine and 138 second): each gate gets empty ones of its own.
+LIBRARY_CACHES = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "CUPY_CACHE_DIR": "cupy",
+                  "CUDA_CACHE_PATH": "cuda"}
+
+
+def cold_env(out: Path, gpus: str, root: Path) -> dict[str, str]:
+    """The campaign's environment: its GPUs, the tree on the path, and empty library caches under `out`."""
+    caches = {}
+    for variable, name in LIBRARY_CACHES.items():
+        folder = out / "caches" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        caches[variable] = str(folder)
+    return os.environ | {"CUDA_VISIBLE_DEVICES": gpus, "PYTHONPATH": f"{root}:{os.environ.get('PYTHONPATH', '')}"} | caches
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", default="0", help="CUDA_VISIBLE_DEVICES for the campaign (default: 0)")
@@ -66,7 +90,7 @@ def main() -> int:
     nocache = out / "nocache.toml"
     nocache.write_text(cold_config(root))
     gpus = len(args.gpus.split(","))
-    env = os.environ | {"CUDA_VISIBLE_DEVICES": args.gpus, "PYTHONPATH": f"{root}:{os.environ.get('PYTHONPATH', '')}"}
+    env = cold_env(out, args.gpus, root)
     command = [sys.executable, "-m", "fsr", "--config", str(nocache), "bench", "--plain",
                "--runs-dir", str(out / "runs"), *args.extra, *([] if names_tasks(args.extra) else GATE_TASKS)]
     label = args.label or f"{root.name} on {gpus} GPU{'s' if gpus > 1 else ''}"
@@ -74,6 +98,7 @@ def main() -> int:
     started, started_epoch = time.monotonic(), time.time()
     done = subprocess.run(command, cwd=root, env=env)
     wall_s = time.monotonic() - started
+    shutil.rmtree(out / "caches", ignore_errors=True)  # hundreds of MB, kept only for the campaign
     runs = sorted((out / "runs").glob("*/"))
     figures: dict[str, Any] = {"label": label, "root": str(root), "gpus": gpus, "wall_s": wall_s,
                                "returncode": done.returncode}

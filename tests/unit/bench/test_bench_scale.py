@@ -56,3 +56,14 @@ def test_the_cold_start_line_reads_when_the_campaign_got_going(tmp_path, monkeyp
     assert abs(marks["per_minute_after_100"] - 21 / 71 * 60) < 1e-9
     out = capsys.readouterr().out
     assert "w00@10.0.0.1/gpu0 ready 21.9 s" in out and "first 30.0 s" in out and "100th 129.0 s" in out
+
+
+def test_every_gate_gets_empty_library_caches_of_its_own(tmp_path):
+    scale = load()
+    first, second = (scale.cold_env(tmp_path / name, "0", ROOT) for name in ("a", "b"))
+    for variable in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUPY_CACHE_DIR", "CUDA_CACHE_PATH"):
+        assert first[variable] != second[variable]
+        for env, name in ((first, "a"), (second, "b")):
+            folder = tmp_path / name / "caches"
+            assert env[variable].startswith(str(folder)) and not any((tmp_path / name / "caches").rglob("*.*"))
+    assert first["CUDA_VISIBLE_DEVICES"] == "0" and first["PYTHONPATH"].startswith(str(ROOT))
