@@ -33,8 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
