@@ -4,7 +4,8 @@ starting, so one worker would leave its GPU idle), and each worker sees one GPU 
 (CUDA_VISIBLE_DEVICES set from its worker id before anything in it starts CUDA). A module's tests
 stay together on a worker (its evaluator, a GPU child with its tasks' contents, is built once),
 but a module of SPREAD is cut into runs of consecutive tests that go to several workers, handed
-out first, so that no module's whole length is one worker's (SpreadScheduling). Pure functions of
+out first, so that no module's whole length is one worker's (SpreadScheduling); a TOGETHER
+folder's modules are one unit. Pure functions of
 the environment and the collected node ids but the scheduler: tests/conftest.py applies them."""
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ SPREAD = {
 }
 
 
+# Folders whose modules are one unit, on one worker: tests/cluster's modules share one local Ray
+# cluster (its package fixture), so it starts once a session, not once on each worker, and two
+# clusters of a dozen processes never share a small machine's cores.
+TOGETHER = ("tests/cluster/",)
+
+
+def scope(nodeid: str) -> str:
+    """What a test is grouped by: its TOGETHER folder, else its module."""
+    module = nodeid.split("::", 1)[0]
+    return next((folder.rstrip("/") for folder in TOGETHER if module.startswith(folder)), module)
+
+
 def groups(modules: list[tuple[str, int, int]], workers: int) -> list[tuple[str, int, int]]:
     """The work units of a session of `workers`: for each module (its name, its number of
     collected tests, its spread), `spread` runs of consecutive tests (never
@@ -77,9 +90,9 @@ def groups(modules: list[tuple[str, int, int]], workers: int) -> list[tuple[str,
 
 def units(nodeids: list[str], workers: int) -> tuple[list[str], dict[str, str]]:
     """The units' names in the order they are handed out, and each node id's unit."""
-    by_module: dict[str, list[str]] = {}
+    by_module: dict[str, list[str]] = {}  # by scope: a module, or a TOGETHER folder's modules
     for nodeid in nodeids:
-        by_module.setdefault(nodeid.split("::", 1)[0], []).append(nodeid)
+        by_module.setdefault(scope(nodeid), []).append(nodeid)
     found = groups([(m, len(ids), SPREAD.get(m, 1)) for m, ids in by_module.items()], workers)
     unit_of = {n: name for name, start, end in found for n in by_module[name.split("#", 1)[0]][start:end]}
     return [name for name, _, _ in found], unit_of
@@ -125,7 +138,7 @@ def scheduler(config, log):  # type: ignore[no-untyped-def]
         def _split_scope(self, nodeid: str) -> str:
             if self.unit_of is None:
                 self.unit_of = units(list(self.collection or []), len(self.nodes))[1]
-            return self.unit_of.get(nodeid) or nodeid.split("::", 1)[0]
+            return self.unit_of.get(nodeid) or scope(nodeid)
 
     return SpreadScheduling(config, log)
 

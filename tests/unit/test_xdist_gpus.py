@@ -180,3 +180,14 @@ def test_a_module_fixture_builds_for_its_own_run_only(monkeypatch):
     assert xdist_gpus.run_params(request, "name", "values") == [("task1", {"X": 2}), ("task1", {"X": 3})]
     request.config = SimpleNamespace()  # no spread distribution (no xdist): the whole module
     assert xdist_gpus.this_run(request) == items[:4]
+
+
+def test_the_ray_cluster_tests_are_one_unit_so_one_cluster_starts():
+    """tests/cluster's modules share a package fixture's local Ray cluster: one worker runs them
+    all; modules elsewhere stay units of their own, a spread module's runs its own."""
+    ids = ["tests/cluster/test_a.py::x", "tests/cluster/test_a.py::y", "tests/cluster/test_b.py::z",
+           "tests/unit/cluster/test_c.py::w", "tests/unit/test_d.py::v"]
+    names, unit_of = xdist_gpus.units(ids, workers=2)
+    assert names == ["tests/cluster", "tests/unit/cluster/test_c.py", "tests/unit/test_d.py"]
+    assert {unit_of[n] for n in ids[:3]} == {"tests/cluster"}
+    assert xdist_gpus.scope("tests/unit/cluster/test_c.py::w") == "tests/unit/cluster/test_c.py"
