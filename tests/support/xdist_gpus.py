@@ -5,7 +5,8 @@ starting, so one worker would leave its GPU idle), and each worker sees one GPU 
 stay together on a worker (its evaluator, a GPU child with its tasks' contents, is built once),
 but a module of SPREAD is cut into runs of consecutive tests that go to several workers, handed
 out first, so that no module's whole length is one worker's (SpreadScheduling); a TOGETHER
-folder's modules are one unit. Pure functions of
+folder's modules are one unit; FIRST's units, the longest without a GPU, are handed out first of
+all, the others by their number of tests. Pure functions of
 the environment and the collected node ids but the scheduler: tests/conftest.py applies them."""
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ SPREAD = {
 TOGETHER = ("tests/cluster/",)
 
 
+# The longest units of a run on the CPU (durations of the whole suite on a two-core machine,
+# 2026-11-28: the level-3 imports 250 s, the template compiles 250 s, the mutation compiles 120 s,
+# the Ray cluster tests 150 s), handed out first, longest first, so that none of them is left to
+# run alone at the end of a session while the other workers idle.
+FIRST = ("tests/unit/propose/test_prompt_level3.py", "tests/unit/tasks/test_templates.py", "tests/cluster",
+         "tests/unit/propose/test_mutate.py", "tests/unit/tasks/test_tasks_attention_bf16.py")
+
+
 def scope(nodeid: str) -> str:
     """What a test is grouped by: its TOGETHER folder, else its module."""
     module = nodeid.split("::", 1)[0]
@@ -94,6 +103,9 @@ def units(nodeids: list[str], workers: int) -> tuple[list[str], dict[str, str]]:
     for nodeid in nodeids:
         by_module.setdefault(scope(nodeid), []).append(nodeid)
     found = groups([(m, len(ids), SPREAD.get(m, 1)) for m, ids in by_module.items()], workers)
+    # FIRST's units, then the rest by their number of tests, most first (stable: as pytest-xdist's
+    # --loadscope-reorder would sort them; the scheduler turns that off to keep this order)
+    found.sort(key=lambda u: (FIRST.index(u[0]) if u[0] in FIRST else len(FIRST), u[1] - u[2]))
     unit_of = {n: name for name, start, end in found for n in by_module[name.split("#", 1)[0]][start:end]}
     return [name for name, _, _ in found], unit_of
 
@@ -131,6 +143,8 @@ def scheduler(config, log):  # type: ignore[no-untyped-def]
     """pytest-xdist's module scheduling with SPREAD's modules cut into runs: a unit is a module or a
     run of one, handed out in the order the workers collected them (already unit by unit)."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # the units come ordered (units)
 
     class SpreadScheduling(LoadScopeScheduling):
         unit_of: dict[str, str] | None = None

@@ -191,3 +191,15 @@ def test_the_ray_cluster_tests_are_one_unit_so_one_cluster_starts():
     assert names == ["tests/cluster", "tests/unit/cluster/test_c.py", "tests/unit/test_d.py"]
     assert {unit_of[n] for n in ids[:3]} == {"tests/cluster"}
     assert xdist_gpus.scope("tests/unit/cluster/test_c.py::w") == "tests/unit/cluster/test_c.py"
+
+
+def test_the_longest_units_without_a_gpu_are_handed_out_first_then_the_most_tests(monkeypatch):
+    monkeypatch.setattr(xdist_gpus, "FIRST", ("t/long.py", "t/longer"))
+    ids = ["t/a.py::x", "t/b.py::y1", "t/b.py::y2", "t/long.py::z", "t/longer/test_c.py::w", "t/d.py::v"]
+    names, _ = xdist_gpus.units(ids, workers=2)
+    assert names == ["t/long.py", "t/b.py", "t/a.py", "t/longer/test_c.py", "t/d.py"]  # not a TOGETHER folder
+    monkeypatch.setattr(xdist_gpus, "TOGETHER", ("t/longer/",))
+    assert xdist_gpus.units(ids, workers=2)[0] == ["t/long.py", "t/longer", "t/b.py", "t/a.py", "t/d.py"]
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
+    xdist_gpus.scheduler(config, None)
+    assert config.option.loadscopereorder is False  # pytest-xdist keeps the units' order
