@@ -200,6 +200,9 @@ def test_the_longest_units_without_a_gpu_are_handed_out_first_then_the_most_test
     assert names == ["t/long.py", "t/b.py", "t/a.py", "t/longer/test_c.py", "t/d.py"]  # not a TOGETHER folder
     monkeypatch.setattr(xdist_gpus, "TOGETHER", ("t/longer/",))
     assert xdist_gpus.units(ids, workers=2)[0] == ["t/long.py", "t/longer", "t/b.py", "t/a.py", "t/d.py"]
+    from xdist.scheduler import LoadScopeScheduling
+
+    monkeypatch.setattr(LoadScopeScheduling, "__init__", lambda self, config, log: None)  # no session here
     config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
     xdist_gpus.scheduler(config, None)
     assert config.option.loadscopereorder is False  # pytest-xdist keeps the units' order
