@@ -38,11 +38,12 @@ def per_gpu(gpus: int, cores: int, environ: Mapping[str, str] = os.environ) -> i
     return max(1, min(MAX_PER_GPU, cores // (CORES_PER_WORKER * max(1, gpus))))
 
 
-def auto_workers(gpus: int, cores: int | None = None, environ: Mapping[str, str] = os.environ) -> int | None:
-    """How many workers `-n auto` starts: `per_gpu` for each visible GPU; None (pytest-xdist's own
-    count, the CPU cores) on a machine without one, where only CPU tests run."""
+def auto_workers(gpus: int, cores: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    """How many workers `-n auto` starts: `per_gpu` for each visible GPU; on a machine without
+    one, where only CPU tests run, one per core this process may use (pytest-xdist's own count
+    would take physical cores where psutil is installed: one on a two-vCPU machine)."""
     if gpus <= 0:
-        return None
+        return cores or host.cores()
     return gpus * per_gpu(gpus, cores or host.cores(), environ)
 
 

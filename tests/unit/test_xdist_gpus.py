@@ -27,7 +27,7 @@ def gpus(monkeypatch: pytest.MonkeyPatch):
     (1, 16, 4), (2, 32, 8), (4, 64, 16),  # an H200 host's 16 cores a GPU: four workers each
     (1, 2, 1), (2, 8, 2), (8, 16, 8),  # few cores: one worker a GPU, never none
     (1, 128, 4),  # many: at most MAX_PER_GPU
-    (0, 64, None),  # no GPU: pytest-xdist's own count
+    (0, 64, 64), (0, 2, 2),  # no GPU: one a core (as CI runs the README's `-n auto`)
 ])
 def test_auto_starts_a_few_workers_per_gpu_as_the_cores_allow(gpus, monkeypatch, count, cores, workers):
     gpus(count)
