@@ -29,10 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +71,7 @@ def main() -> int:
                "--runs-dir", str(out / "runs"), *args.extra, *([] if names_tasks(args.extra) else GATE_TASKS)]
     label = args.label or f"{root.name} on {gpus} GPU{'s' if gpus > 1 else ''}"
     print(f"[{label}] {' '.join(command)}", flush=True)
-    started = time.monotonic()
+    started, started_epoch = time.monotonic(), time.time()
     done = subprocess.run(command, cwd=root, env=env)
     wall_s = time.monotonic() - started
     runs = sorted((out / "runs").glob("*/"))
@@ -80,6 +82,7 @@ def main() -> int:
         figures["error"] = "no run directory"
     else:
         figures |= report(label, runs[-1], gpus, wall_s)
+        figures["cold_start"] = cold_start(label, runs[-1], started_epoch, wall_s)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     return done.returncode if runs else 1
@@ -128,6 +131,55 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any
             "run_dir": str(run_dir),
             "workers": [{"worker": str(w.worker), "evaluations": int(w.evaluations), "busy_s": float(w.busy_s),
                          "setup_s": float(w.setup_s), "share": float(w.share)} for w in workers.itertuples()]}
+
+
+READY_LINE = re.compile(r"^(\S+ \S+),(\d+)\s.*worker (\S+) ready on .* after ([\d.]+) s")
+
+
+def cold_start(label: str, run_dir: Path, started_epoch: float, wall_s: float) -> dict[str, Any]:
+    """Print when the campaign got going, in seconds from the command's start (read from the
+    lineage's finish times and the cluster log's "ready" lines), and return the figures: each
+    worker ready; the first evaluation; every task's first evaluation; the 20th, 100th and last
+    evaluation; the command's end; and the rate (a minute's evaluations) after the 100th."""
+    import pandas as pd
+
+    from fsr import lineage
+
+    every = lineage.read_pandas(run_dir)
+    frame = every[every["tier"].fillna("screen") != "certify"].copy()  # evaluations, as `report` counts them
+    frame["at_s"] = (frame["finished_at"] - pd.Timestamp(started_epoch, unit="s", tz="UTC")).dt.total_seconds()
+    finished = sorted(frame["at_s"].tolist())
+    firsts = frame.groupby("task")["at_s"].min()
+    marks: dict[str, Any] = {"ready_s": _ready_s(run_dir / "cluster.log", started_epoch),
+                             "first_s": finished[0] if finished else None,
+                             "every_task_s": float(firsts.max()) if len(firsts) else None,
+                             "20th_s": finished[19] if len(finished) >= 20 else None,
+                             "100th_s": finished[99] if len(finished) >= 100 else None,
+                             "last_s": finished[-1] if finished else None, "end_s": wall_s}
+    steady = len(finished) - 100
+    marks["per_minute_after_100"] = steady / (finished[-1] - finished[99]) * 60 \
+        if steady > 0 and finished[-1] > finished[99] else None
+    text = ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f} s" for k, v in marks.items()
+                     if k.endswith("_s") and k != "ready_s" and v is not None)
+    ready = ", ".join(f"{w} ready {t:.1f} s" for w, t in marks["ready_s"].items()) or "no ready line"
+    after = marks["per_minute_after_100"]
+    print(f"[{label}]   cold start: {ready}; evaluations: {text}"
+          + (f"; {after:.0f} evaluations a minute after the 100th" if after else ""))
+    return marks
+
+
+def _ready_s(cluster_log: Path, started_epoch: float) -> dict[str, float]:
+    """Worker -> seconds from the command's start to its "ready" line in the cluster log (the
+    log's times are the driver's local time)."""
+    out: dict[str, float] = {}
+    if not cluster_log.is_file():
+        return out
+    for line in cluster_log.read_text(errors="replace").splitlines():
+        m = READY_LINE.match(line)
+        if m:
+            stamp = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000
+            out.setdefault(m.group(3), stamp - started_epoch)
+    return out
 
 
 if __name__ == "__main__":

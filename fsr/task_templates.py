@@ -11,6 +11,18 @@ variant, and the compile cache and the task's content hash cover it. A define mu
 template tests in a preprocessor condition (`#if`, `#ifdef`, `#ifndef`, `#elif`), never one of
 its tunables or switches (the search sets those): a misspelt or stray define is refused rather
 than ignored. Every declaration error is a ValueError of one line; fsr.tasks names the file.
+
+Where a variant's kernels take other arguments (a bias), its header lines differ too: a header
+line `#if COND: KEY = VALUE` (a TOML comment, so the file as it is stays the family's own
+candidate) is, where COND holds for the defines, `KEY = VALUE` in place of the line above it when
+that sets the same key, else a line of its own:
+
+    args = ["A", "B", "C", "M", "N", "K"]
+    #if GELU: args = ["A", "B", "bias", "C", "M", "N", "K"]
+
+COND is a condition as a launch's `when` writes it, of names the template's code tests (a name no
+define sets is 0, as the preprocessor has it); the resolved text, the family's own included, has
+no such lines left.
 """
 
 from __future__ import annotations
@@ -23,10 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from fsr import candidate as cfmt
+from fsr import expr
 from fsr.files import InputFileError, read_input
 
 TASK_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # a folder's name: no path, no "..", no "/"
 CONDITION_RE = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b(.*)$", re.M)
+HEADER_IF_RE = re.compile(r"^[ \t]*#if[ \t]+([^:\n]*):[ \t]*(.*?)[ \t]*$")  # a header's `#if COND: LINE`
+KEY_RE = re.compile(r"^[ \t]*([A-Za-z0-9_-]+)[ \t]*=")  # the key a TOML line sets
 KEYS = {"task", "defines"}
 
 
@@ -53,7 +68,7 @@ def resolve(folder: Path, data: Mapping[str, Any], roots: tuple[Path, ...]) -> T
     directory first, then the built-in tasks); None when it has neither. Raises ValueError."""
     own = folder / "template.cu"
     if "template" not in data:
-        return Template(_read(own), own) if own.is_file() else None
+        return Template(_select(_read(own), {}, own), own) if own.is_file() else None
     chain: list[str] = []
     seen = [folder.resolve()]
     merged: dict[str, int] = {}
@@ -72,7 +87,7 @@ def resolve(folder: Path, data: Mapping[str, Any], roots: tuple[Path, ...]) -> T
     path = here / "template.cu"
     if not path.is_file():
         raise ValueError(f"template: task {chain[-1]!r} ({here}) has no template.cu")
-    text = _read(path)
+    text = _select(_read(path), merged, path)
     _check_defines(text, merged, chain[-1])
     owner = data["name"] if isinstance(data.get("name"), str) else folder.name
     return Template(_with_defines(text, merged, owner), path, tuple(sorted(merged.items())), tuple(chain))
@@ -122,12 +137,62 @@ def _read(path: Path) -> str:
         raise ValueError(str(e)) from None
 
 
+def _select(text: str, defines: Mapping[str, int], path: Path) -> str:
+    """`text` with its header's `#if COND: LINE` lines applied for `defines` (see the module's
+    docstring) and removed; raises ValueError."""
+    match = cfmt.HEADER_RE.search(text)
+    if match is None or not any(HEADER_IF_RE.match(line) for line in match.group(1).split("\n")):
+        return text
+    tested, named = _tested(text), set()
+    kept: list[str] = []
+    for line in match.group(1).split("\n"):
+        found = HEADER_IF_RE.match(line)
+        if found is None:
+            kept.append(line)
+            continue
+        condition, value = found.groups()
+        holds, names = _holds(condition, defines, tested, path)
+        key = KEY_RE.match(value)
+        if key is None:
+            raise ValueError(f"{path}: header line #if {condition.strip()}: {value!r} is no KEY = VALUE line")
+        named |= names
+        if holds:
+            above = KEY_RE.match(kept[-1]) if kept else None
+            if above is not None and above.group(1) == key.group(1):
+                kept.pop()
+            kept.append(value)
+    out = text[:match.start(1)] + "\n".join(kept) + text[match.end(1):]
+    if named & _header_names(out):
+        raise ValueError(f"{path}: header line #if names {', '.join(sorted(named & _header_names(out)))}, "
+                         "a tunable or switch (the search sets those; a header line follows the task's defines)")
+    return out
+
+
+def _holds(condition: str, defines: Mapping[str, int], tested: set[str], path: Path) -> tuple[bool, set[str]]:
+    """Whether a header line's condition holds for `defines` (0 for a name none sets), and the
+    names it reads, each one the code tests; raises ValueError."""
+    try:
+        names = expr.names_in(condition)
+        holds = bool(expr.evaluate(condition, {n: defines.get(n, 0) for n in names}))
+    except (ValueError, ArithmeticError) as e:
+        raise ValueError(f"{path}: header line #if {condition.strip()}: {e}") from None
+    if not names <= tested:
+        raise ValueError(f"{path}: header line #if names {', '.join(sorted(names - tested))}, which its code "
+                         "tests in no #if, #ifdef, #ifndef or #elif")
+    return holds, names
+
+
+def _tested(text: str) -> set[str]:
+    """The names the code of `text` (its header and comments aside) tests in preprocessor
+    conditions."""
+    code = cfmt.HEADER_RE.sub("", cfmt.strip_comments(text), count=1)
+    return {w for line in CONDITION_RE.findall(code) for w in re.findall(r"[A-Za-z_]\w*", line)}
+
+
 def _check_defines(text: str, defines: Mapping[str, int], owner: str) -> None:
     """Every define is tested by the template's preprocessor conditions and is none of its
     tunables or switches; raises ValueError."""
-    switches = _header_names(text)
-    code = cfmt.HEADER_RE.sub("", cfmt.strip_comments(text), count=1)
-    tested = {w for line in CONDITION_RE.findall(code) for w in re.findall(r"[A-Za-z_]\w*", line)}
+    switches, tested = _header_names(text), _tested(text)
     for name in defines:
         if name in switches:
             raise ValueError(f"template define {name} is a tunable or switch of {owner}'s template: the search "

@@ -438,6 +438,10 @@ class WorkerSpec:
         """The task of this name, or None when the campaign has none."""
         return next((t for t in self.tasks if t.name == name), None)
 
+    def warmed(self) -> tuple[Task, ...]:
+        """The tasks `warm` names, in its order, each once (a name the campaign lacks left out)."""
+        return tuple(t for t in map(self.task, dict.fromkeys(self.warm)) if t is not None)
+
 
 @dataclass(frozen=True)
 class WorkerInfo:

@@ -134,6 +134,39 @@ class CompilePool:
             raise compiler.CompilerUnavailable(payload)
         raise CompileFailed(payload)
 
+    def start(self, processes: int) -> int:
+        """Start up to `processes` compile processes now, without waiting for them: a process takes
+        a second or more to start (Python and the compiler's modules), and a worker's first
+        candidates would otherwise wait for every one of them at once, on a host busy starting its
+        GPU child. Returns how many were started; a process that cannot be started is left to
+        the first compile that needs it (which reports why)."""
+        taken: list[_Process | None] = []
+        while len(taken) < min(processes, self.size):
+            try:
+                taken.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        started = 0
+        for i, proc in enumerate(taken):
+            if proc is not None or self._closed:
+                continue
+            try:
+                fresh = _Process(self.limits.max_bytes)
+            except OSError:
+                continue
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._all.add(fresh)
+            if closed:  # closed meanwhile: `close` did not see this one
+                fresh.kill()
+                continue
+            taken[i] = fresh
+            started += 1
+        for proc in reversed(taken):  # back in the order taken (last in, first out)
+            self._idle.put(proc)
+        return started
+
     def close(self) -> None:
         """Kill every compile process; later calls raise PoolBroken."""
         with self._lock:
@@ -258,15 +291,20 @@ def _expect(proc: _Process, word: str, timeout_s: float) -> None:
 
 # ---- a worker's compile service ---------------------------------------------------------------
 
-def worker_compiler(cfg: EvalConfig, processes: int, deadline_s: float | None = None) -> CompileService:
+def worker_compiler(cfg: EvalConfig, processes: int, deadline_s: float | None = None,
+                    start: bool = False) -> CompileService:
     """The compile service of a process that compiles proposer code (the GPU worker, its GPU
     child, `fsr eval`): the node's disk cache (`cfg.compile_cache_dir`, `compile_cache_max_bytes`)
     and misses compiled in `processes` bounded compile processes, each compile within
-    `deadline_s` (default `cfg.compile_timeout_s`) and `cfg.compile_max_bytes`. Its caller
-    closes it."""
+    `deadline_s` (default `cfg.compile_timeout_s`) and `cfg.compile_max_bytes`; `start`: every
+    process started now, on a thread of its own (a campaign's worker, whose first candidates
+    compile all at once), else each at the first compile that needs it. Its caller closes it."""
     limits = Limits(cfg.compile_timeout_s if deadline_s is None else deadline_s, cfg.compile_max_bytes)
     disk = compile_cache.open_cache(cfg.compile_cache_dir, cfg.compile_cache_max_bytes)
-    return CompileService(disk, CompilePool(processes, limits))
+    pool = CompilePool(processes, limits)
+    if start:  # on a thread: the caller goes on (a worker, to start its GPU child) while they are spawned
+        threading.Thread(target=pool.start, args=(processes,), daemon=True, name="fsr-compile-start").start()
+    return CompileService(disk, pool)
 
 
 # ---- the compile process ------------------------------------------------------------------------
@@ -298,10 +336,12 @@ def _limit_memory(max_bytes: int) -> None:
 
 def serve(max_bytes: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The compile process's loop: one request at a time until its input closes."""
-    from fsr.evaluate.compile import CompilerUnavailable, nvrtc
+    from fsr.evaluate.compile import CompilerUnavailable, nvrtc, nvrtc_version
 
     _die_with_parent()
     _limit_memory(max_bytes)
+    with contextlib.suppress(CompilerUnavailable):  # NVRTC loaded before the first request (a process
+        nvrtc_version()  # started ahead has the time); a failure is the first compile's to report
     _send(stdout, "ready")
     while True:
         try:

@@ -14,10 +14,11 @@ configuration is checked in its place (child.Child.evaluate).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from fsr.evaluate.wire import Died, TimedOut
-from fsr.types import Defines
+from fsr.types import Defines, Evaluation
 
 TRIAL = "tuning trial "
 TUNED = "checks and timing of the tuned "
@@ -94,6 +95,16 @@ def summary(failed: Failed) -> str:
     if not failed:
         return ""
     return FAILED + "; ".join(f"{label(values)}: {reason}" for values, reason in failed)
+
+
+def noting(result: Evaluation, failed: Failed) -> Evaluation:
+    """`result` with the configurations that hung or crashed a child first in its message."""
+    text = summary(failed)
+    if not text:
+        return result
+    if result.message.startswith(FAILED):  # the child's own list: one list
+        return replace(result, message=f"{text}; {result.message[len(FAILED):]}")
+    return replace(result, message=f"{result.message}; {text}" if result.message else text)
 
 
 def known_failure(values: Defines, failed: Failed) -> str | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from fsr import candidate as cfmt
 from fsr import certification, tasks
 from fsr.evaluate import PREPARE_TIMEOUT_S, configurations, diagnose, host, judged
+from fsr.evaluate.baselines import BaselineCompiles
 from fsr.evaluate.compile import Compiled, CompileService
 from fsr.evaluate.compile_pool import worker_compiler
 from fsr.evaluate.judge import implausible, summarise
@@ -70,16 +71,6 @@ READY_TIMEOUT_S = 60.0  # answering "ready" is a lookup: this only bounds a wedg
 COMPARE_POLL_S = 0.1  # how often `compare` asks the GPU child for comparators still being timed
 
 
-def _noting(result: Evaluation, failed: configurations.Failed) -> Evaluation:
-    """The verdict's message, with the configurations that hung or crashed a child first."""
-    summary = configurations.summary(failed)
-    if not summary:
-        return result
-    if result.message.startswith(configurations.FAILED):  # the child's own list: one list
-        return replace(result, message=f"{summary}; {result.message[len(configurations.FAILED):]}")
-    return replace(result, message=f"{result.message}; {summary}" if result.message else summary)
-
-
 @dataclass
 class _TaskTimes:
     baseline_us: float | None  # None: the task has no baseline.cu (one made by `fsr import`)
@@ -111,10 +102,13 @@ class GpuEvaluator:
         self.cfg = spec.eval
         compile_threads = max(1, min(threads, 16))
         # Proposer code is compiled in bounded processes, never in this worker's own.
-        self.compiler = compiler or worker_compiler(self.cfg, compile_threads)
+        # a campaign's compile processes start now: its first candidates all compile at once
+        self.compiler = compiler or worker_compiler(self.cfg, compile_threads, start=campaign)
         self.sandbox = Sandbox(self.spec)
         self._gpu = Turns()  # the child: one request at a time (a baseline inside a prepare), certifications first
         self._compiles = ThreadPoolExecutor(compile_threads, thread_name_prefix="fsr-trials")
+        # a campaign's baselines compile as soon as the GPU child names its arch (`device`)
+        self._baselines = BaselineCompiles(self._compiles, self.compiler, spec.warmed() if campaign else ())
         self._worker_time = WorkerTime()
         self._times: dict[str, _TaskTimes] = {}
         self._prepared_in: dict[str, int] = {}  # task -> sandbox generation it was prepared in
@@ -132,7 +126,9 @@ class GpuEvaluator:
 
     def device(self) -> DeviceInfo:
         with self._gpu:
-            return self.sandbox.ensure_started()
+            device = self.sandbox.ensure_started()
+        self._baselines.start(device.arch)
+        return device
 
     def evaluate(self, candidate: Candidate, tune: bool = True) -> Evaluation:
         """Judge one candidate. Its `wall_s` is the worker time it adds; its `setup_s`, the part of
@@ -195,12 +191,16 @@ class GpuEvaluator:
             return replace(static.verdict, device=device.name, setup_s=setup_s), clock + setup_s
         compiled = static.compiled
         assert compiled is not None
+        if task.name not in self._times:  # its first preparation judges its baseline: done before the
+            setup_s += self._prepare_first(task, device.arch)  # claim, so the baseline itself is answered
         judgement = judged.key(cand, compiled, trials)
         earlier = self._judged.claim(judgement)  # the same program judged before: no GPU time
         if earlier is not None:
             for future, _ in ahead.values():
                 future.cancel()
-            return replace(judged.answer(earlier, cand, compiled.seconds), setup_s=setup_s), clock + setup_s
+            basis = self._times.get(task.name)  # the baseline's own judgement was made before its time was known
+            answer = replace(judged.answer(earlier, cand, compiled.seconds), setup_s=setup_s)
+            return replace(answer, baseline_us=basis.baseline_us) if basis else answer, clock + setup_s
         try:
             result = self._on_gpu(cand, task, compiled, compiled_trials(ahead), trials, setup_s)
         except BaseException:
@@ -268,12 +268,7 @@ class GpuEvaluator:
         with self._gpu:
             clock = time.perf_counter()
             device = self.sandbox.ensure_started()  # after a CRASH, a new child
-            try:
-                times = self._prepare(task)
-            except EvaluatorFault as e:  # fsr's own: once more, in a fresh child (the first is gone)
-                log.warning("%s (try 1 of 2, each in a fresh GPU child)", e)
-                self.sandbox.ensure_started()
-                times = self._prepare(task)
+            times = self._prepare_once_more(task)
             setup_end = time.perf_counter()
             setup_s += setup_end - clock
             journal_dir = self.spec.journal_dir
@@ -296,16 +291,37 @@ class GpuEvaluator:
                           setup_s=setup_s)
         if isinstance(reply, TimedOut):
             during = f" (during {reply.doing})" if reply.doing else ""
-            return _noting(replace(base, verdict=Verdict.TIMEOUT, message=f"still running after {reply.seconds:.1f} s"
+            return configurations.noting(replace(base, verdict=Verdict.TIMEOUT, message=f"still running after {reply.seconds:.1f} s"
                                    f"{during}; the GPU child was killed and replaced"), failed), setup_end
         if isinstance(reply, Died):
-            return _noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed), setup_end
+            return configurations.noting(replace(base, verdict=Verdict.CRASH, message=reply.reason), failed), setup_end
         assert isinstance(reply, ChildResult)
         out = self._judge(base, reply, task, device)
         if out.verdict == Verdict.OK and out.timing is not None and not out.cut_short:
             self._best_us[task.name] = min(out.timing.median_us, self._best_us.get(task.name, float("inf")))
         diagnostics = diagnose.of_evaluation(cand, compiled, out, task, device, self.compiler)
-        return _noting(replace(out, diagnostics=diagnostics), failed), setup_end
+        return configurations.noting(replace(out, diagnostics=diagnostics), failed), setup_end
+
+    def _prepare_first(self, task: Task, arch: str) -> float:
+        """Seconds spent preparing a task not yet prepared by this evaluator, in a GPU turn of its
+        own, its baseline compiled and its host contents built before it (neither holds the GPU)."""
+        started = time.perf_counter()
+        self._baselines.wait(task, arch)
+        self._await_contents(task)
+        with self._gpu:
+            self.sandbox.ensure_started()
+            self._prepare_once_more(task)
+        return time.perf_counter() - started
+
+    def _prepare_once_more(self, task: Task) -> _TaskTimes:
+        """`_prepare`, once more in a fresh GPU child where fsr's own code failed in the first (gone
+        with it); the caller holds the GPU."""
+        try:
+            return self._prepare(task)
+        except EvaluatorFault as e:
+            log.warning("%s (try 1 of 2, each in a fresh GPU child)", e)
+            self.sandbox.ensure_started()
+            return self._prepare(task)
 
     def _call_evaluate(self, cand: Candidate, task: Task, request: EvalRequest | CertifyRequest, timeout: float,
                        kind: str = "evaluate") -> object:

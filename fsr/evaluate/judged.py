@@ -38,7 +38,8 @@ def key(cand: Candidate, compiled: Compiled, tune_trials: int) -> str:
     h = hashlib.sha256()
     tuned = tune_trials > 0 and any(len(t.values) > 1 for t in cand.tunables)
     parts = [cand.task, repr(compiled.lowered), repr(cand.launches), repr(cand.tunables), repr(cand.features),
-             repr(cand.scratch), repr(cand.tensormaps), repr(cand.resolved_defines()), f"trials {tune_trials}",
+             repr(cand.scratch), repr(cand.tensormaps), repr(cand.resolved_defines()),
+             f"trials {tune_trials if tuned else 0}",  # nothing to tune: judged alike (a task's baseline)
              _code(cand.source) if tuned else ""]
     h.update(compiled.cubin)
     for part in parts:
@@ -55,8 +56,11 @@ def _code(source: str) -> str:
 
 def answer(earlier: Evaluation, cand: Candidate, compile_s: float) -> Evaluation:
     """`earlier`'s judgement given to `cand`: its verdict, checks, timing, tuned defines and
-    resources, with no trials and no stage time of its own (no GPU work was done for it)."""
-    return replace(earlier, candidate_id=cand.id, answered_from=earlier.candidate_id, trials=(), tune_trials=0,
+    resources, with no trials and no stage time of its own (no GPU work was done for it). A
+    judgement of `cand` itself (a task's baseline, judged as its task was prepared) names no
+    earlier candidate."""
+    since = earlier.candidate_id if earlier.candidate_id != cand.id else ""
+    return replace(earlier, candidate_id=cand.id, answered_from=since, trials=(), tune_trials=0,
                    compile_s=compile_s, verify_s=0.0, tune_s=0.0, bench_s=0.0, wall_s=0.0, setup_s=0.0,
                    comparators_s=0.0, worker="")
 

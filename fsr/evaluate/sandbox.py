@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import sys
 import time
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,7 +50,7 @@ class Sandbox:
         parent, child = ctx.Pipe()
         self.process = ctx.Process(target=_child_main, name="fsr-gpu-child", daemon=True,
                                    args=(child, self.spec, self.device))
-        with _thread_env(self.spec.host_threads or None):  # read by the child's BLAS when NumPy loads
+        with _thread_env(self.spec.host_threads or None), _main_unseen():  # BLAS threads read as NumPy loads
             self.process.start()
         child.close()
         self.conn = parent
@@ -153,6 +155,24 @@ def _thread_env(threads: int | None) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _main_unseen() -> Iterator[None]:
+    """A spawned child started meanwhile does not run this process's main script again. Spawning
+    runs the parent's `__main__` file in the child (as `__mp_main__`, for objects defined there);
+    the GPU child needs nothing from it, and in a Ray worker that file is Ray's worker script: a
+    second or so of imports (Ray's) before every GPU child's start, a restart's included. A bare
+    module stands in for `__main__` while the child is spawned (the spawn reads it then)."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+        else:
+            sys.modules.pop("__main__", None)
 
 
 def _child_main(*args: Any) -> None:

@@ -3,6 +3,9 @@
 BLOCK_M = [128, 64]  # query rows per block, 16 per warp (8 or 4 warps)
 BLOCK_N = [64, 32]   # keys per K/V tile in shared memory (scores of a tile: BLOCK_N / 2 registers a thread)
 STAGES = [2, 1]      # K/V tiles in shared memory: 2 copies tile t + 1 (cp.async) while tile t is computed
+WG_BLOCK_N = [128, 176, 64]  # WGMMA: keys per K/V tile (the n of S = Q K^T's wgmma: S is WG_BLOCK_N / 2 registers a thread)
+WG_STAGES = [3, 2]           # WGMMA: K/V tiles in the TMA ring, capped so that they fit 227 KiB (3 at 128 keys: 0.89x cuDNN against 0.76x with 2, H200)
+WG_CONSUMERS = [2, 1]        # WGMMA: consumer warp groups of 64 query rows each (WG_BM = 64 WG_CONSUMERS rows a block)
 
 [features]
 SWIZZLE = [0, 1]        # XOR-swizzled 16-byte chunks in the shared tiles instead of rows padded by 16 bytes (less shared memory, conflict-free either way)
@@ -11,13 +14,46 @@ FRAG_PREFETCH = [0, 1]  # ldmatrix of K's and V's next k16 step issued before th
 FAST_MATH = [0, 1]      # ex2.approx for the exponentials and one __fdividef reciprocal per row (else exp2f and a division per element)
 VEC4 = [0, 1]           # o staged in shared memory (the warp's own Q rows), then written in 16-byte vectors where o is 16-byte aligned
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(threads, 1): registers allotted for the block size
+WGMMA = [0, 1]          # Hopper's path (sm_90a): Q, K, V by TMA into 128-byte-swizzled tiles on mbarriers, a producer warp group, consumer groups doing S = Q K^T and O += P V with wgmma (P from registers)
+WG_OVERLAP = [0, 1]     # WGMMA: Q K^T of tile t + 1 issued before P V of tile t, so the softmax of t + 1 runs under P V (FlashAttention-3's intra-warpgroup overlap)
+WG_PINGPONG = [0, 1]    # WGMMA with 2 consumers: the groups take turns issuing their wgmmas (named barriers), one's softmax under the other's products
+
+[[tensormap]]
+name = "q_tiles"
+buffer = "q"
+dims = ["128", "seq", "bh"]  # rank 3: a box past a head's last row is zero-filled, not the next head's
+box = ["64", "64 * WG_CONSUMERS", "1"]  # half a row (128 bytes, the swizzle's span) of the block's rows
+swizzle = "128B"
+
+[[tensormap]]
+name = "k_tiles"
+buffer = "k"
+dims = ["128", "seq", "bh"]
+box = ["64", "WG_BLOCK_N", "1"]
+swizzle = "128B"
+
+[[tensormap]]
+name = "v_tiles"
+buffer = "v"
+dims = ["128", "seq", "bh"]
+box = ["64", "WG_BLOCK_N", "1"]
+swizzle = "128B"
 
 [[launch]]
 kernel = "attention_bf16_template"
+when = "WGMMA == 0"
 grid = ["cdiv(seq, BLOCK_M)", "bh"]
 block = ["2 * BLOCK_M"]
 smem = "2 * (136 - 8 * SWIZZLE) * (BLOCK_M + 2 * STAGES * BLOCK_N)"
 args = ["q", "k", "v", "o", "bh", "seq"]
+
+[[launch]]
+kernel = "attention_bf16_wgmma"
+when = "WGMMA == 1"
+grid = ["cdiv(seq, 64 * WG_CONSUMERS)", "bh"]
+block = ["128 * (WG_CONSUMERS + 1)"]
+smem = "2048 + 16384 * WG_CONSUMERS + min(WG_STAGES, (230400 - 16384 * WG_CONSUMERS) // (512 * WG_BLOCK_N)) * 512 * WG_BLOCK_N"
+args = ["q_tiles", "k_tiles", "v_tiles", "o", "bh", "seq"]
 */
 // Feature template: o = softmax(q k^T / sqrt(128)) v per head in bfloat16 on the tensor cores,
 // FlashAttention-2 style; with CAUSAL 1 (a task's define: attention_bf16_causal) key j > query i is
@@ -33,7 +69,8 @@ args = ["q", "k", "v", "o", "bh", "seq"]
 // wholly past its own rows, and blocks start from the last rows (the most tiles) so that the short
 // ones fill the end. Query rows past seq are computed from zeros and not stored. Every combination
 // is correct for any bh and seq: where q, k or v is not 16-byte aligned the tiles are gathered
-// element by element instead of copied with cp.async.
+// element by element instead of copied with cp.async. WGMMA: Hopper's own path (TMA, mbarriers,
+// warp-specialised groups, wgmma for both products) at the end of the file.
 #ifndef CAUSAL
 #define CAUSAL 0  // a variant's define (task.toml `template`), not a switch: it changes the op
 #endif
@@ -460,4 +497,450 @@ extern "C" __global__ void BOUNDS attention_bf16_template(const __nv_bfloat16* q
         l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     }
     store(o + head, m0, seq, acc, l, qs);
+}
+
+
+// ---- Hopper: TMA and wgmma, FlashAttention-3 style (WGMMA) -------------------------------------
+// A block of 128 (WG_CONSUMERS + 1) threads takes WG_BM = 64 WG_CONSUMERS query rows of head
+// blockIdx.y. Warp group 0 is the producer: one thread copies the block's Q once, then K and V
+// tile by tile (WG_BN keys each) into a ring of WG_NSTAGES stages, all by TMA through rank-3
+// tensor maps (dims 128, seq, bh: rows past a head's end arrive as zeros) with the 128-byte
+// swizzle. A row of 128 dims is two boxes of 64 (the swizzle's 128-byte span), so a tile is two
+// column halves one after the other, each `rows` x 128 bytes. K lands on the stage's `kfull`
+// mbarrier and V on `vfull`, so S can start before V is in; each consumer warp frees the stage
+// on `empty` once its products of it are done. Consumer warp group c (rows 64c.. of the block):
+//   S = Q K^T   wgmma m64nWG_BNk16, both operands in shared memory, K-major (descriptors as the
+//               gemm template's A: 32 bytes a k16 step within a swizzled row, 1024 between
+//               groups of 8 rows), 8 k16 steps over the two column halves;
+//   softmax     on S's registers: thread t of the group holds rows 16 (t / 32 % 4) + t % 32 / 4
+//               and 8 more, keys 8 j + 2 (t % 4) and + 1 (register 4 j + 2 h + e), so a row's
+//               max and sum go over the quad by two shuffles; scores in log2 units, keys at or
+//               past seq (and with CAUSAL past the row's own) at -inf;
+//   O += P V    P rounded to bfloat16 in registers: S's accumulators of key columns 16 kk..
+//               16 kk + 15 are exactly the A fragment of k16 step kk (as mma.sync's), so wgmma
+//               takes A from registers and V from shared memory, V k-by-n ("MN-major",
+//               transposed: LBO from the dims 0..63 half to 64..127, SBO 1024 between groups of
+//               8 keys, 2048 bytes a k16 step).
+// WG_OVERLAP issues S of tile t + 1 before P V of tile t and waits for S alone, so the softmax
+// of t + 1 runs under P V; O's rescaling for t + 1 follows P V's wait. WG_PINGPONG (2 consumers)
+// makes the groups take turns at issuing (named barriers 1 and 2), one's softmax under the other's
+// products. With CAUSAL, blocks run from the last rows; tiles wholly past the block's last row
+// are neither copied nor multiplied. Every consumer takes every tile of its block (a loop bound
+// that differed between the groups would make ptxas serialise the overlapped wgmmas): a tile
+// wholly past group 0's rows is all -inf to it, p = 0 and the correction 1 (at WG_BLOCK_N 128 there
+// is none). Every row has key 0 in tile 0, so its running max is finite from the first tile on.
+// Query rows past seq are computed from zeros and not stored.
+#define WG_BN WG_BLOCK_N
+#define WG_BM (64 * WG_CONSUMERS)
+#define WG_SN (WG_BN / 2)          // S registers a thread
+#define WG_PK (WG_BN / 16)         // k16 steps of P V
+#define WG_Q_BYTES (WG_BM * 256)   // Q: the block's rows, two column halves
+#define WG_KV_BYTES (WG_BN * 256)  // one K or V tile: two column halves of WG_BN rows of 128 bytes
+#define WG_STAGE_BYTES (2 * WG_KV_BYTES)
+#define WG_FIT ((230400 - WG_Q_BYTES) / WG_STAGE_BYTES)
+#define WG_NSTAGES (WG_STAGES < WG_FIT ? WG_STAGES : WG_FIT)  // as the header's smem
+#define WG_PP (WG_PINGPONG && WG_CONSUMERS == 2)
+// mbarriers after the stages: Q's, then kfull, vfull and empty of every stage
+#define WG_QFULL(b) (b)
+#define WG_KFULL(b, s) ((b) + 8 * (1 + (s)))
+#define WG_VFULL(b, s) ((b) + 8 * (1 + WG_NSTAGES + (s)))
+#define WG_EMPTY(b, s) ((b) + 8 * (1 + 2 * WG_NSTAGES + (s)))
+
+#if WGMMA && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// fsr compiles for the arch-specific variant (sm_90a) where the plain arch's compile says an
+// instruction is not supported on its target: said here, by the preprocessor, it spares a whole
+// plain compile that ptxas would refuse at its end.
+#error "wgmma and setmaxnreg are not supported on .target 'sm_90': WGMMA needs sm_90a"
+#endif
+#if WGMMA
+static_assert(WG_BN % 16 == 0 && WG_BN >= 64 && WG_BN <= 256, "wgmma n: whole k16 steps of P V");
+static_assert(WG_CONSUMERS == 1 || WG_CONSUMERS == 2, "one or two consumer groups");
+static_assert(WG_NSTAGES >= 2, "two stages fit");
+
+__device__ __forceinline__ void bar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// One box of `map` at (x, y, z), innermost first, into shared dst; completes its bytes on bar.
+__device__ __forceinline__ void tma_load(unsigned dst, const CUtensorMap* map, int x, int y, int z, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
+}
+// Both column halves of rows [y, y + rows) of head z: the half of dims 64.. `rows` x 128 bytes on.
+__device__ __forceinline__ void tma_rows(unsigned dst, const CUtensorMap* map, int rows, int y, int z, unsigned bar) {
+    tma_load(dst, map, 0, y, z, bar);
+    tma_load(dst + rows * 128, map, 64, y, z, bar);
+}
+
+// A shared-memory matrix descriptor: start address, leading and stride byte offsets (16-byte
+// units), 128-byte swizzle (mode 1 in bits 62-63).
+__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+           (unsigned long long)(sbo >> 4) << 32 | 1ull << 62;
+}
+
+#define WG_F8(x, i) "+f"(x[i]), "+f"(x[i + 1]), "+f"(x[i + 2]), "+f"(x[i + 3]), "+f"(x[i + 4]), "+f"(x[i + 5]), \
+    "+f"(x[i + 6]), "+f"(x[i + 7])
+#define WG_F32(x, i) WG_F8(x, i), WG_F8(x, i + 8), WG_F8(x, i + 16), WG_F8(x, i + 24)
+#define WG_F64(x, i) WG_F32(x, i), WG_F32(x, i + 32)
+#define WG_F88(x, i) WG_F64(x, i), WG_F8(x, i + 64), WG_F8(x, i + 72), WG_F8(x, i + 80)
+#define WG_R32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "     \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WG_R64 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_R88 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87"
+
+// s (64 x WG_BN) = (acc ? s : 0) + a (64 x 16 of Q, K-major) times b (16 x WG_BN of K^T: K's rows,
+// K-major, not transposed).
+__device__ __forceinline__ void wg_qk(float (&s)[WG_SN], unsigned long long a, unsigned long long b, int acc) {
+#if WG_BN == 64
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" WG_R32 "}, %32, %33, p, 1, 1, 0, 0;\n}"
+                 : WG_F32(s, 0) : "l"(a), "l"(b), "r"(acc));
+#elif WG_BN == 128
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_R64 "}, %64, %65, p, 1, 1, 0, 0;\n}"
+                 : WG_F64(s, 0) : "l"(a), "l"(b), "r"(acc));
+#elif WG_BN == 176
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {" WG_R88 "}, %88, %89, p, 1, 1, 0, 0;\n}"
+                 : WG_F88(s, 0) : "l"(a), "l"(b), "r"(acc));
+#else
+#error "WG_BLOCK_N: 64, 128 or 176"
+#endif
+}
+// o (64 x 128) += a (64 x 16 of P: four registers a thread, mma.sync's A-fragment layout per warp)
+// times b (16 x 128 of V: k-by-n, transposed, the last immediate).
+__device__ __forceinline__ void wg_pv(float (&o)[64], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_R64 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
+                 : WG_F64(o, 0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Registers the compiler must see as written here (after a wait: no read of an accumulator moves
+// above it) and read here (before a fence: no write to an operand sinks below it).
+template <int N>
+__device__ __forceinline__ void wg_pin(float (&x)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(x[i])::"memory");
+}
+__device__ __forceinline__ void wg_pin(unsigned (&p)[WG_PK][4]) {
+#pragma unroll
+    for (int i = 0; i < WG_PK; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(p[i][j])::"memory");
+}
+template <int W, int N>
+__device__ __forceinline__ void wg_wait(float (&x)[N]) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(W) : "memory");
+    wg_pin(x);
+}
+
+// Consumer c's turn at issuing wgmmas (WG_PP), and the other's after it. Both groups take as many
+// turns; group 1 opens group 0's first turn and skips its own last hand-over, so that both named
+// barriers end with no arrivals left over.
+__device__ __forceinline__ void wg_turn(int c) {
+#if WG_PP
+    asm volatile("bar.sync %0, 256;" ::"r"(1 + c) : "memory");
+#endif
+}
+__device__ __forceinline__ void wg_pass(int c, bool last) {
+#if WG_PP
+    if (!(c == 1 && last)) asm volatile("bar.arrive %0, 256;" ::"r"(2 - c) : "memory");
+#endif
+}
+
+struct WgJob {
+    unsigned q;       // this consumer's m64 tile of Q (its first column half)
+    unsigned stages;  // stage 0's K tile; V after it, stage s + 1 WG_STAGE_BYTES on
+    unsigned bars;
+    int seq, r0;      // r0: this thread's first row (query index); its second is r0 + 8
+    int first;        // the block's first row
+    int total;        // key tiles the block needs (all of them, or with CAUSAL up to its last row)
+    int c;
+};
+
+// S = Q K^T for the K tile at k: 8 k16 steps, 4 in each column half.
+__device__ __forceinline__ void wg_scores(float (&s)[WG_SN], unsigned q, unsigned k) {
+#pragma unroll
+    for (int st = 0; st < 8; ++st)
+        wg_qk(s, wg_desc(q + st / 4 * WG_Q_BYTES / 2 + 32 * (st % 4), 16, 1024),
+              wg_desc(k + st / 4 * WG_BN * 128 + 32 * (st % 4), 16, 1024), st);
+}
+// O += P V for the V tile at v: WG_PK k16 steps of 16 keys (2048 bytes) each.
+__device__ __forceinline__ void wg_values(float (&o)[64], const unsigned (&p)[WG_PK][4], unsigned v) {
+#pragma unroll
+    for (int kk = 0; kk < WG_PK; ++kk) wg_pv(o, p[kk], wg_desc(v + 2048 * kk, WG_BN * 128, 1024));
+}
+
+struct WgRow {
+    float m[2];  // running max of the scaled scores of rows r0 and r0 + 8 (log2 units)
+    float l[2];  // this thread's part of the sum of exp2(s - m): its columns only
+};
+
+__device__ __forceinline__ float wg_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));  // ex2(-inf) = 0
+    return y;
+}
+
+// The online softmax of the tile of keys key0..: s scaled to log2 units and masked (only where the
+// tile has keys at or past seq or, with CAUSAL, past the block's first row: a condition the same
+// in the whole warp group, else ptxas serialises the wgmmas around it), the rows' new maxima
+// over the quad, corr = exp2(old max - new max) (0 at the first tile), l rescaled and s replaced
+// by p = exp2(s - max). O is rescaled by the caller, after any P V still in flight on it.
+__device__ __forceinline__ void wg_softmax(float (&s)[WG_SN], WgRow& row, float (&corr)[2], int key0, const WgJob& jb) {
+    const int t = threadIdx.x % 4;
+    const bool edge = key0 + WG_BN > jb.seq || (CAUSAL && key0 + WG_BN - 1 > jb.first);
+    float mx[2] = {row.m[0], row.m[1]};
+#pragma unroll
+    for (int i = 0; i < WG_SN; ++i) {
+        const int h = i / 2 % 2, key = key0 + 8 * (i / 4) + 2 * t + i % 2;
+        float x = s[i] * SCALE_LOG2;
+        if (edge && !(key < jb.seq && (!CAUSAL || key <= jb.r0 + 8 * h))) x = -INFINITY;
+        s[i] = x;
+        mx[h] = fmaxf(mx[h], x);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        corr[h] = wg_ex2(row.m[h] - mx[h]);
+        row.m[h] = mx[h];
+        row.l[h] *= corr[h];
+    }
+#pragma unroll
+    for (int i = 0; i < WG_SN; ++i) {
+        s[i] = wg_ex2(s[i] - row.m[i / 2 % 2]);
+        row.l[i / 2 % 2] += s[i];
+    }
+}
+__device__ __forceinline__ void wg_rescale(float (&o)[64], const float (&corr)[2]) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) o[i] *= corr[i / 2 % 2];
+}
+// P in bfloat16 as the A fragments of P V's k16 steps: registers 8 kk.. of S hold key columns
+// 16 kk + 2 (t % 4) (+ 1) for rows r0 (e 0, 1) and r0 + 8 (2, 3), then the same 8 keys on (4..7).
+__device__ __forceinline__ void wg_probs(const float (&s)[WG_SN], unsigned (&p)[WG_PK][4]) {
+#pragma unroll
+    for (int kk = 0; kk < WG_PK; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) p[kk][r] = pack_bf16(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+// The consumer's warps are done with stage st (each warp's own wgmmas waited for): one arrival a
+// warp, 4 WG_CONSUMERS in all.
+__device__ __forceinline__ void wg_release(unsigned bars, int st) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) bar_arrive(WG_EMPTY(bars, st));
+}
+__device__ __forceinline__ void wg_next(int& st, unsigned& ph) {
+    if (++st == WG_NSTAGES) st = 0, ph ^= 1;
+}
+__device__ __forceinline__ unsigned wg_k(const WgJob& jb, int st) { return jb.stages + st * WG_STAGE_BYTES; }
+
+#if WG_OVERLAP
+// S of tile 0, then per tile kt: S of kt and P V of kt - 1 issued, S waited for and its softmax
+// done while P V runs, then P V waited for, its stage freed, O rescaled and P of kt made; the
+// last P V at the end. A turn (WG_PP) covers each issue: total + 1 turns.
+__device__ __forceinline__ void wg_consume(const WgJob& jb, float (&o)[64], WgRow& row) {
+    float s[WG_SN], corr[2];
+    unsigned p[WG_PK][4];
+    int st = 0;
+    unsigned ph = 0;
+    bar_wait(WG_KFULL(jb.bars, 0), 0);
+    wg_turn(jb.c);
+    wg_fence();
+    wg_scores(s, jb.q, wg_k(jb, 0));
+    wg_commit();
+    wg_pass(jb.c, false);
+    wg_wait<0>(s);
+    wg_softmax(s, row, corr, 0, jb);  // O is still 0: no rescaling
+    wg_probs(s, p);
+    for (int kt = 1; kt < jb.total; ++kt) {
+        int sn = st;
+        unsigned phn = ph;
+        wg_next(sn, phn);
+        bar_wait(WG_KFULL(jb.bars, sn), phn);
+        wg_turn(jb.c);
+        wg_pin(o);
+        wg_pin(p);
+        wg_fence();
+        wg_scores(s, jb.q, wg_k(jb, sn));
+        wg_commit();
+        bar_wait(WG_VFULL(jb.bars, st), ph);
+        wg_values(o, p, wg_k(jb, st) + WG_KV_BYTES);
+        wg_commit();
+        wg_pass(jb.c, false);
+        wg_wait<1>(s);  // groups complete in order: S's, not P V's
+        wg_softmax(s, row, corr, kt * WG_BN, jb);
+        wg_wait<0>(o);
+        wg_release(jb.bars, st);
+        wg_rescale(o, corr);
+        wg_probs(s, p);
+        st = sn, ph = phn;
+    }
+    bar_wait(WG_VFULL(jb.bars, st), ph);
+    wg_turn(jb.c);
+    wg_pin(o);
+    wg_pin(p);
+    wg_fence();
+    wg_values(o, p, wg_k(jb, st) + WG_KV_BYTES);
+    wg_commit();
+    wg_pass(jb.c, true);  // group 1's last turn
+    wg_wait<0>(o);
+    wg_release(jb.bars, st);
+}
+#else
+// Per tile: S issued and waited for, the softmax, O rescaled, P V issued and waited for, the stage
+// freed. A turn (WG_PP) covers the issue of S: total turns.
+__device__ __forceinline__ void wg_consume(const WgJob& jb, float (&o)[64], WgRow& row) {
+    float s[WG_SN], corr[2];
+    unsigned p[WG_PK][4];
+    int st = 0;
+    unsigned ph = 0;
+    for (int kt = 0; kt < jb.total; ++kt) {
+        bar_wait(WG_KFULL(jb.bars, st), ph);
+        wg_turn(jb.c);
+        wg_fence();
+        wg_scores(s, jb.q, wg_k(jb, st));
+        wg_commit();
+        wg_pass(jb.c, kt == jb.total - 1);
+        wg_wait<0>(s);
+        wg_softmax(s, row, corr, kt * WG_BN, jb);
+        wg_rescale(o, corr);
+        wg_probs(s, p);
+        bar_wait(WG_VFULL(jb.bars, st), ph);
+        wg_pin(o);
+        wg_pin(p);
+        wg_fence();
+        wg_values(o, p, wg_k(jb, st) + WG_KV_BYTES);
+        wg_commit();
+        wg_wait<0>(o);
+        wg_release(jb.bars, st);
+        wg_next(st, ph);
+    }
+}
+#endif
+
+// The producer's one thread: Q, then K and V of every tile the block needs, each into its stage
+// once every consumer warp freed it (a fresh barrier passes parity 1 at once). A box's bytes past
+// seq are zeros and still count.
+__device__ __forceinline__ void wg_produce(const CUtensorMap* qm, const CUtensorMap* km, const CUtensorMap* vm,
+                                           unsigned base, unsigned bars, int m0, int head, int total) {
+    bar_expect(WG_QFULL(bars), WG_Q_BYTES);
+    tma_rows(base, qm, WG_BM, m0, head, WG_QFULL(bars));
+    unsigned ph = 0;
+    for (int kt = 0, st = 0; kt < total; ++kt) {
+        bar_wait(WG_EMPTY(bars, st), ph ^ 1);
+        const unsigned k = base + WG_Q_BYTES + st * WG_STAGE_BYTES;
+        bar_expect(WG_KFULL(bars, st), WG_KV_BYTES);
+        tma_rows(k, km, WG_BN, kt * WG_BN, head, WG_KFULL(bars, st));
+        bar_expect(WG_VFULL(bars, st), WG_KV_BYTES);
+        tma_rows(k + WG_KV_BYTES, vm, WG_BN, kt * WG_BN, head, WG_VFULL(bars, st));
+        wg_next(st, ph);
+    }
+}
+
+// o = O / l for the thread's two rows, those inside seq: accumulator 4 j + 2 h + e is dim
+// 8 j + 2 (t % 4) + e of row r0 + 8 h; pairs of dims as one 4-byte word where o is 4-byte aligned.
+__device__ __forceinline__ void wg_store(const float (&o)[64], const WgRow& row, __nv_bfloat16* oh, int seq, int r0) {
+    const int t = threadIdx.x % 4;
+    const bool pairs = ((size_t)oh & 3) == 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l = row.l[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = 1.0f / l;
+        if (r0 + 8 * h >= seq) continue;
+        __nv_bfloat16* orow = oh + (size_t)(r0 + 8 * h) * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            const float x = o[4 * j + 2 * h] * inv, y = o[4 * j + 2 * h + 1] * inv;
+            if (pairs) {
+                *reinterpret_cast<unsigned*>(orow + 8 * j + 2 * t) = pack_bf16(x, y);
+            } else {
+                orow[8 * j + 2 * t] = __float2bfloat16_rn(x);
+                orow[8 * j + 2 * t + 1] = __float2bfloat16_rn(y);
+            }
+        }
+    }
+}
+#if WG_CONSUMERS > 1
+// setmaxnreg needs a register cap at entry: 65536 / 384 threads, to a multiple of 8
+#define WG_BOUNDS __maxnreg__(168)
+#else
+#define WG_BOUNDS
+#endif
+#else
+#define WG_BOUNDS
+#endif
+
+extern "C" __global__ void WG_BOUNDS attention_bf16_wgmma(const __grid_constant__ CUtensorMap q_tiles,
+                                                         const __grid_constant__ CUtensorMap k_tiles,
+                                                         const __grid_constant__ CUtensorMap v_tiles,
+                                                         __nv_bfloat16* o, int bh, int seq) {
+#if WGMMA
+    extern __shared__ __align__(1024) unsigned char wg_smem[];
+    // the 128-byte swizzle repeats every 1024 bytes: Q and the stages start on such a boundary (the
+    // header's smem has 1024 bytes for this and 1024 for the barriers after the stages)
+    const unsigned base = (smem_u32(wg_smem) + 1023) & ~1023u, bars = base + WG_Q_BYTES + WG_NSTAGES * WG_STAGE_BYTES;
+    if (threadIdx.x == 0) {
+        bar_init(WG_QFULL(bars), 1);
+        for (int s = 0; s < WG_NSTAGES; ++s) {
+            bar_init(WG_KFULL(bars, s), 1);  // the producer's expect_tx
+            bar_init(WG_VFULL(bars, s), 1);
+            bar_init(WG_EMPTY(bars, s), 4 * WG_CONSUMERS);  // one arrival a consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const int head = blockIdx.y;
+#if CAUSAL
+    const int m0 = (gridDim.x - 1 - blockIdx.x) * WG_BM;  // the last rows, with the most keys, first
+    const int total = (min(m0 + WG_BM, seq) + WG_BN - 1) / WG_BN;  // keys up to the block's last row
+#else
+    const int m0 = blockIdx.x * WG_BM, total = (seq + WG_BN - 1) / WG_BN;
+#endif
+    const int group = threadIdx.x / 128;
+    // Registers move within the block's pool, taken at launch (384 threads at the cap of 168):
+    // 40 for the producer and 232 for each consumer make 64512 of those 64512.
+    if (group == 0) {
+#if WG_CONSUMERS > 1
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+#endif
+        if (threadIdx.x == 0) wg_produce(&q_tiles, &k_tiles, &v_tiles, base, bars, m0, head, total);
+        return;
+    }
+#if WG_CONSUMERS > 1
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+#endif
+    const int c = group - 1;
+    const int r0 = m0 + 64 * c + (int)(threadIdx.x / 32 % 4 * 16 + threadIdx.x % 32 / 4);
+    const WgJob jb{base + c * 64 * 128, base + WG_Q_BYTES, bars, seq, r0, m0, total, c};
+#if WG_PP
+    if (c == 1) asm volatile("bar.arrive 1, 256;" ::: "memory");  // group 0 issues first
+#endif
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    WgRow row = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+    bar_wait(WG_QFULL(bars), 0);
+    wg_consume(jb, acc, row);
+    wg_store(acc, row, o + (size_t)head * seq * D, seq, jb.r0);
+#endif
 }

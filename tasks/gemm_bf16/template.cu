@@ -17,8 +17,9 @@ SWIZZLE = [0, 1]        # XOR-swizzled 16-byte chunks in the shared tiles instea
 FRAG_PREFETCH = [0, 1]  # ldmatrix of k16 step s + 1 issued before the MMAs of step s (two fragment sets)
 BLOCK_SWIZZLE = [0, 1]  # blocks walk C in bands of 8 block rows (column by column) for L2 reuse of A and B
 FULL_TILES = [0, 1]     # blocks wholly inside C (K % BK == 0) copy their tiles without bounds checks
-VEC4 = [0, 1]           # C tile staged in shared memory, then written in coalesced 16-byte vectors where N % 8 == 0
+VEC4 = [0, 1]           # C tile staged in shared memory, then written in coalesced 16-byte vectors where N % 8 == 0 (with GELU, WGMMA stages it either way; VEC4 makes its stores 16 bytes)
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__ asking for 2 blocks an SM where the accumulators leave room (warp tiles up to 64 x 32)
+#if GELU: FAST_MATH = [0, 1]      # GELU as x / (1 + __expf(-2u)) instead of 0.5 x (1 + tanhf(u))
 WGMMA = [0, 1]          # Hopper's path where K % 8 == N % 8 == 0: TMA into 128-byte-swizzled stages on mbarriers, a producer warp group and wgmma consumer groups (setmaxnreg); the mma.sync kernel elsewhere
 
 [[tensormap]]
@@ -37,21 +38,28 @@ swizzle = "128B"
 
 [[launch]]
 kernel = "gemm_bf16_template"
+#if GELU: kernel = "gemm_bf16_gelu_template"
 when = "WGMMA == 0 or K % 8 != 0 or N % 8 != 0"
 grid = ["cdiv(N, WN * min(WARPS_N, 8 // WARPS_M))", "cdiv(M, WM * WARPS_M)"]
 block = ["32 * WARPS_M * min(WARPS_N, 8 // WARPS_M)"]
 smem = "max(min(STAGES, 232448 // (2 * (WARPS_M * WM * (BK + 8 - 8 * SWIZZLE) + BK * (WN * min(WARPS_N, 8 // WARPS_M) + 8 - 8 * SWIZZLE)))) * 2 * (WARPS_M * WM * (BK + 8 - 8 * SWIZZLE) + BK * (WN * min(WARPS_N, 8 // WARPS_M) + 8 - 8 * SWIZZLE)), VEC4 * 2 * WARPS_M * WM * (WN * min(WARPS_N, 8 // WARPS_M) + 8))"
 args = ["A", "B", "C", "M", "N", "K"]
+#if GELU: args = ["A", "B", "bias", "C", "M", "N", "K"]
 
 [[launch]]
 kernel = "gemm_bf16_wgmma"
+#if GELU: kernel = "gemm_bf16_gelu_wgmma"
 when = "WGMMA == 1 and K % 8 == 0 and N % 8 == 0"
 grid = ["cdiv(N, WG_BN) * cdiv(M, 64 * min(WG_MT, 256 // WG_BN) * WG_CONSUMERS)"]
 block = ["128 * (WG_CONSUMERS + 1)"]
 smem = "2048 + min(WG_STAGES, 230400 // (128 * (64 * min(WG_MT, 256 // WG_BN) * WG_CONSUMERS + WG_BN))) * 128 * (64 * min(WG_MT, 256 // WG_BN) * WG_CONSUMERS + WG_BN)"
 args = ["a_tiles", "b_tiles", "C", "M", "N", "K"]
+#if GELU: args = ["a_tiles", "b_tiles", "bias", "C", "M", "N", "K"]
 */
-// Feature template: C = A @ B in bfloat16 on the tensor cores, float32 accumulators, row-major.
+// Feature template: C = A @ B in bfloat16 on the tensor cores, float32 accumulators, row-major; or
+// with GELU 1 (a task's define: gemm_bf16_gelu) C = gelu(A @ B + bias), the bias and GELU (tanh
+// form) applied to the float32 accumulators in the epilogue, before C's one rounding to bfloat16
+// (that variant's kernels, gemm_bf16_gelu_template and gemm_bf16_gelu_wgmma, take the bias).
 // A block computes a BM x BN tile of C with WARPS_M x WARPS_N warps, each a WM x WN sub-tile of
 // m16n8k16 MMAs (mma.sync, bf16 operands, f32 accumulators). K is walked in BK-deep tiles, STAGES
 // of them in flight in shared memory: cp.async copies tile t + STAGES - 1 while tile t is
@@ -61,6 +69,10 @@ args = ["a_tiles", "b_tiles", "C", "M", "N", "K"]
 // past the edges zero-filled; otherwise the tiles are gathered element by element, zeros past
 // the edges. Stores of C are guarded. WGMMA: Hopper's own path at the end of the file.
 #include <cuda_bf16.h>
+
+#ifndef GELU
+#define GELU 0  // a variant's define (task.toml `template`), not a switch: it adds the bias argument
+#endif
 
 #define WARPS_NE (WARPS_N < 8 / WARPS_M ? WARPS_N : 8 / WARPS_M)  // the header's min(WARPS_N, 8 // WARPS_M)
 #define NWARPS (WARPS_M * WARPS_NE)
@@ -270,30 +282,54 @@ __device__ __forceinline__ void gemm_k(const Operands& g, __nv_bfloat16* smem, i
 }
 
 // ---- C -----------------------------------------------------------------------------------------
-// What is stored for accumulator v in column n: v rounded to bfloat16.
-__device__ __forceinline__ __nv_bfloat16 epilogue(float v, int n) { return __float2bfloat16_rn(v); }
+#if GELU
+// GELU, tanh form: 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2 / pi) (x + 0.044715 x^3).
+__device__ __forceinline__ float gelu(float x) {
+    const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+#if FAST_MATH
+    return x / (1.0f + __expf(-2.0f * u));  // exp overflows to inf for very negative x: x / inf = -0
+#else
+    return 0.5f * x * (1.0f + tanhf(u));
+#endif
+}
+
+// bias[n] as a float, 0 past N (such columns are never stored).
+__device__ __forceinline__ float bias_at(const __nv_bfloat16* bias, int n, int N) {
+    return n < N ? __bfloat162float(bias[n]) : 0.0f;
+}
+
+// What is stored for accumulator v whose column's bias is b.
+__device__ __forceinline__ __nv_bfloat16 epilogue(float v, float b) { return __float2bfloat16_rn(gelu(v + b)); }
+#else
+// No bias (the kernels' `bias` is null): 0, read from nowhere, and v rounded to bfloat16 is stored.
+__device__ __forceinline__ float bias_at(const __nv_bfloat16*, int, int) { return 0.0f; }
+__device__ __forceinline__ __nv_bfloat16 epilogue(float v, float) { return __float2bfloat16_rn(v); }
+#endif
 
 #if VEC4
 // The block's tile through shared memory (rows padded by 16 bytes: the fragment writes of a warp
 // fall in distinct banks), then each thread writes whole 16-byte chunks of rows of C.
-__device__ __forceinline__ void store(__nv_bfloat16* C, int M, int N, int m0, int n0, int wm, int wn, const Acc& acc,
-                                     __nv_bfloat16* cs) {
+__device__ __forceinline__ void store(__nv_bfloat16* C, const __nv_bfloat16* bias, int M, int N, int m0, int n0, int wm,
+                                     int wn, const Acc& acc, __nv_bfloat16* cs) {
     constexpr int LDC = BN + 8;
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     copy_wait<0>();
     __syncthreads();  // every warp is done with the pipeline's stages
 #pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
+    for (int ni = 0; ni < NT8; ++ni) {
+        const int c = wn + 8 * ni + 2 * t;
+        const float b0 = bias_at(bias, n0 + c, N), b1 = bias_at(bias, n0 + c + 1, N);
 #pragma unroll
-        for (int ni = 0; ni < NT8; ++ni)
+        for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int r = wm + 16 * mi + 8 * h + g, c = wn + 8 * ni + 2 * t;
+                const int r = wm + 16 * mi + 8 * h + g;
                 __nv_bfloat162 v;
-                v.x = epilogue(acc[mi][ni][2 * h], n0 + c);
-                v.y = epilogue(acc[mi][ni][2 * h + 1], n0 + c + 1);
+                v.x = epilogue(acc[mi][ni][2 * h], b0);
+                v.y = epilogue(acc[mi][ni][2 * h + 1], b1);
                 *reinterpret_cast<__nv_bfloat162*>(cs + r * LDC + c) = v;
             }
+    }
     __syncthreads();
     const bool vec = N % 8 == 0 && ((size_t)C & 15) == 0;
     for (int i = threadIdx.x; i < BM * CPB; i += NT) {
@@ -310,10 +346,15 @@ __device__ __forceinline__ void store(__nv_bfloat16* C, int M, int N, int m0, in
 #else
 // MMA accumulator registers 0, 1 (2, 3) are row g (g + 8), columns 2t and 2t + 1 of their tile:
 // pairs of bfloat16 are stored as one 4-byte word where N is even and C 4-byte aligned.
-__device__ __forceinline__ void store(__nv_bfloat16* C, int M, int N, int m0, int n0, int wm, int wn, const Acc& acc,
-                                     __nv_bfloat16*) {
+__device__ __forceinline__ void store(__nv_bfloat16* C, const __nv_bfloat16* bias, int M, int N, int m0, int n0, int wm,
+                                     int wn, const Acc& acc, __nv_bfloat16*) {
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const bool pairs = N % 2 == 0 && ((size_t)C & 3) == 0;
+    float bv[NT8][2];  // the bias of this thread's columns, read once
+#pragma unroll
+    for (int ni = 0; ni < NT8; ++ni)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) bv[ni][j] = bias_at(bias, n0 + wn + 8 * ni + 2 * t + j, N);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
@@ -324,7 +365,8 @@ __device__ __forceinline__ void store(__nv_bfloat16* C, int M, int N, int m0, in
 #pragma unroll
             for (int ni = 0; ni < NT8; ++ni) {
                 const int n = n0 + wn + 8 * ni + 2 * t;
-                const __nv_bfloat16 x = epilogue(acc[mi][ni][2 * h], n), y = epilogue(acc[mi][ni][2 * h + 1], n + 1);
+                const __nv_bfloat16 x = epilogue(acc[mi][ni][2 * h], bv[ni][0]);
+                const __nv_bfloat16 y = epilogue(acc[mi][ni][2 * h + 1], bv[ni][1]);
                 if (pairs) {
                     if (n < N) *reinterpret_cast<__nv_bfloat162*>(crow + n) = __halves2bfloat162(x, y);
                 } else {
@@ -336,8 +378,18 @@ __device__ __forceinline__ void store(__nv_bfloat16* C, int M, int N, int m0, in
 }
 #endif
 
+#if GELU
+extern "C" __global__ void BOUNDS gemm_bf16_gelu_template(const __nv_bfloat16* A, const __nv_bfloat16* B,
+                                                          const __nv_bfloat16* bias, __nv_bfloat16* C, int M, int N,
+                                                          int K)
+#else
 extern "C" __global__ void BOUNDS gemm_bf16_template(const __nv_bfloat16* A, const __nv_bfloat16* B,
-                                                     __nv_bfloat16* C, int M, int N, int K) {
+                                                     __nv_bfloat16* C, int M, int N, int K)
+#endif
+{
+#if !GELU
+    const __nv_bfloat16* bias = nullptr;
+#endif
     extern __shared__ __align__(128) unsigned char smem_raw[];
     __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
 #if BLOCK_SWIZZLE
@@ -365,7 +417,7 @@ extern "C" __global__ void BOUNDS gemm_bf16_template(const __nv_bfloat16* A, con
     else
 #endif
         gemm_k<false>(g, smem, wm, wn, acc);
-    store(C, M, N, m0, n0, wm, wn, acc, smem);
+    store(C, bias, M, N, m0, n0, wm, wn, acc, smem);
 }
 
 // ---- Hopper: wgmma fed by the tensor memory accelerator (WGMMA) --------------------------------
@@ -516,12 +568,68 @@ __device__ __forceinline__ void wg_consume(float (&acc)[WG_MTE][WG_BN / 2], unsi
 }
 #endif
 
-#if WGMMA
+#if WGMMA && GELU
+// Consumer c's accumulators into C through shared memory, so that GELU's code appears once and
+// not once a register: every consumer's products done (all copies have landed and been
+// multiplied), the stage ring holds the block's tile in float32, rows padded by 8 floats (a warp's
+// writes of a register pair, 8 rows of 32 bytes, fill two wavefronts); then each consumer's threads
+// take 8-column chunks of its rows, add the bias, take GELU and store the chunk, with VEC4 as one
+// 16-byte store, else in 4-byte pairs (N is a multiple of 8 on this path, so a chunk is wholly
+// inside C or outside). Register 4j + 2h + e of
+// m64 tile m holds row 16 warp + lane / 4 + 8h, column 8j + 2 (lane % 4) + e of its tile.
+#define WG_LDS (WG_BN + 8)  // floats between rows of the staged tile
+static_assert(WG_BM * WG_LDS * 4 <= WG_NSTAGES * WG_STAGE_BYTES, "the staged tile fits the stage ring");
+__device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], __nv_bfloat16* C,
+                                         const __nv_bfloat16* bias, int M, int N, int m0, int n0, int c,
+                                         float* staged) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+    asm volatile("bar.sync 1, %0;" ::"n"(WG_CONSUMERS * 128) : "memory");  // no wgmma reads the ring now
+#pragma unroll
+    for (int m = 0; m < WG_MTE; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float* srow = staged + (64 * (c * WG_MTE + m) + 16 * warp + lane / 4 + 8 * h) * WG_LDS + 2 * (lane % 4);
+#pragma unroll
+            for (int j = 0; j < WG_BN / 8; ++j) {
+                srow[8 * j] = acc[m][4 * j + 2 * h];
+                srow[8 * j + 1] = acc[m][4 * j + 2 * h + 1];
+            }
+        }
+    asm volatile("bar.sync 1, %0;" ::"n"(WG_CONSUMERS * 128) : "memory");  // every row is staged
+    constexpr int CHUNKS = WG_BN / 8;  // 8-column chunks in a row
+    const bool vec = ((size_t)C & 15) == 0, pairs = ((size_t)C & 3) == 0;
+#pragma unroll 1
+    for (int i = threadIdx.x % 128; i < 64 * WG_MTE * CHUNKS; i += 128) {
+        const int r = 64 * c * WG_MTE + i / CHUNKS, col = 8 * (i % CHUNKS), row = m0 + r, n = n0 + col;
+        if (row >= M || n >= N) continue;
+        const float* src = staged + r * WG_LDS + col;
+        __align__(16) __nv_bfloat16 out[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) out[e] = epilogue(src[e], bias_at(bias, n + e, N));
+        __nv_bfloat16* dst = C + (size_t)row * N + n;
+#if VEC4
+        if (vec) {  // the chunk as one 16-byte store
+            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
+            continue;
+        }
+#endif
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            if (pairs) {
+                *reinterpret_cast<__nv_bfloat162*>(dst + e) = __halves2bfloat162(out[e], out[e + 1]);
+            } else {
+                dst[e] = out[e];
+                dst[e + 1] = out[e + 1];
+            }
+        }
+    }
+}
+#elif WGMMA
 // Consumer c's accumulators into C: register 4j + 2h + e of m64 tile m holds row 16 warp + lane / 4
 // + 8h, column 8j + 2 (lane % 4) + e of its tile; pairs of columns stored as one 4-byte word (N is a
 // multiple of 8 on this path, so a pair is whole where its first column is inside C).
-__device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], __nv_bfloat16* C, int M, int N, int m0,
-                                         int n0, int c) {
+__device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], __nv_bfloat16* C,
+                                         const __nv_bfloat16*, int M, int N, int m0, int n0, int c, float*) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
     const bool pairs = ((size_t)C & 3) == 0;
 #pragma unroll
@@ -535,7 +643,7 @@ __device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], 
             for (int j = 0; j < WG_BN / 8; ++j) {
                 const int col = n0 + 8 * j + 2 * (lane % 4);
                 if (col >= N) continue;
-                const __nv_bfloat16 x = epilogue(acc[m][4 * j + 2 * h], col), y = epilogue(acc[m][4 * j + 2 * h + 1], col + 1);
+                const __nv_bfloat16 x = epilogue(acc[m][4 * j + 2 * h], 0.0f), y = epilogue(acc[m][4 * j + 2 * h + 1], 0.0f);
                 if (pairs) {
                     *reinterpret_cast<__nv_bfloat162*>(crow + col) = __halves2bfloat162(x, y);
                 } else {
@@ -545,6 +653,8 @@ __device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], 
             }
         }
 }
+#endif
+#if WGMMA
 #if WG_CONSUMERS > 1
 // setmaxnreg needs a register cap at entry: 65536 / 384 threads, to a multiple of 8 (a cap, not
 // the LAUNCH_BOUNDS switch's block-size promise, which is the mma.sync kernel's)
@@ -556,10 +666,21 @@ __device__ __forceinline__ void wg_store(const float (&acc)[WG_MTE][WG_BN / 2], 
 #define WG_BOUNDS
 #endif
 
+#if GELU
+extern "C" __global__ void WG_BOUNDS gemm_bf16_gelu_wgmma(const __grid_constant__ CUtensorMap a_tiles,
+                                                         const __grid_constant__ CUtensorMap b_tiles,
+                                                         const __nv_bfloat16* bias, __nv_bfloat16* C, int M, int N,
+                                                         int K)
+#else
 extern "C" __global__ void WG_BOUNDS gemm_bf16_wgmma(const __grid_constant__ CUtensorMap a_tiles,
                                                     const __grid_constant__ CUtensorMap b_tiles, __nv_bfloat16* C,
-                                                    int M, int N, int K) {
+                                                    int M, int N, int K)
+#endif
+{
 #if WGMMA
+#if !GELU
+    const __nv_bfloat16* bias = nullptr;
+#endif
     extern __shared__ __align__(1024) unsigned char wg_smem[];
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary (the header's
     // smem has 1024 bytes for this and 1024 for the barriers after the stages)
@@ -592,7 +713,7 @@ extern "C" __global__ void WG_BOUNDS gemm_bf16_wgmma(const __grid_constant__ CUt
 #pragma unroll
             for (int i = 0; i < WG_BN / 2; ++i) acc[m][i] = 0.0f;
         wg_consume(acc, base, bars, group - 1, ntiles);
-        wg_store(acc, C, M, N, m0, n0, group - 1);
+        wg_store(acc, C, bias, M, N, m0, n0, group - 1, reinterpret_cast<float*>(wg_smem + (base - smem_u32(wg_smem))));
     }
 #endif
 }

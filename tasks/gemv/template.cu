@@ -14,6 +14,7 @@ REG_BLOCK = [0, 1]      # a group computes RW rows at once: each x value loaded 
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of A and x
 UNROLL = [0, 1]         # unroll the column loops by UNROLL_BY (else not at all)
 LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, 1): registers allotted for the block size
+EVICT_HINT = [0, 1]     # L2 eviction priorities: A (read once) evict_first, x (read by every row) evict_last
 
 [[launch]]
 kernel = "gemv_template"
@@ -25,6 +26,13 @@ args = ["A", "x", "y", "M", "N"]
 // WARP_ROW, else the block) computes RG consecutive rows: its threads take columns round-robin
 // and their partial sums are reduced at the end. Every combination of the switches above is a
 // correct kernel for any M, N and alignment. Rows past M read row M - 1 and are not written.
+//
+// EVICT_HINT, on an H200 (4.8 TB/s of HBM3e, a 50 MB L2, 132 SMs): at the bench size A is 512 MiB
+// streamed once through a 50 MB L2, and x (64 KiB) is read by every row. Loading A evict_first
+// and x evict_last, as torch.compile's Triton kernel does, keeps A's lines from displacing x's in
+// the L2 and the L1, so x's re-reads never go to DRAM and A's stream has the rest of the cache.
+// The hints act within one launch only: fsr's timed runs start after an L2 flush, and
+// certification sets the candidate's lines back to normal priority before its flush.
 
 #if WARP_ROW
 #define TPG 32  // threads per group
@@ -54,6 +62,62 @@ args = ["A", "x", "y", "M", "N"]
 #define LOAD(p) (*(p))
 #endif
 
+// Loads of A (LDA, LDA4) and of x (LDX, LDX4): plain (LOAD), or with EVICT_HINT through
+// .L2::cache_hint policies made once a thread (createpolicy, sm_80+), the L1 priority matching.
+// Neither is volatile: nothing the kernel stores aliases A or x, so the compiler may schedule them.
+#if EVICT_HINT
+#if READONLY
+#define LD_GLOBAL "ld.global.nc"
+#else
+#define LD_GLOBAL "ld.global"
+#endif
+__device__ __forceinline__ unsigned long long policy_stream() {
+    unsigned long long p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ unsigned long long policy_keep() {
+    unsigned long long p;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ float ld_stream(const float* p) {
+    float v;
+    asm(LD_GLOBAL ".L1::evict_first.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(policy_stream()));
+    return v;
+}
+__device__ __forceinline__ float ld_keep(const float* p) {
+    float v;
+    asm(LD_GLOBAL ".L1::evict_last.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(policy_keep()));
+    return v;
+}
+#define LDA(p) ld_stream(p)
+#define LDX(p) ld_keep(p)
+#if VEC4
+__device__ __forceinline__ float4 ld_stream4(const float* p) {
+    float4 v;
+    asm(LD_GLOBAL ".L1::evict_first.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy_stream()));
+    return v;
+}
+__device__ __forceinline__ float4 ld_keep4(const float* p) {
+    float4 v;
+    asm(LD_GLOBAL ".L1::evict_last.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy_keep()));
+    return v;
+}
+#define LDA4(p) ld_stream4(p)
+#define LDX4(p) ld_keep4(p)
+#endif
+#else
+#define LDA(p) LOAD(p)
+#define LDX(p) LOAD(p)
+#if VEC4
+#define LDA4(p) LOAD(reinterpret_cast<const float4*>(p))
+#define LDX4(p) LOAD(reinterpret_cast<const float4*>(p))
+#endif
+#endif
+
 #define PRAGMA_TEXT(x) _Pragma(#x)
 #define PRAGMA_UNROLL(n) PRAGMA_TEXT(unroll n)
 #if UNROLL
@@ -68,9 +132,9 @@ typedef const float* Rows[RG];  // the group's rows of A
 // Where x comes from: global memory, or the shared chunk that starts at column k0.
 struct GlobalX {
     const float* x;
-    __device__ __forceinline__ float at(int c) const { return LOAD(x + c); }
+    __device__ __forceinline__ float at(int c) const { return LDX(x + c); }
 #if VEC4
-    __device__ __forceinline__ float4 at4(int c) const { return LOAD(reinterpret_cast<const float4*>(x + c)); }
+    __device__ __forceinline__ float4 at4(int c) const { return LDX4(x + c); }
 #endif
 };
 struct SharedX {
@@ -93,7 +157,7 @@ __device__ __forceinline__ void accumulate(const Rows& a, const X& xv, int lo, i
         for (int c = lo + 4 * t; c < hi; c += 4 * TPG) {
             const float4 xq = xv.at4(c);
             for (int g = 0; g < RG; ++g) {
-                const float4 aq = LOAD(reinterpret_cast<const float4*>(a[g] + c));
+                const float4 aq = LDA4(a[g] + c);
                 acc[g] = fmaf(aq.x, xq.x, fmaf(aq.y, xq.y, fmaf(aq.z, xq.z, fmaf(aq.w, xq.w, acc[g]))));
             }
         }
@@ -103,7 +167,7 @@ __device__ __forceinline__ void accumulate(const Rows& a, const X& xv, int lo, i
     LOOP_UNROLL
     for (int c = lo + t; c < hi; c += TPG) {
         const float xc = xv.at(c);
-        for (int g = 0; g < RG; ++g) acc[g] = fmaf(LOAD(a[g] + c), xc, acc[g]);
+        for (int g = 0; g < RG; ++g) acc[g] = fmaf(LDA(a[g] + c), xc, acc[g]);
     }
 }
 
@@ -166,7 +230,7 @@ extern "C" __global__ void BOUNDS gemv_template(const float* RESTRICT A, const f
     for (int k0 = 0; k0 < N; k0 += XCHUNK) {  // the same bounds in every thread: barriers are safe
         const int k1 = min(N, k0 + XCHUNK);
         __syncthreads();  // the previous chunk has been read
-        for (int c = k0 + (int)threadIdx.x; c < k1; c += BLOCK) xs[c - k0] = LOAD(x + c);
+        for (int c = k0 + (int)threadIdx.x; c < k1; c += BLOCK) xs[c - k0] = LDX(x + c);
         __syncthreads();
         accumulate_any(vec, a, SharedX{xs, k0}, k0, k1, acc);
     }

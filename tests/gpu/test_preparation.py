@@ -96,3 +96,35 @@ def test_tasks_dropped_to_stay_within_the_budget_are_prepared_again_when_needed(
             assert result.verdict == Verdict.OK, f"{name}: {result.verdict} {result.message[:300]}"
     finally:
         ev.close()
+
+
+def test_a_warm_tasks_test_inputs_are_made_with_its_contents_and_taken_by_its_preparation():
+    """The child starts a warm task's test inputs with its benchmark contents (PoolsAhead), so the
+    first checks of its first candidate (its baseline's, inside the preparation that holds the GPU)
+    find their inputs and float64 references made; the preparation takes that pool, and a later
+    one (the task dropped and prepared again) starts its own."""
+    from fsr.evaluate.gpu.child import Child
+
+    child = Child(spec(CONFIG, ("layernorm",), warm=("layernorm",)))
+    try:
+        task = child.task("layernorm")
+        end = time.monotonic() + 120.0
+        while not child.contents.ensure(task) and time.monotonic() < end:
+            time.sleep(0.05)
+        waiting = child.ahead._pools.get("layernorm")
+        assert waiting is not None, "no test inputs started with the contents"
+        while time.monotonic() < end:
+            with waiting.cond:
+                if all(len(q) >= d for q, d in zip(waiting.items, waiting.depths, strict=True)):
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the test inputs started ahead were not made within two minutes")
+        child.prepare("layernorm", "")
+        state = child.tasks.get("layernorm")
+        assert state is not None and state.pool is waiting and "layernorm" not in child.ahead._pools
+    finally:
+        prepared = child.tasks.get("layernorm")
+        if prepared is not None:
+            prepared.close()
+        child.compiles.compiler.close()  # a campaign's child started its compile processes

@@ -104,10 +104,20 @@ extern "C" __global__ void layernorm_rows(const float* x, const float* weight, c
         y[(size_t)blockIdx.x * cols + c] = (xr[c] - mean) * inv * weight[c] + bias[c];
 }
 """
-ONE_PASS = LAYERNORM.replace("VARIANCE", "const float var = fmaxf(block_sum(sq, red) / cols - mean * mean, 0.0f);")
-TWO_PASS = LAYERNORM.replace("VARIANCE", """float d2 = 0.0f;
+TWO_PASS_VARIANCE = """float d2 = 0.0f;
     for (int c = threadIdx.x; c < cols; c += BLOCK) { float d = xr[c] - mean; d2 += d * d; }
-    const float var = block_sum(d2, red) / cols;""")
+    const float var = block_sum(d2, red) / cols;"""
+# The step dropped where rows are long (cols >= 64): there fsr's usual rows (offsets within 1 of 0,
+# spreads of 0.25 to 4) keep E[x^2] - mean^2 within 1e-6 of the variance, whatever the draw; in a
+# row of two or three elements that happen to lie close together it can cancel past the tolerance,
+# so short rows take both passes and only the stress set's offset rows tell the two kernels apart.
+ONE_PASS = LAYERNORM.replace("VARIANCE", """float var;
+    if (cols >= 64) {
+        var = fmaxf(block_sum(sq, red) / cols - mean * mean, 0.0f);
+    } else {
+        """ + TWO_PASS_VARIANCE.replace("const float var", "var") + """
+    }""")
+TWO_PASS = LAYERNORM.replace("VARIANCE", TWO_PASS_VARIANCE)
 CHEATS = [("softmax", NO_MAX, HONEST_SOFTMAX), ("layernorm", ONE_PASS, TWO_PASS)]
 
 

@@ -32,7 +32,7 @@ from fsr.evaluate.gpu.contents import HostContents, host_budget_bytes
 from fsr.evaluate.gpu.inputs import (
     BenchSet,
     Content,
-    InputPool,
+    PoolsAhead,
     TaskState,
     make_content,
     no_scratch,
@@ -76,16 +76,11 @@ class Child:
         them one at a time instead: the task a request needs is then built at once by `prepare`
         if its turn has not come, rather than sharing the host with every other task's rebuild."""
         self.spec, self.cfg = spec, spec.eval
-        # Tuning trials the parent did not ship compile here, bounded like the parent's and within
-        # the candidate's own deadline: a trial whose compile explodes fails as that trial's
-        # compile error instead of timing the candidate out.
-        trial_threads = compile_threads()
-        self.compiles = TrialCompiles(worker_compiler(
-            self.cfg, trial_threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2)), trial_threads)
         threads = spec.host_threads or host.cores()
+        self.ahead = PoolsAhead(self.cfg.seed)  # test inputs started with each task's contents (`_contents`)
         self.disk = contents_cache.open_cache(self.cfg.contents_cache_dir, self.cfg.contents_cache_max_bytes)
         self.contents = HostContents(self._contents, host_budget_bytes(self.cfg.prepared_host_max_bytes, threads))
-        warm = [task for task in map(spec.task, dict.fromkeys(spec.warm)) if task is not None]
+        warm = spec.warmed()
         sets = max(self.cfg.input_sets, 2)  # each build runs a thread per input set
         self.contents.warm(warm, 1 if known is not None else max(1, threads // sets))
         # the first child times the PyTorch comparators: import it meanwhile
@@ -111,6 +106,14 @@ class Child:
         self.beside = Beside(self.comparators, self.gate, self.tasks, self.cfg.torch_compile, self.torch_import)
         # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
         self.note: Callable[[str, float | None], None] = lambda text, deadline_s: None
+        # Tuning trials the parent did not ship compile here, bounded like the parent's and within
+        # the candidate's own deadline: a trial whose compile explodes fails as that trial's
+        # compile error instead of timing the candidate out. A campaign's child starts its compile
+        # processes now, once the ceilings are measured: its first tunings would wait for them.
+        trial_threads = compile_threads()
+        self.compiles = TrialCompiles(worker_compiler(
+            self.cfg, trial_threads, min(self.cfg.compile_timeout_s, self.cfg.timeout_s / 2), start=bool(warm)),
+            trial_threads)
 
     # -- requests ---------------------------------------------------------------------------
     def prepare(self, name: str, comparators: str = "now") -> Prepared:
@@ -123,8 +126,8 @@ class Child:
         started = time.perf_counter()
         task = self.task(name)
         evicted = self.tasks.make_room() if name not in self.tasks else []
-        state = TaskState(task, InputPool(task, self.cfg.seed))
-        state.contents, host_s = self.contents.get(task)  # built ahead, kept, or built now
+        contents, host_s = self.contents.get(task)  # built ahead, kept, or built now
+        state = TaskState(task, self.ahead.take(task), contents)
         size = dict(task.bench_size)
         state.sets = [BenchSet(make_buffers(task, no_scratch(task), size, inputs), i,
                                {k: DeviceExpected.upload(v, self.stream) for k, v in expected.items()})
@@ -182,7 +185,11 @@ class Child:
         releases the GIL in its array work; float64 references over the whole benchmark size
         are the largest host cost of a worker's start); each set draws from its own child of
         the task's seed sequence, so every worker holds the same sets; with the node's contents
-        cache (`eval.contents_cache_dir`), each set is built once a node and read after that."""
+        cache (`eval.contents_cache_dir`), each set is built once a node and read after that.
+        The task's test inputs start too (PoolsAhead, taken by its next preparation): the first
+        checks of its first candidate would otherwise wait for their float64 references while
+        holding the GPU."""
+        self.ahead.start(task)
         count = max(self.cfg.input_sets, 2)
         seeds = np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]).spawn(count)
         size, module, dtypes = dict(task.bench_size), tasks.functions(task), {a.name: a.dtype for a in task.outputs}

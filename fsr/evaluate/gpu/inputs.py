@@ -146,5 +146,29 @@ class InputPool:
                 self.cond.notify_all()
 
 
+class PoolsAhead:
+    """Tasks' input pools started before their preparations (with their benchmark contents, from
+    the GPU child's start), so a task's first checks find their inputs and float64 references
+    made; each is taken once, by the task's next preparation, and a preparation that finds none
+    starts its own. Both draw the same inputs: a pool's draws come from the task's seed alone."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._pools: dict[str, InputPool] = {}
+        self._lock = threading.Lock()  # started on the contents' threads, taken on the request loop
+
+    def start(self, task: Task) -> None:
+        """Start filling the task's pool, unless one is waiting to be taken."""
+        with self._lock:
+            if task.name not in self._pools:
+                self._pools[task.name] = InputPool(task, self.seed)
+
+    def take(self, task: Task) -> InputPool:
+        """The pool started for the task, else a new one."""
+        with self._lock:
+            pool = self._pools.pop(task.name, None)
+        return pool or InputPool(task, self.seed)
+
+
 def no_scratch(task: Task) -> Candidate:
     return Candidate(task=task.name, source="", launches=())

@@ -25,3 +25,34 @@ def test_the_gate_suite_is_the_16_float32_tasks_unless_tasks_are_named():
     assert not scale.names_tasks([]) and not scale.names_tasks(["--max-wall", "180", "--local"])
     assert not scale.names_tasks(["--max-wall=180", "--plain"])
     assert scale.names_tasks(["softmax"]) and scale.names_tasks(["--max-wall", "180", "gemm_bf16"])
+
+
+def test_the_cold_start_line_reads_when_the_campaign_got_going(tmp_path, monkeypatch, capsys):
+    """Seconds from the command's start: the worker's "ready" line in the cluster log, the first
+    evaluation, every task's first, the 20th, 100th and last (certifications not counted), and the
+    rate after the 100th."""
+    import time
+
+    import pandas as pd
+
+    from fsr import lineage
+
+    scale = load()
+    started = 1_800_000_000.0
+    at = [30.0 + i for i in range(120)]  # one a second from 30 s
+    rows = [{"task": "gemv" if i % 2 else "softmax", "tier": None, "finished_at": t} for i, t in enumerate(at)]
+    rows.append({"task": "sgemm", "tier": "certify", "finished_at": 5.0})  # a certification: no evaluation
+    rows.append({"task": "sgemm", "tier": "screen", "finished_at": 200.0})
+    frame = pd.DataFrame(rows)
+    frame["finished_at"] = pd.to_datetime(started + frame["finished_at"], unit="s", utc=True).astype("datetime64[us, UTC]")
+    monkeypatch.setattr(lineage, "read_pandas", lambda run_dir: frame)
+    ready = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started + 21))
+    (tmp_path / "cluster.log").write_text(f"{ready},875\tINFO supervise.py:89 -- worker w00@10.0.0.1/gpu0 ready on "
+                                          "NVIDIA H200 after 9.0 s\n")
+    marks = scale.cold_start("t", tmp_path, started, 210.0)
+    assert abs(marks["ready_s"]["w00@10.0.0.1/gpu0"] - 21.875) < 1e-3
+    assert marks["first_s"] == 30.0 and marks["every_task_s"] == 200.0
+    assert marks["20th_s"] == 49.0 and marks["100th_s"] == 129.0 and marks["last_s"] == 200.0 and marks["end_s"] == 210.0
+    assert abs(marks["per_minute_after_100"] - 21 / 71 * 60) < 1e-9
+    out = capsys.readouterr().out
+    assert "w00@10.0.0.1/gpu0 ready 21.9 s" in out and "first 30.0 s" in out and "100th 129.0 s" in out

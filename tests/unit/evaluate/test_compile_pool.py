@@ -301,3 +301,60 @@ def test_a_pool_starts_only_as_many_processes_as_compiles_ran_at_once():
         assert 1 <= len(p.pids()) <= 2
     finally:
         p.close()
+
+
+def test_a_pool_started_ahead_compiles_on_the_processes_it_started():
+    """A campaign's pool starts its processes before any compile (their start costs seconds that
+    a worker's first candidates would wait for); the compiles then run on them, none started anew."""
+    p = CompilePool(3, Limits(deadline_s=30.0, max_bytes=300 * 1024**2))
+    try:
+        assert p.start(5) == 3  # at most the pool's size
+        started = set(p.pids())
+        assert len(started) == 3
+        assert p.start(3) == 0  # started already: nothing more
+        with ThreadPoolExecutor(3) as threads:
+            results = list(threads.map(lambda _: p.compile(HONEST, ("add",), OPTIONS), range(6)))
+        assert all(r.cubin for r in results)
+        assert set(p.pids()) == started
+    finally:
+        p.close()
+    assert gone_within(list(started), 10.0)
+    assert p.start(3) == 0  # a closed pool starts nothing
+
+
+def test_a_pool_closed_while_its_processes_start_leaves_none_behind():
+    p = CompilePool(8, Limits(deadline_s=30.0, max_bytes=300 * 1024**2))
+    spawned: list[int] = []
+    real = subprocess.Popen
+
+    def spawn(*args, **kwargs):  # the pool closes while its processes are being started
+        proc = real(*args, **kwargs)
+        spawned.append(proc.pid)
+        if len(spawned) == 3:
+            p.close()
+        return proc
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess, "Popen", spawn)
+        started = p.start(8)
+    assert started == 2 and len(spawned) == 3  # the third was started as the pool closed: killed
+    assert gone_within(spawned, 10.0)
+    with pytest.raises(PoolBroken):
+        p.compile(HONEST, ("add",), OPTIONS)
+
+
+def test_a_campaigns_compile_service_starts_its_processes_and_fsr_evals_does_not():
+    from fsr.config import EvalConfig
+
+    cfg = EvalConfig(compile_cache_dir="off")
+    campaign, single = worker_compiler(cfg, 2, start=True), worker_compiler(cfg, 2)
+    try:
+        assert isinstance(campaign.pool, CompilePool) and isinstance(single.pool, CompilePool)
+        end = time.monotonic() + 30.0  # started on a thread, while the caller goes on
+        while len(campaign.pool.pids()) < 2 and time.monotonic() < end:
+            time.sleep(0.02)
+        assert len(campaign.pool.pids()) == 2
+        assert single.pool.pids() == []
+    finally:
+        campaign.close()
+        single.close()

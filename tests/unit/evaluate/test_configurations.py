@@ -163,15 +163,15 @@ def test_a_known_failure_is_found_whatever_the_order_of_names():
 
 
 def test_the_verdict_message_lists_every_failed_configuration_once():
-    from fsr.evaluate.evaluator import _noting
+    from fsr.evaluate.configurations import noting
     from fsr.types import Evaluation
 
     block_1024, block_256 = (("BLOCK", 1024),), (("BLOCK", 256),)
     parent = ((block_1024, "TIMEOUT: still running after 2.0 s"),)
     child_side = cfg.summary(((block_256, "WRONG in the full check: at rows=4096: 3 of 9 wrong"),))
-    result = _noting(Evaluation("c", "softmax", Verdict.OK, message=child_side), parent)
+    result = noting(Evaluation("c", "softmax", Verdict.OK, message=child_side), parent)
     assert result.message.count(cfg.FAILED) == 1
     assert "BLOCK=1024: TIMEOUT" in result.message and "BLOCK=256: WRONG in the full check" in result.message
-    wrong = _noting(Evaluation("c", "softmax", Verdict.WRONG, message="at n=1: 1 of 1 wrong"), parent)
+    wrong = noting(Evaluation("c", "softmax", Verdict.WRONG, message="at n=1: 1 of 1 wrong"), parent)
     assert wrong.message.startswith("at n=1") and "BLOCK=1024: TIMEOUT" in wrong.message
-    assert _noting(Evaluation("c", "softmax", Verdict.OK), ()).message == ""
+    assert noting(Evaluation("c", "softmax", Verdict.OK), ()).message == ""

@@ -48,7 +48,12 @@ def test_another_program_header_or_define_is_another_judgement(compiler) -> None
     assert judged.key(wider, compiler.compile(wider, "sm_90"), 0) != judged.key(BASE, program, 0)
     relaunched = replace(BASE, launches=(replace(BASE.launches[0], grid=("rows", "1")),))
     assert judged.key(relaunched, program, 0) != judged.key(BASE, program, 0)  # same cubin, other launches
-    assert judged.key(BASE, program, 8) != judged.key(BASE, program, 0)  # tuned or not
+    template = cfmt.parse(SOFTMAX.template_source, SOFTMAX)
+    compiled = compiler.compile(template, "sm_90")
+    assert judged.key(template, compiled, 8) != judged.key(template, compiled, 0)  # tuned or not
+    # nothing to tune (one value of BLOCK): the trials change nothing that runs, so a task's baseline
+    # judged untuned in its preparation answers the same baseline sent as a candidate
+    assert judged.key(BASE, program, 8) == judged.key(BASE, program, 0)
 
 
 def test_a_tuned_candidate_whose_other_configurations_changed_is_judged_again(compiler) -> None:
@@ -118,7 +123,8 @@ def test_the_evaluator_answers_a_recommented_candidate_without_its_gpu_child(com
     evaluator = stub_evaluator(SOFTMAX, compiler, sandbox)
     try:
         first = evaluator.evaluate(BASE)
-        judged_on_gpu = sandbox.calls["evaluate"]  # the baseline's (timed once per task) and the candidate's
+        judged_on_gpu = sandbox.calls["evaluate"]  # the baseline's, in its task's preparation, answers BASE too
+        assert judged_on_gpu == 1 and first.timing is not None and first.baseline_us == first.timing.median_us
         again = evaluator.evaluate(replace(BASE, source=commented(BASE.source)))
         assert sandbox.calls["evaluate"] == judged_on_gpu
         assert first.verdict == again.verdict == Verdict.OK and again.timing == first.timing

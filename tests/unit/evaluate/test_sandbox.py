@@ -1,9 +1,14 @@
-"""The GPU child's environment: the BLAS/OpenMP thread count it is spawned with."""
+"""The GPU child's environment: the BLAS/OpenMP thread count it is spawned with, and no second run
+of the parent's main script (in a Ray worker, Ray's own)."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +96,52 @@ def test_a_death_or_timeout_names_what_the_child_was_running_and_a_reply_skips_t
         assert isinstance(hung, TimedOut) and hung.doing == "tuning trial BLOCK=1024" and 0.4 < hung.seconds < 5
     finally:
         sandbox.close()
+
+
+# A main script with a side effect at import: each run of it adds a line to the file it is given.
+# `sandbox`: it starts a GPU child through the Sandbox (on a machine without a GPU the child says
+# so, after it started); `plain`: it spawns a process as multiprocessing does by default.
+MAIN_SCRIPT = textwrap.dedent("""
+    import multiprocessing as mp
+    import sys
+
+    with open(sys.argv[2] if len(sys.argv) > 2 else "/dev/null", "a") as f:
+        f.write("ran\\n")
+
+
+    def nothing():
+        pass
+
+
+    if __name__ == "__main__":
+        if sys.argv[1] == "plain":
+            process = mp.get_context("spawn").Process(target=nothing)
+            process.start()
+            process.join(60)
+        else:
+            from fsr.evaluate.sandbox import NoDevice, Sandbox
+            from fsr.types import WorkerSpec
+
+            sandbox = Sandbox(WorkerSpec(()))
+            try:
+                sandbox.ensure_started()
+            except NoDevice:
+                pass
+            sandbox.kill()
+""")
+
+
+def runs_of_main(tmp_path: Path, how: str) -> int:
+    script, ran = tmp_path / f"main_{how}.py", tmp_path / f"ran_{how}.txt"
+    script.write_text(MAIN_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), how, str(ran)], capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return ran.read_text().count("ran")
+
+
+def test_the_gpu_child_does_not_run_its_parents_main_script_again(tmp_path: Path) -> None:
+    """A process spawned the default way runs the parent's main script again (in a Ray actor,
+    Ray's worker script: Ray's imports before every GPU child's start); the GPU child does not."""
+    assert runs_of_main(tmp_path, "plain") == 2
+    assert runs_of_main(tmp_path, "sandbox") == 1

@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
     return 0;
 }
 """
+# Where the template's WGMMA path starts (to the end of the file): TMA, mbarriers and wgmma are
+# asynchronous and warp-specialised, tested on the GPU (tests/gpu/test_wgmma_attention.py), not here.
+WGMMA_SECTION = "// ---- Hopper: TMA and wgmma"
 # one key, a ragged tile, ragged tiles over two query blocks of 64 (one of 128), whole tiles of
 # every size over two heads
 SIZES = ({"bh": 1, "seq": 1}, {"bh": 1, "seq": 7}, {"bh": 1, "seq": 129}, {"bh": 2, "seq": 256})
@@ -134,6 +137,7 @@ def host_source(cand: Candidate) -> str:
     swapped for emulated ones, and a main that launches the kernel's blocks one by one."""
     defines = dict(cand.resolved_defines())
     src = candidate.HEADER_RE.sub("", cand.source).replace("#include <cuda_bf16.h>", "")
+    src = src.split(WGMMA_SECTION)[0]  # the mma.sync kernel and what it calls, all before Hopper's path
     src = re.sub(r"extern __shared__[^;]*smem_raw\[\];", "", src)  # emulate.h's array
     # the switches' #if blocks are resolved by the preprocessor; strip every helper's definition
     for helper in PTX_HELPERS:
@@ -186,7 +190,7 @@ def worst_error(task: Task, cand: Candidate, folder: Path, runtime: Path, sizes=
 def combinations(cand: Candidate) -> list[dict[str, int]]:
     """All switches off and on, each alone, the small tiles and one stage with every switch on and
     off, and each tile size alone with every switch on."""
-    names = [f.name for f in cand.features]
+    names = [f.name for f in cand.features if not f.name.startswith("WG")]  # the mma.sync kernel's switches
     on = {n: 1 for n in names}
     small = {"BLOCK_M": 64, "BLOCK_N": 32}
     return ([{}, on] + [{n: 1} for n in names]

@@ -1,6 +1,7 @@
 """A task that names another task's template in task.toml (`template = { task, defines }`): what it
 resolves to, that its content hash covers the template's text and the defines wherever the file
-lives, that the built-in variants are their family's one file with a define, and that every bad
+lives, that the built-in variants are their family's one file with a define, that a header's
+`#if COND: KEY = VALUE` lines give a variant its own launches and switches, and that every bad
 declaration is refused in one line naming the file. No GPU."""
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from tests.support.cli import assert_one_line, run_main
 
 BUILTIN = Path(tasks.DEFAULT_TASKS_DIR)
 VARIANTS = {"attention_bf16_causal": ("attention_bf16", "CAUSAL"), "softmax_bf16": ("softmax", "BF16"),
-            "rmsnorm_bf16": ("rmsnorm", "BF16")}
+            "rmsnorm_bf16": ("rmsnorm", "BF16"), "gemm_bf16_gelu": ("gemm_bf16", "GELU")}
+HEADER_IF = re.compile(r"(?m)^#if [^:\n]*:.*\n")  # a header's `#if COND: KEY = VALUE` line
+
+
+def without_header_ifs(text: str) -> str:
+    """`text` with its header's `#if COND: KEY = VALUE` lines left out (what a family's own task sees)."""
+    end = text.index("*/")
+    return HEADER_IF.sub("", text[:end]) + text[end:]
 
 
 @pytest.fixture
@@ -58,10 +66,12 @@ def test_a_builtin_variant_is_its_familys_template_with_its_define(name):
     variant, family_task = tasks.load(name), tasks.load(base)
     own = (BUILTIN / base / "template.cu").read_text()
     assert not (BUILTIN / name / "template.cu").exists()  # the fork is gone
-    assert family_task.template_source == own  # the family's own task: the file as it is
+    assert family_task.template_source == without_header_ifs(own)  # the family's own task: the file as it is
     header_end = own.index("*/") + 2
-    expected = own[:header_end] + f"\n#define {define} 1  // {name}'s define (its task.toml names this template)" + own[header_end:]
-    assert variant.template_source == expected
+    line = f"\n#define {define} 1  // {name}'s define (its task.toml names this template)"
+    if without_header_ifs(own) == own:
+        assert variant.template_source == own[:header_end] + line + own[header_end:]
+    assert line + own[header_end:] in variant.template_source  # the code, the define before it
     assert variant.template_where == f"{BUILTIN / base / 'template.cu'} with {define}=1"
     parsed = candidate.parse(variant.template_source, variant)
     assert define not in {t.name for t in parsed.tunables + parsed.features}  # fixed, never searched
@@ -177,3 +187,68 @@ def test_the_seed_and_the_mutators_children_carry_the_variants_define():
     children = MutateProposer().propose(request).candidates
     from_template = [c for c in children if "softmax_template" in c.source]
     assert from_template and all("#define BF16 1" in c.source for c in from_template)
+
+
+# ---- a header's `#if COND: KEY = VALUE` lines ---------------------------------------------------
+
+GEMM_BODY = "*/\n#ifndef GELU\n#define GELU 0\n#endif\n#if GELU\n#endif\n#if VEC4\n#endif\n"
+
+
+def gemm_header(*lines: str) -> str:
+    return "/* fsr\n[features]\nVEC4 = [0, 1]\n\n[[launch]]\n" + "\n".join(lines) + "\n" + GEMM_BODY
+
+
+def test_a_header_line_replaces_the_line_above_with_its_key_or_is_a_line_of_its_own():
+    text = gemm_header('args = ["A", "C"]', '#if GELU: args = ["A", "bias", "C"]', '#if GELU: grid = ["2"]',
+                       '#if not GELU: block = ["64"]', '#if GELU == 2: smem = "16"')
+    where = Path("t.cu")
+    assert task_templates._select(text, {}, where) == gemm_header('args = ["A", "C"]', 'block = ["64"]')
+    assert task_templates._select(text, {"GELU": 1}, where) == gemm_header('args = ["A", "bias", "C"]', 'grid = ["2"]')
+    assert task_templates._select(text, {"GELU": 2}, where) == gemm_header('args = ["A", "bias", "C"]', 'grid = ["2"]',
+                                                                          'smem = "16"')
+    plain = gemm_header('args = ["A", "C"]')
+    assert task_templates._select(plain, {"GELU": 1}, where) is plain  # no such lines: the text as it is
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ('#if GELUX: args = ["A"]', "names GELUX, which its code tests in no #if"),
+    ('#if VEC4: args = ["A"]', "names VEC4, a tunable or switch"),
+    ('#if GELU ==: args = ["A"]', "cannot parse expression"),
+    ('#if GELU: ["A"]', "is no KEY = VALUE line"),
+])
+def test_a_bad_header_line_is_refused(line, said):
+    with pytest.raises(ValueError, match=re.escape(said)) as e:
+        task_templates._select(gemm_header('args = ["A", "C"]', line), {"GELU": 1}, Path("t.cu"))
+    assert str(e.value).startswith("t.cu: header line") and "\n" not in str(e.value)
+
+
+def test_the_gemm_variant_has_its_kernels_bias_and_fast_math_and_the_family_has_neither():
+    plain, gelu = (tasks.load(n) for n in ("gemm_bf16", "gemm_bf16_gelu"))
+    own = (BUILTIN / "gemm_bf16" / "template.cu").read_text()
+    assert candidate.parse(own, plain).source == own  # the file itself is gemm_bf16's candidate
+    for task, kernels, bias in ((plain, ("gemm_bf16_template", "gemm_bf16_wgmma"), False),
+                                (gelu, ("gemm_bf16_gelu_template", "gemm_bf16_gelu_wgmma"), True)):
+        cand = candidate.parse(task.template_source, task)
+        assert tuple(launch.kernel for launch in cand.launches) == kernels
+        assert all(("bias" in launch.args) == bias for launch in cand.launches)
+        assert ("FAST_MATH" in {f.name for f in cand.features}) == bias
+        assert "#if GELU:" not in candidate.HEADER_RE.search(task.template_source).group(1)
+
+
+def test_a_header_line_of_the_family_counts_in_the_variants_hash(tmp_path):
+    for name in ("gemm_bf16", "gemm_bf16_gelu"):
+        shutil.copytree(BUILTIN / name, tmp_path / name)
+    before = tasks.load(tmp_path / "gemm_bf16_gelu")
+    template = tmp_path / "gemm_bf16" / "template.cu"
+    template.write_text(template.read_text().replace("#if GELU: FAST_MATH = [0, 1] ", "#if GELU: FAST_MATH = [0, 1, 2]"))
+    after = tasks.load(tmp_path / "gemm_bf16_gelu")
+    assert after.content_hash != before.content_hash and "FAST_MATH = [0, 1, 2]" in after.template_source
+
+
+def test_a_bad_header_line_names_the_template_when_the_task_loads(tmp_path):
+    for name in ("gemm_bf16", "gemm_bf16_gelu"):
+        shutil.copytree(BUILTIN / name, tmp_path / name)
+    template = tmp_path / "gemm_bf16" / "template.cu"
+    template.write_text(template.read_text().replace("#if GELU: FAST_MATH", "#if GELLU: FAST_MATH"))
+    message = refused(tmp_path / "gemm_bf16_gelu")
+    assert f"{template}: header line #if names GELLU" in message

@@ -1,0 +1,134 @@
+"""The memory-bound templates' newer switches (L2 eviction hints, chunked loads, rows held in
+registers, bfloat16's 16-byte packs) against the search's earlier best, at the benchmark size on
+one GPU: each combination's verdict (judged at every test size first, so one that is not OK says
+where it failed), its median latency over `--rounds` evaluations (the median of each one's L2-flushed
+samples, evaluations interleaved across the combinations so drift spreads over all), the spread of
+those medians, and its ratio to torch.compile, to PyTorch eager and to the copy-rate ceiling. No
+tuning. A ratio over 1.00x is faster than the comparator.
+
+    python bench/membound_probe.py                    # layernorm, rmsnorm, rmsnorm_bf16, gemv
+    python bench/membound_probe.py rmsnorm gemv       # those tasks only
+    python bench/membound_probe.py --rounds 5 layernorm
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from fsr import candidate, tasks
+from fsr.config import Config, EvalConfig, TuneConfig
+from fsr.evaluate.evaluator import GpuEvaluator
+from fsr.types import Evaluation, Verdict, WorkerSpec
+
+# The search's best on an H200 at 24 evaluations a task (2026-11-28), the base of each hypothesis.
+RMS_BEST = {"BLOCK": 256, "VEC4": 1, "UNROLL": 1, "WARP_SHUFFLE": 1}
+BF16_BEST = RMS_BEST | {"FAST_MATH": 1}
+LN_BEST = {"BLOCK": 256, "VEC4": 1, "UNROLL": 1}
+GEMV_BEST = {"BLOCK": 256, "LAUNCH_BOUNDS": 1, "REG_BLOCK": 1, "RW": 2, "UNROLL": 1, "VEC4": 1, "WARP_SHUFFLE": 1}
+
+PLANS: dict[str, list[tuple[str, dict[str, int]]]] = {
+    "rmsnorm": [
+        ("earlier best (VEC4 UNROLL WARP_SHUFFLE)", RMS_BEST),
+        ("+ EVICT_HINT (x re-read from L2)", RMS_BEST | {"EVICT_HINT": 1}),
+        ("+ CHUNK (loads batched)", RMS_BEST | {"CHUNK": 1}),
+        ("+ EVICT_HINT + CHUNK (Triton's shape)", RMS_BEST | {"EVICT_HINT": 1, "CHUNK": 1}),
+        ("+ REG_ROW (x read once)", RMS_BEST | {"REG_ROW": 1}),
+        ("+ REG_ROW + EVICT_HINT", RMS_BEST | {"REG_ROW": 1, "EVICT_HINT": 1}),
+        ("+ REG_ROW + EVICT_HINT, 512 threads", RMS_BEST | {"REG_ROW": 1, "EVICT_HINT": 1, "BLOCK": 512, "REG_VECS": 4}),
+        ("+ every new switch", RMS_BEST | {"EVICT_HINT": 1, "CHUNK": 1, "REG_ROW": 1, "WIDE": 1}),
+    ],
+    "rmsnorm_bf16": [
+        ("earlier best (VEC4 UNROLL WARP_SHUFFLE FAST_MATH)", BF16_BEST),
+        ("+ WIDE (16-byte packs)", BF16_BEST | {"WIDE": 1}),
+        ("+ EVICT_HINT", BF16_BEST | {"EVICT_HINT": 1}),
+        ("+ WIDE + EVICT_HINT", BF16_BEST | {"WIDE": 1, "EVICT_HINT": 1}),
+        ("+ WIDE + EVICT_HINT + CHUNK", BF16_BEST | {"WIDE": 1, "EVICT_HINT": 1, "CHUNK": 1}),
+        ("+ WIDE + REG_ROW", BF16_BEST | {"WIDE": 1, "REG_ROW": 1, "REG_VECS": 4}),
+        ("+ WIDE + REG_ROW + EVICT_HINT", BF16_BEST | {"WIDE": 1, "REG_ROW": 1, "REG_VECS": 4, "EVICT_HINT": 1}),
+        ("+ every new switch", BF16_BEST | {"EVICT_HINT": 1, "CHUNK": 1, "REG_ROW": 1, "WIDE": 1}),
+    ],
+    "layernorm": [
+        ("earlier best (two passes, VEC4 UNROLL)", LN_BEST),
+        ("+ EVICT_HINT", LN_BEST | {"EVICT_HINT": 1}),
+        ("+ EVICT_HINT + CHUNK (two passes)", LN_BEST | {"EVICT_HINT": 1, "CHUNK": 1}),
+        ("+ ONLINE + CHUNK (chunked Welford)", LN_BEST | {"ONLINE": 1, "CHUNK": 1}),
+        ("+ ONLINE + CHUNK + EVICT_HINT (Triton's shape)", LN_BEST | {"ONLINE": 1, "CHUNK": 1, "EVICT_HINT": 1}),
+        ("+ REG_ROW (x read once)", LN_BEST | {"REG_ROW": 1}),
+        ("+ REG_ROW + EVICT_HINT", LN_BEST | {"REG_ROW": 1, "EVICT_HINT": 1}),
+        ("+ REG_ROW + EVICT_HINT, 512 threads", LN_BEST | {"REG_ROW": 1, "EVICT_HINT": 1, "BLOCK": 512, "REG_VECS": 4}),
+    ],
+    "gemv": [
+        ("earlier best (REG_BLOCK 2 rows, VEC4 UNROLL)", GEMV_BEST),
+        ("+ EVICT_HINT (A evict_first, x evict_last)", GEMV_BEST | {"EVICT_HINT": 1}),
+        ("+ EVICT_HINT + READONLY (ld.global.nc)", GEMV_BEST | {"EVICT_HINT": 1, "READONLY": 1}),
+        ("+ EVICT_HINT, one row a block (Triton's)", GEMV_BEST | {"EVICT_HINT": 1, "REG_BLOCK": 0}),
+        ("+ EVICT_HINT, 4 rows a block", GEMV_BEST | {"EVICT_HINT": 1, "RW": 4}),
+        ("+ EVICT_HINT, 512 threads", GEMV_BEST | {"EVICT_HINT": 1, "BLOCK": 512, "LAUNCH_BOUNDS": 0}),
+    ],
+}
+
+
+def line(name: str, results: list[Evaluation]) -> str:
+    """One row: the verdict, and where every round was OK the median of their medians, the
+    spread, and the ratios to torch.compile, eager and the copy ceiling."""
+    bad = next((r for r in results if r.verdict != Verdict.OK or r.timing is None), None)
+    if bad is not None:
+        failed = next((c for c in bad.checks if not c.passed), None)
+        where = f" at {dict(failed.size)}: {failed.detail[:160]}" if failed else ""
+        return f"{name:52s} {bad.verdict.value}{where} {bad.message[:200]}"
+    medians = [r.timing.median_us for r in results if r.timing]
+    us = statistics.median(medians)
+    last = results[-1]
+
+    def ratio(of: float | None, label: str) -> str:
+        return f"{of / us:5.3f}x {label} ({of:.1f} us)" if of else f"  -   {label}"
+
+    ceiling = statistics.median(r.timing.ceiling_fraction for r in results if r.timing)
+    return (f"{name:52s} OK  {us:7.1f} us ({min(medians):.1f}-{max(medians):.1f})  "
+            f"{ratio(last.torch_compile_us, 'torch.compile')}  {ratio(last.torch_us, 'eager')}  "
+            f"{100 * ceiling:5.1f}% of copy  regs {last.resources.registers}")
+
+
+def probe(evaluator: GpuEvaluator, task_name: str, plan: list[tuple[str, dict[str, int]]], rounds: int) -> None:
+    """Each combination of the task's template judged and timed `rounds` times, interleaved."""
+    task = tasks.load(task_name)
+    template = candidate.parse(task.template_source or "", task)
+    print(f"{task_name} at {dict(task.bench_size)} on {evaluator.device().name}", flush=True)
+    results: list[list[Evaluation]] = [[] for _ in plan]
+    for _ in range(rounds):
+        for i, (_, values) in enumerate(plan):
+            if results[i] and results[i][-1].verdict != Verdict.OK:
+                continue  # not OK once: its line says why, no more GPU time for it
+            results[i].append(evaluator.evaluate(candidate.with_defines(template, values), tune=False))
+    for (name, _), rs in zip(plan, results, strict=True):
+        print(line(name, rs), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tasks", nargs="*", help=f"tasks to probe (default: {' '.join(PLANS)})")
+    parser.add_argument("--rounds", type=int, default=3, help="evaluations of each combination (default 3)")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.tasks if n not in PLANS]
+    if unknown or args.rounds < 1:
+        print(f"membound_probe: {'unknown task ' + ', '.join(unknown) if unknown else '--rounds must be 1 or more'}"
+              f" (tasks: {', '.join(PLANS)})", file=sys.stderr)
+        return 2
+    names = args.tasks or list(PLANS)
+    config = Config(eval=EvalConfig(), tune=TuneConfig(trials=0))  # torch.compile on: its ratio is the point
+    evaluator = GpuEvaluator(WorkerSpec.of(config, [tasks.load(n) for n in names]))
+    try:
+        started = time.perf_counter()
+        for name in names:
+            probe(evaluator, name, PLANS[name], args.rounds)
+        print(f"({time.perf_counter() - started:.0f} s)")
+    finally:
+        evaluator.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

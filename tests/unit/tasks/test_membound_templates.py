@@ -1,0 +1,73 @@
+"""The memory-bound templates' newer switches on the host, no GPU: what each promises shows in
+the PTX that NVRTC compiles for sm_90. EVICT_HINT (rmsnorm, rmsnorm_bf16, layernorm, gemv) makes
+evict_last and evict_first policies and loads through them (and stores y through the evict_first
+one where y is a row), and without it no access carries a cache hint; rmsnorm_bf16's WIDE turns
+VEC4's 8-byte accesses into 16-byte ones; REG_ROW and CHUNK hold their packs in registers, not in
+local memory. That the kernels compute the right values is for the GPU
+(tests/gpu/test_template_combinations.py, bench/membound_probe.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from fsr import candidate, tasks
+from tests.support.templates import ARCH, COMPILER
+
+NORMS = ("rmsnorm", "rmsnorm_bf16", "layernorm")
+HINTED = NORMS + ("gemv",)
+LOAD = re.compile(r"\bld\.global(?P<mods>(?:\.[\w:]+)*?)(?:\.v(?P<vec>[24]))?\.[bfus]\d+\s")
+STORE = re.compile(r"\bst\.global(?P<mods>(?:\.[\w:]+)*?)(?:\.v(?P<vec>[24]))?\.[bfus]\d+\s")
+
+
+def compiled(name: str, values: dict[str, int]):
+    task = tasks.load(name)
+    cand = candidate.parse(task.template_source or "", task)
+    return COMPILER.compile(candidate.with_defines(cand, values), ARCH)
+
+
+def accesses(pattern: re.Pattern[str], ptx: str) -> list[tuple[str, str]]:
+    """(modifiers, vector width or '') of each global access in the PTX."""
+    return [(m.group("mods"), m.group("vec") or "") for m in pattern.finditer(ptx)]
+
+
+@pytest.mark.parametrize("name", HINTED)
+@pytest.mark.parametrize("vec4", [0, 1])
+def test_evict_hint_loads_through_evict_last_and_evict_first_policies(name, vec4):
+    on = compiled(name, {"EVICT_HINT": 1, "VEC4": vec4, "READONLY": 1}).ptx
+    assert "createpolicy.fractional.L2::evict_last" in on and "createpolicy.fractional.L2::evict_first" in on
+    loads = accesses(LOAD, on)
+    assert any("L1::evict_last.L2::cache_hint" in m for m, _ in loads)  # x's first read (norms), x (gemv)
+    assert any("L1::evict_first.L2::cache_hint" in m for m, _ in loads)  # x's last read, A (gemv)
+    if name in NORMS:  # y is written once, never read back: evict_first
+        assert all("L1::evict_first.L2::cache_hint" in m for m, _ in accesses(STORE, on))
+    off = compiled(name, {"EVICT_HINT": 0, "VEC4": vec4, "READONLY": 1}).ptx
+    assert "cache_hint" not in off and "createpolicy" not in off and accesses(LOAD, off)
+
+
+def test_evict_hint_keeps_vec4_widths():
+    for name, width in (("rmsnorm", "4"), ("rmsnorm_bf16", "2"), ("layernorm", "4"), ("gemv", "4")):
+        loads = accesses(LOAD, compiled(name, {"EVICT_HINT": 1, "VEC4": 1, "UNROLL": 1}).ptx)
+        assert any(v == width and "cache_hint" in m for m, v in loads), name
+
+
+def test_wide_gives_bf16_rows_16_byte_accesses():
+    narrow = compiled("rmsnorm_bf16", {"VEC4": 1}).ptx
+    wide = compiled("rmsnorm_bf16", {"VEC4": 1, "WIDE": 1}).ptx
+    assert {v for _, v in accesses(LOAD, narrow)} >= {"2"} and "4" not in {v for _, v in accesses(LOAD, narrow)}
+    assert "4" in {v for _, v in accesses(LOAD, wide)} and "4" in {v for _, v in accesses(STORE, wide)}
+    assert "2" not in {v for _, v in accesses(STORE, wide)}
+
+
+@pytest.mark.parametrize("name", NORMS)
+@pytest.mark.parametrize("block", [256, 1024])
+def test_held_rows_and_chunks_stay_in_registers(name, block):
+    if name == "layernorm" and block == 1024:
+        block = 512  # layernorm's largest BLOCK
+    for values in ({"REG_ROW": 1, "REG_VECS": 16}, {"CHUNK": 1, "UNROLL_BY": 8}):
+        values |= {"VEC4": 1, "BLOCK": block} | ({"WIDE": 1} if name != "layernorm" else {})
+        res = compiled(name, values)
+        (_, resources), = res.kernel_resources
+        assert resources.spill_bytes == 0 and resources.stack_bytes == 0, (values, resources)
+        assert resources.registers * block <= 65536, (values, resources)
