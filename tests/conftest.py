@@ -76,8 +76,8 @@ def order_for_xdist(config: pytest.Config, items: list[pytest.Item]) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto`: a few workers per visible GPU, as the host's cores allow (xdist_gpus.per_gpu;
-    pytest-xdist would count CPU cores); without a GPU, or with PYTEST_XDIST_AUTO_NUM_WORKERS set,
-    pytest-xdist's own count."""
+    pytest-xdist would count CPU cores); without a GPU one per core (xdist_gpus.auto_workers);
+    with PYTEST_XDIST_AUTO_NUM_WORKERS set, pytest-xdist's own count."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return xdist_gpus.auto_workers(cuda_device_count())

@@ -4,7 +4,9 @@ starting, so one worker would leave its GPU idle), and each worker sees one GPU 
 (CUDA_VISIBLE_DEVICES set from its worker id before anything in it starts CUDA). A module's tests
 stay together on a worker (its evaluator, a GPU child with its tasks' contents, is built once),
 but a module of SPREAD is cut into runs of consecutive tests that go to several workers, handed
-out first, so that no module's whole length is one worker's (SpreadScheduling). Pure functions of
+out first, so that no module's whole length is one worker's (SpreadScheduling); a TOGETHER
+folder's modules are one unit; FIRST's units, the longest without a GPU, are handed out first of
+all, the others by their number of tests. Pure functions of
 the environment and the collected node ids but the scheduler: tests/conftest.py applies them."""
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ def per_gpu(gpus: int, cores: int, environ: Mapping[str, str] = os.environ) -> i
     return max(1, min(MAX_PER_GPU, cores // (CORES_PER_WORKER * max(1, gpus))))
 
 
-def auto_workers(gpus: int, cores: int | None = None, environ: Mapping[str, str] = os.environ) -> int | None:
-    """How many workers `-n auto` starts: `per_gpu` for each visible GPU; None (pytest-xdist's own
-    count, the CPU cores) on a machine without one, where only CPU tests run."""
+def auto_workers(gpus: int, cores: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    """How many workers `-n auto` starts: `per_gpu` for each visible GPU; on a machine without
+    one, where only CPU tests run, one per core this process may use (pytest-xdist's own count
+    would take physical cores where psutil is installed: one on a two-vCPU machine)."""
     if gpus <= 0:
-        return None
+        return cores or host.cores()
     return gpus * per_gpu(gpus, cores or host.cores(), environ)
 
 
@@ -57,6 +60,26 @@ SPREAD = {
     "tests/gpu/test_stress.py": 2,
     "tests/gpu/test_preparation.py": 2,
 }
+
+
+# Folders whose modules are one unit, on one worker: tests/cluster's modules share one local Ray
+# cluster (its package fixture), so it starts once a session, not once on each worker, and two
+# clusters of a dozen processes never share a small machine's cores.
+TOGETHER = ("tests/cluster/",)
+
+
+# The longest units of a run on the CPU (durations of the whole suite on a two-core machine,
+# 2026-11-28: the level-3 imports 250 s, the template compiles 250 s, the mutation compiles 120 s,
+# the Ray cluster tests 150 s), handed out first, longest first, so that none of them is left to
+# run alone at the end of a session while the other workers idle.
+FIRST = ("tests/unit/propose/test_prompt_level3.py", "tests/unit/tasks/test_templates.py", "tests/cluster",
+         "tests/unit/propose/test_mutate.py", "tests/unit/tasks/test_tasks_attention_bf16.py")
+
+
+def scope(nodeid: str) -> str:
+    """What a test is grouped by: its TOGETHER folder, else its module."""
+    module = nodeid.split("::", 1)[0]
+    return next((folder.rstrip("/") for folder in TOGETHER if module.startswith(folder)), module)
 
 
 def groups(modules: list[tuple[str, int, int]], workers: int) -> list[tuple[str, int, int]]:
@@ -77,10 +100,13 @@ def groups(modules: list[tuple[str, int, int]], workers: int) -> list[tuple[str,
 
 def units(nodeids: list[str], workers: int) -> tuple[list[str], dict[str, str]]:
     """The units' names in the order they are handed out, and each node id's unit."""
-    by_module: dict[str, list[str]] = {}
+    by_module: dict[str, list[str]] = {}  # by scope: a module, or a TOGETHER folder's modules
     for nodeid in nodeids:
-        by_module.setdefault(nodeid.split("::", 1)[0], []).append(nodeid)
+        by_module.setdefault(scope(nodeid), []).append(nodeid)
     found = groups([(m, len(ids), SPREAD.get(m, 1)) for m, ids in by_module.items()], workers)
+    # FIRST's units, then the rest by their number of tests, most first (stable: as pytest-xdist's
+    # --loadscope-reorder would sort them; the scheduler turns that off to keep this order)
+    found.sort(key=lambda u: (FIRST.index(u[0]) if u[0] in FIRST else len(FIRST), u[1] - u[2]))
     unit_of = {n: name for name, start, end in found for n in by_module[name.split("#", 1)[0]][start:end]}
     return [name for name, _, _ in found], unit_of
 
@@ -119,13 +145,15 @@ def scheduler(config, log):  # type: ignore[no-untyped-def]
     run of one, handed out in the order the workers collected them (already unit by unit)."""
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # the units come ordered (units)
+
     class SpreadScheduling(LoadScopeScheduling):
         unit_of: dict[str, str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
             if self.unit_of is None:
                 self.unit_of = units(list(self.collection or []), len(self.nodes))[1]
-            return self.unit_of.get(nodeid) or nodeid.split("::", 1)[0]
+            return self.unit_of.get(nodeid) or scope(nodeid)
 
     return SpreadScheduling(config, log)
 

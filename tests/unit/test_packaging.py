@@ -41,13 +41,16 @@ def test_an_installed_fsr_finds_its_tasks_in_fsr_tasks_not_next_to_a_source_tree
 
 
 def test_the_readme_set_up_is_a_virtual_environment_and_its_own_python():
-    """Stock Debian/Ubuntu refuse pip outside a venv (PEP 668) and have no `python`."""
+    """Stock Debian/Ubuntu refuse pip outside a venv (PEP 668) and have no `python`; the tests run
+    over pytest-xdist workers, which the dev extra installs."""
     out = subprocess.run([str(ROOT / ".ci" / "readme_setup"), str(ROOT / "README.md")], capture_output=True,
                          text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     install, test = out.stdout.splitlines()
     assert install.startswith("python3 -m venv .venv && .venv/bin/pip install ") and '-e ".[dev]"' in install
-    assert test == ".venv/bin/python -m pytest"
+    assert test == ".venv/bin/python -m pytest -n auto"
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    assert any(d.startswith("pytest-xdist") for d in dev)
 
 
 def test_readme_setup_refuses_a_set_up_block_of_other_than_two_commands(tmp_path):

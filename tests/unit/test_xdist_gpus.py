@@ -27,7 +27,7 @@ def gpus(monkeypatch: pytest.MonkeyPatch):
     (1, 16, 4), (2, 32, 8), (4, 64, 16),  # an H200 host's 16 cores a GPU: four workers each
     (1, 2, 1), (2, 8, 2), (8, 16, 8),  # few cores: one worker a GPU, never none
     (1, 128, 4),  # many: at most MAX_PER_GPU
-    (0, 64, None),  # no GPU: pytest-xdist's own count
+    (0, 64, 64), (0, 2, 2),  # no GPU: one a core (as CI runs the README's `-n auto`)
 ])
 def test_auto_starts_a_few_workers_per_gpu_as_the_cores_allow(gpus, monkeypatch, count, cores, workers):
     gpus(count)
@@ -180,3 +180,29 @@ def test_a_module_fixture_builds_for_its_own_run_only(monkeypatch):
     assert xdist_gpus.run_params(request, "name", "values") == [("task1", {"X": 2}), ("task1", {"X": 3})]
     request.config = SimpleNamespace()  # no spread distribution (no xdist): the whole module
     assert xdist_gpus.this_run(request) == items[:4]
+
+
+def test_the_ray_cluster_tests_are_one_unit_so_one_cluster_starts():
+    """tests/cluster's modules share a package fixture's local Ray cluster: one worker runs them
+    all; modules elsewhere stay units of their own, a spread module's runs its own."""
+    ids = ["tests/cluster/test_a.py::x", "tests/cluster/test_a.py::y", "tests/cluster/test_b.py::z",
+           "tests/unit/cluster/test_c.py::w", "tests/unit/test_d.py::v"]
+    names, unit_of = xdist_gpus.units(ids, workers=2)
+    assert names == ["tests/cluster", "tests/unit/cluster/test_c.py", "tests/unit/test_d.py"]
+    assert {unit_of[n] for n in ids[:3]} == {"tests/cluster"}
+    assert xdist_gpus.scope("tests/unit/cluster/test_c.py::w") == "tests/unit/cluster/test_c.py"
+
+
+def test_the_longest_units_without_a_gpu_are_handed_out_first_then_the_most_tests(monkeypatch):
+    monkeypatch.setattr(xdist_gpus, "FIRST", ("t/long.py", "t/longer"))
+    ids = ["t/a.py::x", "t/b.py::y1", "t/b.py::y2", "t/long.py::z", "t/longer/test_c.py::w", "t/d.py::v"]
+    names, _ = xdist_gpus.units(ids, workers=2)
+    assert names == ["t/long.py", "t/b.py", "t/a.py", "t/longer/test_c.py", "t/d.py"]  # not a TOGETHER folder
+    monkeypatch.setattr(xdist_gpus, "TOGETHER", ("t/longer/",))
+    assert xdist_gpus.units(ids, workers=2)[0] == ["t/long.py", "t/longer", "t/b.py", "t/a.py", "t/d.py"]
+    from xdist.scheduler import LoadScopeScheduling
+
+    monkeypatch.setattr(LoadScopeScheduling, "__init__", lambda self, config, log: None)  # no session here
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
+    xdist_gpus.scheduler(config, None)
+    assert config.option.loadscopereorder is False  # pytest-xdist keeps the units' order
