@@ -99,7 +99,8 @@ def docstring(task: Task, cand: Candidate, p: Provenance, module_name: str) -> s
     built = f"; compiled there with {p.toolchain.split(';')[0]}" if p.toolchain else ""
     defines = " ".join(f"{k}={v}" for k, v in cand.resolved_defines()) or "none"
     about = textwrap.fill(f"From {p.source} (candidate {p.candidate_id or cand.id}{timing}{built}), exported by "
-                          f"fsr {fsr.__version__}. Its tuned values, compiled in as #defines: {defines}.", 100)
+                          f"fsr {fsr.__version__}. Its tuned values, compiled in as #defines: {defines}.", 100,
+                          break_on_hyphens=False, break_long_words=False)  # a path stays whole, to copy
     args = ", ".join(_param(a.name) for a in task.inputs)
     outs = ", ".join(_param(a.name) for a in task.outputs)
     calls = [(f"import {module_name}", ""), (f"{outs} = {module_name}.run({args})", "CuPy arrays"),

@@ -58,6 +58,13 @@ def test_the_best_kernel_is_written_beside_it_with_its_tuned_values(tmp_path, ca
     assert "    import softmax\n" in m.__doc__
 
 
+def test_a_hyphenated_run_path_stays_whole_in_the_modules_docstring(tmp_path):
+    run = make_run(tmp_path / "a-long-folder-name-with-hyphens-where-a-line-could-break" / "and-another-one-of-them")
+    assert cli.main(["export", str(run), "softmax"]) == 0
+    doc = load(run / "best" / "softmax.py").__doc__
+    assert str(run) in doc  # the path can be copied from the module as it stands
+
+
 def test_out_names_the_module_and_its_usage(tmp_path, capsys):
     run = make_run(tmp_path, "gemm_bf16", "template")
     target = tmp_path / "gemm_kernel.py"
