@@ -116,15 +116,18 @@ def test_reference_work_per_evaluation_stays_small(name):
     # On the GPU host the budget is 0.3 s for every test size together; a slow CI machine
     # gets three times that. The work is this process's CPU time, not the wall clock: other
     # processes on a busy host (a parallel test run) stretch the wall, not the work.
+    # The smaller of two passes: BLAS threads that wait by spinning count as this process's time,
+    # and wait longer the busier the host (0.21 s quiet, 0.91 s at a load of 8 for attention_bf16).
     task, fn = load(name)
     rng = np.random.default_rng(0)
-    total = 0.0
-    for size in task.test_sizes:
-        inputs = fn.make_inputs(dict(size), rng)
+    inputs = [(dict(size), fn.make_inputs(dict(size), rng)) for size in task.test_sizes]
+    passes = []
+    for _ in range(2):
         start = time.process_time()
-        fn.reference(inputs, dict(size))
-        total += time.process_time() - start
-    assert total < 0.9, f"{name}: float64 references take {total:.2f} CPU s per evaluation"
+        for size, made in inputs:
+            fn.reference(made, size)
+        passes.append(time.process_time() - start)
+    assert min(passes) < 0.9, f"{name}: float64 references take {min(passes):.2f} CPU s per evaluation"
 
 
 # ---- tolerances: softmax ---------------------------------------------------------------------
