@@ -159,4 +159,8 @@ def test_the_kernels_compile_for_sm_80_at_every_combination(name, source, monkey
     cand = candidate.parse(getattr(task, f"{source}_source"), task)
     monkeypatch.setattr(templates, "ARCH", "sm_80")
     monkeypatch.setattr(templates, "SMEM_PER_BLOCK_OPTIN", 163 * 1024)  # sm_80's opt-in most
-    check_all(task, cand, combinations(cand))
+    # WGMMA is sm_90a's own path: elsewhere its #error stops the compile with the reason
+    # (test_attention_wgmma.py); every other combination is the mma.sync kernel, which sm_80 runs.
+    combos = [values for values in combinations(cand) if not values.get("WGMMA")]
+    assert source == "baseline" or len(combos) < len(combinations(cand))
+    check_all(task, cand, combos)
