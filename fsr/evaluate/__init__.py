@@ -11,3 +11,4 @@ The deadlines below are public: the Ray executor derives its own backstop from t
 
 START_TIMEOUT_S = 180.0  # a GPU child's start: import cupy, create a context, measure the ceilings
 PREPARE_TIMEOUT_S = 600.0  # a task's benchmark inputs and float64 references, built once per child
+READY_TIMEOUT_S = 60.0  # answering "ready" is a lookup: this only bounds a wedged child
