@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 from fsr import candidate, dtypes, tasks
-from fsr.evaluate.compile import BASE_OPTIONS, CompileFailed, full_source, nvrtc
 from tests.support.precision import problem
 from tests.support.templates import COMPILER
 
@@ -140,18 +139,6 @@ def test_the_wgmma_kernel_compiles_to_what_its_switches_promise(name, values):
     named = sum(o.startswith(("BAR.ARV", "BAR.SYNC")) for o in ops) - 1  # beyond the start's __syncthreads
     assert (named > 0) == bool(values.get("WG_PINGPONG") and consumers == 2)
     assert not [o for o in ops if o.startswith(("LDL", "STL", "HMMA"))]
-
-
-def test_the_plain_arch_compile_of_wgmma_stops_in_the_preprocessor_and_says_why():
-    from fsr.evaluate.compile import _VARIANT_ONLY
-
-    task, cand = template("attention_bf16")
-    one = candidate.with_defines(cand, {"WGMMA": 1})
-    kernels = tuple(launch.kernel for launch in one.launches)
-    with pytest.raises(CompileFailed) as failed:
-        nvrtc(full_source(one), kernels, ("--gpu-architecture=sm_90",) + BASE_OPTIONS)
-    assert "#error" in str(failed.value) and _VARIANT_ONLY.search(str(failed.value))
-    nvrtc(full_source(one), kernels, ("--gpu-architecture=sm_90a",) + BASE_OPTIONS)  # compiles
 
 
 # ---- the tile arithmetic, emulated with the template's own formulas ----------------------------

@@ -103,13 +103,14 @@ def test_the_wgmma_kernel_compiles_to_wgmma_fed_by_tma(name, values, count):
     assert not [o for o in ops if o.startswith(("LDL", "STL", "HMMA"))]
 
 
-def test_the_plain_arch_compile_of_wgmma_stops_in_the_preprocessor_and_says_why():
+@pytest.mark.parametrize("name", ["gemm_bf16", "attention_bf16"])  # every template with a WGMMA switch
+def test_the_plain_arch_compile_of_wgmma_stops_in_the_preprocessor_and_says_why(name):
     """fsr's compile service turns to sm_90a where the plain arch's log says an instruction is not
     supported on its target (fsr.evaluate.compile._VARIANT_ONLY): the template says so before the
     front end compiles anything, so a WGMMA combination costs one compile, not one and a half."""
     from fsr.evaluate.compile import _VARIANT_ONLY
 
-    task, cand = template("gemm_bf16")
+    task, cand = template(name)
     one = candidate.with_defines(cand, {"WGMMA": 1})
     kernels = tuple(launch.kernel for launch in one.launches)
     with pytest.raises(CompileFailed) as failed:

@@ -160,7 +160,7 @@ def test_the_kernels_compile_for_sm_80_at_every_combination(name, source, monkey
     monkeypatch.setattr(templates, "ARCH", "sm_80")
     monkeypatch.setattr(templates, "SMEM_PER_BLOCK_OPTIN", 163 * 1024)  # sm_80's opt-in most
     # WGMMA is sm_90a's own path: elsewhere its #error stops the compile with the reason
-    # (test_attention_wgmma.py); every other combination is the mma.sync kernel, which sm_80 runs.
+    # (test_gemm_wgmma.py); every other combination is the mma.sync kernel, which sm_80 runs.
     combos = [values for values in combinations(cand) if not values.get("WGMMA")]
     assert source == "baseline" or len(combos) < len(combinations(cand))
     check_all(task, cand, combos)
