@@ -70,10 +70,12 @@ class EvaluatorContract:
         assert got.verdict == Verdict.OK and got.certified is True, got.message
         assert got.timing is not None and 0 < got.timing.median_us < float("inf")
         # not clearly slower than screened: at other defines it would be, every time; a GPU that
-        # other work shares (tests run four to a GPU) can slow one certification, so a second may
-        # settle it
+        # other work shares (tests run four or six to a GPU) can slow a certification or two, so
+        # a third may settle it
         judged = certification.judge(screened, got)
-        if not judged.certified:
+        for _ in range(2):
+            if judged.certified:
+                break
             judged = certification.judge(screened, evaluator.evaluate(request))
         assert judged.certified is True, judged.message
 

@@ -25,7 +25,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Evaluation, Verdict, WorkerSpec
 from tests.support import xdist_gpus
 from tests.support.gpu_evaluators import precompile
-from tests.support.xdist_gpus import host_threads, run_params
+from tests.support.xdist_gpus import host_threads, run_params, shared_budget
 
 from .corpus import DEFENCES, Entry, bad_configurations, side_channels
 
@@ -44,6 +44,7 @@ def corpus_evaluator(contents: Path, trials: int, timeout_s: float = CANDIDATE_T
     cache (a crash's new child reads them back instead of building them again)."""
     names = sorted({e.task for pair in CHEATS for e in pair} | {e.task for e in CONFIGS})
     config = Config(eval=EvalConfig(timeout_s=timeout_s, torch_compile="off", host_threads=host_threads(),
+                                    prepared_max_bytes=shared_budget(),
                                     contents_cache_dir=str(contents)),
                     tune=TuneConfig(trials=trials))
     return GpuEvaluator(WorkerSpec.of(config, [tasks.load(n) for n in names]))

@@ -4,8 +4,6 @@ since preparing every task at its benchmark size costs minutes of host work (flo
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +13,7 @@ import pytest
 from fsr import tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.types import WorkerSpec
-from tests.support.xdist_gpus import device_budget, gpu_sharers, host_threads
+from tests.support.xdist_gpus import host_threads, shared_budget
 
 if TYPE_CHECKING:
     from fsr.evaluate.evaluator import GpuEvaluator
@@ -43,17 +41,3 @@ def bench_evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
     ev.close()
 
 
-def shared_budget() -> int:
-    """The prepared tasks' device bytes of this worker's evaluator: its part of the GPU where
-    other workers share it (each child would keep 65% of the device alone), else the child's own
-    default. The device's size is asked in a subprocess, so this process never starts CUDA."""
-    share = gpu_sharers()
-    if share <= 1:
-        return 0
-    code = "import cupy; print(cupy.cuda.Device().mem_info[1])"
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-        total = int(out.stdout.strip() or 0) if out.returncode == 0 else 0
-    except (subprocess.TimeoutExpired, ValueError, OSError):
-        total = 0
-    return device_budget(total, share)

@@ -28,6 +28,9 @@ BENCH = {"softmax": (("rows", 256), ("cols", 16384)),  # small: a few seconds a 
          "gelu": (("n", 1 << 20),)}
 CONFIG = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
 NOT_FASTER = certification.SLOWER  # a cheat made honest is certified at most 3% faster than its twin
+# Rounds of the pair's certification, the twin's then the cheat's: a few-microsecond kernel on a GPU
+# other workers share can read 3% slower once; a cheat that gains is faster in every round.
+ROUNDS = 3
 
 
 def task_of(name: str) -> tasks.Task:
@@ -58,6 +61,14 @@ def screened_and_certified(ev: GpuEvaluator, entry: Entry) -> tuple[Evaluation, 
     return _judged[entry.name]
 
 
+def certified_us(ev: GpuEvaluator, entry: Entry) -> float:
+    """The entry certified once more (its screening judged before), for a pair's next round."""
+    screened, _ = screened_and_certified(ev, entry)
+    got = ev.evaluate(certification.request(candidate.parse(entry.path.read_text(), task_of(entry.task)), screened))
+    assert got.verdict == Verdict.OK and got.timing is not None, f"{entry.name}: {got.message[:400]}"
+    return got.timing.median_us
+
+
 @pytest.mark.parametrize("cheat,twin", PAIRS, ids=[t.name for _, t in PAIRS])
 def test_the_honest_twin_certifies(evaluator, cheat, twin):
     _, got = screened_and_certified(evaluator, twin)
@@ -79,8 +90,10 @@ def test_the_cheat_is_not_certified_faster_than_its_twin(evaluator, cheat, twin)
             assert got.failed_check == certification.TIMING, f"{cheat.name}: {got.failed_check}: {got.message[:400]}"
             return
         assert got.verdict == Verdict.OK and got.timing is not None, f"{cheat.name}: {got.message[:400]}"
-        ratio = honest.timing.median_us / got.timing.median_us
-        assert ratio <= NOT_FASTER, f"{cheat.name}: certified {ratio:.3f}x its twin's speed"
+        ratios = [honest.timing.median_us / got.timing.median_us]
+        while ratios[-1] > NOT_FASTER and len(ratios) < ROUNDS:  # noise of other work on the GPU, or a gain
+            ratios.append(certified_us(evaluator, twin) / certified_us(evaluator, cheat))
+        assert min(ratios) <= NOT_FASTER, f"{cheat.name}: certified {', '.join(f'{r:.3f}x' for r in ratios)} its twin's speed"
         return
     assert got.verdict == Verdict.UNCERTIFIED and got.certified is False, f"{cheat.name}: {got.verdict} {got.message[:400]}"
     text = f"{got.failed_check} {got.message}"

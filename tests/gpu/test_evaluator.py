@@ -16,7 +16,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict
 from tests.support.gpu_evaluators import precompile, spec
 from tests.support.paths import ROOT
-from tests.support.xdist_gpus import gpu_sharers, host_threads, run_params, this_run
+from tests.support.xdist_gpus import gpu_sharers, host_threads, run_params, shared_budget, this_run
 
 from ..adversarial.corpus import corpus
 
@@ -40,6 +40,7 @@ def evaluator(request):
         precompile(request.getfixturevalue("bench_evaluator"),
                    [candidate.parse(task.baseline_source, task) for task in every])
     config = Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S, torch_compile="off", host_threads=host_threads(),
+                                    prepared_max_bytes=shared_budget(),
                                     contents_cache_dir=str(request.getfixturevalue("contents_dir"))),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(spec(config, CORPUS_TASKS))

@@ -22,7 +22,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.export.module import Provenance, module_text
 from fsr.types import Verdict, WorkerSpec
 from tests.support.gpu_evaluators import at_test_sizes
-from tests.support.xdist_gpus import host_threads
+from tests.support.xdist_gpus import host_threads, shared_budget
 
 pytestmark = pytest.mark.gpu
 FRAMEWORKS = ["cupy", "torch"]
@@ -122,7 +122,8 @@ def judged_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     torch.compile off), with their lineage and best/ as `fsr run` leaves them."""
     run = tmp_path_factory.mktemp("runs") / "r1"
     loaded = [tasks.load(n) for n in ("softmax", "gemm_bf16")]
-    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads()), tune=TuneConfig(trials=0))
+    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(),
+                                    prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, [at_test_sizes(t) for t in loaded]))
     try:
         with lineage.LineageWriter(run) as writer:

@@ -12,6 +12,7 @@ from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.compile import CompileService
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import EvaluatorFault, Verdict, WorkerSpec
+from tests.support.xdist_gpus import shared_budget
 
 pytestmark = pytest.mark.gpu
 
@@ -28,7 +29,8 @@ class OtherArch(CompileService):
 
 
 def spec() -> WorkerSpec:
-    return WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0)), [SOFTMAX])
+    config = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
+    return WorkerSpec.of(config, [SOFTMAX])
 
 
 def test_a_program_the_device_cannot_load_is_fsrs_fault_not_the_kernels_crash():

@@ -20,7 +20,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Evaluation, Tier, Verdict, WorkerSpec
 from tests.support.gpu_evaluators import at_test_sizes, precompile
 from tests.support.templates import sample
-from tests.support.xdist_gpus import host_threads
+from tests.support.xdist_gpus import host_threads, shared_budget
 
 pytestmark = pytest.mark.gpu
 
@@ -146,7 +146,8 @@ def kernel(task: tasks.Task, values: dict[str, int] | None) -> candidate.Candida
 @pytest.fixture(scope="module")
 def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
     small = [at_test_sizes(tasks.load(name)) for name in sorted(set(STRESSED) | {"softmax", "layernorm"})]
-    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), contents_cache_dir=str(contents_dir)),
+    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(),
+                                    prepared_max_bytes=shared_budget(), contents_cache_dir=str(contents_dir)),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, small, warm=True))
     precompile(ev, [kernel(ev.spec.task(n), v) for n, v in HONEST]  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict, WorkerSpec
 from tests.support.gpu_evaluators import at_test_sizes, precompile
 from tests.support.templates import extremes, sample
-from tests.support.xdist_gpus import host_threads, run_params
+from tests.support.xdist_gpus import host_threads, run_params, shared_budget
 
 pytestmark = pytest.mark.gpu
 RANDOM_PER_TASK = 4  # as test_template_combinations.py: the same seeded sample
@@ -47,7 +47,8 @@ def evaluator(request: pytest.FixtureRequest, contents_dir: Path) -> Iterator[Gp
     the run's combinations compiled ahead."""
     cases = run_params(request, "name", "values")
     small = [at_test_sizes(tasks.load(name)) for name in dict.fromkeys(name for name, _ in cases)]
-    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), contents_cache_dir=str(contents_dir)),
+    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(),
+                                    prepared_max_bytes=shared_budget(), contents_cache_dir=str(contents_dir)),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, small, warm=True))
     precompile(ev, [candidate.with_defines(template(name), values) for name, values in cases])

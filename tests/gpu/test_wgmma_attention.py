@@ -18,7 +18,7 @@ from fsr import candidate, tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict, WorkerSpec
-from tests.support.xdist_gpus import host_threads
+from tests.support.xdist_gpus import host_threads, shared_budget
 
 pytestmark = pytest.mark.gpu
 PLAIN = tasks.load("attention_bf16")
@@ -50,7 +50,8 @@ def wgmma(task, values=None, source=None) -> candidate.Candidate:
 def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
     """The two attention tasks at their benchmark sizes (8 x 16 heads, 4096 tokens), no tuning,
     torch.compile off."""
-    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), contents_cache_dir=str(contents_dir)),
+    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(),
+                                    prepared_max_bytes=shared_budget(), contents_cache_dir=str(contents_dir)),
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, [PLAIN, CAUSAL], warm=True))
     yield ev

@@ -11,8 +11,11 @@ the environment and the collected node ids but the scheduler: tests/conftest.py 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Mapping
 
 from fsr.evaluate import host
@@ -219,3 +222,20 @@ def device_budget(total_bytes: int, share: int, fraction: float = 0.65) -> int:
     if share <= 1 or total_bytes <= 0:
         return 0
     return int(total_bytes * fraction / share)
+
+
+@functools.cache
+def shared_budget() -> int:
+    """`eval.prepared_max_bytes` for a GPU child this worker starts: its part of the GPU where
+    other workers share it (each child would keep 65% of the device alone), else 0 (the child's
+    own default). The device's size is asked in a subprocess, so this process never starts CUDA."""
+    share = gpu_sharers()
+    if share <= 1:
+        return 0
+    code = "import cupy; print(cupy.cuda.Device().mem_info[1])"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        total = int(out.stdout.strip() or 0) if out.returncode == 0 else 0
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        total = 0
+    return device_budget(total, share)
