@@ -78,6 +78,9 @@ def add_unroll(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, st
     return header + "\n".join(lines), f"unroll {factor or 'full'} at line {i + 1}"
 
 
+_MACRO_WORD = re.compile(r"\b[A-Z_][A-Z0-9_]*\b")  # an all-capitals word: a macro
+
+
 def add_launch_bounds(cand: Candidate, task: Task, rng: random.Random) -> tuple[str, str] | None:
     """`__launch_bounds__(threads)` on kernels whose block size is a product of tunables (the
     bound is then exact for every tuned value, since tunables arrive as #defines)."""
@@ -93,7 +96,11 @@ def add_launch_bounds(cand: Candidate, task: Task, rng: random.Random) -> tuple[
     for m in GLOBAL_RE.finditer(body):
         threads = bounds.get(m.group(2))
         declaration = re.split(r"[;}]", body[:m.start()])[-1] + m.group(1)
-        if threads and len(threads) == 1 and "__launch_bounds__" not in declaration:
+        # A register cap (`__maxnreg__`, which nvcc refuses beside `__launch_bounds__`), or a
+        # macro between `__global__` and the name that may expand to one (the WGMMA kernels'
+        # WG_BOUNDS), rules the bound out.
+        capped = "__maxnreg__" in declaration or _MACRO_WORD.search(m.group(1)) is not None
+        if threads and len(threads) == 1 and "__launch_bounds__" not in declaration and not capped:
             # Before __global__: fsr.candidate's kernel regex takes the first name followed by
             # "(" after __global__ as the kernel's, so the attribute may not sit there.
             out += [body[last:m.start()], f"__launch_bounds__({next(iter(threads))}) "]

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from fsr import tasks
 from fsr.candidate import check, kernel_signatures, parse, with_defines
 from fsr.propose import launch_space, transforms
 from fsr.propose.base import ProposalRequest, Proposals, Scored
@@ -195,6 +196,19 @@ def test_launch_bounds_go_before_global_and_keep_the_kernel_found():
     assert "__launch_bounds__((BLOCK)) __global__" in text
     assert "softmax_baseline" in kernel_signatures(text)
     assert transforms.add_launch_bounds(parse(text, task), task, random.Random(0)) is None
+
+
+def test_launch_bounds_stay_off_a_kernel_with_a_register_cap():
+    # nvcc refuses __launch_bounds__ beside __maxnreg__ (a COMPILE_ERROR the offline search met
+    # three times in 314 evaluations): attention_bf16's WGMMA kernel carries its cap through a
+    # macro (WG_BOUNDS), its mma.sync kernel its bound (BOUNDS), so neither takes another
+    task = tasks.load("attention_bf16")
+    cand = with_defines(parse(task.template_source, task), {"WGMMA": 1})
+    assert transforms.add_launch_bounds(cand, task, random.Random(0)) is None
+    task, cand = baseline()
+    capped = cand.source.replace("__global__", "__global__ __maxnreg__(64)", 1)
+    assert transforms.add_launch_bounds(parse(capped, task), task, random.Random(0)) is None
+    assert transforms.add_launch_bounds(cand, task, random.Random(0)) is not None  # uncapped: bounded
 
 
 def test_launch_bounds_need_a_block_made_of_tunables():
