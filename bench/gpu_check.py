@@ -24,6 +24,7 @@ is left (the same for both trees), and are left out, saying so, where too little
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -277,11 +278,38 @@ def prepare(ref: str | None, root: Path = ROOT) -> int:
     dirty = bool(git(root, "status", "--porcelain", "--untracked-files=no"))
     info = {"ref": commit[:12], "ref_subject": git(root, "log", "-1", "--format=%s", commit), "how": how,
             "tree": git(root, "rev-parse", "--short=12", "HEAD") + (" with uncommitted changes" if dirty else "")}
+    files = git(root, "ls-files").splitlines()
+    info["files"], info["digest"] = files, files_digest(root, files)
     (state / "ref.json").write_text(json.dumps(info, indent=1) + "\n")
     ignored = subprocess.run(["git", "check-ignore", "-q", str(target)], cwd=root).returncode == 0
     print(f"gpu_check: ref {info['ref']} ({how}: {info['ref_subject']}) unpacked in {target.relative_to(root)}"
           f"{'' if ignored else '; WARNING: not ignored by git, so a device call would carry it as tracked files'}")
     return 0
+
+
+def files_digest(root: Path, files: list[str]) -> str:
+    """One SHA-256 over `files` (paths and contents; a missing file counts as empty), so that a
+    call can tell whether the tree it runs is the one `prepare` named."""
+    digest = hashlib.sha256()
+    for name in files:
+        try:
+            data = (root / name).read_bytes()
+        except OSError:
+            data = b""
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def tree_named(root: Path, info: dict[str, Any]) -> str | None:
+    """A note where the working tree is not the one `prepare` recorded (its files changed since),
+    else None."""
+    files = info.get("files")
+    if not isinstance(files, list) or "digest" not in info:
+        return None
+    if files_digest(root, files) == info["digest"]:
+        return None
+    return (f"the working tree is not {info.get('tree', '?')}, which `prepare` recorded: its files changed "
+            "since; run `python bench/gpu_check.py prepare` again before a call")
 
 
 def visible_gpus() -> list[str]:
@@ -304,9 +332,13 @@ def start(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     check = Check(out, args.budget_s, per_gpu=args.workers_per_gpu, cores=core_shares(gpus))
-    commits = gate_figures(STATE / "ref.json") or {}
+    prepared = gate_figures(STATE / "ref.json") or {}
+    commits = {k: v for k, v in prepared.items() if k not in ("files", "digest")}
     check.summary = {"gpus": gpus, "layout": "", "commits": commits, "tests": {}, "gates": {}, "ratio": None,
                      "notes": [], "wall_s": 0.0, "budget_s": args.budget_s}
+    if (changed := tree_named(ROOT, prepared)) is not None:
+        commits["tree"] = f"{commits.get('tree', '?')}, changed since"
+        check.note(changed)
     roots = {} if args.skip_gates else {"tree": ROOT}
     if not args.skip_gates and (STATE / "ref").is_dir():
         roots["ref"] = STATE / "ref"

@@ -42,7 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         default=DEFAULT_MAX_EVALUATIONS,
                         help=f"evaluations per task (default: {DEFAULT_MAX_EVALUATIONS})")
     budget.add_argument("--max-wall", type=config_option("search", "max_wall_s"), default=DEFAULT_MAX_WALL_S,
-                        help=f"seconds of wall time for the whole suite (default: {DEFAULT_MAX_WALL_S:.0f})")
+                        help=f"seconds the campaign starts evaluations for (default: {DEFAULT_MAX_WALL_S:.0f}); "
+                             "those in flight then finish, and the certifications and the table follow")
     add_search_arguments(budget)
     add_model_arguments(bench)
     bench.add_argument("--plain", action="store_true", help="one progress line every few evaluations, no live view")

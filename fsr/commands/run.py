@@ -75,7 +75,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     budget = run.add_argument_group("budget and search")
     budget.add_argument("--max-evaluations", type=config_option("search", "max_evaluations"),
                         help="evaluations per task")
-    budget.add_argument("--max-wall", type=config_option("search", "max_wall_s"), help="seconds of wall time")
+    budget.add_argument("--max-wall", type=config_option("search", "max_wall_s"),
+                        help="seconds the search starts evaluations for; those in flight then finish, and any "
+                             "certifications follow")
     budget.add_argument("--target-speedup", type=config_option("search", "target_speedup"),
                         help="stop a task once its best beats the baseline by this")
     add_search_arguments(budget)

@@ -219,6 +219,26 @@ def test_prepare_unpacks_the_ref_that_the_branch_started_from(tmp_path, capsys):
     assert gc.prepare("no-such-ref", repo) == 2
 
 
+def test_a_tree_changed_after_prepare_is_named_so(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    (repo / ".gitignore").write_text(".gpucheck/\n")
+    (repo / "f.txt").write_text("one\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "add", "."], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"], cwd=repo,
+                   check=True)
+    assert gc.prepare("HEAD", repo) == 0
+    info = json.loads((repo / ".gpucheck" / "ref.json").read_text())
+    assert info["files"] == [".gitignore", "f.txt"]
+    assert gc.tree_named(repo, info) is None  # the tree prepare saw
+    (repo / "f.txt").write_text("two\n")  # edited after prepare: the call runs other files
+    assert "changed since" in (gc.tree_named(repo, info) or "")
+    (repo / "f.txt").write_text("one\n")
+    assert gc.tree_named(repo, info) is None
+    assert gc.tree_named(repo, {"tree": "abc"}) is None  # a ref.json from before the digest: nothing said
+
+
 def test_scale_writes_its_figures_as_json(tmp_path):
     scale = load("scale")
     rows = [row(candidate_id=f"c{i}", worker="gpu0", wall_s=2.0, setup_s=1.0 if i == 0 else 0.0,

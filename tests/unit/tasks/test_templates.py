@@ -15,6 +15,8 @@ them may be drawn; the seed is fixed so that a failure repeats.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fsr import candidate, tasks
@@ -22,6 +24,8 @@ from tests.support.paths import ROOT
 from tests.support.templates import (
     check_all,
     combinations,
+    header_end,
+    program_key,
 )
 
 TASKS = tuple(tasks.list_tasks())  # every built-in task has a template
@@ -70,6 +74,26 @@ def test_combination_sample_covers_extremes_singles_and_every_tunable_value():
         assert {c[t.name] for c in combos} == set(t.values), t.name
     assert combinations(cand) == combinations(cand)  # seeded: a failure repeats
     assert combinations(cand, seed=1) != combinations(cand)
+
+
+def test_each_program_compiles_once_and_every_combination_of_a_failing_one_is_named():
+    # check_all compiles one program per key (the active text and the defines it names); a
+    # failure must still be reported for every combination that has it
+    task = tasks.load("softmax")
+    cand = candidate.parse(task.template_source, task)
+    at = header_end(cand.source)
+    broken = replace(cand, source=cand.source[:at] + "\n#if BLOCK == 512\n#error refused at 512\n#endif" + cand.source[at:])
+    combos = [v for v in combinations(broken) if v.get("BLOCK") in (512, None)][:6]
+    combos += [v | {"BLOCK": 512} for v in combos[:2]]
+    failing = [v for v in combos if v.get("BLOCK") == 512]
+    assert len(failing) >= 2
+    with pytest.raises(AssertionError) as info:
+        check_all(task, broken, combos)
+    assert f"{len(failing)} problem(s)" in str(info.value) and "refused at 512" in str(info.value)
+    # a tunable at its default, given or left out, is one program; another value of it is another
+    default = dict(cand.resolved_defines())["BLOCK"]
+    assert program_key(cand, {}) == program_key(cand, {"BLOCK": default})
+    assert program_key(cand, {}) != program_key(cand, {"BLOCK": next(v for v in (128, 256) if v != default)})
 
 
 def test_softmax_fast_example_compiles_without_spills():
