@@ -276,7 +276,7 @@ def prepare(ref: str | None, root: Path = ROOT) -> int:
     archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=root, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
     dirty = bool(git(root, "status", "--porcelain", "--untracked-files=no"))
-    info = {"ref": commit[:12], "ref_subject": git(root, "log", "-1", "--format=%s", commit), "how": how,
+    info: dict[str, Any] = {"ref": commit[:12], "ref_subject": git(root, "log", "-1", "--format=%s", commit), "how": how,
             "tree": git(root, "rev-parse", "--short=12", "HEAD") + (" with uncommitted changes" if dirty else "")}
     files = git(root, "ls-files").splitlines()
     info["files"], info["digest"] = files, files_digest(root, files)
