@@ -27,9 +27,10 @@ FEATURE_SAMPLE = 6  # random feature combinations, beyond the extremes and singl
 MIXED_SAMPLE = 4  # random combinations of every tunable and feature
 
 
-def combinations(cand: Candidate, seed: int = 0) -> list[dict[str, int]]:
+def combinations(cand: Candidate, seed: int = 0, sweep: bool = True) -> list[dict[str, int]]:
     """Feature extremes, singles and a sample at default tunables; each tunable value alone with
-    features off and all on; a sample of whole combinations. Duplicates dropped."""
+    features off and all on (`sweep`); every tunable at its largest with each switch alone; a
+    sample of whole combinations. Duplicates dropped."""
     rng = random.Random(seed)
     features, tunables = cand.features, cand.tunables
     off = {f.name: f.values[0] for f in features}
@@ -38,7 +39,7 @@ def combinations(cand: Candidate, seed: int = 0) -> list[dict[str, int]]:
     for f in features:
         out += [off | {f.name: max(f.values)}, on | {f.name: f.values[0]}]
     out += [{f.name: rng.choice(f.values) for f in features} for _ in range(FEATURE_SAMPLE if features else 0)]
-    for t in tunables:
+    for t in tunables if sweep else ():
         out += [base | {t.name: v} for v in t.values for base in (off, on)]
     # every tunable at its largest (the most registers and shared memory) with each switch alone
     big = {t.name: max(t.values) for t in tunables}
