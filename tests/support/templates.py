@@ -13,6 +13,7 @@ from fsr import candidate
 from fsr.evaluate import guards
 from fsr.evaluate.compile import Compiled, CompileFailed, CompileService
 from fsr.propose.cpp import active_source
+from fsr.propose.transforms import split
 from fsr.types import Candidate, Task
 
 ARCH = "sm_90"
@@ -67,37 +68,34 @@ def spills_allowed(task: str, values: dict[str, int]) -> bool:
 
 def program_key(cand: Candidate, values: dict[str, int]) -> tuple[str, tuple[tuple[str, int], ...]]:
     """What the compiler sees of `cand` at `values`: its active source (fsr.propose.cpp: the
-    branches off under these defines dropped, a branch on anything unknown kept) and the values of
-    the defines that text names. Two combinations with one key compile to one program: a WGMMA
-    tunable with WGMMA off, an mma.sync tile with it on."""
+    branches off under these defines dropped, a branch on anything unknown kept), its compile
+    options, and the values of the defines that text names. Two combinations with one key compile
+    to one program: mostly a tunable given at its default and the same left out, and a define
+    that only branches already dropped name."""
     one = candidate.with_defines(cand, values)
     defines = dict(one.resolved_defines())
-    body = cand.source[header_end(cand.source):]  # the header names every define, read or not
-    text = active_source(body, defines)
+    text = active_source(split(cand.source)[1], defines)  # the header names every define, read or not
     named = set(_WORD.findall(text))
     return text + "\n".join(one.compile_options), tuple(sorted((k, v) for k, v in defines.items() if k in named))
-
-
-def header_end(source: str) -> int:
-    m = candidate.HEADER_RE.search(source)
-    return m.end() if m else 0
 
 
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
-def problems(task: Task, cand: Candidate, values: dict[str, int],
-             compiled: Compiled | CompileFailed | None = None) -> list[str]:
+def compile_at(cand: Candidate, values: dict[str, int]) -> Compiled | CompileFailed:
+    """`cand` compiled at `values`, or why it did not compile."""
+    try:
+        return COMPILER.compile(candidate.with_defines(cand, values), ARCH)
+    except CompileFailed as e:
+        return e
+
+
+def problems(task: Task, cand: Candidate, values: dict[str, int], compiled: Compiled | CompileFailed) -> list[str]:
     """Why this combination would not compile or launch at some size; empty if it would.
-    `compiled`: the program already compiled for another combination of the same key."""
-    one = candidate.with_defines(cand, values)
-    if compiled is None:
-        try:
-            compiled = COMPILER.compile(one, ARCH)
-        except CompileFailed as e:
-            compiled = e
+    `compiled`: its program (compile_at), perhaps compiled for another combination of its key."""
     if isinstance(compiled, CompileFailed):
         return [f"{values}: compile error\n{compiled.log[:3000]}"]
+    one = candidate.with_defines(cand, values)
     refused = guards.check(one) or guards.check_compiled(compiled.ptx, compiled.cubin)
     out = [f"{values}: {refused}"] if refused else []
     for name, res in compiled.kernel_resources:
@@ -120,20 +118,14 @@ def problems(task: Task, cand: Candidate, values: dict[str, int],
 def check_all(task: Task, cand: Candidate, combos: list[dict[str, int]]) -> None:
     """Every combination's problems; each distinct program (program_key) compiled once, its
     launches and guards checked for every combination that has it."""
-    first: dict[tuple[str, tuple[tuple[str, int], ...]], dict[str, int]] = {}
-    for values in combos:
-        first.setdefault(program_key(cand, values), values)
-
-    def compile_one(values: dict[str, int]) -> Compiled | CompileFailed:
-        try:
-            return COMPILER.compile(candidate.with_defines(cand, values), ARCH)
-        except CompileFailed as e:
-            return e
-
+    keys = [program_key(cand, values) for values in combos]
+    first: dict[tuple[str, tuple[tuple[str, int], ...]], dict[str, int]] = {}  # each key's first combination
+    for key, values in zip(keys, combos, strict=True):
+        first.setdefault(key, values)
     # NVRTC releases the GIL: compiles run in parallel threads.
     with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 2)) as pool:
-        programs = dict(zip(first, pool.map(compile_one, first.values()), strict=True))
-    found = [p for values in combos for p in problems(task, cand, values, programs[program_key(cand, values)])]
+        programs = dict(zip(first, pool.map(lambda values: compile_at(cand, values), first.values()), strict=True))
+    found = [p for key, values in zip(keys, combos, strict=True) for p in problems(task, cand, values, programs[key])]
     assert not found, f"{len(found)} problem(s):\n" + "\n".join(found[:10])
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from fsr import candidate, tasks
+from fsr.propose.transforms import split
 from tests.support.paths import ROOT
 from tests.support.templates import (
     check_all,
     combinations,
-    header_end,
     program_key,
 )
 
@@ -93,8 +93,8 @@ def test_each_program_compiles_once_and_every_combination_of_a_failing_one_is_na
     # failure must still be reported for every combination that has it
     task = tasks.load("softmax")
     cand = candidate.parse(task.template_source, task)
-    at = header_end(cand.source)
-    broken = replace(cand, source=cand.source[:at] + "\n#if BLOCK == 512\n#error refused at 512\n#endif" + cand.source[at:])
+    header, body = split(cand.source)
+    broken = replace(cand, source=header + "\n#if BLOCK == 512\n#error refused at 512\n#endif" + body)
     combos = [v for v in combinations(broken) if v.get("BLOCK") in (512, None)][:6]
     combos += [v | {"BLOCK": 512} for v in combos[:2]]
     failing = [v for v in combos if v.get("BLOCK") == 512]
