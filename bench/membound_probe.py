@@ -23,54 +23,50 @@ from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Evaluation, Verdict, WorkerSpec
 
-# The search's bests on an H200 at 100 evaluations a task (three runs, 2026-11-29), the base of
-# each hypothesis: every one holds its row in registers (REG_ROW) at 256 threads and 71-116
-# registers a thread, so 2-3 blocks an SM; MIN_BLOCKS asks the compiler for more resident blocks.
-RMS_BEST = {"BLOCK": 256, "CHUNK": 1, "FAST_MATH": 1, "READONLY": 1, "REG_ROW": 1, "REG_VECS": 8, "UNROLL": 1,
-            "VEC4": 1, "WARP_SHUFFLE": 1}
-RMS_TWO_PASS = {"BLOCK": 256, "CHUNK": 1, "EVICT_HINT": 1, "FAST_MATH": 1, "READONLY": 1, "UNROLL": 1, "VEC4": 1,
-                "WARP_SHUFFLE": 1}
-BF16_BEST = {"BLOCK": 256, "FAST_MATH": 1, "REG_ROW": 1, "REG_VECS": 8, "VEC4": 1, "WARP_SHUFFLE": 1, "WIDE": 1}
-BF16_TWO_PASS = {"BLOCK": 256, "CHUNK": 1, "EVICT_HINT": 1, "VEC4": 1, "WARP_SHUFFLE": 1, "WIDE": 1}
-LN_BEST = {"BLOCK": 256, "CHUNK": 1, "FAST_MATH": 1, "ONLINE": 1, "READONLY": 1, "REG_ROW": 1, "REG_VECS": 8,
-           "UNROLL": 1, "VEC4": 1, "WARP_SHUFFLE": 1}
-LN_TWO_PASS = {"BLOCK": 256, "CHUNK": 1, "EVICT_HINT": 1, "FAST_MATH": 1, "ONLINE": 1, "READONLY": 1, "UNROLL": 1,
-               "VEC4": 1, "WARP_SHUFFLE": 1}
-GEMV_BEST = {"BLOCK": 256, "LAUNCH_BOUNDS": 1, "READONLY": 1, "RW": 2, "UNROLL": 1, "VEC4": 1, "WARP_SHUFFLE": 1,
-             "XCHUNK": 2048}
-
-
-def _occupancy(best: dict[str, int], two_pass: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
-    """The best at 1, 2 and 4 resident blocks an SM, other block sizes; the two-pass shape (Triton's)
-    up to 1536 threads an SM."""
-    return [
-        ("best (REG_ROW, 256 threads)", best),
-        ("best, MIN_BLOCKS 2", best | {"MIN_BLOCKS": 2}),
-        ("best, MIN_BLOCKS 4", best | {"MIN_BLOCKS": 4}),
-        ("best, MIN_BLOCKS 4, REG_VECS 4", best | {"MIN_BLOCKS": 4, "REG_VECS": 4}),
-        ("best, 512 threads, REG_VECS 4, MIN_BLOCKS 2", best | {"BLOCK": 512, "REG_VECS": 4, "MIN_BLOCKS": 2}),
-        ("best, 128 threads, REG_VECS 16, MIN_BLOCKS 4", best | {"BLOCK": 128, "REG_VECS": 16, "MIN_BLOCKS": 4}),
-        ("two passes, EVICT_HINT CHUNK", two_pass),
-        ("two passes, MIN_BLOCKS 4", two_pass | {"MIN_BLOCKS": 4}),
-        ("two passes, 512 threads, MIN_BLOCKS 2", two_pass | {"BLOCK": 512, "MIN_BLOCKS": 2}),
-        ("two passes, 512 threads, MIN_BLOCKS 3 (40 registers)", two_pass | {"BLOCK": 512, "MIN_BLOCKS": 3}),
-        ("two passes, MIN_BLOCKS 6 (40 registers)", two_pass | {"MIN_BLOCKS": 6}),
-    ]
-
+# The search's best on an H200 at 24 evaluations a task (2026-11-28), the base of each hypothesis.
+RMS_BEST = {"BLOCK": 256, "VEC4": 1, "UNROLL": 1, "WARP_SHUFFLE": 1}
+BF16_BEST = RMS_BEST | {"FAST_MATH": 1}
+LN_BEST = {"BLOCK": 256, "VEC4": 1, "UNROLL": 1}
+GEMV_BEST = {"BLOCK": 256, "LAUNCH_BOUNDS": 1, "REG_BLOCK": 1, "RW": 2, "UNROLL": 1, "VEC4": 1, "WARP_SHUFFLE": 1}
 
 PLANS: dict[str, list[tuple[str, dict[str, int]]]] = {
-    "rmsnorm": _occupancy(RMS_BEST, RMS_TWO_PASS),
-    "rmsnorm_bf16": _occupancy(BF16_BEST, BF16_TWO_PASS),
-    "layernorm": _occupancy(LN_BEST, LN_TWO_PASS),
+    "rmsnorm": [
+        ("earlier best (VEC4 UNROLL WARP_SHUFFLE)", RMS_BEST),
+        ("+ EVICT_HINT (x re-read from L2)", RMS_BEST | {"EVICT_HINT": 1}),
+        ("+ CHUNK (loads batched)", RMS_BEST | {"CHUNK": 1}),
+        ("+ EVICT_HINT + CHUNK (Triton's shape)", RMS_BEST | {"EVICT_HINT": 1, "CHUNK": 1}),
+        ("+ REG_ROW (x read once)", RMS_BEST | {"REG_ROW": 1}),
+        ("+ REG_ROW + EVICT_HINT", RMS_BEST | {"REG_ROW": 1, "EVICT_HINT": 1}),
+        ("+ REG_ROW + EVICT_HINT, 512 threads", RMS_BEST | {"REG_ROW": 1, "EVICT_HINT": 1, "BLOCK": 512, "REG_VECS": 4}),
+        ("+ every new switch", RMS_BEST | {"EVICT_HINT": 1, "CHUNK": 1, "REG_ROW": 1, "WIDE": 1}),
+    ],
+    "rmsnorm_bf16": [
+        ("earlier best (VEC4 UNROLL WARP_SHUFFLE FAST_MATH)", BF16_BEST),
+        ("+ WIDE (16-byte packs)", BF16_BEST | {"WIDE": 1}),
+        ("+ EVICT_HINT", BF16_BEST | {"EVICT_HINT": 1}),
+        ("+ WIDE + EVICT_HINT", BF16_BEST | {"WIDE": 1, "EVICT_HINT": 1}),
+        ("+ WIDE + EVICT_HINT + CHUNK", BF16_BEST | {"WIDE": 1, "EVICT_HINT": 1, "CHUNK": 1}),
+        ("+ WIDE + REG_ROW", BF16_BEST | {"WIDE": 1, "REG_ROW": 1, "REG_VECS": 4}),
+        ("+ WIDE + REG_ROW + EVICT_HINT", BF16_BEST | {"WIDE": 1, "REG_ROW": 1, "REG_VECS": 4, "EVICT_HINT": 1}),
+        ("+ every new switch", BF16_BEST | {"EVICT_HINT": 1, "CHUNK": 1, "REG_ROW": 1, "WIDE": 1}),
+    ],
+    "layernorm": [
+        ("earlier best (two passes, VEC4 UNROLL)", LN_BEST),
+        ("+ EVICT_HINT", LN_BEST | {"EVICT_HINT": 1}),
+        ("+ EVICT_HINT + CHUNK (two passes)", LN_BEST | {"EVICT_HINT": 1, "CHUNK": 1}),
+        ("+ ONLINE + CHUNK (chunked Welford)", LN_BEST | {"ONLINE": 1, "CHUNK": 1}),
+        ("+ ONLINE + CHUNK + EVICT_HINT (Triton's shape)", LN_BEST | {"ONLINE": 1, "CHUNK": 1, "EVICT_HINT": 1}),
+        ("+ REG_ROW (x read once)", LN_BEST | {"REG_ROW": 1}),
+        ("+ REG_ROW + EVICT_HINT", LN_BEST | {"REG_ROW": 1, "EVICT_HINT": 1}),
+        ("+ REG_ROW + EVICT_HINT, 512 threads", LN_BEST | {"REG_ROW": 1, "EVICT_HINT": 1, "BLOCK": 512, "REG_VECS": 4}),
+    ],
     "gemv": [
-        ("best (2 rows a block, XCHUNK 2048)", GEMV_BEST),
-        ("best, 4 rows a block", GEMV_BEST | {"RW": 4}),
-        ("best, REG_BLOCK", GEMV_BEST | {"REG_BLOCK": 1}),
-        ("best, EVICT_HINT", GEMV_BEST | {"EVICT_HINT": 1}),
-        ("best, no launch bounds", GEMV_BEST | {"LAUNCH_BOUNDS": 0}),
-        ("best, MIN_BLOCKS 2", GEMV_BEST | {"MIN_BLOCKS": 2}),
-        ("best, MIN_BLOCKS 4", GEMV_BEST | {"MIN_BLOCKS": 4}),
-        ("best, REG_BLOCK, MIN_BLOCKS 4", GEMV_BEST | {"REG_BLOCK": 1, "MIN_BLOCKS": 4}),
+        ("earlier best (REG_BLOCK 2 rows, VEC4 UNROLL)", GEMV_BEST),
+        ("+ EVICT_HINT (A evict_first, x evict_last)", GEMV_BEST | {"EVICT_HINT": 1}),
+        ("+ EVICT_HINT + READONLY (ld.global.nc)", GEMV_BEST | {"EVICT_HINT": 1, "READONLY": 1}),
+        ("+ EVICT_HINT, one row a block (Triton's)", GEMV_BEST | {"EVICT_HINT": 1, "REG_BLOCK": 0}),
+        ("+ EVICT_HINT, 4 rows a block", GEMV_BEST | {"EVICT_HINT": 1, "RW": 4}),
+        ("+ EVICT_HINT, 512 threads", GEMV_BEST | {"EVICT_HINT": 1, "BLOCK": 512, "LAUNCH_BOUNDS": 0}),
     ],
 }
 

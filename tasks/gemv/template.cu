@@ -4,7 +4,6 @@ BLOCK = [256, 128, 512]      # threads per block (a power of two)
 RW = [2, 4]                  # rows a group computes at once with REG_BLOCK
 UNROLL_BY = [4, 2, 8]        # unroll factor of the column loops when UNROLL is on
 XCHUNK = [2048, 1024, 4096]  # floats of x staged at a time with SMEM_TILE (a multiple of 4)
-MIN_BLOCKS = [1, 2, 4]       # with LAUNCH_BOUNDS: blocks an SM must hold at once, registers capped at 65536 / (MIN_BLOCKS * BLOCK)
 
 [features]
 WARP_ROW = [0, 1]       # a warp per group of rows, BLOCK / 32 groups per block (else the block is one group)
@@ -14,7 +13,7 @@ SMEM_TILE = [0, 1]      # x staged in shared memory XCHUNK floats at a time, rea
 REG_BLOCK = [0, 1]      # a group computes RW rows at once: each x value loaded serves RW rows (else one)
 READONLY = [0, 1]       # __restrict__ pointers and __ldg loads of A and x
 UNROLL = [0, 1]         # unroll the column loops by UNROLL_BY (else not at all)
-LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, MIN_BLOCKS): registers allotted for the block size
+LAUNCH_BOUNDS = [0, 1]  # __launch_bounds__(BLOCK, 1): registers allotted for the block size
 EVICT_HINT = [0, 1]     # L2 eviction priorities: A (read once) evict_first, x (read by every row) evict_last
 
 [[launch]]
@@ -50,9 +49,7 @@ args = ["A", "x", "y", "M", "N"]
 #endif
 
 #if LAUNCH_BOUNDS
-// MIN_BLOCKS resident blocks an SM, but never under 64 registers a thread (at most 1024 threads)
-#define MIN_B (MIN_BLOCKS * BLOCK > 1024 ? 1024 / BLOCK : MIN_BLOCKS)
-#define BOUNDS __launch_bounds__(BLOCK, MIN_B)
+#define BOUNDS __launch_bounds__(BLOCK, 1)
 #else
 #define BOUNDS
 #endif

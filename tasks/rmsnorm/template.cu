@@ -3,7 +3,6 @@
 BLOCK = [256, 128, 512, 1024, 64]  # threads per block (a power of two)
 UNROLL_BY = [4, 2, 8]              # unroll factor of the strided row loops with UNROLL; packs a thread loads at once with CHUNK
 REG_VECS = [8, 16, 4]              # with REG_ROW: packs of its row a thread holds in registers (capped by its register share)
-MIN_BLOCKS = [1, 2, 3, 4, 6]       # blocks an SM must hold at once (launch bounds, up to 1536 threads): registers 65536 / (MIN_BLOCKS * BLOCK)
 
 [features]
 WARP_ROW = [0, 1]      # one warp per row, BLOCK / 32 rows per block (else one block per row)
@@ -63,12 +62,8 @@ args = ["x", "weight", "y", "rows", "cols", "eps"]
 #endif
 #define RPB (BLOCK / TPR)   // rows per block
 #define CACHE_FLOATS 8192   // SMEM_TILE budget per block; the header's smem expression matches
-// Always bounded: every BLOCK up to 1024 must launch, so at most 65536 / BLOCK registers; MIN_BLOCKS
-// resident blocks an SM cap them lower, for the occupancy that keeps an SM's loads in flight: at most
-// 1536 threads an SM (40 registers; at 2048, 32 registers, the row loops spill). Inductor's kernels
-// for these ops on an H200: 512 threads, 23-44 registers, three or four blocks an SM.
-#define MIN_B (MIN_BLOCKS * BLOCK > 1536 ? 1536 / BLOCK : MIN_BLOCKS)
-#define KERNEL_BOUNDS __launch_bounds__(BLOCK, MIN_B)
+// Always bounded: every BLOCK up to 1024 must launch, so at most 65536 / BLOCK registers.
+#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)
 
 #if READONLY
 #define RESTRICT __restrict__
@@ -93,16 +88,13 @@ args = ["x", "weight", "y", "rows", "cols", "eps"]
 #endif
 struct Pack { float v[PACK]; };
 
-// Registers a thread may spend on packs held at once: REGS, its share at MIN_B blocks of BLOCK
-// threads an SM (launch bounds), counted up to 256; for REG_ROW's row half of it from 64 registers
-// (16 floats at 1024 threads a block), for CHUNK's chunk half from 128, a quarter below (addresses,
-// policies and the weights of the packs being written need the rest), so nothing spills.
-#define REGS (65536 / (BLOCK * MIN_B) > 256 ? 256 : 65536 / (BLOCK * MIN_B))
-#define ROW_FLOATS (BLOCK >= 1024 ? 16 : REGS >= 64 ? REGS / 2 : REGS / 4)
-#define CHUNK_FLOATS (REGS >= 128 ? REGS / 2 : REGS / 4)
-#define CAPPED(n, most) ((n) * PACK <= (most) ? (n) : ((most) / PACK > 0 ? (most) / PACK : 1))
-#define CHUNK_N CAPPED(UNROLL_BY, CHUNK_FLOATS)
-#define REG_N CAPPED(REG_VECS, ROW_FLOATS)
+// Registers a thread may spend on packs held at once (CHUNK's chunk, REG_ROW's row): half of its
+// share at BLOCK threads (launch bounds BLOCK, 1), a quarter at 1024 threads (16 of 64 registers:
+// addresses, policies and the weights of a pack need the rest), so nothing spills.
+#define HOLD_FLOATS (BLOCK >= 1024 ? 16 : 65536 / BLOCK / 2)
+#define CAPPED(n) ((n) * PACK <= HOLD_FLOATS ? (n) : (HOLD_FLOATS / PACK > 0 ? HOLD_FLOATS / PACK : 1))
+#define CHUNK_N CAPPED(UNROLL_BY)
+#define REG_N CAPPED(REG_VECS)
 
 #define PRAGMA_TEXT(x) _Pragma(#x)
 #define PRAGMA_UNROLL(n) PRAGMA_TEXT(unroll n)
