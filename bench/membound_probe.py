@@ -9,6 +9,7 @@ tuning. A ratio over 1.00x is faster than the comparator.
     python bench/membound_probe.py                    # layernorm, rmsnorm, rmsnorm_bf16, gemv
     python bench/membound_probe.py rmsnorm gemv       # those tasks only
     python bench/membound_probe.py --rounds 5 layernorm
+    python bench/membound_probe.py --plans occupancy  # plain two passes at 512 threads, against the held row
 """
 
 from __future__ import annotations
@@ -71,6 +72,37 @@ PLANS: dict[str, list[tuple[str, dict[str, int]]]] = {
 }
 
 
+# Occupancy: Inductor's kernels for these ops on an H200 run 512 threads at 23-44 registers (3-4
+# blocks an SM, docs/benchmarks/2026-11-29-occupancy-six-workers.md); the search's bests hold the
+# row in registers (REG_ROW) at 256 threads and 71-116 registers (2-3 blocks). The template's plain
+# two passes at 512 threads need 40 registers (48 for layernorm), a shape the searches rarely met.
+PLAIN = {"VEC4": 1, "EVICT_HINT": 1, "WARP_SHUFFLE": 1, "FAST_MATH": 1}
+HELD = {"BLOCK": 256, "CHUNK": 1, "FAST_MATH": 1, "READONLY": 1, "REG_ROW": 1, "REG_VECS": 8, "UNROLL": 1, "VEC4": 1,
+        "WARP_SHUFFLE": 1}
+
+
+def _plain(extra: dict[str, int], held: dict[str, int], most: int) -> list[tuple[str, dict[str, int]]]:
+    two = PLAIN | extra
+    wide = [("two passes, 1024 threads", two | {"BLOCK": 1024})] if most >= 1024 else []
+    return [
+        ("the search's best shape (REG_ROW)", held),
+        ("two passes, 256 threads", two | {"BLOCK": 256}),
+        ("two passes, 512 threads (Inductor's)", two | {"BLOCK": 512}),
+        ("two passes, 512 threads, UNROLL 2", two | {"BLOCK": 512, "UNROLL": 1, "UNROLL_BY": 2}),
+        ("two passes, 512 threads, READONLY", two | {"BLOCK": 512, "READONLY": 1}),
+        ("two passes, 512 threads, no hints", {k: v for k, v in two.items() if k != "EVICT_HINT"} | {"BLOCK": 512}),
+    ] + wide
+
+
+OCCUPANCY: dict[str, list[tuple[str, dict[str, int]]]] = {
+    "rmsnorm": _plain({}, HELD, 1024),
+    "rmsnorm_bf16": _plain({"WIDE": 1}, {"BLOCK": 128, "FAST_MATH": 1, "REG_ROW": 1, "REG_VECS": 8, "VEC4": 1,
+                                         "WARP_SHUFFLE": 1, "WIDE": 1}, 1024),
+    "layernorm": _plain({"ONLINE": 1}, HELD | {"ONLINE": 1}, 512),  # its BLOCK stops at 512
+}
+PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY}
+
+
 def line(name: str, results: list[Evaluation]) -> str:
     """One row: the verdict, and where every round was OK the median of their medians, the
     spread, and the ratios to torch.compile, eager and the copy ceiling."""
@@ -111,19 +143,23 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tasks", nargs="*", help=f"tasks to probe (default: {' '.join(PLANS)})")
     parser.add_argument("--rounds", type=int, default=3, help="evaluations of each combination (default 3)")
+    parser.add_argument("--plans", choices=sorted(PLAN_SETS), default="switches",
+                        help="switches: the newer switches against the earlier best (default); occupancy: "
+                             "the plain two passes at Inductor's 512 threads against the held row")
     args = parser.parse_args(argv)
-    unknown = [n for n in args.tasks if n not in PLANS]
+    plans = PLAN_SETS[args.plans]
+    unknown = [n for n in args.tasks if n not in plans]
     if unknown or args.rounds < 1:
         print(f"membound_probe: {'unknown task ' + ', '.join(unknown) if unknown else '--rounds must be 1 or more'}"
-              f" (tasks: {', '.join(PLANS)})", file=sys.stderr)
+              f" (tasks: {', '.join(plans)})", file=sys.stderr)
         return 2
-    names = args.tasks or list(PLANS)
+    names = args.tasks or list(plans)
     config = Config(eval=EvalConfig(), tune=TuneConfig(trials=0))  # torch.compile on: its ratio is the point
     evaluator = GpuEvaluator(WorkerSpec.of(config, [tasks.load(n) for n in names]))
     try:
         started = time.perf_counter()
         for name in names:
-            probe(evaluator, name, PLANS[name], args.rounds)
+            probe(evaluator, name, plans[name], args.rounds)
         print(f"({time.perf_counter() - started:.0f} s)")
     finally:
         evaluator.close()
