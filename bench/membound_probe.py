@@ -100,7 +100,28 @@ OCCUPANCY: dict[str, list[tuple[str, dict[str, int]]]] = {
                                          "WARP_SHUFFLE": 1, "WIDE": 1}, 1024),
     "layernorm": _plain({"ONLINE": 1}, HELD | {"ONLINE": 1}, 512),  # its BLOCK stops at 512
 }
-PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY}
+
+
+def _in_flight(extra: dict[str, int], blocks: tuple[int, ...]) -> list[tuple[str, dict[str, int]]]:
+    """Loads in flight a thread: the plain two passes unrolled 4 and 8, packs of 8 (WIDE) unrolled,
+    a chunk loaded before use; at each block size."""
+    two, rows = PLAIN | extra, []
+    for b in blocks:
+        rows += [(f"{b} threads, UNROLL 4", two | {"BLOCK": b, "UNROLL": 1, "UNROLL_BY": 4}),
+                 (f"{b} threads, UNROLL 8", two | {"BLOCK": b, "UNROLL": 1, "UNROLL_BY": 8}),
+                 (f"{b} threads, CHUNK 4", two | {"BLOCK": b, "CHUNK": 1, "UNROLL_BY": 4})]
+        if "ONLINE" not in extra:
+            rows += [(f"{b} threads, WIDE, UNROLL 2", two | {"BLOCK": b, "WIDE": 1, "UNROLL": 1, "UNROLL_BY": 2}),
+                     (f"{b} threads, WIDE, UNROLL 4", two | {"BLOCK": b, "WIDE": 1, "UNROLL": 1, "UNROLL_BY": 4})]
+    return rows
+
+
+IN_FLIGHT: dict[str, list[tuple[str, dict[str, int]]]] = {
+    "rmsnorm": _in_flight({}, (512, 256)),
+    "rmsnorm_bf16": _in_flight({"WIDE": 1}, (512, 256)),
+    "layernorm": _in_flight({"ONLINE": 1}, (512, 256)),
+}
+PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY, "in_flight": IN_FLIGHT}
 
 
 def line(name: str, results: list[Evaluation]) -> str:
