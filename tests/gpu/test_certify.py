@@ -25,11 +25,12 @@ from fsr.propose.mutate import MutateProposer
 from fsr.search.loop import run_campaign
 from fsr.testing.fakes import softmax_task
 from fsr.types import Evaluation, Tier, Verdict, WorkerSpec
+from tests.support.xdist_gpus import shared_budget
 
 pytestmark = pytest.mark.gpu
 
 HISTOGRAM = tasks.load("histogram")
-CONFIG = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
+CONFIG = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
 PROBES = ("x[0]", "x[1]", "x[n / 2 + 1]", "x[n - 1]")
 
 CHEAT = r"""/* fsr
@@ -135,6 +136,10 @@ def test_the_honest_twin_certifies(evaluator: GpuEvaluator, honest: Evaluation) 
     assert len(got.checks) == len(HISTOGRAM.test_sizes) + 1 and all(c.passed for c in got.checks)
 
 
+# The screened cheat must be timed clearly faster than its twin (0.8x) before its certification is
+# judged: beside other workers' kernels on the GPU the two timings read theirs (a 25.6 ms twin
+# against 23.6 ms for the cheat on a one-H200 machine with six workers), so these run alone.
+@pytest.mark.whole_machine
 def test_a_kernel_keyed_on_the_screening_sets_is_screened_fast_and_fails_certification_on_timing(
         evaluator: GpuEvaluator, honest: Evaluation) -> None:
     kernel = cheat(FALLS_BACK)
@@ -147,6 +152,7 @@ def test_a_kernel_keyed_on_the_screening_sets_is_screened_fast_and_fails_certifi
     assert "90th percentile" in got.message
 
 
+@pytest.mark.whole_machine  # timed against its twin, as above
 def test_a_kernel_that_assumes_every_benchmark_input_is_known_fails_its_timed_runs_on_fresh_inputs(
         evaluator: GpuEvaluator, honest: Evaluation) -> None:
     kernel = cheat(ASSUMES)
@@ -161,7 +167,7 @@ def test_a_kernel_that_assumes_every_benchmark_input_is_known_fails_its_timed_ru
 def test_a_tuned_kernel_certifies_at_the_defines_its_tuning_chose() -> None:
     task = softmax_task()
     assert task.template_source is not None
-    ev = GpuEvaluator(WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=4)), [task]))
+    ev = GpuEvaluator(WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=4)), [task]))
     try:
         cand = candidate.parse(task.template_source, task)
         screened = ev.evaluate(cand)
@@ -177,7 +183,7 @@ def test_a_tuned_kernel_certifies_at_the_defines_its_tuning_chose() -> None:
 @pytest.mark.parametrize("mode", ["leads", "end"])
 def test_a_campaign_on_the_gpu_counts_certified_results_only(tmp_path, mode: str) -> None:
     task = softmax_task()
-    spec = WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=2)), [task])
+    spec = WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=2)), [task])
     executor = LocalExecutor(lambda: GpuEvaluator(spec, beside=True, campaign=True), max_in_flight=2)
     try:
         with LineageWriter(tmp_path) as writer:

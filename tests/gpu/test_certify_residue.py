@@ -20,13 +20,14 @@ from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Evaluation, Tier, Verdict, WorkerSpec
 from tests.adversarial.corpus import DEFENCES, Entry, certification_channels
+from tests.support.xdist_gpus import shared_budget
 
 pytestmark = pytest.mark.gpu
 
 PAIRS = certification_channels()
 BENCH = {"softmax": (("rows", 256), ("cols", 16384)),  # small: a few seconds a certification
          "gelu": (("n", 1 << 20),)}
-CONFIG = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
+CONFIG = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
 NOT_FASTER = certification.SLOWER  # a cheat made honest is certified at most 3% faster than its twin
 # Rounds of the pair's certification, the twin's then the cheat's: a few-microsecond kernel on a GPU
 # other workers share can read 3% slower once; a cheat that gains is faster in every round.

@@ -18,13 +18,15 @@ from fsr.config import EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict, WorkerSpec
 from tests.support.paths import ROOT
+from tests.support.xdist_gpus import shared_budget
 
 pytestmark = pytest.mark.gpu
 
 
 def test_fsr_eval_command_reports_resources_and_stages(tmp_path):
     config = tmp_path / "fsr.toml"
-    config.write_text('[eval]\ntorch_compile = "off"\n')  # PyTorch eager is timed; torch.compile is read nowhere here
+    # PyTorch eager is timed, torch.compile is read nowhere here; the child takes this worker's share of the GPU
+    config.write_text(f'[eval]\ntorch_compile = "off"\nprepared_max_bytes = {shared_budget()}\n')
     out = subprocess.run([sys.executable, "-m", "fsr", "--config", str(config), "eval", "softmax",
                           "tasks/softmax/baseline.cu", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -56,7 +58,7 @@ def test_torch_compile_is_timed_apart_from_its_compile_and_off_means_off():
     softmax = tasks.load("softmax")
     times = {}
     for mode in ("default", "off"):
-        ev = GpuEvaluator(WorkerSpec((softmax,), EvalConfig(torch_compile=mode), TuneConfig(trials=0)))
+        ev = GpuEvaluator(WorkerSpec((softmax,), EvalConfig(torch_compile=mode, prepared_max_bytes=shared_budget()), TuneConfig(trials=0)))
         try:
             times[mode] = ev.evaluate(candidate.parse(softmax.baseline_source, softmax))
         finally:
@@ -77,7 +79,7 @@ def test_comparators_timed_beside_candidates_reach_later_evaluations_and_are_cha
     pytest.importorskip("torch")
     softmax = tasks.load("softmax")
     kernel = candidate.parse(softmax.baseline_source, softmax)
-    ev = GpuEvaluator(WorkerSpec((softmax,), EvalConfig(torch_compile="default"), TuneConfig(trials=0)), beside=True)
+    ev = GpuEvaluator(WorkerSpec((softmax,), EvalConfig(torch_compile="default", prepared_max_bytes=shared_budget()), TuneConfig(trials=0)), beside=True)
     try:
         results = [ev.evaluate(kernel)]
         deadline = time.monotonic() + 240

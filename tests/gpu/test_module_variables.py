@@ -11,6 +11,7 @@ from fsr import candidate, tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict, WorkerSpec
+from tests.support.xdist_gpus import shared_budget
 
 pytestmark = pytest.mark.gpu
 
@@ -78,7 +79,7 @@ __device__ const char* tags[2] = {"soft", "max"};""")
 
 @pytest.fixture(scope="module")
 def evaluator():
-    config = Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0))
+    config = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, [tasks.load("softmax")]))
     yield ev
     ev.close()

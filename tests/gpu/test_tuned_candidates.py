@@ -14,6 +14,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict, WorkerSpec
 from tests.support.gpu_evaluators import spec
 from tests.support.paths import ROOT
+from tests.support.xdist_gpus import shared_budget
 
 pytestmark = pytest.mark.gpu
 
@@ -49,7 +50,7 @@ def test_a_trial_wrong_at_the_tiniest_sizes_never_wins():
     from fsr.evaluate.gpu.tuning import UNCHECKED
 
     task = tasks.load("gelu")
-    ev = GpuEvaluator(spec(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=8)), ("gelu",)))
+    ev = GpuEvaluator(spec(Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=8)), ("gelu",)))
     try:
         result = ev.evaluate(candidate.parse(TUNED_GELU, task))
     finally:
@@ -82,7 +83,7 @@ def test_a_correct_kernel_of_an_imported_task_is_ok(imported_relu, tune_trials):
     another thread, and the kernel read them as float32 garbage). Each case in an evaluator of its
     own: its first preparation of the task is what the race was in."""
     relu = tasks.load(str(imported_relu))
-    ev = GpuEvaluator(WorkerSpec((relu,), EvalConfig(torch_compile="off"), TuneConfig(trials=tune_trials)))
+    ev = GpuEvaluator(WorkerSpec((relu,), EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), TuneConfig(trials=tune_trials)))
     try:
         result = ev.evaluate(candidate.parse((ROOT / "bench/kernelbench/kb1_19_relu.cu").read_text(), relu))
     finally:
