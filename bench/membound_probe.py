@@ -10,6 +10,7 @@ tuning. A ratio over 1.00x is faster than the comparator.
     python bench/membound_probe.py rmsnorm gemv       # those tasks only
     python bench/membound_probe.py --rounds 5 layernorm
     python bench/membound_probe.py --plans occupancy  # plain two passes at 512 threads, against the held row
+    python bench/membound_probe.py --plans stores     # y stored plainly (as Inductor) or evict_first
 """
 
 from __future__ import annotations
@@ -121,7 +122,27 @@ IN_FLIGHT: dict[str, list[tuple[str, dict[str, int]]]] = {
     "rmsnorm_bf16": _in_flight({"WIDE": 1}, (512, 256)),
     "layernorm": _in_flight({"ONLINE": 1}, (512, 256)),
 }
-PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY, "in_flight": IN_FLIGHT}
+
+
+def _stores(extra: dict[str, int], chunk_512: int) -> list[tuple[str, dict[str, int]]]:
+    """y stored plainly (EVICT_HINT, as Inductor's kernels) or evict_first (STORE_HINT) at the
+    shapes that came closest, and Inductor's own: 512 threads, the row's packs loaded at once."""
+    two, rows = PLAIN | extra, []
+    for label, combo in (("256 threads, CHUNK 4", two | {"BLOCK": 256, "CHUNK": 1, "UNROLL_BY": 4}),
+                         ("256 threads, UNROLL 4", two | {"BLOCK": 256, "UNROLL": 1, "UNROLL_BY": 4}),
+                         (f"512 threads, CHUNK {chunk_512} (Inductor's)", two | {"BLOCK": 512, "CHUNK": 1,
+                                                                               "UNROLL_BY": chunk_512}),
+                         ("REG_ROW, 256 threads", two | {"BLOCK": 256, "REG_ROW": 1, "REG_VECS": 8})):
+        rows += [(f"{label}, y plain", combo), (f"{label}, y evict_first", combo | {"STORE_HINT": 1})]
+    return rows
+
+
+STORES: dict[str, list[tuple[str, dict[str, int]]]] = {
+    "rmsnorm": _stores({}, 4),
+    "rmsnorm_bf16": _stores({"WIDE": 1}, 2),
+    "layernorm": _stores({"ONLINE": 1}, 4),
+}
+PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY, "in_flight": IN_FLIGHT, "stores": STORES}
 
 
 def line(name: str, results: list[Evaluation]) -> str:
@@ -166,7 +187,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="evaluations of each combination (default 3)")
     parser.add_argument("--plans", choices=sorted(PLAN_SETS), default="switches",
                         help="switches: the newer switches against the earlier best (default); occupancy: "
-                             "the plain two passes at Inductor's 512 threads against the held row")
+                             "the plain two passes at Inductor's 512 threads against the held row; in_flight: "
+                             "loads in flight a thread; stores: y stored plainly or evict_first")
     args = parser.parse_args(argv)
     plans = PLAN_SETS[args.plans]
     unknown = [n for n in args.tasks if n not in plans]

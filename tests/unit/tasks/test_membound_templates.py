@@ -1,7 +1,8 @@
 """The memory-bound templates' newer switches on the host, no GPU: what each promises shows in
 the PTX that NVRTC compiles for sm_90. EVICT_HINT (rmsnorm, rmsnorm_bf16, layernorm, gemv) makes
-evict_last and evict_first policies and loads through them (and stores y through the evict_first
-one where y is a row), and without it no access carries a cache hint; rmsnorm_bf16's WIDE turns
+evict_last and evict_first policies and loads through them, and stores y plainly, as Inductor's
+kernels do, unless STORE_HINT (the norms) stores it through the evict_first one too; without
+EVICT_HINT no access carries a cache hint; rmsnorm_bf16's WIDE turns
 VEC4's 8-byte accesses into 16-byte ones; REG_ROW and CHUNK hold their packs in registers, not in
 local memory. That the kernels compute the right values is for the GPU
 (tests/gpu/test_template_combinations.py, bench/membound_probe.py)."""
@@ -40,9 +41,12 @@ def test_evict_hint_loads_through_evict_last_and_evict_first_policies(name, vec4
     loads = accesses(LOAD, on)
     assert any("L1::evict_last.L2::cache_hint" in m for m, _ in loads)  # x's first read (norms), x (gemv)
     assert any("L1::evict_first.L2::cache_hint" in m for m, _ in loads)  # x's last read, A (gemv)
-    if name in NORMS:  # y is written once, never read back: evict_first
-        assert all("L1::evict_first.L2::cache_hint" in m for m, _ in accesses(STORE, on))
-    off = compiled(name, {"EVICT_HINT": 0, "VEC4": vec4, "READONLY": 1}).ptx
+    if name in NORMS:  # y is written once, never read back: plain, or evict_first with STORE_HINT
+        assert accesses(STORE, on) and not any("cache_hint" in m for m, _ in accesses(STORE, on))
+        hinted = compiled(name, {"EVICT_HINT": 1, "STORE_HINT": 1, "VEC4": vec4, "READONLY": 1}).ptx
+        assert all("L1::evict_first.L2::cache_hint" in m for m, _ in accesses(STORE, hinted))
+        assert set(accesses(LOAD, hinted)) == set(loads)  # the loads as without it
+    off = compiled(name, {"EVICT_HINT": 0, "VEC4": vec4, "READONLY": 1} | ({"STORE_HINT": 1} if name in NORMS else {})).ptx
     assert "cache_hint" not in off and "createpolicy" not in off and accesses(LOAD, off)
 
 
