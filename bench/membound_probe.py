@@ -11,6 +11,7 @@ tuning. A ratio over 1.00x is faster than the comparator.
     python bench/membound_probe.py --rounds 5 layernorm
     python bench/membound_probe.py --plans occupancy  # plain two passes at 512 threads, against the held row
     python bench/membound_probe.py --plans stores     # y stored plainly (as Inductor) or evict_first
+    python bench/membound_probe.py --plans inductor   # Inductor's shape, 512 threads, at 2 to 4 blocks an SM
 """
 
 from __future__ import annotations
@@ -142,7 +143,45 @@ STORES: dict[str, list[tuple[str, dict[str, int]]]] = {
     "rmsnorm_bf16": _stores({"WIDE": 1}, 2),
     "layernorm": _stores({"ONLINE": 1}, 4),
 }
-PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY, "in_flight": IN_FLIGHT, "stores": STORES}
+
+# Inductor's winning configurations on an H200 (their .best_config files): XBLOCK 1, R0_BLOCK 8192
+# (the whole row in one step) or 4096, 16 warps, at 32 registers (rmsnorm_bf16, 4 blocks an SM),
+# 40 (rmsnorm, 3) and 44 (layernorm). The templates' nearest shape, 512 threads loading the row's
+# packs at once (CHUNK), takes 54-56 registers: 2 blocks an SM. MIN_BLOCKS_KEY asks for more
+# through the kernel's launch bounds (the template is rewritten for the probe, not changed).
+MIN_BLOCKS_KEY = "__min_blocks__"
+
+
+def _inductor(extra: dict[str, int], chunk: int) -> list[tuple[str, dict[str, int]]]:
+    one = PLAIN | extra | {"BLOCK": 512, "CHUNK": 1, "UNROLL_BY": chunk}
+    return [("512 threads, the row's packs at once", one),
+            ("the same, 3 blocks an SM", one | {MIN_BLOCKS_KEY: 3}),
+            ("the same, 4 blocks an SM", one | {MIN_BLOCKS_KEY: 4}),
+            ("256 threads, CHUNK 4", PLAIN | extra | {"BLOCK": 256, "CHUNK": 1, "UNROLL_BY": 4}),
+            ("256 threads, CHUNK 4, 6 blocks an SM", PLAIN | extra | {"BLOCK": 256, "CHUNK": 1, "UNROLL_BY": 4,
+                                                                     MIN_BLOCKS_KEY: 6})]
+
+
+INDUCTOR: dict[str, list[tuple[str, dict[str, int]]]] = {
+    "rmsnorm": _inductor({}, 4),
+    "rmsnorm_bf16": _inductor({"WIDE": 1}, 2),
+    "layernorm": _inductor({"ONLINE": 1}, 4),
+}
+PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY, "in_flight": IN_FLIGHT, "stores": STORES,
+             "inductor": INDUCTOR}
+BOUNDS = "#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)"
+
+
+def combination(task: tasks.Task, values: dict[str, int]) -> candidate.Candidate:
+    """The task's template at `values`; MIN_BLOCKS_KEY rewrites its launch bounds' blocks an SM."""
+    values = dict(values)
+    blocks = values.pop(MIN_BLOCKS_KEY, None)
+    source = task.template_source or ""
+    if blocks is not None:
+        if BOUNDS not in source:
+            raise SystemExit(f"membound_probe: {task.name}'s template has no line {BOUNDS!r} to rewrite")
+        source = source.replace(BOUNDS, f"#define KERNEL_BOUNDS __launch_bounds__(BLOCK, {blocks})")
+    return candidate.with_defines(candidate.parse(source, task), values)
 
 
 def line(name: str, results: list[Evaluation]) -> str:
@@ -169,14 +208,13 @@ def line(name: str, results: list[Evaluation]) -> str:
 def probe(evaluator: GpuEvaluator, task_name: str, plan: list[tuple[str, dict[str, int]]], rounds: int) -> None:
     """Each combination of the task's template judged and timed `rounds` times, interleaved."""
     task = tasks.load(task_name)
-    template = candidate.parse(task.template_source or "", task)
     print(f"{task_name} at {dict(task.bench_size)} on {evaluator.device().name}", flush=True)
     results: list[list[Evaluation]] = [[] for _ in plan]
     for _ in range(rounds):
         for i, (_, values) in enumerate(plan):
             if results[i] and results[i][-1].verdict != Verdict.OK:
                 continue  # not OK once: its line says why, no more GPU time for it
-            results[i].append(evaluator.evaluate(candidate.with_defines(template, values), tune=False))
+            results[i].append(evaluator.evaluate(combination(task, values), tune=False))
     for (name, _), rs in zip(plan, results, strict=True):
         print(line(name, rs), flush=True)
 
@@ -188,7 +226,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--plans", choices=sorted(PLAN_SETS), default="switches",
                         help="switches: the newer switches against the earlier best (default); occupancy: "
                              "the plain two passes at Inductor's 512 threads against the held row; in_flight: "
-                             "loads in flight a thread; stores: y stored plainly or evict_first")
+                             "loads in flight a thread; stores: y stored plainly or evict_first; inductor: "
+                             "Inductor's shape at 2 to 4 blocks an SM")
     args = parser.parse_args(argv)
     plans = PLAN_SETS[args.plans]
     unknown = [n for n in args.tasks if n not in plans]
