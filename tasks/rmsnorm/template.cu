@@ -3,6 +3,7 @@
 BLOCK = [256, 128, 512, 1024, 64]  # threads per block (a power of two)
 UNROLL_BY = [4, 2, 8]              # unroll factor of the strided row loops with UNROLL; packs a thread loads at once with CHUNK
 REG_VECS = [8, 16, 4]              # with REG_ROW: packs of its row a thread holds in registers (capped by its register share)
+LEAN_THREADS = [2048, 1536, 1024]  # with LEAN: threads an SM its kernel must fit (launch bounds): 32, 40 or 64 registers
 
 [features]
 WARP_ROW = [0, 1]      # one warp per row, BLOCK / 32 rows per block (else one block per row)
@@ -17,13 +18,22 @@ STORE_HINT = [0, 1]    # with EVICT_HINT, y's stores evict_first too (torch.comp
 CHUNK = [0, 1]         # each pass walks the row in chunks of UNROLL_BY packs a thread, all loaded before any is used
 REG_ROW = [0, 1]       # a row whose middle fits in REG_VECS packs a thread is held in registers: x read once, never re-read
 WIDE = [0, 1]          # with VEC4, packs of 8 elements: one 16-byte access with BF16 (else 8 bytes), two with float
+LEAN = [0, 1]          # with VEC4, a kernel of its own for rows of whole packs, a block a row (torch.compile's shape)
 
 [[launch]]
 kernel = "rmsnorm_template"
+when = "LEAN == 0 or VEC4 == 0 or WARP_ROW == 1 or cols % 8 != 0"
 grid = ["cdiv(rows, 1 + WARP_ROW * (BLOCK // 32 - 1))"]
 block = ["BLOCK"]
 # SMEM_TILE: rows per block * min(CACHE_FLOATS / rows per block, cols rounded up to 4, + 4) floats
 smem = "SMEM_TILE * 4 * (1 + WARP_ROW * (BLOCK // 32 - 1)) * min(8192 // (1 + WARP_ROW * (BLOCK // 32 - 1)), cdiv(cols, 4) * 4 + 4)"
+args = ["x", "weight", "y", "rows", "cols", "eps"]
+
+[[launch]]
+kernel = "rmsnorm_lean"
+when = "LEAN == 1 and VEC4 == 1 and WARP_ROW == 0 and cols % 8 == 0"
+grid = ["rows"]
+block = ["BLOCK"]
 args = ["x", "weight", "y", "rows", "cols", "eps"]
 */
 // Feature template: RMS norm over each row, y = x / sqrt(mean(x^2) + eps) * weight, of float rows
@@ -518,4 +528,61 @@ extern "C" __global__ void KERNEL_BOUNDS rmsnorm_template(const elem* RESTRICT x
     visit<KEEP>(row, head, nvec, cols, first);
     out.norm.rstd = RSQRT(row_reduce(first.s, SumOp(), 0.0f, red) / cols + eps);
     visit<LAST>(row, head, nvec, cols, out);
+}
+
+// ---- LEAN: rows of whole packs (cols a multiple of 8) in a kernel of its own, one block a row:
+// each pass walks the row LEAN_N packs a thread at a time, all loaded before any is used, as
+// torch.compile's Triton kernels for this op do (512 threads, the row in one or two steps). The
+// general kernel's head, tail, shared-memory copy and held row are not in it, so they take no
+// registers: Inductor's kernels fit in 32-40 registers, 3-4 blocks of 512 threads an SM, where the
+// general kernel's chunked loop needs 54-56; this one fits the same, LEAN_THREADS threads an SM
+// (at 2048, 32 registers). SMEM_TILE, REG_ROW, UNROLL and CHUNK do not apply; the hints (EVICT_HINT,
+// STORE_HINT), READONLY, WIDE and the reduction's switches do.
+#define LEAN_B (LEAN_THREADS / BLOCK > 0 ? LEAN_THREADS / BLOCK : 1)  // blocks an SM
+// packs a thread loads at once: UNROLL_BY, up to 16 values (8 at 2048 threads an SM, 32 registers:
+// what they hold beside addresses, policies and a pack's weights without spilling)
+#define LEAN_MOST (BLOCK * LEAN_B >= 2048 ? 8 : 16)
+#define LEAN_N (UNROLL_BY * PACK <= LEAN_MOST ? UNROLL_BY : (LEAN_MOST / PACK > 0 ? LEAN_MOST / PACK : 1))
+extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) rmsnorm_lean(const elem* RESTRICT x,
+                                                                         const elem* RESTRICT weight, elem* RESTRICT y,
+                                                                         int rows, int cols, float eps) {
+#if LEAN && VEC4 && !WARP_ROW
+    const int t = threadIdx.x;
+    const elem* xr = x + (size_t)blockIdx.x * cols;
+    elem* yr = y + (size_t)blockIdx.x * cols;
+    const Hints hints = make_hints();
+    __shared__ float red[RED_SIZE];
+    // fsr's buffers start 16-byte aligned and a row is whole packs, so every row is aligned; a
+    // buffer at another offset takes the element loops (the same for the whole block)
+    const bool packed = (((size_t)xr | (size_t)yr | (size_t)weight) & (PACK_ALIGN - 1)) == 0;
+    const int npk = cols / PACK;
+    float s = 0.0f;
+    if (packed) {
+        for (int i0 = t; i0 < npk; i0 += LEAN_N * BLOCK) {
+            Pack v[LEAN_N];
+            PRAGMA_UNROLL(LEAN_N)
+            for (int k = 0; k < LEAN_N; ++k)
+                if (i0 + k * BLOCK < npk) v[k] = ldp<KEEP>(xr + PACK * (i0 + k * BLOCK), hints);
+            PRAGMA_UNROLL(LEAN_N)
+            for (int k = 0; k < LEAN_N; ++k)
+                if (i0 + k * BLOCK < npk) s += sq(v[k]);
+        }
+    } else {
+        for (int c = t; c < cols; c += BLOCK) s += sq(ld1<KEEP>(xr + c, hints));
+    }
+    const Norm norm{weight, RSQRT(row_reduce(s, SumOp(), 0.0f, red) / cols + eps), packed, hints};
+    if (packed) {
+        for (int i0 = t; i0 < npk; i0 += LEAN_N * BLOCK) {
+            Pack v[LEAN_N];
+            PRAGMA_UNROLL(LEAN_N)
+            for (int k = 0; k < LEAN_N; ++k)
+                if (i0 + k * BLOCK < npk) v[k] = ldp<LAST>(xr + PACK * (i0 + k * BLOCK), hints);
+            PRAGMA_UNROLL(LEAN_N)
+            for (int k = 0; k < LEAN_N; ++k)
+                if (i0 + k * BLOCK < npk) norm.put(yr, PACK * (i0 + k * BLOCK), v[k]);
+        }
+    } else {
+        for (int c = t; c < cols; c += BLOCK) norm.put(yr, c, ld1<LAST>(xr + c, hints));
+    }
+#endif
 }
