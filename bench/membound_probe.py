@@ -12,7 +12,7 @@ tuning. A ratio over 1.00x is faster than the comparator.
     python bench/membound_probe.py --plans occupancy  # plain two passes at 512 threads, against the held row
     python bench/membound_probe.py --plans stores     # y stored plainly (as Inductor) or evict_first
     python bench/membound_probe.py --plans inductor   # Inductor's shape, 512 threads, at 2 to 4 blocks an SM
-    python bench/membound_probe.py --plans lean rmsnorm rmsnorm_bf16  # rmsnorm's LEAN kernel around that shape
+    python bench/membound_probe.py --plans lean       # the norms' LEAN kernels around that shape
 """
 
 from __future__ import annotations
@@ -170,12 +170,12 @@ INDUCTOR: dict[str, list[tuple[str, dict[str, int]]]] = {
 }
 
 
-def _lean(wide: int) -> list[tuple[str, dict[str, int]]]:
-    """rmsnorm's LEAN kernel (a block a row, no general paths: 32 registers at 2048 threads an SM)
-    at Inductor's shape and around it, against the searches' held row."""
-    lean = {"LEAN": 1, "VEC4": 1, "WIDE": wide, "EVICT_HINT": 1, "READONLY": 1, "WARP_SHUFFLE": 1, "FAST_MATH": 1}
+def _lean(extra: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
+    """The LEAN kernel (a block a row, no general paths: 32 registers at 2048 threads an SM) at
+    Inductor's shape and around it, against the searches' held row."""
+    lean = {"LEAN": 1, "VEC4": 1, "EVICT_HINT": 1, "READONLY": 1, "WARP_SHUFFLE": 1, "FAST_MATH": 1} | extra
     at = {"BLOCK": 512, "LEAN_THREADS": 2048, "UNROLL_BY": 4}
-    return [("the searches' held row (REG_ROW, general kernel)", HELD | {"WIDE": wide}),
+    return [("the searches' held row (REG_ROW, general kernel)", HELD | extra),
             ("LEAN, 512 threads, 2048 an SM, 4 packs", lean | at),
             ("LEAN, 512 threads, 1536 an SM, 4 packs", lean | at | {"LEAN_THREADS": 1536}),
             ("LEAN, 512 threads, 1024 an SM, 4 packs", lean | at | {"LEAN_THREADS": 1024}),
@@ -186,7 +186,7 @@ def _lean(wide: int) -> list[tuple[str, dict[str, int]]]:
             ("LEAN, 1024 threads, 2048 an SM, 2 packs", lean | at | {"BLOCK": 1024, "UNROLL_BY": 2})]
 
 
-LEAN = {"rmsnorm": _lean(0), "rmsnorm_bf16": _lean(1)}
+LEAN = {"rmsnorm": _lean({}), "rmsnorm_bf16": _lean({"WIDE": 1}), "layernorm": _lean({"ONLINE": 1})}
 PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY, "in_flight": IN_FLIGHT, "stores": STORES,
              "inductor": INDUCTOR, "lean": LEAN}
 BOUNDS = "#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)"
@@ -247,7 +247,7 @@ def main(argv: list[str]) -> int:
                         help="switches: the newer switches against the earlier best (default); occupancy: "
                              "the plain two passes at Inductor's 512 threads against the held row; in_flight: "
                              "loads in flight a thread; stores: y stored plainly or evict_first; inductor: "
-                             "Inductor's shape at 2 to 4 blocks an SM; lean: rmsnorm's LEAN kernel")
+                             "Inductor's shape at 2 to 4 blocks an SM; lean: the norms' LEAN kernels")
     args = parser.parse_args(argv)
     plans = PLAN_SETS[args.plans]
     unknown = [n for n in args.tasks if n not in plans]

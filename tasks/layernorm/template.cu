@@ -4,6 +4,7 @@ BLOCK = [256, 128, 512, 64]  # threads per block (a power of two; 1024 would lea
                              # unrolled one-pass Welford on float4s)
 UNROLL_BY = [4, 2, 8]        # unroll factor of the strided row loops with UNROLL; packs a thread loads at once with CHUNK
 REG_VECS = [8, 16, 4]        # with REG_ROW: packs of its row a thread holds in registers (capped by its register share)
+LEAN_THREADS = [2048, 1536, 1024]  # with LEAN: threads an SM its kernel must fit (launch bounds): 32, 40 or 64 registers
 
 [features]
 WARP_ROW = [0, 1]      # one warp per row, BLOCK / 32 rows per block (else one block per row)
@@ -18,13 +19,22 @@ EVICT_HINT = [0, 1]    # L2 eviction priorities: x's first reads evict_last, its
 STORE_HINT = [0, 1]    # with EVICT_HINT, y's stores evict_first too (torch.compile's Triton kernels store y plainly)
 CHUNK = [0, 1]         # each pass walks the row in chunks of UNROLL_BY packs a thread, all loaded before any is used
 REG_ROW = [0, 1]       # a row whose middle fits in REG_VECS packs a thread is held in registers: x read once, two exact passes
+LEAN = [0, 1]          # with VEC4, a kernel of its own for rows of whole float4s, a block a row (torch.compile's shape)
 
 [[launch]]
 kernel = "layernorm_template"
+when = "LEAN == 0 or VEC4 == 0 or WARP_ROW == 1 or cols % 4 != 0"
 grid = ["cdiv(rows, 1 + WARP_ROW * (BLOCK // 32 - 1))"]
 block = ["BLOCK"]
 # SMEM_TILE: rows per block * min(CACHE_FLOATS / rows per block, cols rounded up to 4, + 4) floats
 smem = "SMEM_TILE * 4 * (1 + WARP_ROW * (BLOCK // 32 - 1)) * min(8192 // (1 + WARP_ROW * (BLOCK // 32 - 1)), cdiv(cols, 4) * 4 + 4)"
+args = ["x", "weight", "bias", "y", "rows", "cols", "eps"]
+
+[[launch]]
+kernel = "layernorm_lean"
+when = "LEAN == 1 and VEC4 == 1 and WARP_ROW == 0 and cols % 4 == 0"
+grid = ["rows"]
+block = ["BLOCK"]
 args = ["x", "weight", "bias", "y", "rows", "cols", "eps"]
 */
 // Feature template: layer norm over each row, y = (x - mean) / sqrt(var + eps) * weight + bias.
@@ -517,4 +527,68 @@ extern "C" __global__ void KERNEL_BOUNDS layernorm_template(const float* RESTRIC
 #endif
     out.norm.mean = mean, out.norm.rstd = RSQRT(var + eps);
     visit<LAST>(row, head, nvec, cols, out);
+}
+
+// ---- LEAN: rows of whole float4s (cols a multiple of 4) in a kernel of its own, one block a row:
+// each pass walks the row LEAN_N float4s a thread at a time, all loaded before any is used, as
+// torch.compile's Triton kernels for this op do (512 threads, Welford over the row in two steps,
+// 44 registers). The general kernel's head, tail, shared-memory copy and held row are not in it,
+// so they take no registers; LEAN_THREADS threads an SM set its launch bounds. SMEM_TILE, REG_ROW,
+// UNROLL and CHUNK do not apply; ONLINE, the hints, READONLY, FAST_MATH and the reduction's do.
+#define LEAN_B (LEAN_THREADS / BLOCK > 0 ? LEAN_THREADS / BLOCK : 1)  // blocks an SM
+// float4s a thread loads at once: UNROLL_BY, up to 16 values (8 at 2048 threads an SM, 32 registers)
+#define LEAN_MOST (BLOCK * LEAN_B >= 2048 ? 8 : 16)
+#define LEAN_N (UNROLL_BY * PACK <= LEAN_MOST ? UNROLL_BY : (LEAN_MOST / PACK > 0 ? LEAN_MOST / PACK : 1))
+
+// One pass of the lean kernel over the row: f(c, pack) on its float4s where `packed`, else f(c, v)
+// on its elements.
+template <int USE, class F>
+__device__ __forceinline__ void lean_visit(const float* xr, bool packed, int cols, const Hints& hints, F& f) {
+    const int t = threadIdx.x;
+    if (!packed) {
+        for (int c = t; c < cols; c += BLOCK) f(c, ld1<USE>(xr + c, hints));
+        return;
+    }
+    const int npk = cols / PACK;
+    for (int i0 = t; i0 < npk; i0 += LEAN_N * BLOCK) {
+        Pack v[LEAN_N];
+        PRAGMA_UNROLL(LEAN_N)
+        for (int k = 0; k < LEAN_N; ++k)
+            if (i0 + k * BLOCK < npk) v[k] = ldp<USE>(xr + PACK * (i0 + k * BLOCK), hints);
+        PRAGMA_UNROLL(LEAN_N)
+        for (int k = 0; k < LEAN_N; ++k)
+            if (i0 + k * BLOCK < npk) f(PACK * (i0 + k * BLOCK), v[k]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) layernorm_lean(const float* RESTRICT x,
+                                                                           const float* RESTRICT weight,
+                                                                           const float* RESTRICT bias, float* RESTRICT y,
+                                                                           int rows, int cols, float eps) {
+#if LEAN && VEC4 && !WARP_ROW
+    const float* xr = x + (size_t)blockIdx.x * cols;
+    float* yr = y + (size_t)blockIdx.x * cols;
+    const Hints hints = make_hints();
+    // fsr's buffers start 16-byte aligned and a row is whole float4s, so every row is aligned; a
+    // buffer at another offset takes the element loops (the same for the whole block)
+    const bool packed = (((size_t)xr | (size_t)yr | (size_t)weight | (size_t)bias) & 15) == 0;
+    WritePass out{yr, Norm{weight, bias, 0.0f, 0.0f, packed, hints}};
+#if ONLINE
+    __shared__ Stats red[RED_SIZE];
+    WelfordPass first{{0.0f, 0.0f, 0.0f}};
+    lean_visit<FIRST>(xr, packed, cols, hints, first);
+    const Stats total = row_reduce(first.acc, MergeOp(), Stats{0.0f, 0.0f, 0.0f}, red);
+    const float mean = total.mean, var = total.m2 / cols;
+#else
+    __shared__ float red[RED_SIZE];
+    SumPass first{0.0f};
+    lean_visit<FIRST>(xr, packed, cols, hints, first);
+    const float mean = row_reduce(first.s, SumOp(), 0.0f, red) / cols;
+    SqPass second{mean, 0.0f};
+    lean_visit<MID>(xr, packed, cols, hints, second);
+    const float var = row_reduce(second.s, SumOp(), 0.0f, red) / cols;
+#endif
+    out.norm.mean = mean, out.norm.rstd = RSQRT(var + eps);
+    lean_visit<LAST>(xr, packed, cols, hints, out);
+#endif
 }

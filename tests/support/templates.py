@@ -56,13 +56,13 @@ def spills_allowed(task: str, values: dict[str, int]) -> bool:
     accumulators a thread the compiler may spill a little. SGEMM's TF32X3 at 128 accumulators a
     thread (TM 8, TN 16) holds two sets of fragments and their TF32 halves beside them: 255
     registers may not be enough. GEMV's LAUNCH_BOUNDS caps registers at 128 for 512-thread blocks,
-    where 4 rows a thread with 8 loads each in flight (float4s) need more. RMSNORM's LEAN kernel
-    at 1536 or 2048 threads an SM (LEAN_THREADS) has 40 or 32 registers: a pack of 8 floats beside
-    the rest may spill a few dozen bytes (its general kernel, compiled alike with LEAN on or off,
-    is checked without LEAN). Nowhere else."""
+    where 4 rows a thread with 8 loads each in flight (float4s) need more. The LEAN kernels of
+    RMSNORM and LAYERNORM at 1536 or 2048 threads an SM (LEAN_THREADS) have 40 or 32 registers: a
+    pack of 8 floats, or Welford's state, beside the rest may spill a little (their general
+    kernels, compiled alike with LEAN on or off, are checked without LEAN). Nowhere else."""
     if task == "gemv":
         return values.get("LAUNCH_BOUNDS") == 1 and values.get("BLOCK") == 512
-    if task in ("rmsnorm", "rmsnorm_bf16"):
+    if task in ("rmsnorm", "rmsnorm_bf16", "layernorm"):
         block = values.get("BLOCK", 256)
         return values.get("LEAN") == 1 and block * max(1, values.get("LEAN_THREADS", 2048) // block) >= 1536
     if task != "sgemm" or values.get("REG_BLOCK") != 1:

@@ -4,7 +4,7 @@ evict_last and evict_first policies and loads through them, and stores y plainly
 kernels do, unless STORE_HINT (the norms) stores it through the evict_first one too; without
 EVICT_HINT no access carries a cache hint; rmsnorm_bf16's WIDE turns
 VEC4's 8-byte accesses into 16-byte ones; REG_ROW and CHUNK hold their packs in registers, not in
-local memory; rmsnorm's LEAN kernel fits torch.compile's register budget and runs where rows are
+local memory; the norms' LEAN kernels fit torch.compile's register budget and run where rows are
 whole packs. That the kernels compute the right values is for the GPU
 (tests/gpu/test_template_combinations.py, bench/membound_probe.py)."""
 
@@ -78,29 +78,34 @@ def test_held_rows_and_chunks_stay_in_registers(name, block):
         assert resources.registers * block <= 65536, (values, resources)
 
 
-@pytest.mark.parametrize("name", ["rmsnorm", "rmsnorm_bf16"])
-def test_lean_kernel_fits_inductors_registers_where_the_general_loop_does_not(name):
-    """At torch.compile's shape (512 threads, 4 blocks an SM: 32 registers) LEAN's kernel holds a
-    row's packs without spilling; the general kernel's chunked loop at 512 threads needs 54-56."""
+@pytest.mark.parametrize(("name", "threads"), [("rmsnorm", 2048), ("rmsnorm_bf16", 2048), ("layernorm", 1536)])
+def test_lean_kernel_fits_inductors_registers_where_the_general_loop_does_not(name, threads):
+    """At torch.compile's shape (512 threads, 4 blocks an SM for the RMS norms, 32 registers; 3 for
+    layer norm's Welford, 40) LEAN's kernel holds a row's packs without spilling; the general
+    kernel's chunked loop at 512 threads needs 54-56 (2 blocks)."""
     shape = {"VEC4": 1, "BLOCK": 512, "EVICT_HINT": 1, "READONLY": 1, "WARP_SHUFFLE": 1, "UNROLL_BY": 4}
-    lean = dict(compiled(name, shape | {"LEAN": 1, "LEAN_THREADS": 2048}).kernel_resources)["rmsnorm_lean"]
-    general = dict(compiled(name, shape | {"CHUNK": 1}).kernel_resources)["rmsnorm_template"]
-    assert lean.registers <= 32 and lean.spill_bytes == 0, lean
+    shape |= {"ONLINE": 1, "FAST_MATH": 1} if name == "layernorm" else {}  # Welford with __fdividef
+    op = name.removesuffix("_bf16")
+    lean = dict(compiled(name, shape | {"LEAN": 1, "LEAN_THREADS": threads}).kernel_resources)[f"{op}_lean"]
+    general = dict(compiled(name, shape | {"CHUNK": 1}).kernel_resources)[f"{op}_template"]
+    assert lean.registers <= 65536 // threads and lean.spill_bytes == 0, lean
     assert general.registers > 40, general  # 2 blocks of 512 an SM at most
 
 
-def test_lean_kernel_runs_where_rows_are_whole_packs_and_the_general_kernel_elsewhere():
-    task = tasks.load("rmsnorm")
+@pytest.mark.parametrize(("name", "whole"), [("rmsnorm", 8), ("layernorm", 4)])
+def test_lean_kernel_runs_where_rows_are_whole_packs_and_the_general_kernel_elsewhere(name, whole):
+    task = tasks.load(name)
     cand = candidate.parse(task.template_source or "", task)
+    lean_kernel, general = f"{name}_lean", f"{name}_template"
 
     def kernels(values, cols):
         return [launch.kernel for launch, _ in candidate.launches_at(candidate.with_defines(cand, values),
                                                                       {"rows": 3, "cols": cols})]
 
     lean = {"LEAN": 1, "VEC4": 1}
-    assert kernels(lean, 8192) == ["rmsnorm_lean"] and kernels(lean, 1000) == ["rmsnorm_lean"]
-    assert kernels(lean, 4099) == ["rmsnorm_template"] and kernels(lean, 1004) == ["rmsnorm_template"]
-    assert kernels(lean | {"VEC4": 0}, 8192) == ["rmsnorm_template"]  # no packs without VEC4
-    assert kernels(lean | {"WARP_ROW": 1}, 8192) == ["rmsnorm_template"]  # a warp a row: the general kernel's
-    assert kernels({"VEC4": 1}, 8192) == ["rmsnorm_template"]
+    assert kernels(lean, 8192) == [lean_kernel] and kernels(lean, 1000) == [lean_kernel]
+    assert kernels(lean, 4099) == [general] and kernels(lean, 1000 + whole // 2) == [general]
+    assert kernels(lean | {"VEC4": 0}, 8192) == [general]  # no packs without VEC4
+    assert kernels(lean | {"WARP_ROW": 1}, 8192) == [general]  # a warp a row: the general kernel's
+    assert kernels({"VEC4": 1}, 8192) == [general]
 
