@@ -472,6 +472,35 @@ __device__ __forceinline__ void layernorm_held(const Row& row, Held& held, int c
 }
 #endif
 
+// The general kernel's passes over its row (visit), for moments.
+struct RowWalk {
+    const Row& row;
+    int head, nvec, cols;
+    template <int USE, class F> __device__ __forceinline__ void pass(F& f) const { visit<USE>(row, head, nvec, cols, f); }
+};
+
+// The row's mean and 1 / sqrt(var + eps) into `norm`, from passes `walk` makes over the row: one
+// Welford pass with ONLINE, else a pass for the mean and one for the squared deviations.
+template <class Walk>
+__device__ __forceinline__ void moments(const Walk& walk, int cols, float eps, Norm& norm) {
+#if ONLINE
+    __shared__ Stats red[RED_SIZE];
+    WelfordPass first{{0.0f, 0.0f, 0.0f}};
+    walk.template pass<FIRST>(first);
+    const Stats total = row_reduce(first.acc, MergeOp(), Stats{0.0f, 0.0f, 0.0f}, red);
+    const float mean = total.mean, var = total.m2 / cols;
+#else
+    __shared__ float red[RED_SIZE];
+    SumPass first{0.0f};
+    walk.template pass<FIRST>(first);
+    const float mean = row_reduce(first.s, SumOp(), 0.0f, red) / cols;
+    SqPass second{mean, 0.0f};
+    walk.template pass<MID>(second);
+    const float var = row_reduce(second.s, SumOp(), 0.0f, red) / cols;
+#endif
+    norm.mean = mean, norm.rstd = RSQRT(var + eps);
+}
+
 extern "C" __global__ void KERNEL_BOUNDS layernorm_template(const float* RESTRICT x, const float* RESTRICT weight,
                                                             const float* RESTRICT bias, float* RESTRICT y, int rows,
                                                             int cols, float eps) {
@@ -510,23 +539,9 @@ extern "C" __global__ void KERNEL_BOUNDS layernorm_template(const float* RESTRIC
         return;
     }
 #endif
-#if ONLINE
-    __shared__ Stats red[RED_SIZE];
-    WelfordPass first{{0.0f, 0.0f, 0.0f}};
-    visit<FIRST>(row, head, nvec, cols, first);
-    const Stats total = row_reduce(first.acc, MergeOp(), Stats{0.0f, 0.0f, 0.0f}, red);
-    const float mean = total.mean, var = total.m2 / cols;
-#else
-    __shared__ float red[RED_SIZE];
-    SumPass first{0.0f};
-    visit<FIRST>(row, head, nvec, cols, first);
-    const float mean = row_reduce(first.s, SumOp(), 0.0f, red) / cols;
-    SqPass second{mean, 0.0f};
-    visit<MID>(row, head, nvec, cols, second);
-    const float var = row_reduce(second.s, SumOp(), 0.0f, red) / cols;
-#endif
-    out.norm.mean = mean, out.norm.rstd = RSQRT(var + eps);
-    visit<LAST>(row, head, nvec, cols, out);
+    const RowWalk walk{row, head, nvec, cols};
+    moments(walk, cols, eps, out.norm);
+    walk.pass<LAST>(out);
 }
 
 // ---- LEAN: rows of whole float4s (cols a multiple of 4) in a kernel of its own, one block a row:
@@ -561,6 +576,14 @@ __device__ __forceinline__ void lean_visit(const float* xr, bool packed, int col
     }
 }
 
+struct LeanWalk {  // the lean kernel's passes over its row, for moments
+    const float* xr;
+    bool packed;
+    int cols;
+    Hints hints;
+    template <int USE, class F> __device__ __forceinline__ void pass(F& f) const { lean_visit<USE>(xr, packed, cols, hints, f); }
+};
+
 extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) layernorm_lean(const float* RESTRICT x,
                                                                            const float* RESTRICT weight,
                                                                            const float* RESTRICT bias, float* RESTRICT y,
@@ -573,22 +596,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) layernorm_lean(const
     // buffer at another offset takes the element loops (the same for the whole block)
     const bool packed = (((size_t)xr | (size_t)yr | (size_t)weight | (size_t)bias) & 15) == 0;
     WritePass out{yr, Norm{weight, bias, 0.0f, 0.0f, packed, hints}};
-#if ONLINE
-    __shared__ Stats red[RED_SIZE];
-    WelfordPass first{{0.0f, 0.0f, 0.0f}};
-    lean_visit<FIRST>(xr, packed, cols, hints, first);
-    const Stats total = row_reduce(first.acc, MergeOp(), Stats{0.0f, 0.0f, 0.0f}, red);
-    const float mean = total.mean, var = total.m2 / cols;
-#else
-    __shared__ float red[RED_SIZE];
-    SumPass first{0.0f};
-    lean_visit<FIRST>(xr, packed, cols, hints, first);
-    const float mean = row_reduce(first.s, SumOp(), 0.0f, red) / cols;
-    SqPass second{mean, 0.0f};
-    lean_visit<MID>(xr, packed, cols, hints, second);
-    const float var = row_reduce(second.s, SumOp(), 0.0f, red) / cols;
-#endif
-    out.norm.mean = mean, out.norm.rstd = RSQRT(var + eps);
-    lean_visit<LAST>(xr, packed, cols, hints, out);
+    const LeanWalk walk{xr, packed, cols, hints};
+    moments(walk, cols, eps, out.norm);
+    walk.pass<LAST>(out);
 #endif
 }

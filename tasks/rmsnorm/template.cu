@@ -543,11 +543,32 @@ extern "C" __global__ void KERNEL_BOUNDS rmsnorm_template(const elem* RESTRICT x
 // what they hold beside addresses, policies and a pack's weights without spilling)
 #define LEAN_MOST (BLOCK * LEAN_B >= 2048 ? 8 : 16)
 #define LEAN_N (UNROLL_BY * PACK <= LEAN_MOST ? UNROLL_BY : (LEAN_MOST / PACK > 0 ? LEAN_MOST / PACK : 1))
+
+// One pass of the lean kernel over the row: f(c, pack) on its packs where `packed`, else f(c, v)
+// on its elements.
+template <int USE, class F>
+__device__ __forceinline__ void lean_visit(const elem* xr, bool packed, int cols, const Hints& hints, F& f) {
+    const int t = threadIdx.x;
+    if (!packed) {
+        for (int c = t; c < cols; c += BLOCK) f(c, ld1<USE>(xr + c, hints));
+        return;
+    }
+    const int npk = cols / PACK;
+    for (int i0 = t; i0 < npk; i0 += LEAN_N * BLOCK) {
+        Pack v[LEAN_N];
+        PRAGMA_UNROLL(LEAN_N)
+        for (int k = 0; k < LEAN_N; ++k)
+            if (i0 + k * BLOCK < npk) v[k] = ldp<USE>(xr + PACK * (i0 + k * BLOCK), hints);
+        PRAGMA_UNROLL(LEAN_N)
+        for (int k = 0; k < LEAN_N; ++k)
+            if (i0 + k * BLOCK < npk) f(PACK * (i0 + k * BLOCK), v[k]);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) rmsnorm_lean(const elem* RESTRICT x,
                                                                          const elem* RESTRICT weight, elem* RESTRICT y,
                                                                          int rows, int cols, float eps) {
 #if LEAN && VEC4 && !WARP_ROW
-    const int t = threadIdx.x;
     const elem* xr = x + (size_t)blockIdx.x * cols;
     elem* yr = y + (size_t)blockIdx.x * cols;
     const Hints hints = make_hints();
@@ -555,34 +576,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) rmsnorm_lean(const e
     // fsr's buffers start 16-byte aligned and a row is whole packs, so every row is aligned; a
     // buffer at another offset takes the element loops (the same for the whole block)
     const bool packed = (((size_t)xr | (size_t)yr | (size_t)weight) & (PACK_ALIGN - 1)) == 0;
-    const int npk = cols / PACK;
-    float s = 0.0f;
-    if (packed) {
-        for (int i0 = t; i0 < npk; i0 += LEAN_N * BLOCK) {
-            Pack v[LEAN_N];
-            PRAGMA_UNROLL(LEAN_N)
-            for (int k = 0; k < LEAN_N; ++k)
-                if (i0 + k * BLOCK < npk) v[k] = ldp<KEEP>(xr + PACK * (i0 + k * BLOCK), hints);
-            PRAGMA_UNROLL(LEAN_N)
-            for (int k = 0; k < LEAN_N; ++k)
-                if (i0 + k * BLOCK < npk) s += sq(v[k]);
-        }
-    } else {
-        for (int c = t; c < cols; c += BLOCK) s += sq(ld1<KEEP>(xr + c, hints));
-    }
-    const Norm norm{weight, RSQRT(row_reduce(s, SumOp(), 0.0f, red) / cols + eps), packed, hints};
-    if (packed) {
-        for (int i0 = t; i0 < npk; i0 += LEAN_N * BLOCK) {
-            Pack v[LEAN_N];
-            PRAGMA_UNROLL(LEAN_N)
-            for (int k = 0; k < LEAN_N; ++k)
-                if (i0 + k * BLOCK < npk) v[k] = ldp<LAST>(xr + PACK * (i0 + k * BLOCK), hints);
-            PRAGMA_UNROLL(LEAN_N)
-            for (int k = 0; k < LEAN_N; ++k)
-                if (i0 + k * BLOCK < npk) norm.put(yr, PACK * (i0 + k * BLOCK), v[k]);
-        }
-    } else {
-        for (int c = t; c < cols; c += BLOCK) norm.put(yr, c, ld1<LAST>(xr + c, hints));
-    }
+    SqPass first{0.0f};
+    lean_visit<KEEP>(xr, packed, cols, hints, first);
+    WritePass out{yr, Norm{weight, RSQRT(row_reduce(first.s, SumOp(), 0.0f, red) / cols + eps), packed, hints}};
+    lean_visit<LAST>(xr, packed, cols, hints, out);
 #endif
 }

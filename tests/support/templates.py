@@ -51,20 +51,20 @@ def combinations(cand: Candidate, seed: int = 0, sweep: bool = True) -> list[dic
     return list(unique.values())
 
 
-def spills_allowed(task: str, values: dict[str, int]) -> bool:
+def spills_allowed(task: str, values: dict[str, int], kernel: str) -> bool:
     """SGEMM's LAUNCH_BOUNDS caps registers at 128 (two 256-thread blocks per SM); with 32 or 64
     accumulators a thread the compiler may spill a little. SGEMM's TF32X3 at 128 accumulators a
     thread (TM 8, TN 16) holds two sets of fragments and their TF32 halves beside them: 255
     registers may not be enough. GEMV's LAUNCH_BOUNDS caps registers at 128 for 512-thread blocks,
     where 4 rows a thread with 8 loads each in flight (float4s) need more. The LEAN kernels of
-    RMSNORM and LAYERNORM at 1536 or 2048 threads an SM (LEAN_THREADS) have 40 or 32 registers: a
-    pack of 8 floats, or Welford's state, beside the rest may spill a little (their general
-    kernels, compiled alike with LEAN on or off, are checked without LEAN). Nowhere else."""
+    RMSNORM and LAYERNORM (`kernel` *_lean) at 1536 or 2048 threads an SM (LEAN_THREADS) have 40
+    or 32 registers: a pack of 8 floats, or Welford's state, beside the rest may spill a little.
+    Nowhere else."""
     if task == "gemv":
         return values.get("LAUNCH_BOUNDS") == 1 and values.get("BLOCK") == 512
     if task in ("rmsnorm", "rmsnorm_bf16", "layernorm"):
         block = values.get("BLOCK", 256)
-        return values.get("LEAN") == 1 and block * max(1, values.get("LEAN_THREADS", 2048) // block) >= 1536
+        return kernel.endswith("_lean") and block * max(1, values.get("LEAN_THREADS", 2048) // block) >= 1536
     if task != "sgemm" or values.get("REG_BLOCK") != 1:
         return False
     accumulators = values.get("TM", 8) * values.get("TN", 8)
@@ -105,7 +105,7 @@ def problems(task: Task, cand: Candidate, values: dict[str, int], compiled: Comp
     refused = guards.check(one) or guards.check_compiled(compiled.ptx, compiled.cubin)
     out = [f"{values}: {refused}"] if refused else []
     for name, res in compiled.kernel_resources:
-        if res.spill_bytes and not spills_allowed(task.name, dict(one.resolved_defines())):
+        if res.spill_bytes and not spills_allowed(task.name, dict(one.resolved_defines()), name):
             out.append(f"{values}: {name} spills {res.spill_bytes} bytes")
         for size in task.test_sizes + (task.bench_size,):
             for launch, (grid, block, smem) in candidate.launches_at(one, dict(size)):  # those whose `when` holds
