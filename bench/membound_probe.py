@@ -13,6 +13,7 @@ tuning. A ratio over 1.00x is faster than the comparator.
     python bench/membound_probe.py --plans stores     # y stored plainly (as Inductor) or evict_first
     python bench/membound_probe.py --plans inductor   # Inductor's shape, 512 threads, at 2 to 4 blocks an SM
     python bench/membound_probe.py --plans lean       # the norms' LEAN kernels around that shape
+    python bench/membound_probe.py --plans bf16_lean  # rmsnorm_bf16's LEAN kernel at Inductor's shape
 """
 
 from __future__ import annotations
@@ -186,8 +187,30 @@ def _lean(extra: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
 
 
 LEAN = {"rmsnorm": _lean({}), "rmsnorm_bf16": _lean({"WIDE": 1}), "layernorm": _lean({"ONLINE": 1})}
+
+
+def _bf16_lean() -> list[tuple[str, dict[str, int]]]:
+    """rmsnorm_bf16's LEAN kernel now that a thread holds its packs' raw bits (16 registers of them
+    at 1536 threads an SM, 8 at 2048): Inductor's shape (512 threads, 2048 an SM, the row's 16
+    values a thread at once) and around it, against the general kernel's best and LEAN's earlier."""
+    lean = {"LEAN": 1, "VEC4": 1, "WIDE": 1, "EVICT_HINT": 1, "READONLY": 1, "WARP_SHUFFLE": 1, "FAST_MATH": 1}
+    at = {"BLOCK": 512, "LEAN_THREADS": 2048, "UNROLL_BY": 4}
+    return [("general kernel, 256 threads, UNROLL 4", PLAIN | {"WIDE": 1, "BLOCK": 256, "UNROLL": 1, "UNROLL_BY": 4}),
+            ("LEAN, 512 threads, 2048 an SM (Inductor's)", lean | at),
+            ("LEAN, 512 threads, 2048 an SM, y evict_first", lean | at | {"STORE_HINT": 1}),
+            ("LEAN, 512 threads, 2048 an SM, no hints", {k: v for k, v in lean.items() if k != "EVICT_HINT"} | at),
+            ("LEAN, 512 threads, 2048 an SM, 1 pack", lean | at | {"UNROLL_BY": 1}),
+            ("LEAN, 512 threads, 2048 an SM, packs of 4", {k: v for k, v in lean.items() if k != "WIDE"} | at),
+            ("LEAN, 512 threads, 1536 an SM", lean | at | {"LEAN_THREADS": 1536}),
+            ("LEAN, 256 threads, 2048 an SM", lean | at | {"BLOCK": 256}),
+            ("LEAN, 256 threads, 1536 an SM", lean | at | {"BLOCK": 256, "LEAN_THREADS": 1536}),
+            ("LEAN, 128 threads, 2048 an SM", lean | at | {"BLOCK": 128}),
+            ("LEAN, 1024 threads, 2048 an SM", lean | at | {"BLOCK": 1024})]
+
+
+BF16_LEAN = {"rmsnorm_bf16": _bf16_lean()}
 PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY, "in_flight": IN_FLIGHT, "stores": STORES,
-             "inductor": INDUCTOR, "lean": LEAN}
+             "inductor": INDUCTOR, "lean": LEAN, "bf16_lean": BF16_LEAN}
 BOUNDS = "#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)"
 
 
@@ -246,7 +269,8 @@ def main(argv: list[str]) -> int:
                         help="switches: the newer switches against the earlier best (default); occupancy: "
                              "the plain two passes at Inductor's 512 threads against the held row; in_flight: "
                              "loads in flight a thread; stores: y stored plainly or evict_first; inductor: "
-                             "Inductor's shape at 2 to 4 blocks an SM; lean: the norms' LEAN kernels")
+                             "Inductor's shape at 2 to 4 blocks an SM; lean: the norms' LEAN kernels; bf16_lean: "
+                             "rmsnorm_bf16's LEAN kernel at Inductor's shape and around it")
     args = parser.parse_args(argv)
     plans = PLAN_SETS[args.plans]
     unknown = [n for n in args.tasks if n not in plans]

@@ -239,17 +239,24 @@ __device__ __forceinline__ void st1(elem* p, float v, const Hints& h) {
 }
 #if VEC4
 #define PACK_ALIGN (PACK * 2)  // one access a pack: 8 or (WIDE) 16 bytes
-template <int USE> __device__ __forceinline__ Pack ldp(const elem* p, const Hints& h) {
-    Pack r;
+// A pack's raw bits (half the registers of its floats: what LEAN's loads hold in flight), widened
+// where they are used.
 #if WIDE
-    const uint4 u = ld128<USE>(reinterpret_cast<const uint4*>(p), h);
-    r = Pack{{bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y), bf_lo(u.z), bf_hi(u.z), bf_lo(u.w), bf_hi(u.w)}};
-#else
-    const uint2 u = ld64<USE>(reinterpret_cast<const uint2*>(p), h);
-    r = Pack{{bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y)}};
-#endif
-    return r;
+typedef uint4 Raw;
+template <int USE> __device__ __forceinline__ Raw ldraw(const elem* p, const Hints& h) {
+    return ld128<USE>(reinterpret_cast<const uint4*>(p), h);
 }
+__device__ __forceinline__ Pack widen(const Raw& u) {
+    return Pack{{bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y), bf_lo(u.z), bf_hi(u.z), bf_lo(u.w), bf_hi(u.w)}};
+}
+#else
+typedef uint2 Raw;
+template <int USE> __device__ __forceinline__ Raw ldraw(const elem* p, const Hints& h) {
+    return ld64<USE>(reinterpret_cast<const uint2*>(p), h);
+}
+__device__ __forceinline__ Pack widen(const Raw& u) { return Pack{{bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y)}}; }
+#endif
+template <int USE> __device__ __forceinline__ Pack ldp(const elem* p, const Hints& h) { return widen(ldraw<USE>(p, h)); }
 __device__ __forceinline__ void stp(elem* p, const Pack& v, const Hints& h) {
 #if WIDE
     st128(reinterpret_cast<uint4*>(p),
@@ -290,6 +297,11 @@ __device__ __forceinline__ void stp(elem* p, const Pack& v, const Hints& h) {
 #define PACK_ALIGN ELEM_BYTES
 template <int USE> __device__ __forceinline__ Pack ldp(const elem* p, const Hints& h) { return Pack{{ld1<USE>(p, h)}}; }
 __device__ __forceinline__ void stp(elem* p, const Pack& v, const Hints& h) { st1(p, v.v[0], h); }
+#endif
+#if !(BF16 && VEC4)  // a pack's raw bits are its floats
+typedef Pack Raw;
+template <int USE> __device__ __forceinline__ Raw ldraw(const elem* p, const Hints& h) { return ldp<USE>(p, h); }
+__device__ __forceinline__ const Pack& widen(const Raw& v) { return v; }
 #endif
 
 // ---- reductions over the TPR threads of a row; every thread of the row gets the result -------
@@ -539,10 +551,13 @@ extern "C" __global__ void KERNEL_BOUNDS rmsnorm_template(const elem* RESTRICT x
 // (at 2048, 32 registers). SMEM_TILE, REG_ROW, UNROLL and CHUNK do not apply; the hints (EVICT_HINT,
 // STORE_HINT), READONLY, WIDE and the reduction's switches do.
 #define LEAN_B (LEAN_THREADS / BLOCK > 0 ? LEAN_THREADS / BLOCK : 1)  // blocks an SM
-// packs a thread loads at once: UNROLL_BY, up to 16 values (8 at 2048 threads an SM, 32 registers:
-// what they hold beside addresses, policies and a pack's weights without spilling)
+// packs a thread loads at once: UNROLL_BY, up to 16 registers of their raw bits (8 at 2048 threads
+// an SM, 32 registers: what they hold beside addresses, policies and a pack's weights without
+// spilling). A bfloat16 pack is widened to floats only where it is used, so a thread keeps twice
+// the values in flight that float allows: 16 at 512 threads and 2048 an SM, Inductor's shape.
+#define RAW_REGS (PACK * ELEM_BYTES / 4)
 #define LEAN_MOST (BLOCK * LEAN_B >= 2048 ? 8 : 16)
-#define LEAN_N (UNROLL_BY * PACK <= LEAN_MOST ? UNROLL_BY : (LEAN_MOST / PACK > 0 ? LEAN_MOST / PACK : 1))
+#define LEAN_N (UNROLL_BY * RAW_REGS <= LEAN_MOST ? UNROLL_BY : (LEAN_MOST / RAW_REGS > 0 ? LEAN_MOST / RAW_REGS : 1))
 
 // One pass of the lean kernel over the row: f(c, pack) on its packs where `packed`, else f(c, v)
 // on its elements.
@@ -555,13 +570,13 @@ __device__ __forceinline__ void lean_visit(const elem* xr, bool packed, int cols
     }
     const int npk = cols / PACK;
     for (int i0 = t; i0 < npk; i0 += LEAN_N * BLOCK) {
-        Pack v[LEAN_N];
+        Raw v[LEAN_N];
         PRAGMA_UNROLL(LEAN_N)
         for (int k = 0; k < LEAN_N; ++k)
-            if (i0 + k * BLOCK < npk) v[k] = ldp<USE>(xr + PACK * (i0 + k * BLOCK), hints);
+            if (i0 + k * BLOCK < npk) v[k] = ldraw<USE>(xr + PACK * (i0 + k * BLOCK), hints);
         PRAGMA_UNROLL(LEAN_N)
         for (int k = 0; k < LEAN_N; ++k)
-            if (i0 + k * BLOCK < npk) f(PACK * (i0 + k * BLOCK), v[k]);
+            if (i0 + k * BLOCK < npk) f(PACK * (i0 + k * BLOCK), widen(v[k]));
     }
 }
 

@@ -15,6 +15,7 @@ import re
 import pytest
 
 from fsr import candidate, tasks
+from fsr.evaluate.compile import CompileFailed
 from tests.support.templates import ARCH, COMPILER
 
 NORMS = ("rmsnorm", "rmsnorm_bf16", "layernorm")
@@ -90,6 +91,34 @@ def test_lean_kernel_fits_inductors_registers_where_the_general_loop_does_not(na
     general = dict(compiled(name, shape | {"CHUNK": 1}).kernel_resources)[f"{op}_template"]
     assert lean.registers <= 65536 // threads and lean.spill_bytes == 0, lean
     assert general.registers > 40, general  # 2 blocks of 512 an SM at most
+
+
+def lean_packs(name: str, values: dict[str, int]) -> int:
+    """LEAN_N, the packs a thread of the LEAN kernel loads at once, as the preprocessor sees it
+    (the template with a line that fails the compile unless LEAN_N is the value tried)."""
+    task = tasks.load(name)
+    for n in range(1, 17):
+        probe = f"{task.template_source}\n#if LEAN_N != {n}\n#error not {n}\n#endif\n"
+        try:
+            COMPILER.compile(candidate.with_defines(candidate.parse(probe, task), values), ARCH)
+        except CompileFailed:
+            continue
+        return n
+    raise AssertionError(f"LEAN_N of {name} at {values} is not 1..16")
+
+
+def test_lean_bf16_keeps_its_packs_raw_so_inductors_shape_loads_the_row_at_once():
+    """At 512 threads and 2048 an SM (32 registers) a thread of rmsnorm_bf16's LEAN kernel holds
+    its packs' raw bits, 4 registers a 16-byte pack, not 8 floats: UNROLL_BY 4 puts two packs in
+    flight (the row's 16 values a thread at 8192 columns, as Inductor's kernel), where float packs
+    allow one, as rmsnorm's 8-float packs do; without spilling."""
+    shape = {"VEC4": 1, "WIDE": 1, "LEAN": 1, "BLOCK": 512, "LEAN_THREADS": 2048, "EVICT_HINT": 1, "READONLY": 1,
+             "WARP_SHUFFLE": 1, "UNROLL_BY": 4}
+    assert lean_packs("rmsnorm_bf16", shape) == 2
+    assert lean_packs("rmsnorm", shape) == 1  # 8 floats a pack: 8 registers
+    assert lean_packs("rmsnorm_bf16", shape | {"UNROLL_BY": 1}) == 1
+    resources = dict(compiled("rmsnorm_bf16", shape).kernel_resources)["rmsnorm_lean"]
+    assert resources.registers <= 32 and resources.spill_bytes == 0, resources
 
 
 @pytest.mark.parametrize(("name", "whole"), [("rmsnorm", 8), ("layernorm", 4)])
