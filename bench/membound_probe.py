@@ -13,6 +13,7 @@ tuning. A ratio over 1.00x is faster than the comparator.
     python bench/membound_probe.py --plans stores     # y stored plainly (as Inductor) or evict_first
     python bench/membound_probe.py --plans inductor   # Inductor's shape, 512 threads, at 2 to 4 blocks an SM
     python bench/membound_probe.py --plans lean       # the norms' LEAN kernels around that shape
+    python bench/membound_probe.py --plans held       # LEAN with the row held in registers (REG_ROW)
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def _lean(extra: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
     """The LEAN kernel (a block a row, no general paths: 32 registers at 2048 threads an SM) at
     Inductor's shape and around it, against the searches' held row."""
     lean = {"LEAN": 1, "VEC4": 1, "EVICT_HINT": 1, "READONLY": 1, "WARP_SHUFFLE": 1, "FAST_MATH": 1} | extra
-    at = {"BLOCK": 512, "LEAN_THREADS": 2048, "UNROLL_BY": 4}
+    at = {"BLOCK": 512, "LEAN_THREADS": 2048, "UNROLL_BY": 4}  # explicit: 1536 is the default
     return [("the searches' held row (REG_ROW, general kernel)", HELD | extra),
             ("LEAN, 512 threads, 2048 an SM, 4 packs", lean | at),
             ("LEAN, 512 threads, 1536 an SM, 4 packs", lean | at | {"LEAN_THREADS": 1536}),
@@ -187,8 +188,29 @@ def _lean(extra: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
 
 
 LEAN = {"rmsnorm": _lean({}), "rmsnorm_bf16": _lean({"WIDE": 1}), "layernorm": _lean({"ONLINE": 1})}
+
+
+def _held(extra: dict[str, int]) -> list[tuple[str, dict[str, int]]]:
+    """LEAN with REG_ROW: a row of one step (UNROLL_BY packs a thread) read once into registers,
+    as Inductor's persistent reductions do, against LEAN's two passes at its best shapes."""
+    lean = {"LEAN": 1, "VEC4": 1, "EVICT_HINT": 1, "READONLY": 1, "WARP_SHUFFLE": 1, "FAST_MATH": 1} | extra
+    at = {"BLOCK": 512, "LEAN_THREADS": 1536, "UNROLL_BY": 4}
+    held = lean | at | {"REG_ROW": 1}
+    rows = [("LEAN, two passes, 512 threads, 1536 an SM", lean | at),
+            ("LEAN, two passes, 256 threads, 2048 an SM", lean | at | {"BLOCK": 256, "LEAN_THREADS": 2048}),
+            ("LEAN held, 512 threads, 1536 an SM", held),
+            ("LEAN held, 512 threads, 1536 an SM, y evict_first", held | {"STORE_HINT": 1}),
+            ("LEAN held, 512 threads, 1536 an SM, no hints", {k: v for k, v in held.items() if k != "EVICT_HINT"}),
+            ("LEAN held, 1024 threads, 2048 an SM, 2 packs", held | {"BLOCK": 1024, "LEAN_THREADS": 2048, "UNROLL_BY": 2}),
+            ("LEAN held, 1024 threads, 1024 an SM", held | {"BLOCK": 1024, "LEAN_THREADS": 1024})]
+    if extra.get("ONLINE"):
+        rows.append(("LEAN held, 512 threads, 1536 an SM, two exact passes", held | {"ONLINE": 0}))
+    return rows
+
+
+HELD_LEAN = {"rmsnorm": _held({}), "rmsnorm_bf16": _held({"WIDE": 1}), "layernorm": _held({"ONLINE": 1})}
 PLAN_SETS = {"switches": PLANS, "occupancy": OCCUPANCY, "in_flight": IN_FLIGHT, "stores": STORES,
-             "inductor": INDUCTOR, "lean": LEAN}
+             "inductor": INDUCTOR, "lean": LEAN, "held": HELD_LEAN}
 BOUNDS = "#define KERNEL_BOUNDS __launch_bounds__(BLOCK, 1)"
 
 
@@ -247,7 +269,8 @@ def main(argv: list[str]) -> int:
                         help="switches: the newer switches against the earlier best (default); occupancy: "
                              "the plain two passes at Inductor's 512 threads against the held row; in_flight: "
                              "loads in flight a thread; stores: y stored plainly or evict_first; inductor: "
-                             "Inductor's shape at 2 to 4 blocks an SM; lean: the norms' LEAN kernels")
+                             "Inductor's shape at 2 to 4 blocks an SM; lean: the norms' LEAN kernels; held: LEAN "
+                             "with a row of one step held in registers (REG_ROW)")
     args = parser.parse_args(argv)
     plans = PLAN_SETS[args.plans]
     unknown = [n for n in args.tasks if n not in plans]

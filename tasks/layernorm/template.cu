@@ -4,7 +4,7 @@ BLOCK = [256, 128, 512, 64]  # threads per block (a power of two; 1024 would lea
                              # unrolled one-pass Welford on float4s)
 UNROLL_BY = [4, 2, 8]        # unroll factor of the strided row loops with UNROLL; packs a thread loads at once with CHUNK
 REG_VECS = [8, 16, 4]        # with REG_ROW: packs of its row a thread holds in registers (capped by its register share)
-LEAN_THREADS = [2048, 1536, 1024]  # with LEAN: threads an SM its kernel must fit (launch bounds): 32, 40 or 64 registers
+LEAN_THREADS = [1536, 2048, 1024]  # with LEAN: threads an SM its kernel must fit (launch bounds): 40, 32 or 64 registers
 
 [features]
 WARP_ROW = [0, 1]      # one warp per row, BLOCK / 32 rows per block (else one block per row)
@@ -18,7 +18,7 @@ UNROLL = [0, 1]        # unroll the strided row loops by UNROLL_BY (else not at 
 EVICT_HINT = [0, 1]    # L2 eviction priorities: x's first reads evict_last, its last read evict_first, weight and bias evict_last
 STORE_HINT = [0, 1]    # with EVICT_HINT, y's stores evict_first too (torch.compile's Triton kernels store y plainly)
 CHUNK = [0, 1]         # each pass walks the row in chunks of UNROLL_BY packs a thread, all loaded before any is used
-REG_ROW = [0, 1]       # a row whose middle fits in REG_VECS packs a thread is held in registers: x read once, two exact passes
+REG_ROW = [0, 1]       # a row whose middle fits in REG_VECS packs a thread (LEAN: UNROLL_BY) is held in registers: x read once, two exact passes
 LEAN = [0, 1]          # with VEC4, a kernel of its own for rows of whole float4s, a block a row (torch.compile's shape)
 
 [[launch]]
@@ -548,8 +548,9 @@ extern "C" __global__ void KERNEL_BOUNDS layernorm_template(const float* RESTRIC
 // each pass walks the row LEAN_N float4s a thread at a time, all loaded before any is used, as
 // torch.compile's Triton kernels for this op do (512 threads, Welford over the row in two steps,
 // 44 registers). The general kernel's head, tail, shared-memory copy and held row are not in it,
-// so they take no registers; LEAN_THREADS threads an SM set its launch bounds. SMEM_TILE, REG_ROW,
-// UNROLL and CHUNK do not apply; ONLINE, the hints, READONLY, FAST_MATH and the reduction's do.
+// so they take no registers; LEAN_THREADS threads an SM set its launch bounds. REG_ROW holds
+// a row of one step in registers (LeanHeld); SMEM_TILE, UNROLL and CHUNK do not apply; ONLINE, the
+// hints, READONLY, FAST_MATH and the reduction's do.
 #define LEAN_B (LEAN_THREADS / BLOCK > 0 ? LEAN_THREADS / BLOCK : 1)  // blocks an SM
 // float4s a thread loads at once: UNROLL_BY, up to 16 values (8 at 2048 threads an SM, 32 registers)
 #define LEAN_MOST (BLOCK * LEAN_B >= 2048 ? 8 : 16)
@@ -584,6 +585,30 @@ struct LeanWalk {  // the lean kernel's passes over its row, for moments
     template <int USE, class F> __device__ __forceinline__ void pass(F& f) const { lean_visit<USE>(xr, packed, cols, hints, f); }
 };
 
+#if REG_ROW
+// With REG_ROW, a row of at most LEAN_N packs a thread (one step of lean_visit) is read once, with
+// the last-use hint, into registers, and every pass walks those, as torch.compile's persistent
+// reductions do: x leaves DRAM once and is not read again, not even from the L2.
+struct LeanHeld {
+    Pack v[LEAN_N];
+    int npk;
+
+    __device__ __forceinline__ LeanHeld(const float* xr, int cols, const Hints& hints) : npk(cols / PACK) {
+        const int t = threadIdx.x;
+        PRAGMA_UNROLL(LEAN_N)
+        for (int k = 0; k < LEAN_N; ++k)
+            if (t + k * BLOCK < npk) v[k] = ldp<LAST>(xr + PACK * (t + k * BLOCK), hints);
+    }
+    template <int USE, class F> __device__ __forceinline__ void pass(F& f) const {
+        const int t = threadIdx.x;
+        PRAGMA_UNROLL(LEAN_N)
+        for (int k = 0; k < LEAN_N; ++k)
+            if (t + k * BLOCK < npk) f(PACK * (t + k * BLOCK), v[k]);
+    }
+};
+__device__ __forceinline__ bool lean_holds(bool packed, int cols) { return packed && cols / PACK <= LEAN_N * BLOCK; }
+#endif
+
 extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) layernorm_lean(const float* RESTRICT x,
                                                                            const float* RESTRICT weight,
                                                                            const float* RESTRICT bias, float* RESTRICT y,
@@ -596,6 +621,14 @@ extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) layernorm_lean(const
     // buffer at another offset takes the element loops (the same for the whole block)
     const bool packed = (((size_t)xr | (size_t)yr | (size_t)weight | (size_t)bias) & 15) == 0;
     WritePass out{yr, Norm{weight, bias, 0.0f, 0.0f, packed, hints}};
+#if REG_ROW
+    if (lean_holds(packed, cols)) {  // the same for the whole block: the reductions' barriers are safe
+        const LeanHeld held(xr, cols, hints);
+        moments(held, cols, eps, out.norm);
+        held.pass<LAST>(out);
+        return;
+    }
+#endif
     const LeanWalk walk{xr, packed, cols, hints};
     moments(walk, cols, eps, out.norm);
     walk.pass<LAST>(out);

@@ -3,7 +3,7 @@
 BLOCK = [256, 128, 512, 1024, 64]  # threads per block (a power of two)
 UNROLL_BY = [4, 2, 8]              # unroll factor of the strided row loops with UNROLL; packs a thread loads at once with CHUNK
 REG_VECS = [8, 16, 4]              # with REG_ROW: packs of its row a thread holds in registers (capped by its register share)
-LEAN_THREADS = [2048, 1536, 1024]  # with LEAN: threads an SM its kernel must fit (launch bounds): 32, 40 or 64 registers
+LEAN_THREADS = [1536, 2048, 1024]  # with LEAN: threads an SM its kernel must fit (launch bounds): 40, 32 or 64 registers
 
 [features]
 WARP_ROW = [0, 1]      # one warp per row, BLOCK / 32 rows per block (else one block per row)
@@ -16,7 +16,7 @@ UNROLL = [0, 1]        # unroll the strided row loops by UNROLL_BY (else not at 
 EVICT_HINT = [0, 1]    # L2 eviction priorities: x's first read evict_last, its re-read evict_first, weight evict_last
 STORE_HINT = [0, 1]    # with EVICT_HINT, y's stores evict_first too (torch.compile's Triton kernels store y plainly)
 CHUNK = [0, 1]         # each pass walks the row in chunks of UNROLL_BY packs a thread, all loaded before any is used
-REG_ROW = [0, 1]       # a row whose middle fits in REG_VECS packs a thread is held in registers: x read once, never re-read
+REG_ROW = [0, 1]       # a row whose middle fits in REG_VECS packs a thread (LEAN: UNROLL_BY) is held in registers: x read once, never re-read
 WIDE = [0, 1]          # with VEC4, packs of 8 elements: one 16-byte access with BF16 (else 8 bytes), two with float
 LEAN = [0, 1]          # with VEC4, a kernel of its own for rows of whole packs, a block a row (torch.compile's shape)
 
@@ -239,17 +239,23 @@ __device__ __forceinline__ void st1(elem* p, float v, const Hints& h) {
 }
 #if VEC4
 #define PACK_ALIGN (PACK * 2)  // one access a pack: 8 or (WIDE) 16 bytes
-template <int USE> __device__ __forceinline__ Pack ldp(const elem* p, const Hints& h) {
-    Pack r;
+// A pack's raw bits (half the registers of its floats: what LEAN's held row keeps), widened on use.
 #if WIDE
-    const uint4 u = ld128<USE>(reinterpret_cast<const uint4*>(p), h);
-    r = Pack{{bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y), bf_lo(u.z), bf_hi(u.z), bf_lo(u.w), bf_hi(u.w)}};
-#else
-    const uint2 u = ld64<USE>(reinterpret_cast<const uint2*>(p), h);
-    r = Pack{{bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y)}};
-#endif
-    return r;
+typedef uint4 Raw;
+template <int USE> __device__ __forceinline__ Raw ldraw(const elem* p, const Hints& h) {
+    return ld128<USE>(reinterpret_cast<const uint4*>(p), h);
 }
+__device__ __forceinline__ Pack widen(const Raw& u) {
+    return Pack{{bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y), bf_lo(u.z), bf_hi(u.z), bf_lo(u.w), bf_hi(u.w)}};
+}
+#else
+typedef uint2 Raw;
+template <int USE> __device__ __forceinline__ Raw ldraw(const elem* p, const Hints& h) {
+    return ld64<USE>(reinterpret_cast<const uint2*>(p), h);
+}
+__device__ __forceinline__ Pack widen(const Raw& u) { return Pack{{bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y)}}; }
+#endif
+template <int USE> __device__ __forceinline__ Pack ldp(const elem* p, const Hints& h) { return widen(ldraw<USE>(p, h)); }
 __device__ __forceinline__ void stp(elem* p, const Pack& v, const Hints& h) {
 #if WIDE
     st128(reinterpret_cast<uint4*>(p),
@@ -290,6 +296,11 @@ __device__ __forceinline__ void stp(elem* p, const Pack& v, const Hints& h) {
 #define PACK_ALIGN ELEM_BYTES
 template <int USE> __device__ __forceinline__ Pack ldp(const elem* p, const Hints& h) { return Pack{{ld1<USE>(p, h)}}; }
 __device__ __forceinline__ void stp(elem* p, const Pack& v, const Hints& h) { st1(p, v.v[0], h); }
+#endif
+#if !(BF16 && VEC4)  // a pack's raw bits are its floats
+typedef Pack Raw;
+template <int USE> __device__ __forceinline__ Raw ldraw(const elem* p, const Hints& h) { return ldp<USE>(p, h); }
+__device__ __forceinline__ const Pack& widen(const Raw& v) { return v; }
 #endif
 
 // ---- reductions over the TPR threads of a row; every thread of the row gets the result -------
@@ -536,8 +547,9 @@ extern "C" __global__ void KERNEL_BOUNDS rmsnorm_template(const elem* RESTRICT x
 // general kernel's head, tail, shared-memory copy and held row are not in it, so they take no
 // registers: Inductor's kernels fit in 32-40 registers, 3-4 blocks of 512 threads an SM, where the
 // general kernel's chunked loop needs 54-56; this one fits the same, LEAN_THREADS threads an SM
-// (at 2048, 32 registers). SMEM_TILE, REG_ROW, UNROLL and CHUNK do not apply; the hints (EVICT_HINT,
-// STORE_HINT), READONLY, WIDE and the reduction's switches do.
+// (at 2048, 32 registers). REG_ROW holds a row of one step in registers (LeanHeld); SMEM_TILE,
+// UNROLL and CHUNK do not apply; the hints (EVICT_HINT, STORE_HINT), READONLY, WIDE and the
+// reduction's switches do.
 #define LEAN_B (LEAN_THREADS / BLOCK > 0 ? LEAN_THREADS / BLOCK : 1)  // blocks an SM
 // packs a thread loads at once: UNROLL_BY, up to 16 values (8 at 2048 threads an SM, 32 registers:
 // what they hold beside addresses, policies and a pack's weights without spilling)
@@ -565,6 +577,30 @@ __device__ __forceinline__ void lean_visit(const elem* xr, bool packed, int cols
     }
 }
 
+#if REG_ROW
+// With REG_ROW, a row of at most LEAN_N packs a thread (one step of lean_visit) is read once, with
+// the last-use hint, into registers, and every pass walks those, as torch.compile's persistent
+// reductions do: x leaves DRAM once and is not read again, not even from the L2.
+struct LeanHeld {
+    Raw v[LEAN_N];  // bfloat16 packs as their bits, widened in each pass
+    int npk;
+
+    __device__ __forceinline__ LeanHeld(const elem* xr, int cols, const Hints& hints) : npk(cols / PACK) {
+        const int t = threadIdx.x;
+        PRAGMA_UNROLL(LEAN_N)
+        for (int k = 0; k < LEAN_N; ++k)
+            if (t + k * BLOCK < npk) v[k] = ldraw<LAST>(xr + PACK * (t + k * BLOCK), hints);
+    }
+    template <int USE, class F> __device__ __forceinline__ void pass(F& f) const {
+        const int t = threadIdx.x;
+        PRAGMA_UNROLL(LEAN_N)
+        for (int k = 0; k < LEAN_N; ++k)
+            if (t + k * BLOCK < npk) f(PACK * (t + k * BLOCK), widen(v[k]));
+    }
+};
+__device__ __forceinline__ bool lean_holds(bool packed, int cols) { return packed && cols / PACK <= LEAN_N * BLOCK; }
+#endif
+
 extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) rmsnorm_lean(const elem* RESTRICT x,
                                                                          const elem* RESTRICT weight, elem* RESTRICT y,
                                                                          int rows, int cols, float eps) {
@@ -576,6 +612,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, LEAN_B) rmsnorm_lean(const e
     // fsr's buffers start 16-byte aligned and a row is whole packs, so every row is aligned; a
     // buffer at another offset takes the element loops (the same for the whole block)
     const bool packed = (((size_t)xr | (size_t)yr | (size_t)weight) & (PACK_ALIGN - 1)) == 0;
+#if REG_ROW
+    if (lean_holds(packed, cols)) {  // the same for the whole block: row_reduce's barriers are safe
+        const LeanHeld held(xr, cols, hints);
+        SqPass first{0.0f};
+        held.pass<KEEP>(first);
+        WritePass out{yr, Norm{weight, RSQRT(row_reduce(first.s, SumOp(), 0.0f, red) / cols + eps), packed, hints}};
+        held.pass<LAST>(out);
+        return;
+    }
+#endif
     SqPass first{0.0f};
     lean_visit<KEEP>(xr, packed, cols, hints, first);
     WritePass out{yr, Norm{weight, RSQRT(row_reduce(first.s, SumOp(), 0.0f, red) / cols + eps), packed, hints}};

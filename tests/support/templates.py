@@ -58,13 +58,14 @@ def spills_allowed(task: str, values: dict[str, int], kernel: str) -> bool:
     registers may not be enough. GEMV's LAUNCH_BOUNDS caps registers at 128 for 512-thread blocks,
     where 4 rows a thread with 8 loads each in flight (float4s) need more. The LEAN kernels of
     RMSNORM and LAYERNORM (`kernel` *_lean) at 1536 or 2048 threads an SM (LEAN_THREADS) have 40
-    or 32 registers: a pack of 8 floats, or Welford's state, beside the rest may spill a little.
+    or 32 registers: a pack of 8 floats, Welford's state, or REG_ROW's held row beside the two
+    passes' loops (the kernel has both), may spill a little.
     Nowhere else."""
     if task == "gemv":
         return values.get("LAUNCH_BOUNDS") == 1 and values.get("BLOCK") == 512
     if task in ("rmsnorm", "rmsnorm_bf16", "layernorm"):
         block = values.get("BLOCK", 256)
-        return kernel.endswith("_lean") and block * max(1, values.get("LEAN_THREADS", 2048) // block) >= 1536
+        return kernel.endswith("_lean") and block * max(1, values.get("LEAN_THREADS", 1536) // block) >= 1536
     if task != "sgemm" or values.get("REG_BLOCK") != 1:
         return False
     accumulators = values.get("TM", 8) * values.get("TN", 8)

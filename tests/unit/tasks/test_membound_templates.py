@@ -4,8 +4,8 @@ evict_last and evict_first policies and loads through them, and stores y plainly
 kernels do, unless STORE_HINT (the norms) stores it through the evict_first one too; without
 EVICT_HINT no access carries a cache hint; rmsnorm_bf16's WIDE turns
 VEC4's 8-byte accesses into 16-byte ones; REG_ROW and CHUNK hold their packs in registers, not in
-local memory; the norms' LEAN kernels fit torch.compile's register budget and run where rows are
-whole packs. That the kernels compute the right values is for the GPU
+local memory; the norms' LEAN kernels fit torch.compile's register budget, hold a row of one step
+in registers with REG_ROW as its persistent reductions do, and run where rows are whole packs. That the kernels compute the right values is for the GPU
 (tests/gpu/test_template_combinations.py, bench/membound_probe.py)."""
 
 from __future__ import annotations
@@ -90,6 +90,25 @@ def test_lean_kernel_fits_inductors_registers_where_the_general_loop_does_not(na
     general = dict(compiled(name, shape | {"CHUNK": 1}).kernel_resources)[f"{op}_template"]
     assert lean.registers <= 65536 // threads and lean.spill_bytes == 0, lean
     assert general.registers > 40, general  # 2 blocks of 512 an SM at most
+
+
+@pytest.mark.parametrize("name", NORMS)
+@pytest.mark.parametrize(("block", "threads"), [(512, 1536), (1024, 2048)])
+def test_lean_kernel_holds_a_row_of_one_step_in_registers(name, block, threads):
+    """REG_ROW in the LEAN kernel: at 8192 columns a row is one step of 512 threads with 4 float4s
+    (2 of 8 bfloat16) a thread, or of 1024 with 2 (1), read once into registers, its loads beside
+    the two passes' (rows of more steps). Its kernel fits the launch bounds without spilling (with
+    bfloat16 at 1536 threads an SM at most 16 bytes: the two passes' loops beside the held row)."""
+    shape = {"VEC4": 1, "LEAN": 1, "BLOCK": block, "LEAN_THREADS": threads, "UNROLL_BY": 4 if block == 512 else 2,
+             "EVICT_HINT": 1, "READONLY": 1, "WARP_SHUFFLE": 1, "FAST_MATH": 1}
+    shape |= {"WIDE": 1} if name == "rmsnorm_bf16" else {}
+    op = name.removesuffix("_bf16")
+    held = compiled(name, shape | {"REG_ROW": 1})
+    lean = dict(held.kernel_resources)[f"{op}_lean"]
+    assert lean.registers <= 65536 // threads, lean
+    assert lean.spill_bytes == 0 or (name == "rmsnorm_bf16" and lean.spill_bytes <= 16), lean
+    plain = compiled(name, shape)
+    assert len(accesses(LOAD, held.ptx)) > len(accesses(LOAD, plain.ptx))  # the held path's own loads
 
 
 @pytest.mark.parametrize(("name", "whole"), [("rmsnorm", 8), ("layernorm", 4)])
