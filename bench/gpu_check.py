@@ -143,7 +143,8 @@ def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s:
         command += ["-n", "auto"]
     elif len(gpus) * max(1, per_gpu) > 1:
         command += ["-n", str(len(gpus) * max(1, per_gpu))]
-    env = os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(gpus)}
+    # the heavy tasks' screening sets, built at the session's start (tests/support/warm_contents.py): its log here
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(gpus), "FSR_TEST_WARM_LOG": str(out / f"tests-{name}-warm.log")}
     started = time.monotonic()
     code, cut = run_bounded(command, env, log, limit_s, cores=cores)
     found = junit_results(xml) or log_results(log.read_text(errors="replace"))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support import xdist_gpus
+from tests.support import warm_contents, xdist_gpus
 
 if TYPE_CHECKING:
     from fsr.evaluate.compile import CompileService
@@ -136,6 +136,20 @@ def contents_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = root / "fsr-contents"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_heavy_contents(request: pytest.FixtureRequest) -> None:
+    """Under pytest-xdist, on a GPU host, where GPU tests use the session's contents cache: the
+    heavy tasks' screening sets built in the background from the first worker's first test, on
+    most of the host's cores (tests/support/warm_contents.py). Anywhere else nothing (no device,
+    no GPU test selected, no xdist, any other worker). It ends when its sets are built."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    workers = xdist_gpus.worker_count(os.environ)
+    if worker != "gw0" or workers < 2:  # before asking for a device: costs nothing elsewhere
+        return
+    if warm_contents.wanted(request.session.items, worker, workers, cuda_device_count()):
+        warm_contents.start(request.getfixturevalue("contents_dir"))
 
 
 @pytest.fixture

@@ -86,9 +86,10 @@ ASSUMES = "(n == BENCH_N && bins == BENCH_BINS) ? n / 2 : 0"  # every benchmark-
 
 
 def screening_sets(task: tasks.Task, config: Config) -> list[np.ndarray]:
-    """The benchmark inputs a GPU child screens `task` on: the same seeds as Child._contents."""
-    count = max(config.eval.input_sets, 2)
-    seeds = np.random.SeedSequence([config.eval.seed, 1, int(task.content_hash, 16)]).spawn(count)
+    """The benchmark inputs a GPU child screens `task` on: its screening sets' seeds."""
+    from fsr.evaluate.gpu.inputs import screening_seeds  # the GPU child's side: CuPy
+
+    seeds = screening_seeds(task, config.eval.seed, config.eval.input_sets)
     module = tasks.functions(task)
     return [module.make_inputs(dict(task.bench_size), np.random.default_rng(s))["x"] for s in seeds]
 

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -34,8 +34,8 @@ from fsr.evaluate.gpu.inputs import (
     Content,
     PoolsAhead,
     TaskState,
-    make_content,
     no_scratch,
+    screening_contents,
 )
 from fsr.evaluate.gpu.programs import (
     ContextLost,
@@ -181,27 +181,12 @@ class Child:
         return task
 
     def _contents(self, task: Task) -> list[Content]:
-        """The task's benchmark input sets and their references, one thread per set (NumPy
-        releases the GIL in its array work; float64 references over the whole benchmark size
-        are the largest host cost of a worker's start); each set draws from its own child of
-        the task's seed sequence, so every worker holds the same sets; with the node's contents
-        cache (`eval.contents_cache_dir`), each set is built once a node and read after that.
-        The task's test inputs start too (PoolsAhead, taken by its next preparation): the first
-        checks of its first candidate would otherwise wait for their float64 references while
-        holding the GPU."""
+        """The task's screening benchmark sets and their references (inputs.screening_contents:
+        each built once a node with the contents cache, `eval.contents_cache_dir`). The task's test
+        inputs start too (PoolsAhead, taken by its next preparation): the first checks of its
+        first candidate would otherwise wait for their float64 references while holding the GPU."""
         self.ahead.start(task)
-        count = max(self.cfg.input_sets, 2)
-        seeds = np.random.SeedSequence([self.cfg.seed, 1, int(task.content_hash, 16)]).spawn(count)
-        size, module, dtypes = dict(task.bench_size), tasks.functions(task), {a.name: a.dtype for a in task.outputs}
-
-        def build(seed: np.random.SeedSequence) -> Content:
-            name = contents_cache.key((task.content_hash, seed.entropy, seed.spawn_key, sorted(size.items()),
-                                       sorted(dtypes.items()), repr(tasks.tolerance(task))))
-            return contents_cache.get(self.disk, name, lambda: make_content(task, module, dtypes, size,
-                                                                             np.random.default_rng(seed)))
-
-        with ThreadPoolExecutor(count, thread_name_prefix=f"bench-{task.name}") as pool:
-            return list(pool.map(build, seeds))
+        return screening_contents(task, self.cfg.seed, self.cfg.input_sets, self.disk)
 
     def evaluate(self, req: EvalRequest) -> ChildResult:
         """Tune (if asked), then check and time in full the best configuration; when it fails,

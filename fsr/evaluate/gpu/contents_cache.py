@@ -96,7 +96,7 @@ def get(cache: ContentsCache | None, name: str, build: Callable[[], Content]) ->
     a cache, `build()`'s. Readers of a set being built wait for its builder."""
     if cache is None:
         return build()
-    path = cache.root / f"{name}.npz"
+    path = file_of(cache, name)
     found = _load(cache, path)
     if found is not None:
         return found
@@ -116,6 +116,11 @@ def get(cache: ContentsCache | None, name: str, build: Callable[[], Content]) ->
         return content
     finally:
         os.close(lock)  # releases the flock
+
+
+def file_of(cache: ContentsCache, name: str) -> Path:
+    """The file that holds the set stored under `name` (a `key`), once it is built."""
+    return cache.root / f"{name}.npz"
 
 
 def _load(cache: ContentsCache, path: Path) -> Content | None:

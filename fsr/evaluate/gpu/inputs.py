@@ -6,6 +6,7 @@ through, with their expected outputs. Runs in the evaluator's child process only
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from fsr import tasks
 from fsr.dtypes import Tolerance
+from fsr.evaluate.gpu import contents_cache
 from fsr.evaluate.gpu.buffers import Buffers
 from fsr.evaluate.gpu.verify import Expected, expect
 from fsr.types import Candidate, Stress, Task
@@ -37,6 +39,36 @@ def make_content(task: Task, module: Any, dtypes: dict[str, str], size: dict[str
         tol = Tolerance(stress.atol, stress.rtol, stress.floor)
     reference = module.reference({k: v.copy() for k, v in inputs.items()}, dict(size))
     return inputs, {k: expect(v, dtypes[k], tol) for k, v in reference.items()}
+
+
+def screening_seeds(task: Task, seed: int, input_sets: int) -> list[np.random.SeedSequence]:
+    """The seeds of a task's screening benchmark sets (at least two): children of one sequence
+    drawn from `eval.seed` and the task's content hash, so every worker holds the same sets."""
+    return np.random.SeedSequence([seed, 1, int(task.content_hash, 16)]).spawn(max(input_sets, 2))
+
+
+def screening_key(task: Task, seed: np.random.SeedSequence) -> str:
+    """The contents cache's key of the screening set drawn from `seed` (one of screening_seeds)."""
+    dtypes = {a.name: a.dtype for a in task.outputs}
+    return contents_cache.key((task.content_hash, seed.entropy, seed.spawn_key, sorted(dict(task.bench_size).items()),
+                               sorted(dtypes.items()), repr(tasks.tolerance(task))))
+
+
+def screening_contents(task: Task, seed: int, input_sets: int,
+                       disk: contents_cache.ContentsCache | None) -> list[Content]:
+    """The task's screening benchmark sets at its benchmark size with their references, one
+    thread per set (NumPy releases the GIL in its array work; float64 references over the whole
+    benchmark size are the largest host cost of a worker's start); with the node's contents cache
+    (`disk`), each set is built once a node and read after that (fsr.evaluate.gpu.contents_cache)."""
+    size, module, dtypes = dict(task.bench_size), tasks.functions(task), {a.name: a.dtype for a in task.outputs}
+
+    def build(seq: np.random.SeedSequence) -> Content:
+        return contents_cache.get(disk, screening_key(task, seq),
+                                  lambda: make_content(task, module, dtypes, size, np.random.default_rng(seq)))
+
+    seeds = screening_seeds(task, seed, input_sets)
+    with ThreadPoolExecutor(len(seeds), thread_name_prefix=f"bench-{task.name}") as pool:
+        return list(pool.map(build, seeds))
 
 
 def stress_contents(task: Task, rng: np.random.Generator) -> list[Content]:

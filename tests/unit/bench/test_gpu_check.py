@@ -254,7 +254,7 @@ def test_the_tests_step_runs_pytest_on_its_gpus_one_worker_each(monkeypatch, tmp
     seen = {}
 
     def run_bounded(command, env, log, limit_s, cwd=gc.ROOT, cores=None):
-        seen.update(command=command, gpus=env["CUDA_VISIBLE_DEVICES"], limit_s=limit_s)
+        seen.update(command=command, gpus=env["CUDA_VISIBLE_DEVICES"], limit_s=limit_s, warm=env["FSR_TEST_WARM_LOG"])
         (tmp_path / "tests-gpu.xml").write_text(JUNIT)
         log.write_text("")
         return 1, False
@@ -264,6 +264,7 @@ def test_the_tests_step_runs_pytest_on_its_gpus_one_worker_each(monkeypatch, tmp
     found = gc.tests_step("gpu", "gpu and not whole_machine", ("2", "3"), tmp_path, 400.0)
     command = seen["command"]
     assert seen["gpus"] == "2,3" and command[command.index("-n") + 1] == "2"
+    assert seen["warm"] == str(tmp_path / "tests-gpu-warm.log")  # the contents warm-up's log comes back
     assert command[command.index("-m", 3) + 1] == "gpu and not whole_machine"
     assert command[command.index("--session-timeout") + 1] == "340" and "--timeout" in command
     assert (found["passed"], found["failed"], found["returncode"]) == (2, 1, 1)
