@@ -30,8 +30,10 @@ class TestGpuEvaluator(EvaluatorContract):
 
         # torch.compile off: the contract reads no comparator figure, and its compile would be
         # most of this class's time
-        return GpuEvaluator(WorkerSpec.of(Config(eval=EvalConfig(torch_compile="off"), tune=TuneConfig(trials=0)),
-                                          [load("softmax")]))
+        from tests.support.xdist_gpus import shared_budget
+
+        config = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
+        return GpuEvaluator(WorkerSpec.of(config, [load("softmax")]))
 
     @pytest.fixture(scope="class")
     def evaluator(self):

@@ -61,11 +61,20 @@ def test_baseline_is_ok_and_timed(evaluator):
     assert result.timing is not None and result.timing.median_us > 0
     assert len(result.checks) == len(task.test_sizes) + 1 and all(c.passed for c in result.checks)
     assert result.baseline_us and result.speedup == pytest.approx(result.baseline_us / result.timing.median_us)
-    # the baseline against itself, timed at two moments: near 1, as near as a GPU shared with
-    # other tests' workers lets two timings be
-    shared = gpu_sharers() > 1
-    assert result.speedup == pytest.approx(1.0, rel=0.3 if shared else 0.1)
+    # the baseline against itself, timed at two moments: a unit or bookkeeping fault is off by far
+    # more than other workers sharing the GPU move a timing (within 10%: the test below, alone)
+    assert 1 / 3 < result.speedup < 3
     assert result.device and result.resources.registers > 0
+
+
+@pytest.mark.whole_machine
+def test_the_baseline_timed_alone_is_as_fast_as_itself(evaluator):
+    """On a GPU no other test shares, the baseline's time as a candidate is its time as the
+    baseline within 10%."""
+    task = tasks.load("softmax")
+    result = evaluator.evaluate(candidate.parse(task.baseline_source, task))
+    assert result.verdict == Verdict.OK, result.message
+    assert result.speedup == pytest.approx(1.0, rel=0.1)
 
 
 @pytest.mark.parametrize("task_name,path,expected", corpus(), ids=[p.stem for _, p, _ in corpus()])

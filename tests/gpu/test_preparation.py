@@ -16,10 +16,11 @@ from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Task, Verdict, WorkerSpec
 from tests.support.gpu_evaluators import spec
-from tests.support.xdist_gpus import host_threads
+from tests.support.xdist_gpus import host_threads, shared_budget
 
 pytestmark = pytest.mark.gpu
-CONFIG = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads()), tune=TuneConfig(trials=0))
+CONFIG = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(), prepared_max_bytes=shared_budget()),
+                tune=TuneConfig(trials=0))
 
 
 @pytest.fixture(scope="module")
