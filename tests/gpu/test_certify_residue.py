@@ -18,8 +18,9 @@ import pytest
 from fsr import candidate, certification, tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Evaluation, Tier, Verdict, WorkerSpec
+from fsr.types import Evaluation, Verdict, WorkerSpec
 from tests.adversarial.corpus import DEFENCES, Entry, certification_channels
+from tests.support.certifying import certified
 from tests.support.xdist_gpus import shared_budget
 
 pytestmark = pytest.mark.gpu
@@ -55,10 +56,7 @@ def screened_and_certified(ev: GpuEvaluator, entry: Entry) -> tuple[Evaluation, 
         cand = candidate.parse(entry.path.read_text(), task_of(entry.task))
         screened = ev.evaluate(cand)
         assert screened.verdict == Verdict.OK and screened.timing is not None, f"{entry.name}: {screened.message[:400]}"
-        request = certification.request(cand, screened)
-        got = ev.evaluate(request)
-        assert got.tier == Tier.CERTIFY and not got.answered_from
-        _judged[entry.name] = screened, certification.judge(screened, got)
+        _judged[entry.name] = screened, certified(ev, certification.request(cand, screened), screened)
     return _judged[entry.name]
 
 

@@ -60,3 +60,49 @@ def test_the_gpu_sample_is_split_at_the_switch_extremes():
         ends = [v for v in whole if v in extremes(template)]
         rest = [v for v in whole if v not in extremes(template)]
         assert ends == extremes(template) and len(ends) + len(rest) == len(whole) and len(rest) >= 1
+
+
+def _certifications(*medians_us: float | None):
+    """A screened softmax (median 100 us, p90 102) and an evaluator that answers its certification
+    requests with these medians in turn (None: WRONG on a fresh input)."""
+    from dataclasses import replace as _replace
+
+    from fsr import certification
+    from fsr.testing.fakes import softmax_task
+    from fsr.types import Evaluation, Tier, Timing, Verdict
+
+    task = softmax_task()
+    cand = candidate.parse(task.baseline_source or "", task)
+    screened = Evaluation(cand.id, "softmax", Verdict.OK, timing=Timing(100.0, 98.0, 102.0, 97.0, (100.0,), 0, 0, 0))
+    request = certification.request(cand, screened)
+    answers = iter(medians_us)
+
+    class Answering:
+        calls = 0
+
+        def evaluate(self, req):
+            Answering.calls += 1
+            median = next(answers)
+            got = Evaluation(req.id, "softmax", Verdict.OK, tier=Tier.CERTIFY, certified=True,
+                             timing=Timing(median or 1.0, median or 1.0, median or 1.0, median or 1.0, (median or 1.0,),
+                                           0, 0, 0))
+            return got if median is not None else _replace(got, verdict=Verdict.WRONG, failed_check="fresh inputs",
+                                                           certified=False, timing=None)
+
+    return Answering(), request, screened
+
+
+def test_a_shared_gpu_certifies_again_where_timing_alone_failed_and_a_cheat_fails_every_round():
+    from fsr.types import Verdict
+    from tests.support.certifying import SHARED_ROUNDS, certified
+
+    ev, request, screened = _certifications(110.0, 101.0)  # one slow reading beside other workers, then honest
+    assert certified(ev, request, screened, sharers=6).verdict == Verdict.OK and ev.calls == 2
+    ev, request, screened = _certifications(110.0, 101.0)
+    got = certified(ev, request, screened, sharers=1)  # alone: one round decides, as in fsr
+    assert got.verdict == Verdict.UNCERTIFIED and got.failed_check == "timing" and ev.calls == 1
+    ev, request, screened = _certifications(*[120.0] * SHARED_ROUNDS)  # slower on fresh inputs every time
+    got = certified(ev, request, screened, sharers=6)
+    assert got.verdict == Verdict.UNCERTIFIED and got.failed_check == "timing" and ev.calls == SHARED_ROUNDS
+    ev, request, screened = _certifications(None, 101.0)  # a wrong answer is final, shared or not
+    assert certified(ev, request, screened, sharers=6).verdict == Verdict.WRONG and ev.calls == 1
