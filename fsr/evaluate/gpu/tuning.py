@@ -33,7 +33,7 @@ from fsr.config import TuneConfig
 from fsr.evaluate import configurations, guards
 from fsr.evaluate.compile import Compiled, CompileFailed
 from fsr.evaluate.gpu.programs import LaunchRefused, Program
-from fsr.evaluate.trial_plan import start_values
+from fsr.evaluate.trial_plan import start_values, tuning_seed
 from fsr.evaluate.wire import EvalRequest
 from fsr.types import Candidate, Defines, Resources, SizeCheck, Task, TrialRecord, size_label
 
@@ -190,13 +190,15 @@ class Tuned:
 
 
 def run(bench: TrialBench, task: Task, cand: Candidate, req: EvalRequest, cfg: TuneConfig) -> Tuned:
-    """Tune `cand`'s tunables on `bench`, from the request's start (trial_plan.start_values, as
-    the parent assumed when it compiled the first points ahead)."""
+    """Tune `cand`'s tunables on `bench`, from the request's start with the candidate's seed
+    (trial_plan.start_values and tuning_seed, as the parent assumed when it compiled the first
+    points ahead)."""
     from fsr import tune
 
     trials = Trials(bench, task, cand, req)
     result = tune.tune(cand.tunables, trials.measure, max_trials=req.tune_trials,
-                       time_budget_s=cfg.time_budget_s, seed=cfg.seed, start=start_values(cand, req.start_defines),
+                       time_budget_s=cfg.time_budget_s, seed=tuning_seed(cand, cfg.seed),
+                       start=start_values(cand, req.start_defines),
                        journal_path=req.journal_path, study_name=f"{cand.task}-{cand.id}",
                        prefetch=trials.prefetch)
     ranked = sorted({r.values: r for r in reversed(result.trials) if r.feasible and not r.cached}.values(),

@@ -18,7 +18,7 @@ import pytest
 from fsr import candidate, tasks
 from fsr.config import EvalConfig
 from fsr.evaluate.compile import CompileFailed
-from fsr.evaluate.trial_plan import TrialCompiles, first_points, start_values
+from fsr.evaluate.trial_plan import TrialCompiles, first_points, start_values, tuning_seed
 from fsr.types import Verdict, WorkerSpec
 from tests.support.paths import ROOT
 
@@ -105,3 +105,19 @@ def test_trial_compiles_start_once_per_trial_until_forgotten(compiler):
         first.result(timeout=120)
     compiles.forget()
     assert compiles.submit(broken, task, "sm_90") is not first
+
+
+def test_each_candidate_tunes_from_random_points_of_its_own():
+    """TPE's random start-up is seeded by the campaign's seed and the candidate: two candidates of
+    one task draw different points (with one seed for all, every candidate measured the same few),
+    one candidate the same points each time, and another campaign seed other points."""
+    task = tasks.load("sgemm")
+    cand = candidate.parse(task.template_source or "", task)
+    other = dataclasses.replace(cand, source=cand.source + "\n// another candidate\n")
+    assert other.id != cand.id
+    assert tuning_seed(cand, 0) == tuning_seed(cand, 0) != tuning_seed(other, 0) != tuning_seed(other, 1)
+    mine, theirs = first_points(cand, 8, 0), first_points(other, 8, 0)
+    assert mine == first_points(cand, 8, 0)
+    assert mine[0] == theirs[0]  # both start from the same defines
+    assert mine[1:] != theirs[1:]
+    assert first_points(cand, 8, 1)[1:] != mine[1:]
