@@ -160,9 +160,12 @@ def _x(value: float | None) -> str:
 
 def _library(row: dict[str, Any]) -> str:
     """The speedup over the library, with the library's name where the task names it:
-    "0.40x (cuDNN SDPA)"."""
-    text = _x(row["speedup_library"])
-    return f"{text} ({row['library']})" if row.get("library") and row["speedup_library"] is not None else text
+    "0.40x (cuDNN SDPA)"; "n/a (cuDNN SDPA not timed)" where the named library has no figure
+    (it refused the benchmark size or failed: no other backend stands in under its name)."""
+    text, name = _x(row["speedup_library"]), row.get("library")
+    if name and row.get("library_us") is None:
+        return f"{text} ({name} not timed)"
+    return f"{text} ({name})" if name and row["speedup_library"] is not None else text
 
 
 def _pct(value: float | None) -> str:

@@ -254,10 +254,23 @@ def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches:
         reference = fn.reference({k: v.copy() for k, v in inputs.items()}, dict(sizes))
         for name, g in buffers.outputs.items():
             worst[name] = max(worst.get(name, 0.0), error_ratio(g.host(), reference[name], tol))
-        if task.has_library:
-            got = fn.library({k: cp.asarray(np.ascontiguousarray(v).view(dtypes.device_dtype(v.dtype.name)))
-                              for k, v in inputs.items()}, dict(sizes))
+        got = _library_outputs(task, fn, inputs, run.size) if task.has_library else None
+        if got is not None:
             for name in [n for n in buffers.outputs if isinstance(got, dict) and n in got]:
                 out = dtypes.host_view(cp.asnumpy(got[name]), buffers.outputs[name].dtype.name)
                 library[name] = max(library.get(name, 0.0), error_ratio(out, reference[name], tol))
     return dataclasses.replace(run, error=worst or None, library_error=library or None)
+
+
+def _library_outputs(task: Task, fn: Any, inputs: dict[str, np.ndarray], size: Size) -> Any:
+    """The task's library on `inputs`, or None, said on stderr, where it raises: a library that
+    refuses a size (cuDNN's attention, pinned) has no error ratio there, the kernel's stands."""
+    import cupy as cp
+
+    try:
+        return fn.library({k: cp.asarray(np.ascontiguousarray(v).view(dtypes.device_dtype(v.dtype.name)))
+                           for k, v in inputs.items()}, dict(size))
+    except Exception as e:  # the library's own refusal or failure, not the kernel's
+        print(f"fsr launch: {task.name}'s library ({task.library or 'reference.py'}) did not run at "
+              f"{size_label(size)}: {' '.join(str(e).split())[:300]}", file=sys.stderr)
+        return None

@@ -29,6 +29,10 @@ WHY = {
     "torch_us": f"PyTorch eager failed on it, or the task has no PyTorch version ({LOG})",
     "torch_compile_us": "torch.compile failed on it (the worker's log has the error)",
 }
+# A library the task names that has no figure: it refused the benchmark size or failed there
+# (cuDNN's attention pinned: reference.py's library() raises rather than time another backend).
+NAMED_WHY = (f"{{name}} refused the benchmark size or failed there, and no other backend is timed in its "
+             f"place ({LOG})")
 TASKS_NAMED = 8  # tasks named in one line; the rest are counted
 
 
@@ -140,9 +144,11 @@ def _compile_off(info: Mapping[str, Any]) -> bool:
 
 
 def not_timed(summary: pd.DataFrame, info: Mapping[str, Any]) -> pd.DataFrame:
-    """Per task and comparator that matters but has no time: the comparator's name, its summary
-    speedup column, and why it was not timed (the config, the campaign's end, a failure)."""
+    """Per task and comparator that matters but has no time: the comparator's name ("library
+    (cuDNN SDPA)" where the task names its library), its summary speedup column, and why it was
+    not timed (the config, the campaign's end, a failure, a named library's refusal)."""
     off = _compile_off(info)
+    names = library_names(info)
     out = []
     for row in summary.to_dict("records"):
         came_back = any(_present(row.get(c)) for c in ("library_us", "torch_us"))
@@ -155,9 +161,12 @@ def not_timed(summary: pd.DataFrame, info: Mapping[str, Any]) -> pd.DataFrame:
                 reason = _none_back(info, row["task"])
             elif column == "torch_compile_us" and not _present(row.get("torch_us")):
                 reason = "it is timed once PyTorch eager is, which was not"
+            elif column == "library_us" and names.get(str(row["task"])):
+                reason = NAMED_WHY.format(name=names[str(row["task"])])
             else:
                 reason = WHY[column]
-            out.append({"task": row["task"], "comparator": COMPARATORS[column], "column": SPEEDUP_OF[column],
+            comparator = library_label(names.get(str(row["task"]))) if column == "library_us" else COMPARATORS[column]
+            out.append({"task": row["task"], "comparator": comparator, "column": SPEEDUP_OF[column],
                         "reason": reason})
     return pd.DataFrame(out, columns=MISSING_COLUMNS)
 

@@ -6,8 +6,6 @@ pinned to cuDNN's fused attention, PyTorch eager the same call with the backend 
 both on bfloat16 tensors (CuPy has no bfloat16: the buffers reach `library` and `torch_eager` as
 CuPy uint16 arrays of bfloat16 bits, which PyTorch views without a copy)."""
 
-import logging
-
 import ml_dtypes
 import numpy as np
 
@@ -72,30 +70,29 @@ def _views(inputs):
     return tuple(_bf16(inputs[n]).unsqueeze(0) for n in ("q", "k", "v"))
 
 
-_NO_CUDNN = {}  # q's shape -> why cuDNN attention refused it in this process
+class CudnnRefused(RuntimeError):
+    """cuDNN's fused attention refused a call: the library comparator has no figure there."""
 
 
 def cudnn_attention(q, k, v):
-    """PyTorch's attention pinned to cuDNN's fused kernel (sdpa_kernel(CUDNN_ATTENTION)), the library
-    the table names (task.toml `library`); where cuDNN attention refuses the call (an old PyTorch
-    or cuDNN, a GPU before sm_80, a shape it does not take) PyTorch's own choice of backend
-    instead, the reason logged once a shape, which is then not tried again."""
+    """PyTorch's attention pinned to cuDNN's fused kernel (sdpa_kernel(CUDNN_ATTENTION)), the
+    library the table names (task.toml `library`). Where cuDNN attention refuses the call (an old
+    PyTorch or cuDNN, a GPU before sm_80, a shape it does not take) it raises CudnnRefused, with
+    PyTorch's reason: no other backend is timed as "cuDNN SDPA". PyTorch's own choice of backend
+    is the same call as torch_eager, already the table's PyTorch eager figure; the library's is
+    then left out, the refusal its reason."""
     import torch
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-    shape = tuple(q.shape)
-    if shape not in _NO_CUDNN:
-        try:
-            from torch.nn.attention import SDPBackend, sdpa_kernel
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
 
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return sdpa(q, k, v)
-        except (ImportError, AttributeError, RuntimeError) as e:  # RuntimeError: "No available kernel"
-            _NO_CUDNN[shape] = " ".join(str(e).split())[:300] or type(e).__name__
-            logging.getLogger(__name__).warning(
-                "attention_bf16: cuDNN attention unavailable at q %s (%s): the library comparator is PyTorch %s's "
-                "default SDPA backend there", shape, _NO_CUDNN[shape], torch.__version__)
-    return sdpa(q, k, v)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return sdpa(q, k, v)
+    except (ImportError, AttributeError, RuntimeError) as e:  # RuntimeError: "No available kernel"
+        why = " ".join(str(e).split())[:300] or type(e).__name__
+        raise CudnnRefused(f"cuDNN attention refused or failed at q {tuple(q.shape)} under PyTorch "
+                           f"{torch.__version__} ({why}); no other backend stands in for it") from e
 
 
 def library(inputs, sizes):

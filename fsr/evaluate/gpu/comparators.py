@@ -38,7 +38,10 @@ class Comparators:
     def library_us(self, state: TaskState) -> float | None:
         """The task's `library` function's median on fsr's stream: CuPy's current stream, and
         PyTorch's too where the function calls into torch (a bfloat16 library is torch's; on
-        torch's own stream its work ran outside the timed events, and 8192^3 read 2 us)."""
+        torch's own stream its work ran outside the timed events, and 8192^3 read 2 us). None,
+        logged with why, where the function raises: a library that refuses the benchmark size
+        (cuDNN's attention pinned, reference.py's library()) has no figure, rather than another
+        backend's under its name."""
         fn = tasks.functions(state.task).library
         torch_stream = _torch_stream(self.stream, state)
 
@@ -46,7 +49,14 @@ class Comparators:
             with self.stream, torch_stream():
                 fn(inputs, size)
 
-        return self._median_us(state, call)
+        try:
+            return self._median_us(state, call)
+        except ContextLost:
+            raise
+        except Exception as e:
+            named = f"library ({state.task.library})" if state.task.library else "library"
+            self._missing(state, named, e, self.stream)
+            return None
 
     def pytorch_us(self, state: TaskState, mode: str | None) -> tuple[float | None, float | None]:
         """PyTorch's median, timed like the library (on fsr's stream as torch's current stream,
@@ -86,7 +96,7 @@ class Comparators:
         except ContextLost:
             raise
         except Exception as e:  # ImportError, the op does not compile, or the task's function failed
-            self._missing(state, mode, e, stream)
+            self._missing(state, _torch_name(mode), e, stream)
             return None, None
 
     def torch_median_us(self, state: TaskState, run: TorchRun, mode: str | None) -> float | None:
@@ -102,11 +112,11 @@ class Comparators:
         except ContextLost:
             raise
         except Exception as e:
-            self._missing(state, mode, e, self.stream)
+            self._missing(state, _torch_name(mode), e, self.stream)
             return None
 
-    def _missing(self, state: TaskState, mode: str | None, e: Exception, stream: cp.cuda.Stream) -> None:
-        what = "PyTorch eager" if mode is None else f"torch.compile ({mode})"
+    def _missing(self, state: TaskState, what: str, e: Exception, stream: cp.cuda.Stream) -> None:
+        """Log and keep (`missed`) why the comparator `what` has no figure; `stream` waited for."""
         first = str(e).splitlines()[0][:300] if str(e) else ""
         log.warning("task %s: %s not timed (%s: %s)", state.task.name, what, type(e).__name__, first)
         self.missed.append(f"{what} not timed ({type(e).__name__}: {first})")
@@ -129,6 +139,11 @@ class Comparators:
                                 min_samples=self.cfg.bench_min_samples, max_samples=self.cfg.bench_max_samples,
                                warmup_s=self.cfg.warmup_s, hold=self.hold, rel_error=self.cfg.bench_rel_error)
         return float(np.median(samples))
+
+
+def _torch_name(mode: str | None) -> str:
+    """PyTorch's comparator as the log names it: eager (`mode` None) or torch.compile in `mode`."""
+    return "PyTorch eager" if mode is None else f"torch.compile ({mode})"
 
 
 def _torch_call(functions: Any, views: list[dict[str, cp.ndarray]], size: dict[str, int], mode: str | None,

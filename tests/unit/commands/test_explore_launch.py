@@ -27,7 +27,7 @@ from fsr.commands.explore import (
     row_of,
     to_markdown,
 )
-from fsr.commands.launch import choose_sizes, error_ratio, parse_define, planned
+from fsr.commands.launch import _library_outputs, choose_sizes, error_ratio, parse_define, planned
 from fsr.dtypes import Tolerance
 from fsr.types import DeviceInfo, Evaluation, Resources, Timing, Verdict
 from tests.support.paths import ROOT
@@ -228,3 +228,29 @@ def test_launch_of_a_bfloat16_task_without_a_gpu_names_its_dtype_and_floored_tol
     assert shown["output_dtypes"] == {"y": "bfloat16"}
     assert shown["tolerance"] == {"atol": 0.0, "rtol": 0.01, "floor": 1.0}
     assert shown["sizes"][0]["launches"][0]["kernel"] == "softmax_template"
+
+
+def test_a_library_that_refuses_a_size_is_said_in_one_line_and_a_working_one_answers(monkeypatch, capsys):
+    """`fsr launch --error`: the attention tasks' library (cuDNN pinned) raises where cuDNN refuses
+    a size; the kernel's error ratios stand and stderr names the library, the size and why."""
+    cupy = pytest.importorskip("cupy")
+    monkeypatch.setattr(cupy, "asarray", lambda a: a)  # no device: the host arrays stand in
+    task = tasks.load("attention_bf16")
+    inputs = {"q": np.zeros((1, 2, 128), np.float32)}
+
+    class Refusing:
+        @staticmethod
+        def library(inputs, sizes):
+            raise RuntimeError("cuDNN attention refused or failed at q (1, 1, 2, 128)\nsecond line")
+
+    class Working:
+        @staticmethod
+        def library(inputs, sizes):
+            return {"o": inputs["q"], "sizes": sizes}
+
+    assert _library_outputs(task, Refusing, inputs, (("bh", 1), ("seq", 2))) is None
+    said = capsys.readouterr().err
+    assert said == ("fsr launch: attention_bf16's library (cuDNN SDPA) did not run at bh=1,seq=2: cuDNN attention "
+                    "refused or failed at q (1, 1, 2, 128) second line\n")
+    got = _library_outputs(task, Working, inputs, (("bh", 1), ("seq", 2)))
+    assert got["sizes"] == {"bh": 1, "seq": 2} and got["o"].shape == (1, 2, 128) and capsys.readouterr().err == ""

@@ -1,12 +1,12 @@
 """The bf16 attention tasks' library comparator is cuDNN's fused attention, named so: SDPA is
 called with only the cuDNN backend enabled (sdpa_kernel(CUDNN_ATTENTION)), PyTorch eager with the
-backends PyTorch picks, and where cuDNN attention is refused the library falls back to PyTorch's
-choice with the reason logged once. No GPU: a stand-in for SDPA records which backends were
+backends PyTorch picks, and where cuDNN attention is refused the library raises: the comparator
+then has no figure, and says why, rather than PyTorch's own choice of backend timed under cuDNN's
+name (that is the PyTorch eager figure already). No GPU: a stand-in for SDPA records which backends were
 enabled when it was called (torch's CPU build is enough; without torch the pin is skipped)."""
 
 from __future__ import annotations
 
-import logging
 import shutil
 
 import pytest
@@ -83,17 +83,60 @@ def test_the_library_enables_cudnn_alone_and_eager_leaves_pytorch_its_choice(nam
     assert enabled != {"cudnn"} and "flash" in enabled and is_causal == causal  # not pinned
 
 
-def test_where_cudnn_attention_is_refused_the_library_falls_back_and_says_why_once_a_shape(sdpa, caplog):
+@pytest.mark.parametrize("name", NAMES)
+def test_where_cudnn_attention_is_refused_the_library_raises_and_never_times_another_backend(name, sdpa):
     torch, calls, state = sdpa
     q = torch.zeros(1, 2, 4, 128, dtype=torch.bfloat16)
-    other = torch.zeros(1, 2, 8, 128, dtype=torch.bfloat16)
-    fn = module("attention_bf16")
+    fn = module(name)
     state["refuse"] = True
-    with caplog.at_level(logging.WARNING):
-        assert fn.cudnn_attention(q, q, q) is q
-        assert fn.cudnn_attention(q, q, q) is q
-        state["refuse"] = False  # another shape is tried on cuDNN afresh
-        assert fn.cudnn_attention(other, other, other) is other
-    assert [enabled == {"cudnn"} for enabled, _ in calls] == [True, False, False, True]  # q's tried once
-    (warning,) = [r.getMessage() for r in caplog.records if "cuDNN attention unavailable" in r.getMessage()]
-    assert "No available kernel" in warning and "default SDPA backend" in warning and "(1, 2, 4, 128)" in warning
+    with pytest.raises(fn.CudnnRefused, match=r"cuDNN attention refused or failed at q \(1, 2, 4, 128\) under "
+                                               r"PyTorch .*No available kernel.*no other backend stands in"):
+        fn.cudnn_attention(q, q, q)
+    assert [enabled for enabled, _ in calls] == [frozenset({"cudnn"})]  # no call with PyTorch's own choice
+    state["refuse"] = False  # a refusal is not remembered: the next call tries cuDNN again
+    assert fn.cudnn_attention(q, q, q) is q and len(calls) == 2
+
+
+class _State:
+    """What Comparators.library_us reads of a prepared task: the task and one benchmark set."""
+
+    def __init__(self, task, inputs):
+        self.task = task
+        buffers = type("Buffers", (), {"inputs": {k: type("G", (), {"array": v})() for k, v in inputs.items()}})()
+        self.sets = [type("Set", (), {"buffers": buffers})()]
+
+
+@pytest.fixture
+def timed(monkeypatch):
+    """Comparators.library_us without a GPU: the streams do nothing, and the sampler calls the
+    library once and reads 7 us."""
+    import contextlib
+
+    comparators = pytest.importorskip("fsr.evaluate.gpu.comparators")
+    from fsr.config import EvalConfig
+
+    def sample(run, *args, **kwargs):
+        run(0)
+        return [7.0]
+
+    monkeypatch.setattr(comparators, "synchronize", lambda stream: None)
+    monkeypatch.setattr(comparators.timing, "sample", sample)
+    monkeypatch.setattr(comparators, "_torch_stream", lambda stream, state: contextlib.nullcontext)
+    return comparators.Comparators(EvalConfig(), contextlib.nullcontext(), None, None)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_refused_cudnn_leaves_the_library_figure_out_with_why_and_a_working_one_is_timed(name, sdpa, timed):
+    torch, calls, state = sdpa
+    fn = module(name)
+    fn._bf16, fn._bits = (lambda a: a), (lambda t: t)  # CPU tensors stand in for the device's bits
+    q = torch.zeros(2, 4, 128, dtype=torch.bfloat16)
+    prepared = _State(tasks.load(name), {"q": q, "k": q, "v": q})
+    assert timed.library_us(prepared) == 7.0 and timed.missed == []  # cuDNN ran: the figure is cuDNN's
+    assert {enabled for enabled, _ in calls} == {frozenset({"cudnn"})}
+    state["refuse"] = True
+    assert timed.library_us(prepared) is None  # no figure rather than another backend's as "cuDNN SDPA"
+    (why,) = timed.missed
+    assert why.startswith("library (cuDNN SDPA) not timed (CudnnRefused: cuDNN attention refused or failed at q "
+                          "(1, 2, 4, 128)") and "No available kernel" in why
+    assert {enabled for enabled, _ in calls} == {frozenset({"cudnn"})}  # PyTorch's own choice was never called
