@@ -7,6 +7,7 @@ batch of results, `close` once at the end) and never touch the search state them
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Any, TextIO
 
 from fsr.propose.base import BASELINE
@@ -33,11 +34,40 @@ def _speedup(task: TaskProgress) -> str:
     return speedup_text(task.best_speedup) + vs
 
 
-def _verdicts(task: TaskProgress) -> str:
+def verdicts_text(task: TaskProgress) -> str:
+    """A task's verdict counts, then (where any) its certifications, the failed ones with why
+    ("UNCERTIFIED=3 (timing 2, stress set logits 1)"), and its screenings cut short or answered
+    from an earlier judgement; a count that is zero is not named."""
     failed = sum(n for _, n in task.uncertified)
-    certified = f" certified={task.certified}" + (f" UNCERTIFIED={failed}" if failed else "") \
-        if task.certified or failed else ""
-    return (" ".join(f"{v}={n}" for v, n in task.verdicts) or "-") + certified
+    certified = f" certified={task.certified}" if task.certified or failed else ""
+    if failed:
+        certified += f" UNCERTIFIED={failed} ({failed_checks_text(task.uncertified)})"
+    shortcuts = shortcut_words(task.cut_short, task.answered_from)
+    return (" ".join(f"{v}={n}" for v, n in task.verdicts) or "-") + certified + (f"; {shortcuts}" if shortcuts else "")
+
+
+def check_kind(check: str) -> str:
+    """A failed check without the size or set it failed at: "stress set logits at rows=129"
+    reads "stress set logits" and "allocation slack (fresh inputs at rows=7)" "allocation
+    slack", so the failures of one check at several sizes are counted together."""
+    return check.split(" (", 1)[0].split(" at ", 1)[0]
+
+
+def failed_checks_text(uncertified: tuple[tuple[str, int], ...]) -> str:
+    """Failed certifications by the kind of check that failed, most first: "timing 2, fresh inputs 1"."""
+    kinds: Counter[str] = Counter()
+    for check, n in uncertified:
+        kinds[check_kind(check)] += n
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kn: (-kn[1], kn[0])))
+
+
+def shortcut_words(cut_short: int, answered_from: int) -> str:
+    """"12 cut short, 3 answered from earlier judgements", naming only what is not zero."""
+    parts = [f"{cut_short} cut short"] if cut_short else []
+    if answered_from:
+        parts.append(f"{answered_from} answered from "
+                     + ("an earlier judgement" if answered_from == 1 else "earlier judgements"))
+    return ", ".join(parts)
 
 
 def _clock(seconds: float) -> str:
@@ -156,7 +186,7 @@ class LiveView:
             table.add_column(name, justify="left" if name in ("task", "verdicts") else "right")
         for t in p.tasks:
             table.add_row(f"[bold]{t.task}[/]", "all", f"{t.finished}/{t.budget}", "",
-                          latency_text(t.best_us), _speedup(t), _verdicts(t))
+                          latency_text(t.best_us), _speedup(t), verdicts_text(t))
             for i in t.islands:
                 table.add_row("", str(i.index), str(i.evaluations), str(i.population), latency_text(i.best_us),
                               speedup_text(i.best_speedup), "")

@@ -1,6 +1,7 @@
-"""The report's certification table (docs/judge.md, "Two tiers"): per task, how many of its
-results were certified, how many certifications failed and at which set or check, and whether the
-result the report counts is a certified one. Empty for a run that certified nothing."""
+"""The report's figures of the two tiers (docs/judge.md, "Two tiers"): the certification table
+(per task, how many of its results were certified, how many certifications failed and at which set
+or check; empty for a run that certified nothing), and per task the screenings that took a
+shortcut (timing cut short, answered from an earlier judgement)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,32 @@ def certification_line(table: pd.DataFrame, tasks: int) -> str:
     certified = int((table["passed"] > 0).sum())
     return (f"Certification: {done} certification{'s' if done != 1 else ''}, {failed} failed; "
             f"{certified} of {tasks} tasks have a certified result.")
+
+
+SHORTCUT_COLUMNS = ("task", "cut_short", "answered_from", "screening")
+SCREENING_NOTE = ("screening: candidates whose timing was cut short (their first samples were already clearly "
+                  "slower than the task's best, so timing stopped there), and candidates answered from an earlier judgement of the same compiled "
+                  "program (a comment or a renamed local changed, the program did not: no GPU time spent).")
+
+
+def shortcut_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per task with any screening row: how many screenings were cut short, how many were
+    answered from an earlier judgement, and both as words (`screening`: only the non-zero ones;
+    empty where neither happened). A lineage from before the columns counts none."""
+    screened = frame[frame["tier"].ne("certify")] if "tier" in frame else frame
+    cut = screened["cut_short"].eq(True) if "cut_short" in screened else pd.Series(False, index=screened.index)
+    earlier = screened["answered_from"] if "answered_from" in screened else pd.Series(None, index=screened.index)
+    answered = earlier.notna() & earlier.ne("")
+    out = pd.DataFrame({"task": screened["task"], "cut_short": cut.astype(int), "answered_from": answered.astype(int)})
+    out = out.groupby("task", sort=True)[["cut_short", "answered_from"]].sum().reset_index()
+    out["screening"] = [shortcut_words(c, a) for c, a in zip(out["cut_short"], out["answered_from"], strict=True)]
+    return out[list(SHORTCUT_COLUMNS)]
+
+
+def shortcut_words(cut_short: int, answered_from: int) -> str:
+    """"12 cut short, 3 answered from earlier judgements", naming only what is not zero."""
+    parts = [f"{cut_short} cut short"] if cut_short else []
+    if answered_from:
+        parts.append(f"{answered_from} answered from "
+                     + ("an earlier judgement" if answered_from == 1 else "earlier judgements"))
+    return ", ".join(parts)

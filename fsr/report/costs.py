@@ -46,26 +46,32 @@ def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
     """Per worker: its evaluations, the seconds charged to them (`busy_s`, the evaluator's wall
     time) and the part spent setting up (`setup_s`: starting the GPU child, preparing tasks), its
     occupancy (busy over the run's span, from the first evaluation's start to the last result)
-    split into `evaluating` and `preparing`, the rest `idle`; how many times it prepared its most
+    split into `evaluating` (screening candidates), `certifying` (judging screened results again,
+    rows of tier "certify"; 0 in a lineage from before the tiers) and `preparing`, the rest
+    `idle`; how many times it prepared its most
     prepared task (`preparations`: a campaign that keeps its working set prepares each once or
     twice); when it began its first evaluation and how long it sat idle after its last (seconds
     from the run's start and to its end); and `flag`, saying so where its occupancy is over 100%:
     impossible (its evaluations' charged times overlap, or the clocks that stamped them disagree)."""
-    columns = ["worker", "device", "evaluations", "busy_s", "setup_s", "occupancy", "evaluating", "preparing",
-               "idle", "preparations", "first_start_s", "idle_end_s", "flag"]
+    columns = ["worker", "device", "evaluations", "busy_s", "setup_s", "occupancy", "evaluating", "certifying",
+               "preparing", "idle", "preparations", "first_start_s", "idle_end_s", "flag"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     starts, finished = start_times(frame), pd.to_datetime(frame["finished_at"], utc=True)
     t0, end = starts.min(), finished.max()
     span_s = max((end - t0).total_seconds(), 1e-9)
+    setup = frame["setup_s"].fillna(0.0)
+    certifying = (frame["wall_s"] - setup).clip(lower=0.0).where(certify_rows(frame), 0.0)  # its setup is preparing
     rows = frame.assign(_start=(starts - t0).dt.total_seconds(), _finish=(finished - t0).dt.total_seconds(),
-                        setup_s=frame["setup_s"].fillna(0.0))
+                        setup_s=setup, _certifying=certifying)
     out = rows.groupby("worker").agg(device=("device", "last"), evaluations=("wall_s", "size"),
                                      busy_s=("wall_s", "sum"), setup_s=("setup_s", "sum"),
+                                     certifying_s=("_certifying", "sum"),
                                      first_start_s=("_start", "min"), last_finish_s=("_finish", "max"))
     out["occupancy"] = out["busy_s"] / span_s
     out["preparing"] = out["setup_s"].clip(upper=out["busy_s"]) / span_s
-    out["evaluating"] = out["occupancy"] - out["preparing"]
+    out["certifying"] = out["certifying_s"] / span_s
+    out["evaluating"] = (out["occupancy"] - out["preparing"] - out["certifying"]).clip(lower=0.0)
     out["idle"] = (1.0 - out["occupancy"]).clip(lower=0.0)
     paid = rows[paid_setup(rows) > SETUP_PAID_S].groupby(["worker", "task"]).size()
     out["preparations"] = paid.groupby(level="worker").max().reindex(out.index).fillna(0).astype(int)
@@ -75,6 +81,13 @@ def worker_occupancy(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 WHOLE_SPAN = 1.0 + 1e-6  # a busy share above this is impossible (rounding aside)
+
+
+def certify_rows(frame: pd.DataFrame) -> pd.Series:
+    """Which rows are certifications (tier "certify"); none in a lineage from before the tiers."""
+    if "tier" not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame["tier"].eq("certify").fillna(False).astype(bool)
 
 
 def paid_setup(frame: pd.DataFrame) -> pd.Series:

@@ -175,6 +175,7 @@ def run_tables(run: Run) -> RunTables:
     counted = certification.counted(frame, certification.certifying(run.info))
     summary = comparators.with_library_names(with_ceilings(tables.task_summary(counted), ceilings.ceilings(frame, run.info)),
                                              run.info)
+    summary = with_shortcuts(summary, certifications.shortcut_counts(frame))
     return RunTables(
         run=run, summary=summary, missing=comparators.not_timed(summary, run.info), curves=tables.best_so_far(frame), verdicts=tables.verdict_mix(frame),
         effects=kernels.feature_effects(frame), tuning=kernels.tuning_spread(run.trials, frame),
@@ -182,6 +183,16 @@ def run_tables(run: Run) -> RunTables:
         tokens=costs.token_use(frame, run.info.get("config", {}) or {}),
         chains={t: kernels.winner_chain(frame, t, counted) for t in summary["task"]},
         driver=costs.driver_time(run.info), certifications=certifications.certification_table(frame))
+
+
+def with_shortcuts(summary: pd.DataFrame, shortcuts: pd.DataFrame) -> pd.DataFrame:
+    """The summary with each task's screenings cut short and answered from an earlier judgement
+    (fsr.report.certifications.shortcut_counts): counts, and `screening` in words."""
+    out = summary.merge(shortcuts, on="task", how="left")
+    for column in ("cut_short", "answered_from"):
+        out[column] = out[column].fillna(0).astype(int)
+    out["screening"] = out["screening"].fillna("")
+    return out
 
 
 def with_ceilings(summary: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:

@@ -21,18 +21,16 @@ from fsr.report import certifications, notes, plots
 from fsr.report.data import RunTables, comparison, tasks_in_one_run
 from fsr.report.text import (
     COMPARED_MD,
-    LEAD_NOTE,
     NOT_TIMED,
-    ROOFLINE_NOTE,
-    WORKERS_MD,
     WORKERS_NOTE,
     column_cells,
-    fast_p_note,
     not_timed_columns,
     not_timed_note,
     summary_columns,
     summary_display,
+    summary_notes,
     with_geomean,
+    workers_columns,
 )
 
 STYLE = """
@@ -135,7 +133,7 @@ def summary_html(t: RunTables, links: dict[str, str]) -> str:
     if missed:
         items = "".join(f"<li>{html.escape(line)}</li>" for line in missed[1:])
         parts.append(f"<p class='note'>{html.escape(missed[0])}</p><ul class='note not-timed'>{items}</ul>")
-    parts += [f"<p class='note'>{html.escape(note)}</p>" for note in (fast_p_note(summary), LEAD_NOTE, ROOFLINE_NOTE)]
+    parts += [f"<p class='note'>{html.escape(note)}</p>" for note in summary_notes(summary)]
     for heading, lines in ((WINNERS, notes.winner_notes(t)), (STOPPED, notes.stop_notes(t))):
         if lines:
             items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
@@ -200,7 +198,7 @@ def costs_html(t: RunTables, ident: str) -> str:
     return "\n".join([
         _top("Where the time went", ident), "<div class='grid'>", figure_html(plots.stage_figure(t.stages)),
         figure_html(plots.occupancy_figure(t.workers)), "</div>",
-        table_html(t.workers, WORKERS_MD, row_classes=["impossible" if f else "" for f in t.workers["flag"]]),
+        table_html(t.workers, workers_columns(t.workers), row_classes=["impossible" if f else "" for f in t.workers["flag"]]),
         f"<p class='note'>{html.escape(WORKERS_NOTE)}</p>",
         "<h4>The search driver, per campaign</h4>", driver,
         "<h4>Model tokens and cost</h4>", tokens, journal,

@@ -212,14 +212,17 @@ def stage_figure(stages: pd.DataFrame) -> go.Figure:
 
 
 def occupancy_figure(workers: pd.DataFrame) -> go.Figure:
-    """Each worker's share of the run's span spent evaluating candidates and preparing (starting
-    its GPU child, preparing tasks), stacked, from `costs.worker_occupancy`; a share over 100%,
+    """Each worker's share of the run's span spent evaluating candidates, certifying (where it
+    certified any) and preparing (starting its GPU child, preparing tasks), stacked, from `costs.worker_occupancy`; a share over 100%,
     impossible, drawn in full with a red line at 100% and labelled so, not cut at the frame."""
     labels = [f"{n} evaluations" + (f" ({flag})" if flag else "")
               for n, flag in zip(workers["evaluations"], workers["flag"], strict=True)]
     traces = [go.Bar(x=workers["worker"], y=workers["evaluating"], name="evaluating", marker={"color": "#1f77b4"},
-                     text=labels),
-              go.Bar(x=workers["worker"], y=workers["preparing"], name="preparing", marker={"color": "#ff7f0e"})]
+                     text=labels)]
+    if "certifying" in workers and (pd.to_numeric(workers["certifying"], errors="coerce") > 0).any():
+        traces.append(go.Bar(x=workers["worker"], y=workers["certifying"], name="certifying",
+                             marker={"color": "#2ca02c"}))
+    traces.append(go.Bar(x=workers["worker"], y=workers["preparing"], name="preparing", marker={"color": "#ff7f0e"}))
     top = max([1.05, *(float(o) * 1.08 for o in workers["occupancy"])])
     whole = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
               "line": {"color": "#d62728", "dash": "dash", "width": 1.5}}] if top > 1.05 else []

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from fsr.report import ablation, ceilings, certifications, comparators, costs, notes, tables
+from fsr.report.certifications import SCREENING_NOTE
 from fsr.report.data import RunTables, comparison, records
 
 SUMMARY_MD = {"task": "task", "dtype": "dtype", "device": "device", "evaluations": "evaluations", "best_us": "best us",
@@ -17,7 +18,7 @@ SUMMARY_MD = {"task": "task", "dtype": "dtype", "device": "device", "evaluations
               "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
               "speedup_library": "vs library", "roofline": "of roofline",
               "speedup_baseline": "vs baseline (plain kernel)", "torch_compile_s": "torch.compile s",
-              "evals_per_gpu_minute": "evals per GPU-minute", "verdicts": "verdicts"}
+              "evals_per_gpu_minute": "evals per GPU-minute", "verdicts": "verdicts", "screening": "screening"}
 COMPARED_MD = {"task": "task", "dtype": "dtype", "run": "run", "evaluations": "evaluations", "best_us": "best us",
                "vs_first_run": "best / first run's", "speedup_lead": "vs fastest of library and PyTorch",
                "speedup_torch": "vs PyTorch eager", "speedup_torch_compile": "vs torch.compile",
@@ -25,7 +26,7 @@ COMPARED_MD = {"task": "task", "dtype": "dtype", "run": "run", "evaluations": "e
                "speedup_baseline": "vs baseline (plain kernel)", "evals_per_gpu_minute": "evals per GPU-minute"}
 # A shown column made from others (`summary_display`), and the column whose values it shows.
 SHOWN_FROM = {"spread": "p10_us", "rate": "gbps", "lead_text": "speedup_lead", "roofline": "ceiling_fraction"}
-PERCENT = {"ceiling_fraction", "occupancy", "evaluating", "preparing", "idle", "ok_share_with", "ok_share_without"}
+PERCENT = {"ceiling_fraction", "occupancy", "evaluating", "certifying", "preparing", "idle", "ok_share_with", "ok_share_without"}
 TIMES = {"speedup_lead", "speedup_baseline", "speedup_library", "speedup_torch", "speedup_torch_compile",
          "speedup_pytorch", "speedup_with", "speedup_without", "effect", "speedup", "median_ratio", "vs_first_run"}
 NOT_TIMED = "not timed"
@@ -78,14 +79,29 @@ def summary_columns(summary: pd.DataFrame, base: dict[str, str] = SUMMARY_MD,
     model (otherwise the run's heading names it once); the dtype where the lineage records it
     (not in one from before the column); no comparator that no task measured (the baseline of
     an imported suite, torch.compile in a lineage from before it) unless it is in `kept`: one
-    that matters and was not timed (`not_timed_columns`) is shown, its cells saying so."""
+    that matters and was not timed (`not_timed_columns`) is shown, its cells saying so; the
+    screening shortcuts only where a task took one (`shows_screening`)."""
     devices = set(summary["device"].dropna()) - {""} if "device" in summary else set()
     unmeasured = {c for c in (*tables.SPEEDUPS, "torch_compile_s", *SHOWN_FROM.values())
                   if c in summary and pd.to_numeric(summary[c], errors="coerce").isna().all()} - kept
     unmeasured |= {shown for shown, source in SHOWN_FROM.items() if source in unmeasured or source not in summary}
     if "dtype" not in summary or not (set(summary["dtype"].dropna()) - {""}):
         unmeasured.add("dtype")
+    if not shows_screening(summary):
+        unmeasured.add("screening")
     return {c: name for c, name in base.items() if (c != "device" or len(devices) > 1) and c not in unmeasured}
+
+
+def shows_screening(summary: pd.DataFrame) -> bool:
+    """Whether any task's screening was cut short or answered from an earlier judgement: the
+    summary's `screening` column and its note are shown only then."""
+    return "screening" in summary and bool(summary["screening"].fillna("").astype(str).ne("").any())
+
+
+def summary_notes(summary: pd.DataFrame) -> list[str]:
+    """The notes under a run's summary table: fast_p, what the lead and the roofline are, and
+    what the screening column counts where it is shown."""
+    return [fast_p_note(summary), LEAD_NOTE, ROOFLINE_NOTE, *([SCREENING_NOTE] if shows_screening(summary) else [])]
 
 
 def not_timed_columns(missing: pd.DataFrame) -> frozenset[str]:
@@ -158,19 +174,27 @@ def markdown_table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -
 
 
 WORKERS_MD = {"worker": "worker", "device": "device", "evaluations": "evaluations", "busy_s": "busy s",
-              "setup_s": "setup s", "occupancy": "busy share", "evaluating": "evaluating", "preparing": "preparing",
+              "setup_s": "setup s", "occupancy": "busy share", "evaluating": "evaluating", "certifying": "certifying",
+              "preparing": "preparing",
               "idle": "idle", "preparations": "preparations", "first_start_s": "first start s",
               "idle_end_s": "idle at end s", "flag": "check"}
 WORKERS_NOTE = ("busy s: the wall time charged to the worker's evaluations; setup s: the part of it spent starting "
                 "its GPU child and preparing tasks; busy share: busy s over the run's span (from the first "
-                "evaluation's start to the last result), split into evaluating and preparing, the rest of the span "
-                "idle; preparations: how many times it prepared its most prepared task (a campaign that keeps its "
+                "evaluation's start to the last result), split into evaluating (screening candidates), certifying "
+                "(judging screened results again, shown where the run certified any) and preparing, the rest of "
+                "the span idle; preparations: how many times it prepared its most prepared task (a campaign that keeps its "
                 "working set prepares each once or twice); first start s: when it began its first evaluation, "
                 "from the run's start; idle at end s: how long it sat idle after its last result. A worker is busy "
                 "at most the whole span: a busy share over 100% is impossible (its evaluations' charged times "
                 "overlap, or the clocks that stamped them disagree), and is flagged, not to be read as real.")
 FEATURES_HEADING = ("What paid off (geometric-mean speedup of correct kernels with and without each feature, over "
                     "the task's baseline, or PyTorch eager for a task without one)")
+
+
+def workers_columns(workers: pd.DataFrame) -> dict[str, str]:
+    """The workers table's columns: `certifying` only where a worker certified anything."""
+    certified = "certifying" in workers and bool(pd.to_numeric(workers["certifying"], errors="coerce").gt(0).any())
+    return {c: name for c, name in WORKERS_MD.items() if c != "certifying" or certified}
 
 
 def not_timed_note(t: RunTables) -> list[str]:
@@ -189,7 +213,7 @@ def run_markdown(t: RunTables) -> str:
     missed = not_timed_note(t)
     if missed:
         parts.append("\n".join([missed[0], *(f"- {line}" for line in missed[1:])]))
-    parts += [fast_p_note(t.summary), LEAD_NOTE, ROOFLINE_NOTE]
+    parts += summary_notes(t.summary)
     for heading, lines in (("The winners:", notes.winner_notes(t)),
                            ("Searches that stopped short:", notes.stop_notes(t))):
         if lines:
@@ -207,7 +231,7 @@ def run_markdown(t: RunTables) -> str:
         parts += ["### Tuning (trial latency relative to the candidate's best trial)", markdown_table(t.tuning)]
     parts += ["### Seconds per evaluation, by stage",
               markdown_table(costs.stage_table(t.stages)),
-              "### Workers", markdown_table(t.workers, WORKERS_MD), WORKERS_NOTE]
+              "### Workers", markdown_table(t.workers, workers_columns(t.workers)), WORKERS_NOTE]
     if not t.driver.empty:
         parts += ["### The search driver, per campaign", markdown_table(t.driver)]
     if not t.tokens.empty:

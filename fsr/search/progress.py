@@ -35,6 +35,8 @@ class TaskProgress:
     speedup_basis: str = BASELINE  # or PyTorch eager, for a task without baseline.cu
     certified: int = 0  # certifications passed
     uncertified: tuple[tuple[str, int], ...] = ()  # failed ones, by the set or check that failed
+    cut_short: int = 0  # screenings whose timing stopped early, clearly slower than the best
+    answered_from: int = 0  # screenings answered from an earlier judgement of the same program
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def task_progress(ts: TaskState, budget: int) -> TaskProgress:
     return TaskProgress(ts.task.name, ts.submitted, ts.finished, budget, best.id if best else None,
                         best.latency_us if best else None, ts.best_speedup,
                         tuple(sorted(ts.verdicts.items())), islands, len(ts.migrations), ts.note, ts.speedup_basis,
-                        ts.certified, tuple(sorted(ts.uncertified.items())))
+                        ts.certified, tuple(sorted(ts.uncertified.items())), ts.cut_short, ts.answered_from)
 
 
 def snapshot(state: CampaignState, elapsed_s: float, evaluations: int, in_flight: int,

@@ -73,6 +73,8 @@ class TaskState:
     submitted: int = 0  # evaluations committed to: submitted now, or found in the lineage
     finished: int = 0
     verdicts: Counter[str] = field(default_factory=Counter)
+    cut_short: int = 0  # screenings whose timing stopped early, already clearly slower than the best
+    answered_from: int = 0  # screenings answered from an earlier judgement of the same program
     best: Scored | None = None
     since_migration: int = 0
     migrations: list[Migration] = field(default_factory=list)
@@ -153,6 +155,8 @@ class CampaignState:
         ts = self.tasks[candidate.task]
         ts.finished += 1
         ts.verdicts[str(evaluation.verdict)] += 1
+        ts.cut_short += evaluation.cut_short
+        ts.answered_from += bool(evaluation.answered_from)
         if member.id in ts.seeds:
             ts.seeds[member.id] = member
         else:

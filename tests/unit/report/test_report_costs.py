@@ -84,3 +84,17 @@ def test_comparators_timed_beside_candidates_are_preparing_but_no_preparation_of
     workers = costs.worker_occupancy(frame(rows)).set_index("worker")
     assert workers.loc["gpu0", "preparing"] == pytest.approx(4.9 / 20)
     assert workers.loc["gpu0", "preparations"] == 2
+
+
+def test_certifying_is_a_share_of_its_own_beside_evaluating_and_preparing() -> None:
+    # gpu0 over a 20 s span: screens 5 s (1 s of it setup), certifies 8 s (2 s of it setup)
+    rows = [timed("a", "gpu0", 0, 5.0, setup_s=1.0),
+            timed("c", "gpu0", 5, 8.0, setup_s=2.0, tier="certify", certified=True, certifies="a"),
+            timed("b", "gpu1", 0, 20.0, setup_s=0.0)]
+    workers = costs.worker_occupancy(frame(rows)).set_index("worker")
+    assert workers.loc["gpu0", ["evaluating", "certifying", "preparing", "idle"]].tolist() == \
+        pytest.approx([4 / 20, 6 / 20, 3 / 20, 7 / 20])
+    assert workers.loc["gpu1", ["evaluating", "certifying"]].tolist() == pytest.approx([1.0, 0.0])
+    old = frame(rows).drop(columns=["tier", "certified", "certifies"])  # a lineage from before the tiers
+    before = costs.worker_occupancy(old).set_index("worker")
+    assert before.loc["gpu0", ["evaluating", "certifying", "preparing"]].tolist() == pytest.approx([10 / 20, 0, 3 / 20])

@@ -151,3 +151,58 @@ def test_the_report_says_per_task_how_many_certifications_failed_and_where(tmp_p
     assert json.loads(text.json_text([run]))["runs"][0]["certifications"][0]["failed"] == 2
     plain = data.run_tables(data.load_run(write_run(tmp_path / "plain", rows[:4], {})))
     assert plain.certifications.empty and "Certification:" not in text.markdown([plain])
+
+
+def test_the_report_counts_per_task_the_screenings_cut_short_and_answered_from_earlier(tmp_path: Path) -> None:
+    from fsr.report.certifications import SCREENING_NOTE
+    from tests.support.lineage_rows import write_run
+
+    rows = [row(candidate_id="seed", median_us=40.0),
+            row(candidate_id="a", median_us=60.0, cut_short=True), row(candidate_id="b", median_us=70.0, cut_short=True),
+            row(candidate_id="b2", median_us=70.0, answered_from="b", cut_short=None),
+            row(candidate_id="g", task="sgemm"),
+            row(candidate_id="c1", tier="certify", certified=True, certifies="seed", cut_short=True)]  # not a screening
+    run = data.run_tables(data.load_run(write_run(tmp_path / "r", rows, {"config": {"eval": {"certify": "end"}}})))
+    summary = run.summary.set_index("task")
+    assert summary.loc["softmax", ["cut_short", "answered_from", "screening"]].tolist() == \
+        [2, 1, "2 cut short, 1 answered from an earlier judgement"]
+    assert summary.loc["sgemm", ["cut_short", "answered_from", "screening"]].tolist() == [0, 0, ""]
+    md = text.markdown([run])
+    assert "| verdicts | screening |" in md and "| 2 cut short, 1 answered from an earlier judgement |" in md
+    assert SCREENING_NOTE in md and "0 cut short" not in md
+    page = html_page([run])
+    assert "2 cut short, 1 answered from an earlier judgement" in page and "answered from an earlier judgement of" in page
+    assert json.loads(text.json_text([run]))["runs"][0]["summary"][1]["cut_short"] == 2
+    # certification time is a share of the workers' own
+    head = next(line for line in md.splitlines() if line.startswith("| worker |"))
+    assert "| evaluating | certifying | preparing |" in head and "certifying" in page
+
+
+def test_a_run_without_shortcuts_or_certifications_shows_neither(tmp_path: Path) -> None:
+    from fsr.report.certifications import SCREENING_NOTE, shortcut_counts
+
+    run = data.run_tables(data.load_run(small_run(tmp_path / "plain")))
+    md, page = text.markdown([run]), html_page([run])
+    assert "| screening |" not in md and SCREENING_NOTE not in page and "cut short" not in md + page
+    head = next(line for line in md.splitlines() if line.startswith("| worker |"))
+    assert "certifying" not in head and "| evaluating | preparing |" in head
+    old = frame([row(cut_short=True), row(candidate_id="b", answered_from="c0")])
+    assert shortcut_counts(old).loc[0, "screening"] == "1 cut short, 1 answered from an earlier judgement"
+    before = shortcut_counts(old.drop(columns=["tier", "cut_short", "answered_from"]))  # from before the columns
+    assert before.to_dict("records") == [{"task": "softmax", "cut_short": 0, "answered_from": 0, "screening": ""}]
+
+
+def test_a_lineage_from_before_the_tiers_is_reported(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fsr import lineage_schema
+
+    tiers = ["tier", "certified", "certifies", "failed_check", "cut_short", "answered_from"]
+    table = pa.Table.from_pylist([row(), row(candidate_id="b", median_us=5.0)], schema=lineage_schema.EVALUATIONS)
+    (tmp_path / "old" / "evaluations").mkdir(parents=True)
+    pq.write_table(table.drop_columns(tiers), tmp_path / "old" / "evaluations" / "part-0.parquet")
+    run = data.run_tables(data.load_run(tmp_path / "old"))
+    assert run.summary.loc[0, ["best_us", "cut_short", "answered_from", "screening"]].tolist() == [5.0, 0, 0, ""]
+    assert run.workers.loc[0, "certifying"] == 0.0 and run.certifications.empty
+    assert "| screening |" not in text.markdown([run])
