@@ -30,6 +30,16 @@ TIMING = "timing"
 Row = TypeVar("Row", bound=Mapping[str, Any])
 
 
+def shortcut_words(cut_short: int, answered_from: int) -> str:
+    """Screening's shortcuts in words, for the report and the live view: "12 cut short, 3
+    answered from earlier judgements", naming only what is not zero."""
+    parts = [f"{cut_short} cut short"] if cut_short else []
+    if answered_from:
+        parts.append(f"{answered_from} answered from "
+                     + ("an earlier judgement" if answered_from == 1 else "earlier judgements"))
+    return ", ".join(parts)
+
+
 def request(candidate: Candidate, screened: Evaluation) -> Candidate:
     """The certification request of a screened OK candidate: the same kernel at the defines its
     tuning chose, naming the candidate it certifies (its own id, as Candidate.id says)."""

@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TextIO
 
+from fsr.certification import shortcut_words
 from fsr.propose.base import BASELINE
 from fsr.search.progress import Progress, TaskProgress
 
@@ -59,15 +60,6 @@ def failed_checks_text(uncertified: tuple[tuple[str, int], ...]) -> str:
     for check, n in uncertified:
         kinds[check_kind(check)] += n
     return ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kn: (-kn[1], kn[0])))
-
-
-def shortcut_words(cut_short: int, answered_from: int) -> str:
-    """"12 cut short, 3 answered from earlier judgements", naming only what is not zero."""
-    parts = [f"{cut_short} cut short"] if cut_short else []
-    if answered_from:
-        parts.append(f"{answered_from} answered from "
-                     + ("an earlier judgement" if answered_from == 1 else "earlier judgements"))
-    return ", ".join(parts)
 
 
 def _clock(seconds: float) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fsr.certification import shortcut_words
+
 COLUMNS = ("task", "certifications", "passed", "failed", "failed_at")
 HEADERS = {"task": "task", "certifications": "certifications", "passed": "passed", "failed": "failed",
            "failed_at": "failed at (how many)"}
@@ -61,10 +63,3 @@ def shortcut_counts(frame: pd.DataFrame) -> pd.DataFrame:
     return out[list(SHORTCUT_COLUMNS)]
 
 
-def shortcut_words(cut_short: int, answered_from: int) -> str:
-    """"12 cut short, 3 answered from earlier judgements", naming only what is not zero."""
-    parts = [f"{cut_short} cut short"] if cut_short else []
-    if answered_from:
-        parts.append(f"{answered_from} answered from "
-                     + ("an earlier judgement" if answered_from == 1 else "earlier judgements"))
-    return ", ".join(parts)

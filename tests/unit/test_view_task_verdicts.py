@@ -7,12 +7,13 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 
+from fsr.certification import shortcut_words
 from fsr.config import SearchConfig
 from fsr.search.progress import Progress, TaskProgress, task_progress
 from fsr.search.state import CampaignState
 from fsr.testing.fakes import softmax_task, softmax_variants, timing
 from fsr.types import Evaluation, Verdict
-from fsr.view import LiveView, check_kind, failed_checks_text, shortcut_words, verdicts_text
+from fsr.view import LiveView, check_kind, failed_checks_text, verdicts_text
 
 
 def task(**values: object) -> TaskProgress:
