@@ -27,11 +27,10 @@ class TestStandInEvaluator(EvaluatorContract):
 class TestGpuEvaluator(EvaluatorContract):
     def make_evaluator(self):
         from fsr.evaluate.evaluator import GpuEvaluator
-
-        # torch.compile off: the contract reads no comparator figure, and its compile would be
-        # most of this class's time
         from tests.support.xdist_gpus import shared_budget
 
+        # torch.compile off: the contract reads no comparator figure, and its compile would be
+        # most of this class's time; the worker's share of a GPU other workers use
         config = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
         return GpuEvaluator(WorkerSpec.of(config, [load("softmax")]))
 

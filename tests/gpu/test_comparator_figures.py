@@ -44,7 +44,9 @@ def test_a_torch_comparator_that_fails_leaves_no_figure_and_no_verdict(tmp_path)
     assert head in text  # else the comparator below would not be the broken one
     reference.write_text(text.replace(head, head + "    raise RuntimeError('broken comparator')\n"))
     task = tasks.load("softmax", str(tmp_path))
-    ev = GpuEvaluator(WorkerSpec((task,), tune=TuneConfig(trials=0)))
+    # torch.compile off: the broken function is eager's; beside other workers, the worker's share
+    ev = GpuEvaluator(WorkerSpec((task,), EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()),
+                                 TuneConfig(trials=0)))
     try:
         result = ev.evaluate(candidate.parse(task.baseline_source, task))
     finally:

@@ -15,8 +15,10 @@ pytestmark = pytest.mark.gpu
 def test_a_local_run_records_its_gpu_and_the_prompt_describes_it(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     runs = tmp_path / "runs"
-    assert cli.main(["run", "softmax", "--local", "--runs-dir", str(runs), "--max-evaluations", "2",
-                     "--tune-trials", "0", "--plain"]) == 0
+    config = tmp_path / "fsr.toml"  # no comparators to wait for: this test reads the device record only
+    config.write_text('[eval]\ntorch_compile = "off"\n')
+    assert cli.main(["--config", str(config), "run", "softmax", "--local", "--runs-dir", str(runs),
+                     "--max-evaluations", "2", "--tune-trials", "0", "--comparators-wait", "0", "--plain"]) == 0
     (run,) = runs.iterdir()
     (device,) = run_json.read_devices(run)
     assert device.sm_count > 0 and device.l2_bytes > 0 and device.arch.startswith("sm_")
