@@ -10,7 +10,8 @@ templates (a barrier dropped, B's fragment halves swapped) must fail.
 
 No GPU is needed; g++ and the ml_dtypes package are. What no emulation shows (timing, bank
 conflicts, the hardware's own precision inside an MMA) is for `pytest -m gpu` on a device, and so
-is the templates' WGMMA path (TMA, mbarriers, wgmma: the mma.sync kernel's switches are emulated).
+is the templates' WGMMA path (TMA, mbarriers, wgmma: the mma.sync kernel's switches are emulated;
+the WGMMA path's tile mapping and store are, in test_gemm_wgmma_tiles.py and test_gemm_wgmma_store.py).
 """
 
 from __future__ import annotations
