@@ -52,17 +52,24 @@ def macros(cand: Candidate, names: tuple[str, ...] = MACROS) -> str:
     return "\n".join(line for _, line in sorted(out)) + "\n"
 
 
-def function(cand: Candidate, name: str) -> str:
-    """The text of device function `name` (its first definition) in the candidate's source."""
-    src = body(cand)
-    m = re.search(r"__device__ __forceinline__ \w+ " + name + r"\(", src)
-    assert m, f"{name} not found"
+def definition_span(src: str, pattern: str) -> tuple[int, int]:
+    """Where the first definition matching `pattern` (its head) starts in `src`, and where its
+    braced body ends."""
+    m = re.search(pattern, src)
+    assert m, f"{pattern} not found"
     depth = 0
     for j in range(src.index("{", m.end()), len(src)):
         depth += {"{": 1, "}": -1}.get(src[j], 0)
         if depth == 0:
-            return src[m.start():j + 1] + "\n"
-    raise AssertionError(f"{name}: unbalanced braces")
+            return m.start(), j + 1
+    raise AssertionError(f"{pattern}: unbalanced braces")
+
+
+def function(cand: Candidate, name: str) -> str:
+    """The text of device function `name` (its first definition) in the candidate's source."""
+    src = body(cand)
+    start, end = definition_span(src, r"__device__ __forceinline__ \w+ " + name + r"\(")
+    return src[start:end] + "\n"
 
 
 def between(cand: Candidate, start: str, end: str) -> str:
