@@ -277,11 +277,12 @@ def _print(path: Path, result: dict[str, object]) -> None:
 
 
 def result_line(path: Path, name: str, result: dict[str, object]) -> str:
-    """What the command says of one file: imported (with a scaled benchmark size and the
-    tolerance's note, if any), or skipped and why."""
+    """What the command says of one file: imported (with a scaled benchmark size, the
+    tolerance's note, if any, and the stress sets declared and left out), or skipped and why."""
     if not result.get("ok"):
         return f"skipped {path}: {result['reason']}"
     scaled = f", {result['scaled']}" if result.get("scaled") else ""
     note = f"; {result['note']}" if result.get("note") else ""
+    stress = f"; {result['stress']}" if result.get("stress") else ""
     tolerance = result.get("tolerance") or f"atol {result['atol']}"
-    return f"imported {name}: {result['tests']} test sizes, {tolerance}{scaled}{note}"
+    return f"imported {name}: {result['tests']} test sizes, {tolerance}{scaled}{note}{stress}"

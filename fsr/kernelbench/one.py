@@ -18,13 +18,13 @@ from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES
 
 def stage_one(path: Path, staging: Path, out: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES,
               dtype: str = "float32") -> dict[str, object]:
-    """{"name", "ok", "reason"} or {"name", "ok", "staged", "tests", "atol", "note", "scaled"} for
+    """{"name", "ok", "reason"} or {"name", "ok", "staged", "tests", "atol", "note", "scaled", "stress"} for
     one file (and "tolerance", the dtype's default, where `dtype` is not float32): its task folder
     written and loaded under `staging`, to be placed in `out` (whose folder of that name, if any,
     must be an earlier import)."""
     from fsr import tasks
     from fsr.files import InputFileError
-    from fsr.kernelbench import write
+    from fsr.kernelbench import stress, write
     from fsr.kernelbench.plan import plan
     from fsr.kernelbench.probe import ProblemError
 
@@ -44,7 +44,7 @@ def stage_one(path: Path, staging: Path, out: Path, max_bench_bytes: int = DEFAU
     except tasks.TaskError as e:
         return {"name": name, "ok": False, "reason": f"the written task does not load: {e}"}
     done: dict[str, object] = {"name": name, "ok": True, "staged": str(folder), "tests": len(p.test_sizes),
-                               "atol": p.atol, "note": p.note, "scaled": p.scaled}
+                               "atol": p.atol, "note": p.note, "scaled": p.scaled, "stress": stress.summary(p.stress)}
     return done | ({"tolerance": f"{p.dtype}, {p.tolerance}"} if p.tolerance else {})
 
 

@@ -16,9 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from fsr import dtypes
 from fsr.files import read_input
 from fsr.kernelbench import DEFAULT_MAX_BENCH_BYTES, fit, poly, precision, probe, runtime, scale, sizes
 from fsr.kernelbench.probe import ProblemError, Shapes, Values
+from fsr.kernelbench.stress import Set as StressSet
+from fsr.kernelbench.stress import tried as stress_sets
 
 LARGE_ELEMENTS = 2**20  # the largest test size: inputs, weights and outputs together
 LARGE_FLOPS = 2 * 10**7  # float64 convolutions on a CPU: about 0.1 s
@@ -58,6 +61,7 @@ class Plan:
     ties: dict[str, str]  # a size kept equal to another at every size (follower -> leader)
     dtype: str = "float32"  # what the floating arguments are cast to (`fsr import --dtype`)
     tolerance: str = ""  # a low-precision dtype's default tolerance, its label; "" for float32
+    stress: tuple[StressSet, ...] = ()  # the scaled sets tried: declared, or left out and why
 
     @property
     def scaled(self) -> str:
@@ -86,13 +90,14 @@ def plan(path: Path, max_bench_bytes: int = DEFAULT_MAX_BENCH_BYTES, dtype: str 
     if fitted != bench:
         points.append((fitted, probe.shapes(source, fitted)))
     atol, rtol, note = _tolerance(vals)
-    label = ""
+    label, tolerance = "", dtypes.Tolerance(atol, rtol)
     if dtype != "float32":  # the dtype's default tolerance replaces float32's, once PyTorch passes it
         tol, tests = precision.check(source, layout, tests, [a.dtype for a in args if a.intent == "out"])
         if tol is not None:
-            atol, rtol, note, label = tol.atol, tol.rtol, "", tol.label()
+            atol, rtol, note, label, tolerance = tol.atol, tol.rtol, "", tol.label(), tol
     return Plan(fitted, tests, args, layout, _bytes(args, points, fitted), _flops(points, args, fitted), atol, rtol,
-                note, bench, scale.argument_bytes(args, bench), max_bench_bytes, ties, dtype, label)
+                note, bench, scale.argument_bytes(args, bench), max_bench_bytes, ties, dtype, label,
+                stress_sets(source, layout, args, tests, tolerance))
 
 
 def _namespace(source: str, bench: dict[str, int]) -> dict[str, Any]:

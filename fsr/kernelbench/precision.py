@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fsr import dtypes
-from fsr.kernelbench import cast
+from fsr.kernelbench import cast, runtime
 from fsr.kernelbench.probe import ProblemError, _why
 from fsr.kernelbench.runtime import outputs
 
@@ -29,17 +29,50 @@ def lowered(dtype: str, tensor_dtype: str) -> str:
     return dtype if dtype != "float32" and tensor_dtype in ("float32", "float64", "float16") else tensor_dtype
 
 
-def outputs_in(source: str, layout: dict[str, Any], sizes: dict[str, int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """The float64 reference and PyTorch's forward in the layout's dtype (as float64) at `sizes`."""
+def outputs_in(source: str, layout: dict[str, Any], sizes: dict[str, int],
+               scale: float = 1.0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The float64 reference and PyTorch's forward in the layout's dtype (as float64; float32
+    where the layout names none) at `sizes`, every floating input and weight multiplied by
+    `scale` first and rounded back to its dtype, as a stress set maps them (fsr.tasks.stress_inputs).
+    Raises Overflow where that leaves one non-finite."""
     import torch
 
-    arrays = cast.cast_draw(source, layout, sizes, np.random.default_rng(0))
-    ref = cast.cast_reference(source, layout, {k: a.copy() for k, a in arrays.items()}, sizes)
-    model, activations = cast.cast_module(source, layout, arrays, sizes)
+    low = layout.get("dtype", "float32") != "float32"
+    draw, reference, module = ((cast.cast_draw, cast.cast_reference, cast.cast_module) if low
+                               else (runtime.draw, runtime.reference64, runtime.module32))
+    arrays = draw(source, layout, sizes, np.random.default_rng(0))
+    if scale != 1.0:
+        arrays = {k: scaled(a, scale) if a.dtype.name in dtypes.FLOAT else a for k, a in arrays.items()}
+    ref = reference(source, layout, {k: a.copy() for k, a in arrays.items()}, sizes)
+    model, activations = module(source, layout, arrays, sizes)
     with torch.no_grad():
         got = [t.detach().to(torch.float64).numpy() if t.is_floating_point() else t.numpy()
                for t in outputs(model(*activations))]
     return [ref[n] for n in layout["outputs"]], got
+
+
+class Overflow(Exception):
+    """A scaled input is not finite in its dtype."""
+
+
+def scaled(a: np.ndarray, scale: float) -> np.ndarray:
+    """`a * scale` rounded back to `a`'s dtype; raises Overflow where that is not finite."""
+    with np.errstate(over="ignore"):  # an overflow is what this reports
+        mapped = (a.astype(np.float64) * scale).astype(a.dtype)
+    if not np.isfinite(mapped.astype(np.float64)).all():
+        raise Overflow(f"{a.dtype} x {scale:g} is not finite")
+    return mapped
+
+
+def worst(refs: list[np.ndarray], got: list[np.ndarray], tol: dtypes.Tolerance) -> float:
+    """The largest |got - ref| over its bound (fsr.dtypes.bounds) across the outputs: at most 1
+    where `got` meets `tol`; inf where an element of `got` is NaN or infinite."""
+    most = 0.0
+    for ref, out in zip(refs, got, strict=True):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            excess = np.abs(out.astype(np.float64) - ref) / dtypes.bounds(ref, tol)
+        most = max(most, float(np.max(np.nan_to_num(excess, nan=np.inf), initial=0.0)))
+    return most
 
 
 def check(source: str, layout: dict[str, Any], tests: tuple[dict[str, int], ...],
@@ -64,13 +97,10 @@ def check(source: str, layout: dict[str, Any], tests: tuple[dict[str, int], ...]
             raise ProblemError(f"PyTorch's module in {dtype} does not run: {_why(e)}") from None
         if default is not None and any(dtypes.magnitude(r) == 0 for r in refs):
             continue
-        for ref, out in zip(refs, got, strict=True):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                excess = np.abs(out.astype(np.float64) - ref) / dtypes.bounds(ref, tol)
-            if not np.all(excess <= 1):  # NaN (an overflow in the dtype) fails too
-                worst = float(np.max(np.nan_to_num(excess, nan=np.inf)))
-                raise ProblemError(f"PyTorch's own {dtype} forward fails {dtype}'s tolerance ({tol.label()}) at "
-                                   f"{', '.join(f'{k} = {v}' for k, v in s.items())}: {worst:.3g} times the bound")
+        excess = worst(refs, got, tol)
+        if not excess <= 1:  # NaN (an overflow in the dtype) fails too
+            raise ProblemError(f"PyTorch's own {dtype} forward fails {dtype}'s tolerance ({tol.label()}) at "
+                               f"{', '.join(f'{k} = {v}' for k, v in s.items())}: {excess:.3g} times the bound")
         kept.append(s)
     cast._MODULE.clear()
     if len(kept) < LEAST:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fsr import pyast
 from fsr.files import read_input
-from fsr.kernelbench import cast, runtime, scale
+from fsr.kernelbench import cast, runtime, scale, stress
 from fsr.kernelbench.plan import Plan
 from fsr.kernelbench.probe import ProblemError
 from fsr.types import bytes_text
@@ -235,6 +235,7 @@ def toml(path: Path, name: str, plan: Plan) -> str:
     for arg in plan.args:
         out += ["", "[[args]]", f"name = {json.dumps(arg.name)}", f"dtype = {json.dumps(arg.dtype)}",
                 f"shape = {json.dumps(list(arg.shape))}", f"intent = {json.dumps(arg.intent)}"]
+    out += stress.toml(plan.stress, plan.dtype)
     return "\n".join(out) + "\n"
 
 
