@@ -10,7 +10,8 @@ templates (a barrier dropped, B's fragment halves swapped) must fail.
 
 No GPU is needed; g++ and the ml_dtypes package are. What no emulation shows (timing, bank
 conflicts, the hardware's own precision inside an MMA) is for `pytest -m gpu` on a device, and so
-is the templates' WGMMA path (TMA, mbarriers, wgmma: the mma.sync kernel's switches are emulated).
+is the templates' WGMMA path (TMA, mbarriers, wgmma: the mma.sync kernel's switches are emulated;
+the WGMMA path's tile mapping and store are, in test_gemm_wgmma_tiles.py and test_gemm_wgmma_store.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from fsr import candidate, tasks
 from fsr.types import Candidate, Task
 from tests.support.paths import DATA
 from tests.support.precision import problem
+from tests.support.wgmma_host import definition_span
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 if shutil.which("g++") is None:
@@ -73,14 +75,8 @@ def load(name: str) -> tuple[Task, Candidate]:
 
 def strip_function(src: str, name: str) -> str:
     """`src` without the definition of device function `name` (and its template line)."""
-    m = re.search(r"(template\s*<[^>]*>\s*)?__device__ __forceinline__ void " + name + r"\(", src)
-    assert m, f"{name} not found"
-    depth = 0
-    for j in range(src.index("{", m.end()), len(src)):
-        depth += {"{": 1, "}": -1}.get(src[j], 0)
-        if depth == 0:
-            return src[:m.start()] + src[j + 1:]
-    raise AssertionError(f"{name}: unbalanced braces")
+    start, end = definition_span(src, r"(template\s*<[^>]*>\s*)?__device__ __forceinline__ void " + name + r"\(")
+    return src[:start] + src[end:]
 
 
 def host_source(task: Task, cand: Candidate) -> str:
