@@ -1,6 +1,7 @@
 """Certification's rules that need no GPU (docs/judge.md, "Two tiers"): what a certification
 request is, when a certified time is clearly slower than the screened one, what the proposer is
-told of a failed certification, and which lineage rows count where a campaign certifies.
+told of a failed certification, which lineage rows count where a campaign certifies, and the
+names of its input sets with the inputs a recorded seed rebuilds (the lineage's `certify_seeds`).
 
 The search loop, the evaluators (real and fake) and the commands that read a lineage (`fsr bench`,
 best/) share these, so a result counts by one rule everywhere.
@@ -12,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fsr import tasks
 from fsr.config import certify_mode
-from fsr.types import Candidate, Evaluation, Tier, Verdict
+from fsr.types import Candidate, Evaluation, Size, Stress, Task, Tier, Verdict, size_label
 
 if TYPE_CHECKING:
     import pandas
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 # held to the issue's bound (certified no faster than an honest twin beyond 3%).
 SLOWER = 1.03
 TIMING = "timing"
+BENCH_SET = "timed runs on fresh inputs"  # the benchmark set's name, and the check that fails on it
 Row = TypeVar("Row", bound=Mapping[str, Any])
 
 
@@ -98,6 +101,40 @@ def failure(base: Evaluation, check: str, detail: str, verdict: Verdict | str = 
         else f"certification failed at {check}: {detail}"
     return replace(base, verdict=Verdict.UNCERTIFIED, tier=Tier.CERTIFY, certified=False, failed_check=check,
                    message=message, timing=None)
+
+
+# ---- input sets and their seeds ---------------------------------------------------------------
+
+def test_set(size: Size) -> str:
+    """The name of certification's fresh inputs at a test size (its `failed_check` if wrong there)."""
+    return f"fresh inputs at {size_label(size)}"
+
+
+def stress_set(stress: Stress) -> str:
+    """The name of a stress set's inputs in certification (its `failed_check` if wrong there)."""
+    return f"stress set {stress.name} at {size_label(stress.size)}"
+
+
+def input_sets(task: Task) -> dict[str, tuple[Size, Stress | None]]:
+    """Every input set a certification of `task` draws, by name: its size, and its stress set."""
+    sets: dict[str, tuple[Size, Stress | None]] = {test_set(size): (size, None) for size in task.test_sizes}
+    sets.update({stress_set(s): (s.size, s) for s in task.stress})
+    sets[BENCH_SET] = (task.bench_size, None)
+    return sets
+
+
+def set_inputs(task: Task, name: str, seed: int) -> dict[str, Any]:
+    """The inputs (NumPy arrays, on the host) that certification's set `name` held when drawn from
+    `seed` (a pair of the lineage's `certify_seeds`): the task's make_inputs at the set's size, its
+    generator `numpy.random.default_rng(seed)`, a stress set's inputs mapped as declared. Raises
+    KeyError for a name the task has no set of."""
+    import numpy as np
+
+    size, stress = input_sets(task)[name]
+    module, rng = tasks.functions(task), np.random.default_rng(seed)
+    if stress is not None:
+        return tasks.stress_inputs(task, module, stress, rng)
+    return dict(module.make_inputs(dict(size), rng))
 
 
 # ---- lineage rows that count ------------------------------------------------------------------

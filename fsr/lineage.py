@@ -139,6 +139,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "diagnostics": e.diagnostics, "dtype": e.dtype or None, "tier": str(e.tier),
         "certified": e.certified, "certifies": c.certify or None, "failed_check": e.failed_check or None,
         "cut_short": e.cut_short, "answered_from": e.answered_from or None,
+        "certify_seeds": _pair_structs(e.certify_seeds) if e.tier == Tier.CERTIFY else None,
     }
 
 
@@ -181,7 +182,8 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       diagnostics=row.get("diagnostics") or "", worker=row.get("worker") or "",
                       dtype=row.get("dtype") or "", tier=Tier(row.get("tier") or Tier.SCREEN),
                       certified=row.get("certified"), failed_check=row.get("failed_check") or "",
-                      cut_short=bool(row.get("cut_short")), answered_from=row.get("answered_from") or "")
+                      cut_short=bool(row.get("cut_short")), answered_from=row.get("answered_from") or "",
+                      certify_seeds=_pairs(row.get("certify_seeds") or ()))
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:

@@ -58,6 +58,7 @@ EVALUATIONS = _schema([
     ("failed_check", STR, True),  # a failed certification: the input set or check that failed
     ("cut_short", BOOL, True),  # its timing stopped early, its samples already clearly slower than the best
     ("answered_from", STR, True),  # answered from this earlier candidate's judgement (the same program)
+    ("certify_seeds", PAIRS, True),  # a certification: (input set, seed) for each set it drew; null on screenings
 ])
 TRIALS = _schema([
     ("run_id", STR, False), ("candidate_id", STR, False), ("trial", I32, False),

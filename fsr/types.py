@@ -16,6 +16,7 @@ from fsr.config import Config, EvalConfig, TuneConfig
 
 Size = tuple[tuple[str, int], ...]
 Defines = tuple[tuple[str, int], ...]
+Seeds = tuple[tuple[str, int], ...]  # (input set's name, seed): what rebuilds a certification's inputs
 
 
 def as_dict(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
@@ -363,6 +364,7 @@ class Evaluation:
     failed_check: str = ""  # a failed certification: the input set or check that failed ("timing", ...)
     cut_short: bool = False  # its timing stopped early: its samples already showed it clearly slower
     answered_from: str = ""  # the earlier candidate whose judgement answered this one (same program run)
+    certify_seeds: Seeds = ()  # a certification: the seed of each input set it drew, by the set's name
 
     @property
     def speedup(self) -> float | None:

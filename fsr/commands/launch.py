@@ -13,6 +13,9 @@ a profiler or sanitizer sees the launches without following child processes.
 |out - ref| / (atol + rtol * max(|ref|, floor * mean |ref|)) over the elements (above 1 fails
 fsr's check; fsr.dtypes.bounds), per output (with its dtype and the tolerance that dtype gets)
 and size, worst over `--seeds` input sets, and the same for the task's library on the same inputs.
+The input sets are drawn from seeds `--seed`, `--seed` + 1, ... (default 0), as certification
+draws each of its sets from one seed: a certification's seed from the lineage's `certify_seeds`
+launches the kernel on that set's inputs again, at the set's size (docs/lineage.md).
 It belongs here rather than in `fsr explore`: it is a property of one fixed configuration on
 given inputs, needs the outputs themselves (an evaluation keeps only pass/fail and the largest
 absolute error), and is worth knowing before a kernel fails, e.g. for a faster but less exact
@@ -67,6 +70,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     la.add_argument("--error", action="store_true",
                     help="compare the outputs with the reference: worst error over tolerance (and the library's)")
     la.add_argument("--seeds", type=at_least(1), default=1, help="input sets for --error (default 1)")
+    la.add_argument("--seed", type=at_least(0), default=0,
+                    help="the first input set's seed (default 0); a certification's recorded seed "
+                         "(the lineage's certify_seeds) draws that set's inputs again")
     la.add_argument("--json", action="store_true", help="print the launches (and errors) as JSON")
 
 
@@ -170,7 +176,8 @@ def launch_command(args: argparse.Namespace) -> int:
     resources = compiled.resources
     if problem is None:
         try:
-            runs, resources = run_sizes(task, cand, compiled, runs, args.launches, args.seeds if args.error else 0)
+            runs, resources = run_sizes(task, cand, compiled, runs, args.launches, args.seeds if args.error else 0,
+                                        args.seed)
         except LaunchFailed as e:
             print(f"fsr: {e}", file=sys.stderr)
             return EXIT_VERDICT
@@ -212,9 +219,10 @@ class LaunchFailed(Exception):
 
 
 def run_sizes(task: Task, cand: Candidate, compiled: Any, runs: list[SizeRun], launches: int,
-              seeds: int) -> tuple[list[SizeRun], Any]:
-    """Launch at each size (`seeds` > 0: on that many input sets, with the error ratios); the
-    runs with their errors, and the resources as the driver loaded the program."""
+              seeds: int, first_seed: int = 0) -> tuple[list[SizeRun], Any]:
+    """Launch at each size (`seeds` > 0: on that many input sets, with the error ratios), on the
+    inputs drawn from seeds `first_seed`, `first_seed` + 1, ...; the runs with their errors, and
+    the resources as the driver loaded the program."""
     import cupy as cp
 
     from fsr.evaluate.gpu.programs import LaunchRefused, Program
@@ -222,7 +230,8 @@ def run_sizes(task: Task, cand: Candidate, compiled: Any, runs: list[SizeRun], l
     try:
         program = Program(compiled.cubin, compiled.lowered)
         stream = cp.cuda.Stream(non_blocking=True)
-        out = [_run_size(task, cand, program, run, launches, seeds, stream) for run in runs]
+        out = [_run_size(task, cand, program, run, launches, range(first_seed, first_seed + max(seeds, 1)),
+                         bool(seeds), stream) for run in runs]
         return out, program.resources(compiled.resources)
     except LaunchRefused as e:
         raise LaunchFailed(f"launch refused: {e}") from None
@@ -230,8 +239,14 @@ def run_sizes(task: Task, cand: Candidate, compiled: Any, runs: list[SizeRun], l
         raise LaunchFailed(f"the kernel failed on the device: {' '.join(str(e).split())}") from None
 
 
-def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches: int, seeds: int,
-              stream: Any) -> SizeRun:
+def inputs_at(task: Task, size: Size, seed: int) -> dict[str, np.ndarray]:
+    """The task's inputs at `size` drawn from `seed`, as certification draws a test size's or the
+    benchmark's set from its recorded seed (fsr.certification.set_inputs)."""
+    return dict(tasks.functions(task).make_inputs(dict(size), np.random.default_rng(seed)))
+
+
+def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches: int, seeds: range,
+              check: bool, stream: Any) -> SizeRun:
     import cupy as cp
 
     from fsr.evaluate.gpu.buffers import make_buffers
@@ -240,8 +255,8 @@ def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches:
     sizes, fn, tol = dict(run.size), tasks.functions(task), tasks.tolerance(task)
     worst: dict[str, float] = {}
     library: dict[str, float] = {}
-    for seed in range(max(seeds, 1)):
-        inputs = fn.make_inputs(dict(sizes), np.random.default_rng(seed))
+    for seed in seeds:
+        inputs = inputs_at(task, run.size, seed)
         with stream:
             buffers = make_buffers(task, cand, sizes, inputs)
             planned_launches = plan(program, cand, task, sizes, {k: g.array for k, g in buffers.all().items()})
@@ -249,7 +264,7 @@ def _run_size(task: Task, cand: Candidate, program: Any, run: SizeRun, launches:
                 buffers.reset(cand)
                 enqueue(planned_launches, stream)
             stream.synchronize()
-        if not seeds:
+        if not check:
             continue
         reference = fn.reference({k: v.copy() for k, v in inputs.items()}, dict(sizes))
         for name, g in buffers.outputs.items():

@@ -226,7 +226,7 @@ class GpuEvaluator(ComparatorRecord):
             return certification.failure(base, "crash", reply.reason, Verdict.CRASH)
         assert isinstance(reply, Certified)
         base = replace(base, checks=reply.checks, verify_s=reply.stages.verify_s, bench_s=reply.stages.bench_s,
-                       resources=reply.resources or base.resources)
+                       resources=reply.resources or base.resources, certify_seeds=reply.seeds)
         if reply.verdict != Verdict.OK:
             return certification.failure(base, reply.failed_check, reply.message, reply.verdict)
         sizes = dict(task.bench_size)

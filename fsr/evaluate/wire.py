@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fsr.types import Candidate, Defines, Resources, SizeCheck, TrialRecord, Verdict
+from fsr.types import Candidate, Defines, Resources, Seeds, SizeCheck, TrialRecord, Verdict
 
 TrialPrograms = tuple[tuple[Defines, bytes, tuple[tuple[str, str], ...], Resources], ...]  # defines, cubin, lowered names, report
 
@@ -43,7 +43,8 @@ class CertifyRequest:
 class Certified:
     """The GPU child's answer to a CertifyRequest: OK with the checks and the timing samples, or
     the verdict of what failed (WRONG, LAUNCH_ERROR, REJECTED), with `failed_check` naming the
-    input set or check."""
+    input set or check, and the seed of each input set it took, by the set's name
+    (fsr.certification.set_inputs draws its inputs again)."""
 
     verdict: Verdict
     message: str = ""
@@ -52,6 +53,7 @@ class Certified:
     samples_us: tuple[float, ...] = ()
     resources: Resources | None = None
     stages: Stages = field(default_factory=lambda: Stages())
+    seeds: Seeds = ()
 
 
 @dataclass(frozen=True)

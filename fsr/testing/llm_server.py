@@ -41,7 +41,6 @@ from fsr.types import (
     Tier,
     Timing,
     Verdict,
-    size_label,
 )
 
 # ---- canned kernels (softmax, the candidate format) -------------------------------------------
@@ -359,7 +358,7 @@ class StandInEvaluator:
             wrong = Evaluation(cand.id, cand.task, Verdict.WRONG, WRONG_MESSAGE, checks=checks,
                                resources=static.compiled.resources, device=self.device().name, tier=tier)
             if cand.certify:  # a certification request: its failure names the set
-                return certification.failure(wrong, f"fresh inputs at {size_label(task.test_sizes[2])}",
+                return certification.failure(wrong, certification.test_set(task.test_sizes[2]),
                                              WRONG_MESSAGE, Verdict.WRONG)
             return wrong
         return Evaluation(cand.id, cand.task, Verdict.OK, timing=_timing(self.latency_us.get(kernel, self.default_us)),

@@ -12,9 +12,10 @@ named after their task:
   `// cheat` (or `# cheat` in the header), which `twin_source` derives.
 - `certify/<task>/*.cu`: cheats and twins as in `timing/`, but through channels that screening
   leaves open and certification closes (`__constant__` banks, shared and local memory left by an
-  earlier launch, a buffer's allocation slack, L2 lines kept by an eviction-priority hint);
-  `certification_channels()`. Screening judges them
-  OK (the cheat possibly faster); certification must not certify the cheat faster than its twin.
+  earlier launch, a buffer's allocation slack and a large buffer's page tail, L2 lines kept by an
+  eviction-priority hint, a step only a stress set needs); `certification_channels()`. Screening
+  judges them OK (the cheat possibly faster); certification must not certify the cheat faster
+  than its twin.
 - `tuning/<task>/*.cu`: candidates right at every tunable value but one; the second line,
   `// fails-at: NAME=VALUE VERDICT`, names the bad configuration and what it must be recorded as;
   `bad_configurations()`.
@@ -69,6 +70,10 @@ DEFENCES = {
     # to the default priority and the flush buffer read under an evict_last policy (gpu.evict):
     # lines loaded at evict_last go with the rest, and the cheat reads its inputs from memory
     "hint-flush": Defence("OK"),
+    # certification only: the task's stress sets (offset rows, logits x64...) checked on fresh
+    # inputs; a kernel that drops a step only they need fails one, and the failed check is
+    # "stress set NAME at SIZE" (gpu.certify)
+    "stress-set": Defence("UNCERTIFIED", ("stress set",)),
 }
 
 

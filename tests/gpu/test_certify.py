@@ -134,6 +134,9 @@ def test_the_honest_twin_certifies(evaluator: GpuEvaluator, honest: Evaluation) 
     assert got.timing.median_us <= honest.timing.p90_us * certification.SLOWER
     # checked at every test size on fresh inputs, then its timed runs on a fresh benchmark set
     assert len(got.checks) == len(HISTOGRAM.test_sizes) + 1 and all(c.passed for c in got.checks)
+    # the seed of every set it drew, by name, in the order taken: a replay draws them again
+    assert [name for name, _ in got.certify_seeds] == list(certification.input_sets(HISTOGRAM))
+    assert len({seed for _, seed in got.certify_seeds}) == len(got.certify_seeds)
 
 
 # The screened cheat must be timed clearly faster than its twin (0.8x) before its certification is

@@ -1,12 +1,13 @@
 """Certification's stricter starting state on a real GPU: each cheat of tests/adversarial/certify/
 keeps something from one launch for the next in a place screening leaves alone (a `__constant__`
-bank, shared memory left by an earlier block, the slack past a buffer's end canary, L2 lines
-under an evict_last policy). Its honest twin certifies; the cheat either fails certification, with a failed check
+bank, shared or local memory left by an earlier block, the slack past a buffer's end canary or the
+tail of a large buffer's last page, L2 lines under an evict_last policy), or drops a step that
+only a stress set needs. Its honest twin certifies; the cheat either fails certification, with a failed check
 and a message naming the defence, or is certified no faster than its twin beyond 3% (a defence
 that restores makes it honest; one screened faster than it certifies fails on timing).
 
-Small benchmark sizes (softmax at 256 x 16384; gelu at 2^20, whose x of 4 MiB fits in the L2
-three sets over), one evaluator for the module."""
+Small benchmark sizes (softmax and layernorm at 256 x 16384; gelu at 2^20, whose x of 4 MiB fits
+in the L2 three sets over; histogram at 2^22 into 256 bins), one evaluator for the module."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ pytestmark = pytest.mark.gpu
 
 PAIRS = certification_channels()
 BENCH = {"softmax": (("rows", 256), ("cols", 16384)),  # small: a few seconds a certification
-         "gelu": (("n", 1 << 20),)}
+         "gelu": (("n", 1 << 20),),
+         "histogram": (("n", 1 << 22), ("bins", 256)),  # a scratch of n + 1 ints: 16 MiB, pages of its own
+         "layernorm": (("rows", 256), ("cols", 16384))}
 CONFIG = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
 NOT_FASTER = certification.SLOWER  # a cheat made honest is certified at most 3% faster than its twin
 # Rounds of the pair's certification, the twin's then the cheat's: a few-microsecond kernel on a GPU

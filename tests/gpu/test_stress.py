@@ -1,7 +1,8 @@
 """Stress sets on a real GPU (docs/judge.md, "Stress sets"): a kernel that drops a step fsr's usual
 inputs never need (softmax without the row maximum, layer norm's variance as E[x^2] - mean^2 in
-one pass) is right on every screened input and fails certification at the stress set that needs
-the step; the honest twin, each task's baseline and a covering sample of its template's switch
+one pass: tests/adversarial/certify/softmax/no_row_max.cu, layernorm/one_pass_variance.cu) is
+right on every screened input and fails certification at the stress set that needs the step; its
+honest twin, each task's baseline and a covering sample of its template's switch
 settings pass every stress set on several entropy draws.
 
 The tasks are held to their test sizes (tests.support.gpu_evaluators.at_test_sizes): the stress
@@ -18,6 +19,7 @@ from fsr import candidate, certification, tasks
 from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Evaluation, Tier, Verdict, WorkerSpec
+from tests.adversarial.corpus import certification_channels
 from tests.support.gpu_evaluators import at_test_sizes, precompile
 from tests.support.templates import sample
 from tests.support.xdist_gpus import host_threads, shared_budget
@@ -28,97 +30,10 @@ STRESSED = [name for name in tasks.list_tasks() if tasks.load(name).stress]
 DRAWS = 3  # entropy draws of every stress set for each honest kernel
 SAMPLE = 4  # template switch settings per task, beside its default and its baseline
 
-SOFTMAX = r"""/* fsr
-[tunables]
-BLOCK = [256]
-
-[[launch]]
-kernel = "softmax_rows"
-grid = ["rows"]
-block = ["BLOCK"]
-args = ["x", "y", "rows", "cols"]
-*/
-extern "C" __global__ void softmax_rows(const float* x, float* y, int rows, int cols) {
-    __shared__ float red[BLOCK];
-    const float* xr = x + (size_t)blockIdx.x * cols;
-    float* yr = y + (size_t)blockIdx.x * cols;
-    float m = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += BLOCK) m = fmaxf(m, xr[c]);  // cheat
-    red[threadIdx.x] = m;
-    __syncthreads();
-    for (int s = BLOCK / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-        __syncthreads();
-    }
-    m = red[0];
-    __syncthreads();
-    float sum = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += BLOCK) sum += expf(xr[c] - m);
-    red[threadIdx.x] = sum;
-    __syncthreads();
-    for (int s = BLOCK / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-        __syncthreads();
-    }
-    sum = red[0];
-    for (int c = threadIdx.x; c < cols; c += BLOCK) yr[c] = expf(xr[c] - m) / sum;
-}
-"""
-# Without the row maximum: exp(x) of fsr's usual inputs (|x| up to about 36) stays finite
-NO_MAX = SOFTMAX.replace("m = fmaxf(m, xr[c]);  // cheat", "m = fmaxf(m, 0.0f * xr[c]);").replace(
-    "\n    m = red[0];", "\n    m = 0.0f * red[0];")
-HONEST_SOFTMAX = SOFTMAX.replace("float m = 0.0f;", "float m = -INFINITY;")
-
-LAYERNORM = r"""/* fsr
-[tunables]
-BLOCK = [256]
-
-[[launch]]
-kernel = "layernorm_rows"
-grid = ["rows"]
-block = ["BLOCK"]
-args = ["x", "weight", "bias", "y", "rows", "cols", "eps"]
-*/
-__device__ float block_sum(float v, float* red) {
-    red[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = BLOCK / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-        __syncthreads();
-    }
-    float total = red[0];
-    __syncthreads();
-    return total;
-}
-
-extern "C" __global__ void layernorm_rows(const float* x, const float* weight, const float* bias, float* y,
-                                          int rows, int cols, float eps) {
-    __shared__ float red[BLOCK];
-    const float* xr = x + (size_t)blockIdx.x * cols;
-    float s = 0.0f, sq = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += BLOCK) { s += xr[c]; sq += xr[c] * xr[c]; }
-    const float mean = block_sum(s, red) / cols;
-    VARIANCE
-    const float inv = rsqrtf(var + eps);
-    for (int c = threadIdx.x; c < cols; c += BLOCK)
-        y[(size_t)blockIdx.x * cols + c] = (xr[c] - mean) * inv * weight[c] + bias[c];
-}
-"""
-TWO_PASS_VARIANCE = """float d2 = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += BLOCK) { float d = xr[c] - mean; d2 += d * d; }
-    const float var = block_sum(d2, red) / cols;"""
-# The step dropped where rows are long (cols >= 64): there fsr's usual rows (offsets within 1 of 0,
-# spreads of 0.25 to 4) keep E[x^2] - mean^2 within 1e-6 of the variance, whatever the draw; in a
-# row of two or three elements that happen to lie close together it can cancel past the tolerance,
-# so short rows take both passes and only the stress set's offset rows tell the two kernels apart.
-ONE_PASS = LAYERNORM.replace("VARIANCE", """float var;
-    if (cols >= 64) {
-        var = fmaxf(block_sum(sq, red) / cols - mean * mean, 0.0f);
-    } else {
-        """ + TWO_PASS_VARIANCE.replace("const float var", "var") + """
-    }""")
-TWO_PASS = LAYERNORM.replace("VARIANCE", TWO_PASS_VARIANCE)
-CHEATS = [("softmax", NO_MAX, HONEST_SOFTMAX), ("layernorm", ONE_PASS, TWO_PASS)]
+# The corpus's kernels that drop such a step (tests/adversarial/certify/, caught by stress-set),
+# each with its honest twin: (task, cheat's source, twin's source)
+CHEATS = [(c.task, c.path.read_text(), t.path.read_text()) for c, t in certification_channels() if "stress-set" in c.caught_by]
+assert {name for name, _, _ in CHEATS} >= {"softmax", "layernorm"}, "the corpus lost a stress-set cheat"
 
 
 def honest_kernels() -> list[tuple[str, dict[str, int] | None]]:
@@ -145,7 +60,7 @@ def kernel(task: tasks.Task, values: dict[str, int] | None) -> candidate.Candida
 
 @pytest.fixture(scope="module")
 def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
-    small = [at_test_sizes(tasks.load(name)) for name in sorted(set(STRESSED) | {"softmax", "layernorm"})]
+    small = [at_test_sizes(tasks.load(name)) for name in sorted(set(STRESSED) | {n for n, _, _ in CHEATS})]
     config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(),
                                     prepared_max_bytes=shared_budget(), contents_cache_dir=str(contents_dir)),
                     tune=TuneConfig(trials=0))

@@ -10,7 +10,10 @@ rarely waits on a reference. The candidate's program is loaded again (nothing ca
 screening's load, gpu.strict: its `__constant__` banks restored before every launch sequence as
 its module-scope variables are), checked at every test size, then timed at the benchmark size
 with the full protocol, every timed run checked (decoys included), each sample after a flush that
-lines kept by eviction-priority hints do not survive (gpu.evict).
+lines kept by eviction-priority hints do not survive (gpu.evict). Every input set is drawn from a
+seed of its own, and the seeds of the sets a certification took travel back with its answer to the
+lineage (`certify_seeds`), so a failed certification's inputs can be drawn again
+(fsr.certification.set_inputs); nothing in the repository or run.json predicts them.
 
 Runs in the evaluator's child process only (imports cupy).
 """
@@ -22,12 +25,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import cupy as cp
 import numpy as np
 
-from fsr import tasks
+from fsr import certification, tasks
 from fsr.evaluate import guards
 from fsr.evaluate.gpu.buffers import SLACK, make_buffers, without_slack
 from fsr.evaluate.gpu.inputs import (
@@ -37,55 +41,63 @@ from fsr.evaluate.gpu.inputs import (
     TaskState,
     make_content,
     no_scratch,
-    stress_contents,
+    stress_content,
 )
 from fsr.evaluate.gpu.programs import LaunchRefused
 from fsr.evaluate.gpu.strict import CertifiedProgram
 from fsr.evaluate.gpu.timed_runs import DeviceExpected, fingerprints, prepare_checks
 from fsr.evaluate.gpu.verify import check_size
 from fsr.evaluate.wire import Certified, CertifyRequest, Stages
-from fsr.types import Task, Verdict, size_label
+from fsr.types import Task, Verdict
 
 if TYPE_CHECKING:
     from fsr.evaluate.gpu.child import Child
 
-TIMED = "timed runs on fresh inputs"
+TIMED = certification.BENCH_SET
 CONSTANT_BANKS = "constant banks"
 SLACK_CHECK = "allocation slack"
 _builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")  # one at a time: screening's builds come first
 
 
-def entropy_rng() -> np.random.Generator:
-    """A generator seeded from the operating system's entropy (never eval.seed nor a content hash)."""
-    return np.random.default_rng(secrets.randbits(128))
+Drawn = tuple[int, Content]  # a content and the seed it was drawn from
+
+
+def entropy_seed() -> int:
+    """A seed from the operating system's entropy (never eval.seed nor a content hash); 63 bits,
+    so the lineage keeps it as an int64."""
+    return secrets.randbits(63)
 
 
 class Fresh:
-    """A task's certification inputs: a pool of fresh test inputs (InputPool from an entropy
-    seed) and one benchmark content at a time, built ahead on a host thread."""
+    """A task's certification inputs: a pool of fresh test inputs and one benchmark content at a
+    time, built ahead on a host thread, each drawn from an entropy seed kept with it."""
 
-    def __init__(self, task: Task, build: Callable[[Task], Content] | None = None):
+    def __init__(self, task: Task, build: Callable[[Task, int], Content] | None = None):
         self.task = task
-        self.pool = InputPool(task, secrets.randbits(63), depth=1)
+        self.pool = InputPool(task, 0, depth=1, seeds=entropy_seed)
         self._build = build or bench_content
         self._lock = threading.Lock()
-        self._next: Future[Content] = _builds.submit(self._build, task)
-        self._stress: Future[list[Content]] | None = (
-            _builds.submit(stress_contents, task, entropy_rng()) if task.stress else None)
+        self._next: Future[Drawn] = _builds.submit(self._drawn)
+        self._stress: Future[list[Drawn]] | None = _builds.submit(stress_drawn, task) if task.stress else None
 
-    def bench(self) -> Content:
-        """A benchmark content no kernel has seen (waiting for its build if it is not done), the
-        next one started meanwhile. Raises what building it raised."""
+    def _drawn(self) -> Drawn:
+        seed = entropy_seed()
+        return seed, self._build(self.task, seed)
+
+    def bench(self) -> Drawn:
+        """A benchmark content no kernel has seen and its seed (waiting for its build if it is not
+        done), the next one started meanwhile. Raises what building it raised."""
         with self._lock:
-            ready, self._next = self._next, _builds.submit(self._build, self.task)
+            ready, self._next = self._next, _builds.submit(self._drawn)
         return ready.result()
 
-    def stress(self) -> list[Content]:
-        """Fresh contents of the task's stress sets (none declared: none), the next ones started."""
+    def stress(self) -> list[Drawn]:
+        """Fresh contents of the task's stress sets with their seeds (none declared: none), the
+        next ones started."""
         if self._stress is None:
             return []
         with self._lock:
-            ready, self._stress = self._stress, _builds.submit(stress_contents, self.task, entropy_rng())
+            ready, self._stress = self._stress, _builds.submit(stress_drawn, self.task)
         return ready.result()
 
     def ready(self) -> bool:
@@ -100,10 +112,17 @@ class Fresh:
             self._stress.cancel()
 
 
-def bench_content(task: Task) -> Content:
-    """Inputs at the benchmark size drawn from entropy, and their float64 references."""
+def bench_content(task: Task, seed: int) -> Content:
+    """Inputs at the benchmark size drawn from `seed`, and their float64 references."""
     dtypes = {a.name: a.dtype for a in task.outputs}
-    return make_content(task, tasks.functions(task), dtypes, dict(task.bench_size), entropy_rng())
+    return make_content(task, tasks.functions(task), dtypes, dict(task.bench_size), np.random.default_rng(seed))
+
+
+def stress_drawn(task: Task) -> list[Drawn]:
+    """A content of each of the task's stress sets, each from an entropy seed of its own."""
+    seeds = [entropy_seed() for _ in task.stress]
+    return [(seed, stress_content(task, stress, np.random.default_rng(seed)))
+            for seed, stress in zip(seeds, task.stress, strict=True)]
 
 
 def upload(task: Task, content: Content, stream: cp.cuda.Stream) -> BenchSet:
@@ -121,12 +140,14 @@ def upload(task: Task, content: Content, stream: cp.cuda.Stream) -> BenchSet:
 def certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
     """`req`'s program loaded afresh, checked at every test size on fresh inputs, then timed with
     the full protocol on a fresh benchmark set, every timed run checked. Raises ContextLost (the
-    parent reports a crash as the failed check)."""
+    parent reports a crash as the failed check). The answer names the seed of every input set
+    it took (Certified.seeds)."""
+    seeds: list[tuple[str, int]] = []
     with without_slack():  # every buffer in whole pages, its end canary to the allocation's end
-        return _certify(child, state, req)
+        return replace(_certify(child, state, req, seeds), seeds=tuple(seeds))
 
 
-def _certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
+def _certify(child: Child, state: TaskState, req: CertifyRequest, seeds: list[tuple[str, int]]) -> Certified:
     task, cand, clock = state.task, req.candidate, _Clock()
     fresh = fresh_inputs(state)
     program = CertifiedProgram(req.cubin, req.lowered)
@@ -140,19 +161,24 @@ def _certify(child: Child, state: TaskState, req: CertifyRequest) -> Certified:
     try:
         checks = []
         for i, size in enumerate(task.test_sizes):
-            inputs, reference = fresh.pool.take(i)
+            seed, (inputs, reference) = fresh.pool.take_seeded(i)
+            if seed is not None:  # always, from Fresh's pool
+                seeds.append((certification.test_set(size), seed))
             checks.append(check_size(program, cand, task, size, inputs, reference, child.stream))
             if not checks[-1].passed:
                 return Certified(Verdict.WRONG, checks[-1].detail,
-                                 _named(f"fresh inputs at {size_label(size)}", checks[-1].detail),
+                                 _named(certification.test_set(size), checks[-1].detail),
                                  tuple(checks), stages=clock.stages())
-        for stress, (inputs, reference) in zip(task.stress, fresh.stress(), strict=True):
+        for stress, (seed, (inputs, reference)) in zip(task.stress, fresh.stress(), strict=True):
+            seeds.append((certification.stress_set(stress), seed))
             checks.append(check_size(program, cand, task, stress.size, inputs, reference, child.stream))
             if not checks[-1].passed:
-                return Certified(Verdict.WRONG, checks[-1].detail, f"stress set {stress.name} at {size_label(stress.size)}",
+                return Certified(Verdict.WRONG, checks[-1].detail, certification.stress_set(stress),
                                  tuple(checks), stages=clock.stages())
         clock.lap("verify")
-        sets = TaskState(task, fresh.pool, sets=[upload(task, fresh.bench(), child.stream)])
+        seed, content = fresh.bench()
+        seeds.append((TIMED, seed))
+        sets = TaskState(task, fresh.pool, sets=[upload(task, content, child.stream)])
         # the full protocol, as a screened winner is timed (warm-up included: the program is new),
         # with a flush that lines kept by eviction-priority hints do not survive
         samples, timed, _ = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples,

@@ -6,6 +6,7 @@ through, with their expected outputs. Runs in the evaluator's child process only
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,9 +75,13 @@ def screening_contents(task: Task, seed: int, input_sets: int,
 def stress_contents(task: Task, rng: np.random.Generator) -> list[Content]:
     """One content for each of the task's stress sets (task.toml `[[stress]]`), in their order,
     each at its set's size (docs/judge.md, "Stress sets")."""
-    module = tasks.functions(task)
+    return [stress_content(task, stress, rng) for stress in task.stress]
+
+
+def stress_content(task: Task, stress: Stress, rng: np.random.Generator) -> Content:
+    """The content of one of the task's stress sets, at its size."""
     dtypes = {a.name: a.dtype for a in task.outputs}
-    return [make_content(task, module, dtypes, dict(stress.size), rng, stress) for stress in task.stress]
+    return make_content(task, tasks.functions(task), dtypes, dict(stress.size), rng, stress)
 
 
 @dataclass
@@ -121,16 +126,19 @@ class TaskState:
 
 class InputPool:
     """Fresh inputs and references for every test size, made ahead by a thread so the host's
-    reference work overlaps the GPU's. Each item is used once."""
+    reference work overlaps the GPU's. Each item is used once. Drawn in sequence from `seed` and
+    the task's content hash; with `seeds` (certification's), each item from a seed of its own,
+    `numpy.random.default_rng(seeds())`, kept with it so its inputs can be drawn again."""
 
-    def __init__(self, task: Task, seed: int, depth: int = 2):
+    def __init__(self, task: Task, seed: int, depth: int = 2, seeds: Callable[[], int] | None = None):
         self.task = task
         self.sizes = task.test_sizes
         self.depths = [depth] * len(task.test_sizes)
         self.module = tasks.functions(task)
-        self.items: list[list[Content]] = [[] for _ in self.sizes]
+        self.items: list[list[tuple[int | None, Content]]] = [[] for _ in self.sizes]
         self.cond = threading.Condition()
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, int(task.content_hash, 16)]))
+        self.seeds = seeds
         self.stopped = False
         self.error: Exception | None = None
         threading.Thread(target=self._fill, daemon=True, name=f"inputs-{task.name}").start()
@@ -147,6 +155,10 @@ class InputPool:
 
     def take(self, index: int) -> Content:
         """The next item at test size `index`; raises what making one raised (the thread ends)."""
+        return self.take_seeded(index)[1]
+
+    def take_seeded(self, index: int) -> tuple[int | None, Content]:
+        """`take`'s item with the seed it was drawn from (None: drawn in the pool's sequence)."""
         with self.cond:
             while not self.items[index] and self.error is None:
                 self.cond.wait()
@@ -155,6 +167,12 @@ class InputPool:
             item = self.items[index].pop(0)
             self.cond.notify_all()
             return item
+
+    def _draw(self, size: dict[str, int]) -> tuple[int | None, Content]:
+        if self.seeds is None:
+            return None, self.make(size, self.rng)
+        seed = self.seeds()
+        return seed, self.make(size, np.random.default_rng(seed))
 
     def _fill(self) -> None:
         while True:
@@ -165,7 +183,7 @@ class InputPool:
                     return
                 index = min(range(len(self.items)), key=lambda i: len(self.items[i]) / self.depths[i])
             try:
-                item = self.make(dict(self.sizes[index]), self.rng)
+                item = self._draw(dict(self.sizes[index]))
             except Exception as e:  # a task's fault: whoever takes an item gets it, rather than waiting forever
                 with self.cond:
                     self.error = e

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fsr import candidate as cfmt
-from fsr import cli, commands, tasks
+from fsr import certification, cli, commands, tasks
 from fsr.commands import UsageError
 from fsr.commands.explore import (
     Row,
@@ -27,7 +27,7 @@ from fsr.commands.explore import (
     row_of,
     to_markdown,
 )
-from fsr.commands.launch import _library_outputs, choose_sizes, error_ratio, parse_define, planned
+from fsr.commands.launch import _library_outputs, choose_sizes, error_ratio, inputs_at, parse_define, planned
 from fsr.dtypes import Tolerance
 from fsr.types import DeviceInfo, Evaluation, Resources, Timing, Verdict
 from tests.support.paths import ROOT
@@ -151,6 +151,15 @@ def test_the_plan_gives_each_launch_at_each_size_from_the_header():
     assert kernel == "softmax_template" and block == (128,) and grid == (dict(task.bench_size)["rows"],)
 
 
+def test_launch_draws_a_certification_set_from_its_recorded_seed_as_certification_drew_it():
+    task = tasks.load("softmax")
+    size = task.test_sizes[1]
+    recorded = certification.set_inputs(task, certification.test_set(size), 2**62 + 5)
+    drawn = inputs_at(task, size, 2**62 + 5)
+    assert drawn.keys() == recorded.keys() and all(np.array_equal(drawn[k], recorded[k]) for k in drawn)
+    assert not np.array_equal(inputs_at(task, size, 2**62 + 6)["x"], recorded["x"])
+
+
 def test_error_ratio_is_one_at_the_tolerance_and_infinite_for_nan_or_a_miss_with_no_tolerance():
     ref = np.array([0.0, 10.0, -4.0])
     assert error_ratio(ref, ref, Tolerance(1e-3, 1e-4)) == 0.0
@@ -178,6 +187,7 @@ def test_error_ratio_of_a_bfloat16_output_uses_the_magnitude_floor_and_rejects_z
     (("launch", "softmax", TEMPLATE, "-D", "NOPE=1"), ["NOPE"]),
     (("launch", "softmax", TEMPLATE, "--size", "99"), ["--size 99"]),
     (("launch", "softmax", TEMPLATE, "--launches", "0"), ["--launches"]),
+    (("launch", "softmax", TEMPLATE, "--seed", "-1"), ["--seed"]),
     (("launch", "softmax", "missing.cu"), ["missing.cu"]),
     (("launch", "nope", TEMPLATE), ["nope"]),
     (("explore", "softmax", "--combos", "0"), ["no configurations"]),

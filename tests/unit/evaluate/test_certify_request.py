@@ -69,6 +69,16 @@ def test_a_failed_certification_is_uncertified_and_names_the_set_or_check(compil
     assert got.timing is None
 
 
+@pytest.mark.parametrize("verdict", [Verdict.OK, Verdict.WRONG])
+def test_the_seeds_of_the_sets_a_certification_drew_reach_its_evaluation(compiler, verdict) -> None:
+    seeds = (("fresh inputs at rows=1,cols=1", 12345), ("timed runs on fresh inputs", 2**62 + 7))
+    failed = "timed runs on fresh inputs" if verdict == Verdict.WRONG else ""
+    screened, got, _ = screened_and_certified(compiler, Certified(verdict, "wrong" if failed else "", failed,
+                                                                  samples_us=SAMPLES, seeds=seeds))
+    assert got.certify_seeds == seeds and got.certified is (verdict == Verdict.OK)
+    assert screened.certify_seeds == ()
+
+
 def test_a_certified_time_clearly_slower_than_screened_fails_on_timing() -> None:
     screened = Evaluation("s", "softmax", Verdict.OK, timing=Timing(100.0, 98.0, 102.0, 97.0, (100.0,), 0, 0, 0))
     near = replace(screened, candidate_id="c", tier=Tier.CERTIFY, certified=True, timing=timing(105.0))
