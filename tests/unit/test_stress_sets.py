@@ -113,15 +113,15 @@ def test_the_built_in_sets_are_at_test_sizes_or_below():
 
 
 def test_certification_checks_a_set_on_its_mapped_inputs_within_its_own_tolerance():
-    """fsr.evaluate.gpu.inputs.stress_contents: what certification checks a stress set against,
+    """fsr.evaluate.gpu.inputs.stress_content: what certification checks a stress set against,
     built as a test size's content is, but from the set's inputs and tolerance."""
     pytest.importorskip("cupy")
-    from fsr.evaluate.gpu.inputs import make_content, stress_contents
+    from fsr.evaluate.gpu.inputs import make_content, stress_content
 
     task = tasks.load("layernorm")
     [stress] = task.stress
     module = tasks.functions(task)
-    [(inputs, expected)] = stress_contents(task, np.random.default_rng(3))
+    inputs, expected = stress_content(task, stress, np.random.default_rng(3))
     mapped = tasks.stress_inputs(task, module, stress, np.random.default_rng(3))
     assert set(inputs) == set(mapped) and all(np.array_equal(inputs[k], mapped[k]) for k in mapped)
     ref = module.reference({k: v.copy() for k, v in mapped.items()}, dict(stress.size))["y"]

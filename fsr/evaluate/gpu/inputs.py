@@ -72,14 +72,9 @@ def screening_contents(task: Task, seed: int, input_sets: int,
         return list(pool.map(build, seeds))
 
 
-def stress_contents(task: Task, rng: np.random.Generator) -> list[Content]:
-    """One content for each of the task's stress sets (task.toml `[[stress]]`), in their order,
-    each at its set's size (docs/judge.md, "Stress sets")."""
-    return [stress_content(task, stress, rng) for stress in task.stress]
-
-
 def stress_content(task: Task, stress: Stress, rng: np.random.Generator) -> Content:
-    """The content of one of the task's stress sets, at its size."""
+    """The content of one of the task's stress sets (task.toml `[[stress]]`), at its size
+    (docs/judge.md, "Stress sets")."""
     dtypes = {a.name: a.dtype for a in task.outputs}
     return make_content(task, tasks.functions(task), dtypes, dict(stress.size), rng, stress)
 
