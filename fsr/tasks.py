@@ -375,13 +375,20 @@ def stress_inputs(task: Task, module: ModuleType, stress: Stress, rng: np.random
     inputs = module.make_inputs(dict(stress.size), rng)
     check_inputs(task, inputs, dict(stress.size))
     for name in stress.args:
-        x = inputs[name]
-        mapped = (x.astype(np.float64) * stress.scale + stress.offset).astype(x.dtype)
-        if not np.isfinite(mapped.astype(np.float64)).all():
+        mapped = stress_mapped(inputs[name], stress.scale, stress.offset)
+        if mapped is None:
             raise TaskError(f"{task.directory}/task.toml: stress set {stress.name!r} makes input {name} non-finite "
-                            f"({x.dtype} x {stress.scale:g} + {stress.offset:g})")
+                            f"({inputs[name].dtype} x {stress.scale:g} + {stress.offset:g})")
         inputs[name] = mapped
     return inputs
+
+
+def stress_mapped(x: np.ndarray, scale: float, offset: float = 0.0) -> np.ndarray | None:
+    """A stress set's mapping of one floating-point input: x * scale + offset, rounded back to
+    x's dtype; None where that leaves an element non-finite."""
+    with np.errstate(over="ignore"):  # an overflow is what None reports
+        mapped = (x.astype(np.float64) * scale + offset).astype(x.dtype)
+    return mapped if np.isfinite(mapped.astype(np.float64)).all() else None
 
 
 def _check_size(task: Task, module: ModuleType, path: Path, size: dict[str, int], reference: bool) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fsr import dtypes
+from fsr import dtypes, tasks
 from fsr.kernelbench import cast, runtime
 from fsr.kernelbench.probe import ProblemError, _why
 from fsr.kernelbench.runtime import outputs
@@ -56,10 +56,10 @@ class Overflow(Exception):
 
 
 def scaled(a: np.ndarray, scale: float) -> np.ndarray:
-    """`a * scale` rounded back to `a`'s dtype; raises Overflow where that is not finite."""
-    with np.errstate(over="ignore"):  # an overflow is what this reports
-        mapped = (a.astype(np.float64) * scale).astype(a.dtype)
-    if not np.isfinite(mapped.astype(np.float64)).all():
+    """`a * scale` rounded back to `a`'s dtype, as a stress set maps it (fsr.tasks.stress_mapped);
+    raises Overflow where that is not finite."""
+    mapped = tasks.stress_mapped(a, scale)
+    if mapped is None:
         raise Overflow(f"{a.dtype} x {scale:g} is not finite")
     return mapped
 
