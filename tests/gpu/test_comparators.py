@@ -1,6 +1,9 @@
 """The built-in library comparators on a real GPU: each computes its task's outputs within the
-task's tolerance of the float64 reference at every test size (bfloat16 buffers passed and returned
-as CuPy arrays of their bits, as fsr holds them), and spmv_csr's builds its cuSPARSE matrix once
+task's tolerance of the float64 reference at every test size where it runs (cuDNN's attention
+refuses some odd lengths, with CudnnRefused: the attention library is then left out, never another
+backend timed in its name; test_the_attention_library_is_cudnn_attention_on_this_gpu holds it to the
+benchmark's shape class) (bfloat16 buffers passed and returned as CuPy arrays of their bits, as fsr
+holds them), and spmv_csr's builds its cuSPARSE matrix once
 per input set (a new set gets its own matrix, the same set reuses it)."""
 
 from __future__ import annotations
@@ -34,16 +37,23 @@ def test_library_matches_the_reference_at_every_test_size(name):
     task = tasks.load(name)
     module = tasks.functions(task)
     rng = np.random.default_rng(7)
+    refusal = getattr(module, "CudnnRefused", ())  # cuDNN attention refuses some odd lengths: no figure there
+    checked = 0
     for size in task.test_sizes:
         sizes = dict(size)
         inputs = module.make_inputs(sizes, rng)
         expected = module.reference(inputs, sizes)
-        got = module.library(_device(inputs), sizes)
+        try:
+            got = module.library(_device(inputs), sizes)
+        except refusal:
+            continue
+        checked += 1
         kinds = {a.name: a.dtype for a in task.outputs}
         for out, want in expected.items():
             values = dtypes.host_view(got[out].get(), kinds[out]).astype(np.float64)
             bound = dtypes.bounds(want, tasks.tolerance(task))
             assert (np.abs(values - want) <= bound).all(), f"{name} {sizes} {out}"
+    assert checked, f"{name}: the library refused every test size"
 
 
 def test_spmv_library_builds_one_matrix_per_input_set(spmv, monkeypatch):
