@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -54,6 +55,7 @@ TEST_TIMEOUT_S = 300  # one test, at most (pytest-timeout)
 GATE_MAX_WALL_S = 420.0  # fsr bench's own default --max-wall
 GATE_OVERHEAD_S = 60.0  # a gate's start (Ray, the GPU child) and its lineage read, beyond --max-wall
 MIN_GATE_S = 90.0  # below this --max-wall a cold campaign measures its start more than its throughput
+TESTS = "tests"  # the folder whose test modules a step collects
 
 
 @dataclass(frozen=True)
@@ -126,11 +128,30 @@ def run_bounded(command: list[str], env: dict[str, str], log: Path, limit_s: flo
             return -9, True
 
 
+def marked_modules(marks: str, root: Path = ROOT) -> list[str]:
+    """The test modules under tests/ (paths from `root`, sorted) that a pytest `-m marks` of
+    markers joined by `and` can select from: those whose text marks a test with every marker the
+    expression requires (`pytest.mark.gpu`, as a decorator or in `pytestmark`). A step collects
+    these instead of the whole tree: collecting the CPU tests' modules too took about ten seconds
+    a process (each xdist worker, and the whole_machine step again), for tests `-m` then leaves
+    out. [] (collect the whole tree) for an expression with `or` or parentheses, or where no
+    module matches. tests/unit/bench/test_gpu_check.py checks them against a collection."""
+    terms = marks.split(" and ")
+    if any(not re.fullmatch(r"(not )?\w+", t.strip()) for t in terms):
+        return []
+    required = [t.strip() for t in terms if not t.strip().startswith("not ")]
+    patterns = [re.compile(rf"\bmark\.{re.escape(m)}\b") for m in required]
+    found = [path for path in sorted((root / TESTS).rglob("test_*.py"))
+             if all(p.search(path.read_text(errors="replace")) for p in patterns)]
+    return [str(path.relative_to(root)) for path in found]
+
+
 def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s: float,
                per_gpu: int | None = 1, cores: list[int] | None = None) -> dict[str, Any]:
     """The GPU tests of `marks` on `gpus` (`per_gpu` xdist workers each; None: `-n auto`, as many
-    as tests/conftest.py gives each GPU for the host's cores), within `limit_s`; the log ends
-    with pytest's table of the slowest tests."""
+    as tests/conftest.py gives each GPU for the host's cores), within `limit_s`, collected from
+    the modules that mark them (`marked_modules`); the log ends with pytest's table of the slowest
+    tests."""
     xml, log = out / f"tests-{name}.xml", out / f"tests-{name}.log"
     command = [sys.executable, "-m", "pytest", "-m", marks, "-v", "-p", "no:cacheprovider", "--junitxml", str(xml),
                "--durations", "40"]
@@ -143,6 +164,7 @@ def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s:
         command += ["-n", "auto"]
     elif len(gpus) * max(1, per_gpu) > 1:
         command += ["-n", str(len(gpus) * max(1, per_gpu))]
+    command += marked_modules(marks)
     # the heavy tasks' screening sets, built at the session's start (tests/support/warm_contents.py): its log here
     env = os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(gpus), "FSR_TEST_WARM_LOG": str(out / f"tests-{name}-warm.log")}
     started = time.monotonic()

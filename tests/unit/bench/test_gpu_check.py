@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -251,7 +253,7 @@ def test_scale_writes_its_figures_as_json(tmp_path):
 
 
 def test_the_tests_step_runs_pytest_on_its_gpus_one_worker_each(monkeypatch, tmp_path):
-    seen = {}
+    seen: dict[str, Any] = {}
 
     def run_bounded(command, env, log, limit_s, cwd=gc.ROOT, cores=None):
         seen.update(command=command, gpus=env["CUDA_VISIBLE_DEVICES"], limit_s=limit_s, warm=env["FSR_TEST_WARM_LOG"])
@@ -267,7 +269,38 @@ def test_the_tests_step_runs_pytest_on_its_gpus_one_worker_each(monkeypatch, tmp
     assert seen["warm"] == str(tmp_path / "tests-gpu-warm.log")  # the contents warm-up's log comes back
     assert command[command.index("-m", 3) + 1] == "gpu and not whole_machine"
     assert command[command.index("--session-timeout") + 1] == "340" and "--timeout" in command
+    assert command[-len(gc.marked_modules("gpu")):] == gc.marked_modules("gpu")  # these modules, not the tree
     assert (found["passed"], found["failed"], found["returncode"]) == (2, 1, 1)
     monkeypatch.setattr(gc, "timeout_plugin", lambda: (0, 0))  # without pytest-timeout: no option it lacks
     gc.tests_step("gpu", "gpu", ("0",), tmp_path, 400.0)
     assert "-n" not in seen["command"] and "--timeout" not in seen["command"]
+
+
+COLLECTED = """
+import json, os
+
+def pytest_collection_finish(session):
+    marks = {item.nodeid: sorted(m.name for m in item.iter_markers()) for item in session.items}
+    with open(os.environ["FSR_COLLECTED"], "w") as f:
+        json.dump(marks, f)
+"""
+
+
+def test_a_step_collects_the_modules_of_every_test_its_marks_select(tmp_path):
+    """What the tests steps collect instead of the whole tree (`marked_modules`) is every module
+    that holds a test with the markers the step's -m requires, by a collection of the whole tree."""
+    (tmp_path / "collected_plugin.py").write_text(COLLECTED)
+    env = {**os.environ, "FSR_COLLECTED": str(tmp_path / "marks.json"),
+           "PYTHONPATH": f"{tmp_path}:{ROOT}", "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("PYTEST_XDIST_WORKER_COUNT", None)
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-p", "collected_plugin", "-m", "gpu", "tests"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    marks = json.loads((tmp_path / "marks.json").read_text())
+    for expression, required in (("gpu and not whole_machine", {"gpu"}), ("gpu and whole_machine",
+                                                                          {"gpu", "whole_machine"})):
+        modules = {nodeid.split("::")[0] for nodeid, m in marks.items() if required <= set(m)}
+        assert modules and gc.marked_modules(expression) == sorted(modules), expression
+    assert gc.marked_modules("gpu or whole_machine") == [] == gc.marked_modules("(gpu)")  # the whole tree
