@@ -26,9 +26,10 @@ def bench_evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
     built when a test first needs it, through the session's contents cache (a set another worker
     built is read, not built again). Not warmed from the start: under `-n auto` eight or sixteen
     workers each reading every task's sets at once kept a worker's first test waiting minutes
-    (219 s for maxpool2d's baseline on two H200s). For tests that judge kernels meant to be right:
-    a kernel that crashed or hung would restart its child (the adversarial corpus has an evaluator
-    of its own)."""
+    (219 s for maxpool2d's baseline on two H200s). Under a spread -n its tests run by task
+    (tests/support/xdist_gpus.py BY_TASK), so a worker prepares each of its tasks once for all of
+    them. For tests that judge kernels meant to be right: a kernel that crashed or hung would
+    restart its child (the adversarial corpus has an evaluator of its own)."""
     from fsr.evaluate.evaluator import GpuEvaluator
 
     every = [tasks.load(n) for n in tasks.list_tasks()]

@@ -16,7 +16,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict
 from tests.support.gpu_evaluators import precompile, spec
 from tests.support.paths import ROOT
-from tests.support.xdist_gpus import gpu_sharers, host_threads, run_params, shared_budget, this_run
+from tests.support.xdist_gpus import gpu_sharers, host_threads, run_params, shared_budget
 
 from ..adversarial.corpus import corpus
 
@@ -31,14 +31,7 @@ def evaluator(request):
     """The corpus's tasks (softmax among them), hangs cut at HANG_TIMEOUT_S, torch.compile off
     (compiling its comparators is no part of these tests); the corpus compiled ahead. Its crashes
     and hangs restart its child, so it is this module's alone (each new child reads its tasks'
-    benchmark sets from the session's contents cache). The session's evaluator of every
-    task, which the every-task tests here use, starts first, their kernels compiled ahead: its
-    tasks' contents build in the background while the corpus runs."""
-    run = this_run(request)  # this worker's tests of the module (all of them but under a spread -n)
-    if any("bench_evaluator" in item.fixturenames for item in run):
-        every = [tasks.load(name) for name in tasks.list_tasks()]
-        precompile(request.getfixturevalue("bench_evaluator"),
-                   [candidate.parse(task.baseline_source, task) for task in every])
+    benchmark sets from the session's contents cache)."""
     config = Config(eval=EvalConfig(timeout_s=HANG_TIMEOUT_S, torch_compile="off", host_threads=host_threads(),
                                     prepared_max_bytes=shared_budget(),
                                     contents_cache_dir=str(request.getfixturevalue("contents_dir"))),
@@ -112,13 +105,24 @@ def test_same_kernel_twice_gives_close_medians(evaluator):
     assert abs(first.timing.median_us - second.timing.median_us) / first.timing.median_us < (0.1 if shared else 0.02)
 
 
+@pytest.fixture(scope="module")
+def baselines(request, bench_evaluator):
+    """The session's evaluator of every task, the baselines of this worker's run of the every-task
+    tests compiled ahead. Under a spread -n these run task by task, each beside the other tests
+    of its task on that evaluator (xdist_gpus.BY_TASK), so this builds again at each return to the
+    module and compiles only what it has not."""
+    precompile(bench_evaluator, [candidate.parse(tasks.load(name).baseline_source, tasks.load(name))
+                                 for (name,) in run_params(request, "task_name")])
+    return bench_evaluator
+
+
 @pytest.mark.parametrize("task_name", tasks.list_tasks())
-def test_every_task_baseline_is_ok(bench_evaluator, task_name):
+def test_every_task_baseline_is_ok(baselines, task_name):
     """At the benchmark size. The template's default (every switch off, the tunables at their
     defaults) is the all-off case of test_template_combinations.py, judged there on the same
     session evaluator."""
     task = tasks.load(task_name)
-    result = bench_evaluator.evaluate(candidate.parse(task.baseline_source, task))
+    result = baselines.evaluate(candidate.parse(task.baseline_source, task))
     assert result.verdict == Verdict.OK, f"{task_name}: {result.message[:400]}"
     assert result.timing and result.timing.ceiling_fraction < 1.1
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 import pytest
 
 from fsr import candidate, tasks
-from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Verdict, WorkerSpec
-from tests.support.xdist_gpus import shared_budget
+from fsr.types import Verdict
 
 pytestmark = pytest.mark.gpu
 
@@ -77,12 +75,12 @@ STRINGS = TWO_TYPES.replace("    if (threadIdx.x == 0) {", """    if (tags[block
 __device__ const char* tags[2] = {"soft", "max"};""")
 
 
-@pytest.fixture(scope="module")
-def evaluator():
-    config = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
-    ev = GpuEvaluator(WorkerSpec.of(config, [tasks.load("softmax")]))
-    yield ev
-    ev.close()
+@pytest.fixture
+def evaluator(bench_evaluator: GpuEvaluator) -> GpuEvaluator:
+    """The session's evaluator of every task (softmax at its benchmark size), no tuning,
+    torch.compile off; under a spread -n these tests run beside softmax's others on it
+    (xdist_gpus.BY_TASK), which find the task prepared."""
+    return bench_evaluator
 
 
 def judge(evaluator: GpuEvaluator, source: str):

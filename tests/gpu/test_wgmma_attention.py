@@ -9,16 +9,11 @@ swapped, or the causal mask dropped is judged WRONG. The TFLOP/s at the bench si
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from fsr import candidate, tasks
-from fsr.config import Config, EvalConfig, TuneConfig
 from fsr.evaluate.evaluator import GpuEvaluator
-from fsr.types import Verdict, WorkerSpec
-from tests.support.xdist_gpus import host_threads, shared_budget
+from fsr.types import Verdict
 
 pytestmark = pytest.mark.gpu
 PLAIN = tasks.load("attention_bf16")
@@ -46,16 +41,13 @@ def wgmma(task, values=None, source=None) -> candidate.Candidate:
     return candidate.with_defines(cand, {"WGMMA": 1} | (values or {}))
 
 
-@pytest.fixture(scope="module")
-def evaluator(contents_dir: Path) -> Iterator[GpuEvaluator]:
-    """The two attention tasks at their benchmark sizes (8 x 16 heads, 4096 tokens), no tuning,
-    torch.compile off."""
-    config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(),
-                                    prepared_max_bytes=shared_budget(), contents_cache_dir=str(contents_dir)),
-                    tune=TuneConfig(trials=0))
-    ev = GpuEvaluator(WorkerSpec.of(config, [PLAIN, CAUSAL], warm=True))
-    yield ev
-    ev.close()
+@pytest.fixture
+def evaluator(bench_evaluator: GpuEvaluator) -> GpuEvaluator:
+    """The session's evaluator of every task at the benchmark size (tests/gpu/conftest.py; the two
+    attention tasks at 8 x 16 heads, 4096 tokens), no tuning, torch.compile off. Under a spread -n
+    these tests run beside the other tests of their task on it (xdist_gpus.BY_TASK), which find
+    the task prepared."""
+    return bench_evaluator
 
 
 def report(name: str, result) -> None:

@@ -6,6 +6,7 @@ tests allow, and compile a module's candidates in parallel before its tests judg
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from fsr.evaluate.evaluator import GpuEvaluator
 
 COMPILE_THREADS = 16  # NVRTC releases the GIL; the evaluator's compile processes take them in turn
+# The candidates each evaluator took through its static stage ahead (`precompile`), by id
+_precompiled: weakref.WeakKeyDictionary[GpuEvaluator, set[str]] = weakref.WeakKeyDictionary()
 
 
 def spec(config: Config, names: Iterable[str] | None = None, **fields: Any) -> WorkerSpec:
@@ -40,12 +43,20 @@ def at_test_sizes(task: Task) -> Task:
 def precompile(evaluator: GpuEvaluator, candidates: Iterable[Candidate]) -> None:
     """Take candidates through the evaluator's static stage (header, guards, compile, the compiled
     program's guards) in parallel, as `evaluate` would one at a time: their programs wait in its
-    compile cache, and a candidate the stage refuses is refused again, identically, when judged."""
+    compile cache, and a candidate the stage refuses is refused again, identically, when judged.
+    A candidate this evaluator took through it before is not taken again: the session's evaluator
+    serves modules whose tests run task by task between other modules' (xdist_gpus.BY_TASK), so
+    their module fixtures build again at each return."""
     from fsr.evaluate.static import static_stage
 
     arch = evaluator.device().arch
-    todo = [(c, evaluator.spec.task(c.task)) for c in candidates]
+    try:
+        done = _precompiled.setdefault(evaluator, set())
+    except TypeError:  # a stand-in no weak reference can name: nothing kept
+        done = set()
+    todo = [(c, evaluator.spec.task(c.task)) for c in {c.id: c for c in candidates if c.id not in done}.values()]
     missing = sorted({c.task for c, task in todo if task is None})
     assert not missing, f"tasks not in the evaluator's spec: {missing}"
     with ThreadPoolExecutor(COMPILE_THREADS) as pool:
         list(pool.map(lambda pair: static_stage(pair[0], pair[1], arch, evaluator.compiler), todo))
+    done.update(c.id for c, _ in todo)

@@ -5,8 +5,10 @@ starting, so one worker would leave its GPU idle), and each worker sees one GPU 
 stay together on a worker (its evaluator, a GPU child with its tasks' contents, is built once),
 but a module of SPREAD is cut into runs of consecutive tests that go to several workers, handed
 out first, so that no module's whole length is one worker's (SpreadScheduling); a TOGETHER
-folder's modules are one unit; FIRST's units, the longest without a GPU, are handed out first of
-all, the others by their number of tests. Pure functions of
+folder's modules are one unit; the tests of BY_TASK, judged on the session's evaluator of every
+task at the benchmark size, are cut by task instead, a task's tests of every such module in one
+run; FIRST's units, the longest without a GPU, are handed out first of all, the others by their
+number of tests. Pure functions of
 the environment and the collected node ids but the scheduler: tests/conftest.py applies them."""
 
 from __future__ import annotations
@@ -55,7 +57,6 @@ def auto_workers(gpus: int, cores: int | None = None, environ: Mapping[str, str]
 # 131 s, ...), how many runs at most. Each run builds the module's evaluator again, so only these.
 SPREAD = {
     "tests/gpu/test_evaluator.py": 6,
-    "tests/gpu/test_template_combinations.py": 4,
     "tests/gpu/test_template_samples.py": 4,
     "tests/gpu/test_certify.py": 3,
     "tests/adversarial/test_side_channels_gpu.py": 3,
@@ -71,6 +72,79 @@ SPREAD = {
 TOGETHER = ("tests/cluster/",)
 
 
+# Tests judged on the session's evaluator of every task at the benchmark size (bench_evaluator,
+# tests/gpu/conftest.py), by node id prefix (the longest that matches), each about one task: the
+# task given here, or for None the first word of the test's parameters' id ("[gelu-VEC4-...]":
+# tests parametrized by task first). A worker's evaluator prepares a task at that size (its
+# benchmark sets read or built and uploaded, its comparators and its baseline timed: seconds)
+# once and keeps the last few it used, so these tests go by task rather than by module: every
+# test of a task, of every module here, in one run, one task after another (the baseline's
+# first); BY_TASK_RUNS runs of whole tasks at most. (By module, each task was prepared again on
+# every worker a module's run went to: a task's first template combination took about as long as
+# its baseline, 3.8 s a test over test_template_combinations.py's 46, a task's second 0.8 s.)
+BY_TASK: dict[str, str | None] = {
+    "tests/gpu/test_evaluator.py::test_every_task_baseline_is_ok[": None,
+    "tests/gpu/test_evaluator.py::test_an_honest_wgmma_gemm_is_ok_on_an_sm_90_device": "gemm_bf16",
+    "tests/gpu/test_template_combinations.py::test_template_combination_is_ok[": None,
+    "tests/gpu/test_tasks_ai.py::test_strong_combination_is_correct_and_beats_the_baseline[": None,
+    "tests/gpu/test_wgmma.py::": "gemm_bf16",
+    "tests/gpu/test_wgmma.py::test_the_wgmma_template_is_ok_at_every_test_size[": None,
+    "tests/gpu/test_wgmma.py::test_wgmma_tunables_are_ok[": None,
+    "tests/gpu/test_wgmma_attention.py::": "attention_bf16",
+    "tests/gpu/test_wgmma_attention.py::test_the_wgmma_template_is_ok_at_every_test_size[": None,
+    "tests/gpu/test_wgmma_attention.py::test_wgmma_switches_and_tunables_are_ok[": None,
+    "tests/gpu/test_wgmma_attention.py::test_the_causal_mask_dropped_is_wrong": "attention_bf16_causal",
+    "tests/gpu/test_tma.py::": "gemm_bf16",
+    "tests/gpu/test_tma.py::test_launches_in_clusters_run": "gelu",
+    "tests/gpu/test_tma.py::test_a_grid_its_compiled_cluster_does_not_divide_is_refused_in_one_line": "gelu",
+    "tests/gpu/test_module_variables.py::": "softmax",
+}
+BY_TASK_SCOPE = "tests judged by task"  # their units' name (with the run's: "#1of2")
+BY_TASK_RUNS = 3
+
+
+@functools.cache
+def _task_names() -> frozenset[str]:
+    from fsr import tasks
+
+    return frozenset(tasks.list_tasks())
+
+
+def _by_task_prefix(nodeid: str) -> str | None:
+    found = [prefix for prefix in BY_TASK if nodeid.startswith(prefix)]
+    return max(found, key=len) if found else None
+
+
+def by_task(nodeid: str) -> str | None:
+    """The task a BY_TASK test is about (None: not one of them; "" where its id names none)."""
+    prefix = _by_task_prefix(nodeid)
+    if prefix is None:
+        return None
+    if BY_TASK[prefix] is not None:
+        return BY_TASK[prefix]
+    first = nodeid.split("[", 1)[1].split("-", 1)[0].removesuffix("]") if "[" in nodeid else ""
+    return first if first in _task_names() else ""
+
+
+def task_runs(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
+    """The BY_TASK tests among `nodeids` in runs of whole tasks (the tasks by name, dealt out in
+    turn: as many runs as BY_TASK_RUNS, the tasks and half the workers allow), as (unit name,
+    node ids in the order they run: task by task, BY_TASK's order within a task, then as given)."""
+    about = {n: by_task(n) for n in nodeids}
+    mine = [n for n in nodeids if about[n] is not None]
+    names = sorted({about[n] or "" for n in mine})
+    if not names:
+        return []
+    runs = max(1, min(BY_TASK_RUNS, len(names), workers // 2))
+    run_of = {name: i % runs for i, name in enumerate(names)}
+    entries = list(BY_TASK)
+    position = {n: i for i, n in enumerate(mine)}
+    order = sorted(mine, key=lambda n: (names.index(about[n] or ""), entries.index(_by_task_prefix(n) or ""),
+                                        position[n]))
+    return [(BY_TASK_SCOPE if runs == 1 else f"{BY_TASK_SCOPE}#{run + 1}of{runs}",
+             [n for n in order if run_of[about[n] or ""] == run]) for run in range(runs)]
+
+
 # The longest units of a run on the CPU (durations of the whole suite on a two-core machine,
 # 2026-11-28: the level-3 imports 250 s, the template compiles 250 s, the mutation compiles 120 s,
 # the Ray cluster tests 150 s), handed out first, longest first, so that none of them is left to
@@ -80,7 +154,10 @@ FIRST = ("tests/unit/propose/test_prompt_level3.py", "tests/unit/tasks/test_temp
 
 
 def scope(nodeid: str) -> str:
-    """What a test is grouped by: its TOGETHER folder, else its module."""
+    """What a test is grouped by: BY_TASK_SCOPE for a BY_TASK test, its TOGETHER folder, else its
+    module."""
+    if by_task(nodeid) is not None:
+        return BY_TASK_SCOPE
     module = nodeid.split("::", 1)[0]
     return next((folder.rstrip("/") for folder in TOGETHER if module.startswith(folder)), module)
 
@@ -94,32 +171,45 @@ def groups(modules: list[tuple[str, int, int]], workers: int) -> list[tuple[str,
     out: list[tuple[int, int, tuple[str, int, int]]] = []
     for order, (module, count, spread) in enumerate(modules):
         runs = max(1, min(spread, count, workers // 2))
-        for run in range(runs):
-            start, end = count * run // runs, count * (run + 1) // runs
+        for run in range(runs):  # the longer runs first: handed out in this order, they keep the module's
+            start, end = -(-count * run // runs), -(-count * (run + 1) // runs)  # order of tests
             name = module if runs == 1 else f"{module}#{run + 1}of{runs}"
             out.append((-runs if runs > 1 else 0, order, (name, start, end)))
     return [unit for _, _, unit in sorted(out, key=lambda x: (x[0], x[1]))]
 
 
-def units(nodeids: list[str], workers: int) -> tuple[list[str], dict[str, str]]:
-    """The units' names in the order they are handed out, and each node id's unit."""
+def run_units(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
+    """Every unit (its name, its node ids in the order they run), not yet in the order they are
+    handed out: the BY_TASK tests' runs of whole tasks, and each module or TOGETHER folder whole
+    or in SPREAD's runs."""
     by_module: dict[str, list[str]] = {}  # by scope: a module, or a TOGETHER folder's modules
     for nodeid in nodeids:
-        by_module.setdefault(scope(nodeid), []).append(nodeid)
+        if by_task(nodeid) is None:
+            by_module.setdefault(scope(nodeid), []).append(nodeid)
     found = groups([(m, len(ids), SPREAD.get(m, 1)) for m, ids in by_module.items()], workers)
+    return task_runs(nodeids, workers) + [(name, by_module[name.split("#", 1)[0]][start:end])
+                                          for name, start, end in found]
+
+
+def units(nodeids: list[str], workers: int) -> tuple[list[str], dict[str, str]]:
+    """The units' names in the order they are handed out, and each node id's unit."""
+    found = run_units(nodeids, workers)
     # FIRST's units, then the rest by their number of tests, most first (stable: as pytest-xdist's
     # --loadscope-reorder would sort them; the scheduler turns that off to keep this order)
-    found.sort(key=lambda u: (FIRST.index(u[0]) if u[0] in FIRST else len(FIRST), u[1] - u[2]))
-    unit_of = {n: name for name, start, end in found for n in by_module[name.split("#", 1)[0]][start:end]}
-    return [name for name, _, _ in found], unit_of
+    found.sort(key=lambda u: (FIRST.index(u[0]) if u[0] in FIRST else len(FIRST), -len(u[1])))
+    unit_of = {n: name for name, ids in found for n in ids}
+    return [name for name, _ in found], unit_of
 
 
 def in_unit_order(nodeids: list[str], workers: int) -> list[int]:
-    """Positions of `nodeids` reordered unit by unit, as they are handed out (a worker orders its
-    items so, and the scheduler meets each unit in that order)."""
-    names, unit_of = units(nodeids, workers)
+    """Positions of `nodeids` reordered unit by unit, as they are handed out, each unit's tests in
+    the order it runs them (a worker orders its items so, and the scheduler meets each unit in
+    that order)."""
+    names, _ = units(nodeids, workers)
     rank = {name: i for i, name in enumerate(names)}
-    return sorted(range(len(nodeids)), key=lambda i: (rank[unit_of[nodeids[i]]], i))
+    runs = dict(run_units(nodeids, workers))
+    at = {n: i for i, n in enumerate(nodeids)}
+    return [at[n] for name in sorted(runs, key=rank.__getitem__) for n in runs[name]]
 
 
 def this_run(request) -> list:  # type: ignore[no-untyped-def]

@@ -50,6 +50,30 @@ def test_candidates_compiled_ahead_are_cache_hits_and_refused_ones_are_not_compi
     assert compiler.misses == 2  # what the evaluation compiles next is already there
 
 
+def test_what_an_evaluator_compiled_ahead_is_not_taken_through_its_static_stage_again(monkeypatch):
+    """A module fixture that builds again (its tests run task by task between other modules')
+    compiles ahead only the candidates its evaluator has not had."""
+    from fsr.evaluate import static
+
+    staged: list[str] = []
+    monkeypatch.setattr(static, "static_stage", lambda cand, task, arch, compiler: staged.append(cand.id))
+    softmax = tasks.load("softmax")
+
+    class Evaluator:  # an evaluator's stand-in, weakly referable as one is
+        spec = spec(Config(), ("softmax",))
+        compiler = None
+
+        def device(self):
+            return SimpleNamespace(arch="sm_90")
+
+    first, second = Evaluator(), Evaluator()
+    one, two = (candidate.with_defines(candidate.parse(softmax.baseline_source, softmax), {"BLOCK": b}) for b in (128, 256))
+    precompile(first, [one, one])  # type: ignore[arg-type]
+    precompile(first, [one, two])  # type: ignore[arg-type]
+    precompile(second, [one])  # type: ignore[arg-type]
+    assert staged == [one.id, two.id, one.id]  # each once an evaluator
+
+
 def test_the_gpu_sample_is_split_at_the_switch_extremes():
     """The bench-size module takes the extremes of the sample, the test-size module the rest: the
     two together are the whole sample, as one module checked it before."""

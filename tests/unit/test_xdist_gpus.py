@@ -110,9 +110,9 @@ def test_a_module_stays_on_one_worker(numprocesses, dist, after):
 def test_spread_modules_are_cut_into_runs_of_consecutive_tests_and_handed_out_first():
     modules = [("a.py", 5, 1), ("b.py", 10, 3), ("c.py", 2, 4), ("d.py", 7, 2)]
     units = xdist_gpus.groups(modules, workers=16)
-    assert units == [("b.py#1of3", 0, 3), ("b.py#2of3", 3, 6), ("b.py#3of3", 6, 10),
+    assert units == [("b.py#1of3", 0, 4), ("b.py#2of3", 4, 7), ("b.py#3of3", 7, 10),  # the longer first
                      ("c.py#1of2", 0, 1), ("c.py#2of2", 1, 2),  # never more runs than tests
-                     ("d.py#1of2", 0, 3), ("d.py#2of2", 3, 7),
+                     ("d.py#1of2", 0, 4), ("d.py#2of2", 4, 7),
                      ("a.py", 0, 5)]
     for module, count, _ in modules:  # every test in exactly one run
         covered = [i for name, start, end in units if name.split("#")[0] == module for i in range(start, end)]
@@ -206,3 +206,39 @@ def test_the_longest_units_without_a_gpu_are_handed_out_first_then_the_most_test
     config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
     xdist_gpus.scheduler(config, None)
     assert config.option.loadscopereorder is False  # pytest-xdist keeps the units' order
+
+
+def test_the_tests_on_the_session_evaluator_go_by_task_each_task_s_together(monkeypatch):
+    """BY_TASK's tests are cut into runs of whole tasks (the task: the table's, or where it gives
+    none the first word of a test's parameters), every module's tests of a task one after
+    another, the baseline's first; the same runs whichever order the node ids come in."""
+    monkeypatch.setattr(xdist_gpus, "BY_TASK", {"t/base.py::every[": None, "t/combos.py::": None,
+                                                "t/tma.py::": "gemm", "t/tma.py::clusters": "gelu"})
+    monkeypatch.setattr(xdist_gpus, "_task_names", lambda: frozenset({"gelu", "gemm", "scan"}))
+    ids = ["t/base.py::every[gelu]", "t/base.py::every[gemm]", "t/base.py::every[scan]", "t/base.py::other",
+           "t/combos.py::c[scan-A1]", "t/combos.py::c[gelu-A0]", "t/combos.py::c[gelu-A1]", "t/tma.py::clusters",
+           "t/tma.py::plain[scan-B]", "t/combos.py::c[gemm-A0]", "t/x.py::y"]
+    assert [xdist_gpus.by_task(n) for n in ids] == ["gelu", "gemm", "scan", None, "scan", "gelu", "gelu", "gelu",
+                                                    "gemm", "gemm", None]  # the table's task over a parameter's
+    assert xdist_gpus.by_task("t/combos.py::c[other-A0]") == ""  # names none: a run of its own
+    first, second = f"{xdist_gpus.BY_TASK_SCOPE}#1of2", f"{xdist_gpus.BY_TASK_SCOPE}#2of2"
+    runs = dict(xdist_gpus.run_units(ids, workers=4))  # two runs: half the workers
+    assert runs[first] == ["t/base.py::every[gelu]", "t/combos.py::c[gelu-A0]", "t/combos.py::c[gelu-A1]",
+                           "t/tma.py::clusters", "t/base.py::every[scan]", "t/combos.py::c[scan-A1]"]
+    assert runs[second] == ["t/base.py::every[gemm]", "t/combos.py::c[gemm-A0]", "t/tma.py::plain[scan-B]"]
+    assert runs["t/base.py"] == ["t/base.py::other"] and runs["t/x.py"] == ["t/x.py::y"]
+    names, unit_of = xdist_gpus.units(ids, workers=4)
+    assert names == [first, second, "t/base.py", "t/x.py"]
+    order = [ids[i] for i in xdist_gpus.in_unit_order(ids, workers=4)]
+    assert order == runs[first] + runs[second] + ["t/base.py::other", "t/x.py::y"]
+    assert xdist_gpus.units(order, workers=4) == (names, unit_of)  # the controller sees the workers' order
+    assert list(xdist_gpus.run_units(ids, workers=2)[0][1]) == sorted(  # one run: every task's tests
+        runs[first] + runs[second], key=lambda n: ["gelu", "gemm", "scan"].index(xdist_gpus.by_task(n) or ""))
+    # a module fixture of a run (tests.support.xdist_gpus.this_run) builds for that run's tests only
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    combos, base = object(), object()
+    items = [SimpleNamespace(nodeid=n, module=combos if n.startswith("t/combos") else base) for n in order]
+    request = SimpleNamespace(session=SimpleNamespace(items=items), module=combos, _pyfuncitem=items[1],
+                              config=SimpleNamespace(workerinput={"fsr_spread": True}))
+    assert [i.nodeid for i in xdist_gpus.this_run(request)] == ["t/combos.py::c[gelu-A0]", "t/combos.py::c[gelu-A1]",
+                                                                "t/combos.py::c[scan-A1]"]
