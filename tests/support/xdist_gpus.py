@@ -8,7 +8,7 @@ out first, so that no module's whole length is one worker's (SpreadScheduling); 
 folder's modules are one unit; the tests of BY_TASK, judged on the session's evaluator of every
 task at the benchmark size, are cut by task instead, a task's tests of every such module in one
 run; FIRST's units, the longest without a GPU, are handed out first of all, the others by their
-number of tests. Pure functions of
+expected seconds (TEST_SECONDS). Pure functions of
 the environment and the collected node ids but the scheduler: tests/conftest.py applies them."""
 
 from __future__ import annotations
@@ -153,6 +153,46 @@ FIRST = ("tests/unit/propose/test_prompt_level3.py", "tests/unit/tasks/test_temp
          "tests/unit/propose/test_mutate.py", "tests/unit/tasks/test_tasks_attention_bf16.py")
 
 
+# Seconds a GPU test takes, by node id prefix (the longest that matches): the units go out the
+# longest first (`units`), so that no long one starts last and runs alone while the other workers
+# idle (by their number of tests, test_certify's runs of two tests of 25 s and test_preparation's
+# went out last). From the GPU session's JUnit XML (bench/gpu_check.py on one H200, four workers,
+# 2026-11-29), a module's mean; the BY_TASK tests as they take run by task, where a task's first
+# test prepares it; the last five, which that session did not reach, estimated. Any other test
+# counts DEFAULT_TEST_S, so that the CPU units go out by their number of tests.
+TEST_SECONDS = {
+    "tests/gpu/test_evaluator.py": 3.4,
+    "tests/gpu/test_evaluator.py::test_every_task_baseline_is_ok": 8.0,
+    "tests/gpu/test_template_combinations.py": 1.0,
+    "tests/gpu/test_tasks_ai.py": 1.0,
+    "tests/gpu/test_tma.py": 1.5,
+    "tests/gpu/test_wgmma.py": 2.5,
+    "tests/gpu/test_wgmma_attention.py": 2.5,
+    "tests/gpu/test_module_variables.py": 1.5,
+    "tests/gpu/test_template_samples.py": 1.8,
+    "tests/adversarial/test_side_channels_gpu.py": 1.8,
+    "tests/gpu/test_stress.py": 2.4,
+    "tests/gpu/test_preparation.py": 12.0,
+    "tests/gpu/test_certify.py": 19.0,
+    "tests/gpu/test_certify_residue.py": 1.8,
+    "tests/gpu/test_export.py": 1.2,
+    "tests/gpu/test_comparator_figures.py": 15.0,
+    "tests/contract/test_evaluators.py::TestGpuEvaluator": 2.8,
+    "tests/gpu/test_comparators.py": 0.9,
+    "tests/gpu/test_tuned_candidates.py": 10.0,
+    "tests/gpu/test_fsr_faults.py": 8.0,
+    "tests/gpu/test_run_devices.py": 20.0,
+    "tests/gpu/test_comparators_after_campaign.py": 15.0,
+}
+DEFAULT_TEST_S = 1.0
+
+
+def test_seconds(nodeid: str) -> float:
+    """What a test is expected to take (TEST_SECONDS, else DEFAULT_TEST_S)."""
+    found = [prefix for prefix in TEST_SECONDS if nodeid.startswith(prefix)]
+    return TEST_SECONDS[max(found, key=len)] if found else DEFAULT_TEST_S
+
+
 def scope(nodeid: str) -> str:
     """What a test is grouped by: BY_TASK_SCOPE for a BY_TASK test, its TOGETHER folder, else its
     module."""
@@ -194,9 +234,10 @@ def run_units(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
 def units(nodeids: list[str], workers: int) -> tuple[list[str], dict[str, str]]:
     """The units' names in the order they are handed out, and each node id's unit."""
     found = run_units(nodeids, workers)
-    # FIRST's units, then the rest by their number of tests, most first (stable: as pytest-xdist's
-    # --loadscope-reorder would sort them; the scheduler turns that off to keep this order)
-    found.sort(key=lambda u: (FIRST.index(u[0]) if u[0] in FIRST else len(FIRST), -len(u[1])))
+    # FIRST's units, then the rest by their expected seconds, most first (stable; pytest-xdist's
+    # --loadscope-reorder would sort them by their number of tests: the scheduler turns that off
+    # to keep this order)
+    found.sort(key=lambda u: (FIRST.index(u[0]) if u[0] in FIRST else len(FIRST), -sum(map(test_seconds, u[1]))))
     unit_of = {n: name for name, ids in found for n in ids}
     return [name for name, _ in found], unit_of
 

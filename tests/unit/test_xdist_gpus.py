@@ -242,3 +242,14 @@ def test_the_tests_on_the_session_evaluator_go_by_task_each_task_s_together(monk
                               config=SimpleNamespace(workerinput={"fsr_spread": True}))
     assert [i.nodeid for i in xdist_gpus.this_run(request)] == ["t/combos.py::c[gelu-A0]", "t/combos.py::c[gelu-A1]",
                                                                 "t/combos.py::c[scan-A1]"]
+
+
+def test_units_go_out_by_their_expected_seconds_the_longest_first(monkeypatch):
+    """A unit of two long GPU tests goes out before one of five short ones (TEST_SECONDS); tests
+    it does not name count DEFAULT_TEST_S each, so other units go by their number of tests."""
+    monkeypatch.setattr(xdist_gpus, "TEST_SECONDS", {"t/long.py": 20.0, "t/long.py::quick": 0.5, "t/short.py": 2.0})
+    ids = ["t/short.py::a", "t/short.py::b", "t/short.py::c", "t/short.py::d", "t/short.py::e",
+           "t/long.py::x", "t/long.py::y", "t/long.py::quick", "t/cpu.py::f", "t/cpu.py::g", "t/one.py::h"]
+    assert xdist_gpus.test_seconds("t/long.py::quick") == 0.5 and xdist_gpus.test_seconds("t/cpu.py::f") == 1.0
+    names, _ = xdist_gpus.units(ids, workers=2)
+    assert names == ["t/long.py", "t/short.py", "t/cpu.py", "t/one.py"]  # 40.5 s, 10 s, 2 s, 1 s
