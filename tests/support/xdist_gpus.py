@@ -79,9 +79,12 @@ TOGETHER = ("tests/cluster/",)
 # benchmark sets read or built and uploaded, its comparators and its baseline timed: seconds)
 # once and keeps the last few it used, so these tests go by task rather than by module: every
 # test of a task, of every module here, in one run, one task after another (the baseline's
-# first); BY_TASK_RUNS runs of whole tasks at most. (By module, each task was prepared again on
-# every worker a module's run went to: a task's first template combination took about as long as
-# its baseline, 3.8 s a test over test_template_combinations.py's 46, a task's second 0.8 s.)
+# first); BY_TASK_RUNS runs of whole tasks at most, the lightest tasks first: the heaviest sets
+# (tests/support/warm_contents.py builds them at the session's start, a minute or more) are then
+# built by the time a run reaches them, instead of kept waiting for at its start. (By module, each
+# task was prepared again on every worker a module's run went to: a task's first template
+# combination took about as long as its baseline, 3.8 s a test over test_template_combinations.py's
+# 46, a task's second 0.8 s; every_task[attention_bf16], 28.7 s, waited for the warm-up.)
 BY_TASK: dict[str, str | None] = {
     "tests/gpu/test_evaluator.py::test_every_task_baseline_is_ok[": None,
     "tests/gpu/test_evaluator.py::test_an_honest_wgmma_gemm_is_ok_on_an_sm_90_device": "gemm_bf16",
@@ -104,10 +107,14 @@ BY_TASK_RUNS = 3
 
 
 @functools.cache
-def _task_names() -> frozenset[str]:
+def _task_rank() -> dict[str, int]:
+    """Every task's place, the lightest first: by its work at the benchmark size (as
+    warm_contents.heavy weighs it), then its name."""
     from fsr import tasks
 
-    return frozenset(tasks.list_tasks())
+    loaded = [tasks.load(name) for name in tasks.list_tasks()]
+    weighed = sorted((tasks.flops(task, dict(task.bench_size)), task.name) for task in loaded)
+    return {name: i for i, (_, name) in enumerate(weighed)}
 
 
 def _by_task_prefix(nodeid: str) -> str | None:
@@ -123,16 +130,18 @@ def by_task(nodeid: str) -> str | None:
     if BY_TASK[prefix] is not None:
         return BY_TASK[prefix]
     first = nodeid.split("[", 1)[1].split("-", 1)[0].removesuffix("]") if "[" in nodeid else ""
-    return first if first in _task_names() else ""
+    return first if first in _task_rank() else ""
 
 
 def task_runs(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
-    """The BY_TASK tests among `nodeids` in runs of whole tasks (the tasks by name, dealt out in
-    turn: as many runs as BY_TASK_RUNS, the tasks and half the workers allow), as (unit name,
-    node ids in the order they run: task by task, BY_TASK's order within a task, then as given)."""
+    """The BY_TASK tests among `nodeids` in runs of whole tasks (the tasks lightest first, dealt
+    out in turn: as many runs as BY_TASK_RUNS, the tasks and half the workers allow), as (unit
+    name, node ids in the order they run: task by task, the lightest first, BY_TASK's order within
+    a task, then as given)."""
     about = {n: by_task(n) for n in nodeids}
     mine = [n for n in nodeids if about[n] is not None]
-    names = sorted({about[n] or "" for n in mine})
+    rank = _task_rank()
+    names = sorted({about[n] or "" for n in mine}, key=lambda name: (rank.get(name, -1), name))
     if not names:
         return []
     runs = max(1, min(BY_TASK_RUNS, len(names), workers // 2))

@@ -214,7 +214,7 @@ def test_the_tests_on_the_session_evaluator_go_by_task_each_task_s_together(monk
     another, the baseline's first; the same runs whichever order the node ids come in."""
     monkeypatch.setattr(xdist_gpus, "BY_TASK", {"t/base.py::every[": None, "t/combos.py::": None,
                                                 "t/tma.py::": "gemm", "t/tma.py::clusters": "gelu"})
-    monkeypatch.setattr(xdist_gpus, "_task_names", lambda: frozenset({"gelu", "gemm", "scan"}))
+    monkeypatch.setattr(xdist_gpus, "_task_rank", lambda: {"gelu": 0, "scan": 1, "gemm": 2})  # the lightest first
     ids = ["t/base.py::every[gelu]", "t/base.py::every[gemm]", "t/base.py::every[scan]", "t/base.py::other",
            "t/combos.py::c[scan-A1]", "t/combos.py::c[gelu-A0]", "t/combos.py::c[gelu-A1]", "t/tma.py::clusters",
            "t/tma.py::plain[scan-B]", "t/combos.py::c[gemm-A0]", "t/x.py::y"]
@@ -224,8 +224,9 @@ def test_the_tests_on_the_session_evaluator_go_by_task_each_task_s_together(monk
     first, second = f"{xdist_gpus.BY_TASK_SCOPE}#1of2", f"{xdist_gpus.BY_TASK_SCOPE}#2of2"
     runs = dict(xdist_gpus.run_units(ids, workers=4))  # two runs: half the workers
     assert runs[first] == ["t/base.py::every[gelu]", "t/combos.py::c[gelu-A0]", "t/combos.py::c[gelu-A1]",
-                           "t/tma.py::clusters", "t/base.py::every[scan]", "t/combos.py::c[scan-A1]"]
-    assert runs[second] == ["t/base.py::every[gemm]", "t/combos.py::c[gemm-A0]", "t/tma.py::plain[scan-B]"]
+                           "t/tma.py::clusters", "t/base.py::every[gemm]", "t/combos.py::c[gemm-A0]",
+                           "t/tma.py::plain[scan-B]"]  # the lightest task first, dealt out in turn
+    assert runs[second] == ["t/base.py::every[scan]", "t/combos.py::c[scan-A1]"]
     assert runs["t/base.py"] == ["t/base.py::other"] and runs["t/x.py"] == ["t/x.py::y"]
     names, unit_of = xdist_gpus.units(ids, workers=4)
     assert names == [first, second, "t/base.py", "t/x.py"]
@@ -233,7 +234,7 @@ def test_the_tests_on_the_session_evaluator_go_by_task_each_task_s_together(monk
     assert order == runs[first] + runs[second] + ["t/base.py::other", "t/x.py::y"]
     assert xdist_gpus.units(order, workers=4) == (names, unit_of)  # the controller sees the workers' order
     assert list(xdist_gpus.run_units(ids, workers=2)[0][1]) == sorted(  # one run: every task's tests
-        runs[first] + runs[second], key=lambda n: ["gelu", "gemm", "scan"].index(xdist_gpus.by_task(n) or ""))
+        runs[first] + runs[second], key=lambda n: ["gelu", "scan", "gemm"].index(xdist_gpus.by_task(n) or ""))
     # a module fixture of a run (tests.support.xdist_gpus.this_run) builds for that run's tests only
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
     combos, base = object(), object()
@@ -241,7 +242,7 @@ def test_the_tests_on_the_session_evaluator_go_by_task_each_task_s_together(monk
     request = SimpleNamespace(session=SimpleNamespace(items=items), module=combos, _pyfuncitem=items[1],
                               config=SimpleNamespace(workerinput={"fsr_spread": True}))
     assert [i.nodeid for i in xdist_gpus.this_run(request)] == ["t/combos.py::c[gelu-A0]", "t/combos.py::c[gelu-A1]",
-                                                                "t/combos.py::c[scan-A1]"]
+                                                                "t/combos.py::c[gemm-A0]"]
 
 
 def test_units_go_out_by_their_expected_seconds_the_longest_first(monkeypatch):
