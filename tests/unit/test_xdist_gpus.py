@@ -254,3 +254,19 @@ def test_units_go_out_by_their_expected_seconds_the_longest_first(monkeypatch):
     assert xdist_gpus.test_seconds("t/long.py::quick") == 0.5 and xdist_gpus.test_seconds("t/cpu.py::f") == 1.0
     names, _ = xdist_gpus.units(ids, workers=2)
     assert names == ["t/long.py", "t/short.py", "t/cpu.py", "t/one.py"]  # 40.5 s, 10 s, 2 s, 1 s
+
+
+def test_the_tables_name_test_modules_functions_and_tasks_that_exist():
+    """BY_TASK's and TEST_SECONDS's prefixes name a test module (and in it a test function or
+    class where they go on), BY_TASK's tasks are tasks: a renamed test would otherwise leave its
+    run by task, or its place in the order, without a word."""
+    from fsr import tasks
+    from tests.support.paths import ROOT
+
+    for prefix in [*xdist_gpus.BY_TASK, *xdist_gpus.TEST_SECONDS]:
+        module, _, rest = prefix.partition("::")
+        assert (ROOT / module).is_file(), prefix
+        name = rest.split("[")[0]
+        text = (ROOT / module).read_text()
+        assert not name or f"def {name}(" in text or f"class {name}(" in text, prefix
+    assert {t for t in xdist_gpus.BY_TASK.values() if t is not None} <= set(tasks.list_tasks())
