@@ -136,8 +136,8 @@ def by_task(nodeid: str) -> str | None:
 def task_runs(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
     """The BY_TASK tests among `nodeids` in runs of whole tasks (the tasks lightest first, dealt
     out in turn: as many runs as BY_TASK_RUNS, the tasks and half the workers allow), as (unit
-    name, node ids in the order they run: task by task, the lightest first, BY_TASK's order within
-    a task, then as given)."""
+    name, node ids in the order they run: task by task, the lightest first, within a task module
+    by module in BY_TASK's order, then as given)."""
     about = {n: by_task(n) for n in nodeids}
     mine = [n for n in nodeids if about[n] is not None]
     rank = _task_rank()
@@ -146,9 +146,9 @@ def task_runs(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
         return []
     runs = max(1, min(BY_TASK_RUNS, len(names), workers // 2))
     run_of = {name: i % runs for i, name in enumerate(names)}
-    entries = list(BY_TASK)
+    modules = list(dict.fromkeys(prefix.split("::", 1)[0] for prefix in BY_TASK))
     position = {n: i for i, n in enumerate(mine)}
-    order = sorted(mine, key=lambda n: (names.index(about[n] or ""), entries.index(_by_task_prefix(n) or ""),
+    order = sorted(mine, key=lambda n: (names.index(about[n] or ""), modules.index(n.split("::", 1)[0]),
                                         position[n]))
     return [(BY_TASK_SCOPE if runs == 1 else f"{BY_TASK_SCOPE}#{run + 1}of{runs}",
              [n for n in order if run_of[about[n] or ""] == run]) for run in range(runs)]
