@@ -56,7 +56,9 @@ if TYPE_CHECKING:
 TIMED = certification.BENCH_SET
 CONSTANT_BANKS = "constant banks"
 SLACK_CHECK = "allocation slack"
-_builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")  # one at a time: screening's builds come first
+# Builds ahead, one at a time (screening's builds come first); a certification never waits in this
+# queue behind other tasks' builds: one not yet started is built by the certification itself
+_builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")
 
 
 Drawn = tuple[int, Content]  # a content and the seed it was drawn from
@@ -85,20 +87,21 @@ class Fresh:
         return seed, self._build(self.task, seed)
 
     def bench(self) -> Drawn:
-        """A benchmark content no kernel has seen and its seed (waiting for its build if it is not
-        done), the next one started meanwhile. Raises what building it raised."""
+        """A benchmark content no kernel has seen and its seed (waiting for its build if it is
+        running; one still queued behind other tasks' builds is built here, now), the next one
+        started meanwhile. Raises what building it raised."""
         with self._lock:
             ready, self._next = self._next, _builds.submit(self._drawn)
-        return ready.result()
+        return self._drawn() if ready.cancel() else ready.result()
 
     def stress(self) -> list[Drawn]:
         """Fresh contents of the task's stress sets with their seeds (none declared: none), the
-        next ones started."""
+        next ones started; like `bench`, a build still queued is made here."""
         if self._stress is None:
             return []
         with self._lock:
             ready, self._stress = self._stress, _builds.submit(stress_drawn, self.task)
-        return ready.result()
+        return stress_drawn(self.task) if ready.cancel() else ready.result()
 
     def ready(self) -> bool:
         """Whether `bench` would answer without waiting for a build."""

@@ -104,3 +104,33 @@ def test_two_certifications_draw_their_sets_from_different_seeds() -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_a_certification_never_waits_behind_other_tasks_builds() -> None:
+    """The builds ahead run one at a time for every task; a certification whose own build is
+    still queued behind another task's (a large reference, many seconds) builds its sets itself
+    rather than waiting there."""
+    from fsr.evaluate.gpu import certify
+
+    release, started = threading.Event(), threading.Event()
+
+    def other_task() -> None:  # another task's build, holding the builder until released
+        started.set()
+        release.wait(120)
+
+    blocker = certify._builds.submit(other_task)
+    assert started.wait(60)
+    fresh = Fresh(SOFTMAX, small)  # its first builds queue behind the blocker
+    got: list[object] = []
+    try:
+        taker = threading.Thread(target=lambda: got.extend([fresh.bench(), fresh.stress()]), daemon=True)
+        taker.start()
+        taker.join(60)
+        assert not taker.is_alive(), "the certification waited for another task's build"
+        (seed, (inputs, _)), stress = got
+        assert isinstance(seed, int) and set(inputs) == {a.name for a in SOFTMAX.inputs}
+        assert len(stress) == len(SOFTMAX.stress)
+    finally:
+        release.set()
+        blocker.result(60)
+        fresh.close()
