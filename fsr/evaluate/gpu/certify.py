@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import cupy as cp
 import numpy as np
@@ -59,6 +59,8 @@ SLACK_CHECK = "allocation slack"
 # Builds ahead, one at a time (screening's builds come first); a certification never waits in this
 # queue behind other tasks' builds: one not yet started is built by the certification itself
 _builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")
+_asked = ThreadPoolExecutor(2, thread_name_prefix="fresh-asked")  # builds a waiting certification asked for
+T = TypeVar("T")
 
 
 Drawn = tuple[int, Content]  # a content and the seed it was drawn from
@@ -104,8 +106,14 @@ class Fresh:
         return stress_drawn(self.task) if ready.cancel() else ready.result()
 
     def ready(self) -> bool:
-        """Whether `bench` would answer without waiting for a build."""
-        return self._next.done()
+        """Whether `bench` and `stress` would answer without waiting for a build. Asked while a
+        certification waits (between other candidates' turns on the GPU): a build of this task
+        still queued behind other tasks' is started now on the builders for what is asked."""
+        with self._lock:
+            self._next = _promoted(self._next, self._drawn)
+            if self._stress is not None:
+                self._stress = _promoted(self._stress, stress_drawn, self.task)
+            return self._next.done() and (self._stress is None or self._stress.done())
 
     def close(self) -> None:
         """Stop the pool's thread and drop a build not yet started."""
@@ -113,6 +121,12 @@ class Fresh:
         self._next.cancel()
         if self._stress is not None:
             self._stress.cancel()
+
+
+def _promoted(build: Future[T], fn: Callable[..., T], *args: object) -> Future[T]:
+    """`build` where it runs or ran; one still queued on `_builds`, cancelled there and started on
+    `_asked` (the same build: nothing drawn yet)."""
+    return _asked.submit(fn, *args) if build.cancel() else build
 
 
 def bench_content(task: Task, seed: int) -> Content:
