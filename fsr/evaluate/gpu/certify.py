@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import cupy as cp
 import numpy as np
@@ -56,7 +56,11 @@ if TYPE_CHECKING:
 TIMED = certification.BENCH_SET
 CONSTANT_BANKS = "constant banks"
 SLACK_CHECK = "allocation slack"
-_builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")  # one at a time: screening's builds come first
+# Builds ahead, one at a time (screening's builds come first); a certification never waits in this
+# queue behind other tasks' builds: one not yet started is built by the certification itself
+_builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")
+_asked = ThreadPoolExecutor(2, thread_name_prefix="fresh-asked")  # builds a waiting certification asked for
+T = TypeVar("T")
 
 
 Drawn = tuple[int, Content]  # a content and the seed it was drawn from
@@ -85,24 +89,31 @@ class Fresh:
         return seed, self._build(self.task, seed)
 
     def bench(self) -> Drawn:
-        """A benchmark content no kernel has seen and its seed (waiting for its build if it is not
-        done), the next one started meanwhile. Raises what building it raised."""
+        """A benchmark content no kernel has seen and its seed (waiting for its build if it is
+        running; one still queued behind other tasks' builds is built here, now), the next one
+        started meanwhile. Raises what building it raised."""
         with self._lock:
             ready, self._next = self._next, _builds.submit(self._drawn)
-        return ready.result()
+        return self._drawn() if ready.cancel() else ready.result()
 
     def stress(self) -> list[Drawn]:
         """Fresh contents of the task's stress sets with their seeds (none declared: none), the
-        next ones started."""
+        next ones started; like `bench`, a build still queued is made here."""
         if self._stress is None:
             return []
         with self._lock:
             ready, self._stress = self._stress, _builds.submit(stress_drawn, self.task)
-        return ready.result()
+        return stress_drawn(self.task) if ready.cancel() else ready.result()
 
     def ready(self) -> bool:
-        """Whether `bench` would answer without waiting for a build."""
-        return self._next.done()
+        """Whether `bench` and `stress` would answer without waiting for a build. Asked while a
+        certification waits (between other candidates' turns on the GPU): a build of this task
+        still queued behind other tasks' is started now on the builders for what is asked."""
+        with self._lock:
+            self._next = _promoted(self._next, self._drawn)
+            if self._stress is not None:
+                self._stress = _promoted(self._stress, stress_drawn, self.task)
+            return self._next.done() and (self._stress is None or self._stress.done())
 
     def close(self) -> None:
         """Stop the pool's thread and drop a build not yet started."""
@@ -110,6 +121,12 @@ class Fresh:
         self._next.cancel()
         if self._stress is not None:
             self._stress.cancel()
+
+
+def _promoted(build: Future[T], fn: Callable[..., T], *args: object) -> Future[T]:
+    """`build` where it runs or ran; one still queued on `_builds`, cancelled there and started on
+    `_asked` (the same build: nothing drawn yet)."""
+    return _asked.submit(fn, *args) if build.cancel() else build
 
 
 def bench_content(task: Task, seed: int) -> Content:

@@ -6,7 +6,9 @@ while the last is in use; each set's seed is kept with it and draws the same inp
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -104,3 +106,65 @@ def test_two_certifications_draw_their_sets_from_different_seeds() -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_a_certification_never_waits_behind_other_tasks_builds() -> None:
+    """The builds ahead run one at a time for every task; a certification whose own build is
+    still queued behind another task's (a large reference, many seconds) builds its sets itself
+    rather than waiting there."""
+    from fsr.evaluate.gpu import certify
+
+    release, started = threading.Event(), threading.Event()
+
+    def other_task() -> None:  # another task's build, holding the builder until released
+        started.set()
+        release.wait(120)
+
+    blocker = certify._builds.submit(other_task)
+    assert started.wait(60)
+    fresh = Fresh(SOFTMAX, small)  # its first builds queue behind the blocker
+    got: list[Any] = []
+    try:
+        # asked while it waits (the evaluator polls between other candidates' turns): started now
+        deadline = time.monotonic() + 60
+        while not fresh.ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fresh.ready(), "the certification's sets waited for another task's build"
+        taker = threading.Thread(target=lambda: got.extend([fresh.bench(), fresh.stress()]), daemon=True)
+        taker.start()
+        taker.join(60)
+        assert not taker.is_alive(), "the certification waited for another task's build"
+        (seed, (inputs, _)), stress = got
+        assert isinstance(seed, int) and set(inputs) == {a.name for a in SOFTMAX.inputs}
+        assert len(stress) == len(SOFTMAX.stress)
+    finally:
+        release.set()
+        blocker.result(60)
+        fresh.close()
+
+
+def test_taken_without_asking_a_queued_build_is_made_by_the_certification() -> None:
+    """`bench` and `stress` taken while the task's builds still queue behind another task's make
+    them there and then, never wait in the queue."""
+    from fsr.evaluate.gpu import certify
+
+    release, started = threading.Event(), threading.Event()
+
+    def other_task() -> None:
+        started.set()
+        release.wait(120)
+
+    blocker = certify._builds.submit(other_task)
+    assert started.wait(60)
+    fresh = Fresh(SOFTMAX, small)
+    got: list[Any] = []
+    try:
+        taker = threading.Thread(target=lambda: got.extend([fresh.bench(), fresh.stress()]), daemon=True)
+        taker.start()
+        taker.join(60)
+        assert not taker.is_alive(), "the certification waited for another task's build"
+        assert len(got[1]) == len(SOFTMAX.stress)
+    finally:
+        release.set()
+        blocker.result(60)
+        fresh.close()
