@@ -36,6 +36,9 @@ from fsr.types import Candidate, Evaluation, Task
 POLL_S = 0.5  # longest wait in Executor.poll when only evaluations are outstanding
 PROPOSAL_POLL_S = 0.01  # ... when model proposals are outstanding too (collect them promptly)
 VIEW_EVERY_S = 0.25
+# Certifications in flight at once, per GPU worker: the rest wait ahead of new candidates (a
+# certification waits in its worker for its task's fresh sets, so unbounded they held every slot)
+CERTIFYING_PER_WORKER = 2
 MAX_EMPTY_REQUESTS = 64  # a task's answered requests in a row with nothing new: its space looks exhausted
 
 
@@ -171,8 +174,9 @@ class Driver:
         while True:
             self._collect()
             free = self.executor.free_slots()
-            while free > 0 and self.ready:
-                self._submit(*self.ready.popleft())
+            cap = CERTIFYING_PER_WORKER * max(1, len(self.executor.workers().devices)) if self.certs_ready else 0
+            while free > 0 and (item := self._next_ready(cap)) is not None:
+                self._submit(*item)
                 free = self.executor.free_slots()
             asks = self.pool.allowance(workers=free + len(self.in_flight), waiting=self._proposals_waiting(),
                                        free=free, n=self.n)
@@ -184,6 +188,24 @@ class Driver:
                 self.pool.submit(self.state.request(target[0], target[1], self.n))
             if not asks:
                 return
+
+    def _next_ready(self, cap: int) -> tuple[str, Pending] | None:
+        """The next ready item to submit: the first (certifications are queued ahead of all), but
+        past `cap` certifications in flight the first candidate behind them: a certification
+        waiting on its fresh sets' host builds holds a worker's slot, not its GPU, and the
+        worker's other slots keep screening."""
+        if not self.ready:
+            return None
+        if not self.ready[0][1].candidate.certify or self._certifying() < cap:
+            return self.ready.popleft()
+        for i, (key, item) in enumerate(self.ready):
+            if not item.candidate.certify:
+                del self.ready[i]
+                return key, item
+        return None
+
+    def _certifying(self) -> int:
+        return sum(1 for item in self.in_flight.values() if item.candidate.certify)
 
     def _pick(self) -> tuple[str, int] | None:
         """The task with the fewest evaluations committed, then its least-served island."""

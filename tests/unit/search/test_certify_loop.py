@@ -6,13 +6,14 @@ are not evaluations; a resumed campaign keeps what was certified."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from fsr.config import SearchConfig
 from fsr.lineage import LineageWriter, read
 from fsr.propose.mutate import MutateProposer
 from fsr.search.fsr_strategy import run_fsr
-from fsr.search.loop import run_campaign
+from fsr.search.loop import CERTIFYING_PER_WORKER, run_campaign
 from fsr.search.state import CampaignState
 from fsr.testing.fakes import FakeEvaluator, FakeExecutor, ListWriter, softmax_task
 from fsr.types import Candidate, Evaluation, Tier, Verdict
@@ -174,3 +175,30 @@ def test_the_papers_loop_certifies_its_best_too() -> None:
     if failed:  # a VEC4 kernel came up: it failed, and the next round heard of it
         told = {f.id for r in proposer.requests for f in r.failures if f.evaluation.verdict == Verdict.UNCERTIFIED}
         assert told & failed
+
+
+class OneWorker(Logged):
+    """Eight slots of one GPU worker, as a local campaign's worker holds them; a certification
+    takes ten times a screening's seconds (it waits on its fresh sets' host builds)."""
+
+    def __init__(self, evaluator: FakeEvaluator) -> None:
+        super().__init__(evaluator, slots=8, eval_s=lambda c: 10.0 if c.certify else 1.0)
+        self.most_certifying = 0
+
+    def workers(self, wait_s: float = 0.0):
+        one = super().workers(wait_s)
+        return replace(one, devices=dict(list(one.devices.items())[:1]))
+
+    def submit(self, candidate: Candidate) -> None:
+        super().submit(candidate)
+        self.most_certifying = max(self.most_certifying, sum(1 for *_, c in self._running if c.certify))
+
+
+def test_certifications_in_flight_are_bounded_a_worker_and_its_other_slots_keep_screening() -> None:
+    tasks = [replace(TASK, name=f"softmax_{i}") for i in range(6)]
+    executor = OneWorker(FakeEvaluator(effects={"VEC4": 2.0, "WARP_SHUFFLE": 1.3}))
+    writer = ListWriter()
+    run_campaign(tasks, executor, Recording(), SearchConfig(max_evaluations=30, seed=1), writer, certify="leads")
+    certifications = [e for _, e, _ in writer.rows if e.tier == Tier.CERTIFY]
+    assert len(certifications) > CERTIFYING_PER_WORKER and all(e.certified for e in certifications)
+    assert executor.most_certifying == CERTIFYING_PER_WORKER
