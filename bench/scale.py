@@ -140,6 +140,7 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any
     failed = int((every["certified"] == False).sum())  # noqa: E712  (a nullable column)
     print(f"[{label}] {len(frame)} evaluations in {wall_s:.0f} s on {gpus} GPU(s): {rate:.1f} per GPU-minute "
           f"({run_dir}); {int(certifying.sum())} certifications beside them, {failed} failed")
+    certified = certifications(label, every[certifying])
     workers = worker_occupancy(frame)
     workers["share"] = (workers["setup_s"] / workers["busy_s"]).where(workers["busy_s"] > 0, 0.0)
     for w in workers.itertuples():
@@ -153,9 +154,25 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any
           f"{share:.0%} (the busiest worker), at most {most} preparations of a task per worker [{label}]")
     return {"evaluations": len(frame), "certifications": int(certifying.sum()), "uncertified": failed,
             "per_gpu_minute": rate, "preparing_share": share, "most_preparations": most,
-            "run_dir": str(run_dir),
+            "run_dir": str(run_dir), "certified": certified,
             "workers": [{"worker": str(w.worker), "evaluations": int(w.evaluations), "busy_s": float(w.busy_s),
                          "setup_s": float(w.setup_s), "share": float(w.share)} for w in workers.itertuples()]}
+
+
+def certifications(label: str, certs: Any) -> dict[str, Any]:
+    """Print what the campaign's certifications cost and which failed (by task and the check that
+    failed, the lineage's `failed_check`), and return the figures ({} where nothing was certified)."""
+    if certs.empty:
+        return {}
+    wall = certs["wall_s"].fillna(0.0)
+    setup = certs["setup_s"].fillna(0.0)
+    failed = certs[certs["certified"] == False]  # noqa: E712  (a nullable column)
+    why = failed.groupby([failed["task"], failed["failed_check"].fillna("?")]).size()
+    words = ", ".join(f"{task} ({check}) {n}" for (task, check), n in why.items()) or "none"
+    print(f"[{label}]   certifications: {len(certs)} charged {wall.sum():.0f} s, {setup.sum():.0f} s of it waiting "
+          f"for sets or preparing, median {wall.median():.2f} s each; failed: {words}")
+    return {"charged_s": float(wall.sum()), "waiting_s": float(setup.sum()), "median_s": float(wall.median()),
+            "failed": [{"task": str(task), "check": str(check), "count": int(n)} for (task, check), n in why.items()]}
 
 
 READY_LINE = re.compile(r"^(\S+ \S+),(\d+)\s.*worker (\S+) ready on .* after ([\d.]+) s")

@@ -67,3 +67,26 @@ def test_every_gate_gets_empty_library_caches_of_its_own(tmp_path):
             folder = tmp_path / name / "caches"
             assert env[variable].startswith(str(folder)) and not any((tmp_path / name / "caches").rglob("*.*"))
     assert first["CUDA_VISIBLE_DEVICES"] == "0" and first["PYTHONPATH"].startswith(str(ROOT))
+
+
+def test_the_certifications_line_names_each_failure_by_task_and_check(capsys):
+    """What the gate's certifications cost and which failed, with the check the lineage names:
+    a gate whose certifications fail says which, not only how many; none certified, no line."""
+    import pandas as pd
+
+    scale = load()
+    certs = pd.DataFrame([
+        {"task": "softmax", "certified": True, "failed_check": None, "wall_s": 2.0, "setup_s": 1.5},
+        {"task": "softmax", "certified": False, "failed_check": "timing", "wall_s": 1.0, "setup_s": 0.2},
+        {"task": "layernorm", "certified": False, "failed_check": "stress set offset rows at rows=64,cols=8192",
+         "wall_s": 3.0, "setup_s": 0.3},
+        {"task": "layernorm", "certified": False, "failed_check": "timing", "wall_s": 1.0, "setup_s": 0.0},
+    ])
+    figures = scale.certifications("t", certs)
+    out = capsys.readouterr().out
+    assert "4 charged 7 s, 2 s of it waiting" in out and "median 1.50 s" in out
+    assert "layernorm (stress set offset rows at rows=64,cols=8192) 1" in out and "softmax (timing) 1" in out
+    assert sorted((f["task"], f["check"], f["count"]) for f in figures["failed"]) == [
+        ("layernorm", "stress set offset rows at rows=64,cols=8192", 1), ("layernorm", "timing", 1),
+        ("softmax", "timing", 1)]
+    assert scale.certifications("t", certs.iloc[:0]) == {} and capsys.readouterr().out == ""
