@@ -23,10 +23,11 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import cupy as cp
 import numpy as np
@@ -60,6 +61,7 @@ SLACK_CHECK = "allocation slack"
 # queue behind other tasks' builds: one not yet started is built by the certification itself
 _builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")
 _asked = ThreadPoolExecutor(2, thread_name_prefix="fresh-asked")  # builds a waiting certification asked for
+_moved: weakref.WeakSet[Future[Any]] = weakref.WeakSet()  # the builds on `_asked`
 T = TypeVar("T")
 
 
@@ -126,7 +128,11 @@ class Fresh:
 def _promoted(build: Future[T], fn: Callable[..., T], *args: object) -> Future[T]:
     """`build` where it runs or ran; one still queued on `_builds`, cancelled there and started on
     `_asked` (the same build: nothing drawn yet)."""
-    return _asked.submit(fn, *args) if build.cancel() else build
+    if build in _moved or not build.cancel():  # moved already (it may queue there): left where it is
+        return build
+    moved = _asked.submit(fn, *args)
+    _moved.add(moved)
+    return moved
 
 
 def bench_content(task: Task, seed: int) -> Content:

@@ -168,3 +168,32 @@ def test_taken_without_asking_a_queued_build_is_made_by_the_certification() -> N
         release.set()
         blocker.result(60)
         fresh.close()
+
+
+def test_a_build_moved_for_a_waiting_certification_keeps_its_place_while_it_polls() -> None:
+    """Moved once to the builders for what is asked, a build stays there however often the
+    certification asks (it polls between other candidates' turns): never sent back to the end."""
+    from fsr.evaluate.gpu import certify
+
+    release = threading.Event()
+    starts = threading.Semaphore(0)
+
+    def busy() -> None:
+        starts.release()
+        release.wait(120)
+
+    blockers = [certify._builds.submit(busy)] + [certify._asked.submit(busy) for _ in range(2)]
+    assert all(starts.acquire(timeout=60) for _ in blockers)
+    fresh = Fresh(SOFTMAX, small)
+    try:
+        assert not fresh.ready()
+        moved = fresh._next
+        assert not moved.running() and not moved.done()  # queued behind the asked builders' work
+        for _ in range(5):
+            assert not fresh.ready()
+        assert fresh._next is moved
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result(60)
+        fresh.close()
