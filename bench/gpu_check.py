@@ -45,6 +45,7 @@ from gpu_check_summary import (  # bench/ is this script's folder
     lines,
     log_results,
     ratio,
+    selected,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,8 +170,9 @@ def tests_step(name: str, marks: str, gpus: tuple[str, ...], out: Path, limit_s:
     env = os.environ | {"CUDA_VISIBLE_DEVICES": ",".join(gpus), "FSR_TEST_WARM_LOG": str(out / f"tests-{name}-warm.log")}
     started = time.monotonic()
     code, cut = run_bounded(command, env, log, limit_s, cores=cores)
-    found = junit_results(xml) or log_results(log.read_text(errors="replace"))
-    return {**found, "wall_s": time.monotonic() - started, "gpus": list(gpus), "returncode": code, "cut": cut,
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    found = junit_results(xml) or log_results(text)
+    return {**found, "selected": selected(text), "wall_s": time.monotonic() - started, "gpus": list(gpus), "returncode": code, "cut": cut,
             "limit_s": limit_s, "log": log.name}
 
 

@@ -13,6 +13,9 @@ from typing import Any
 SLOWEST = 10
 OUTCOME = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
 NODE = re.compile(r"(\S+\.py::\S+)")
+SPREAD = re.compile(r"\d+ workers? \[(\d+) items?\]")
+SELECTED = re.compile(r"collected \d+ items? / \d+ deselected / (\d+) selected")
+COLLECTED = re.compile(r"collected (\d+) items?\b(?! /)")
 
 
 def junit_results(path: Path) -> dict[str, Any] | None:
@@ -52,6 +55,19 @@ def log_results(text: str) -> dict[str, Any]:
     return {**counts, "failures": failures, "slowest": []}
 
 
+def selected(text: str) -> int | None:
+    """How many tests the step selected, from pytest's log: xdist's "N workers [M items]", else
+    "collected N items / D deselected / M selected" or "collected M items"; None if it says none."""
+    found = SPREAD.search(text) or SELECTED.search(text) or COLLECTED.search(text)
+    return int(found.group(1)) if found else None
+
+
+def not_started(step: dict[str, Any]) -> int:
+    """The step's selected tests that never reported (a session timeout stopped them)."""
+    ran = sum(step.get(k, 0) for k in ("passed", "failed", "errors", "skipped"))
+    return max(0, (step.get("selected") or 0) - ran)
+
+
 def gate_figures(path: Path) -> dict[str, Any] | None:
     """bench/scale.py's --json figures, or None."""
     try:
@@ -75,6 +91,7 @@ def lines(summary: dict[str, Any]) -> list[str]:
     for name, step in summary["tests"].items():
         cut = f", cut at {step['limit_s']:.0f} s" if step.get("cut") else ""
         cut += f", pytest exit {step['returncode']} (log: {step['log']})" if step["returncode"] not in (0, 1, 5) else ""
+        cut += f", {not_started(step)} not started" if not_started(step) else ""
         out.append(f"tests ({name}): {step['passed']} passed, {step['failed']} failed, {step['errors']} errors, "
                    f"{step['skipped']} skipped in {step['wall_s']:.0f} s on GPU {','.join(step['gpus'])}{cut}")
         out += [f"  FAILED {node}" for node in step["failures"][:20]]

@@ -304,3 +304,20 @@ def test_a_step_collects_the_modules_of_every_test_its_marks_select(tmp_path):
         modules = {nodeid.split("::")[0] for nodeid, m in marks.items() if required <= set(m)}
         assert modules and gc.marked_modules(expression) == sorted(modules), expression
     assert gc.marked_modules("gpu or whole_machine") == [] == gc.marked_modules("(gpu)")  # the whole tree
+
+
+def test_tests_a_session_timeout_left_unstarted_are_counted_and_said():
+    """pytest's count of selected tests, from the log (xdist's items, or a plain collection's
+    selected), less those that reported: a step the session timeout stopped says how many never
+    started, and one that ran them all says nothing of it."""
+    spread = "created: 4/4 workers\n4 workers [416 items]\n\n[gw0] [  1%] PASSED tests/gpu/test_a.py::test_x \n"
+    plain = "collected 2966 items / 2942 deselected / 24 selected\n"
+    assert summary_of.selected(spread) == 416 and summary_of.selected(plain) == 24
+    assert summary_of.selected("collected 7 items\n") == 7 and summary_of.selected("no tests ran") is None
+    cut = step(passed=364, skipped=16, returncode=2) | {"selected": 416}
+    whole = step(passed=24, skipped=0) | {"selected": 24}
+    assert summary_of.not_started(cut) == 36 and summary_of.not_started(whole) == 0
+    summary = {"layout": "tests on 0", "commits": {}, "wall_s": 10.0, "notes": [], "ratio": None,
+               "tests": {"whole_machine": whole, "gpu": cut}, "gates": {}}
+    text = summary_of.lines(summary)
+    assert "36 not started" in text[2] and "not started" not in text[1]
