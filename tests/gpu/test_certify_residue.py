@@ -30,7 +30,8 @@ PAIRS = certification_channels()
 BENCH = {"softmax": (("rows", 256), ("cols", 16384)),  # small: a few seconds a certification
          "gelu": (("n", 1 << 20),),
          "histogram": (("n", 1 << 22), ("bins", 256)),  # a scratch of n + 1 ints: 16 MiB, pages of its own
-         "layernorm": (("rows", 256), ("cols", 16384))}
+         "layernorm": (("rows", 256), ("cols", 16384)),
+         "rmsnorm": (("rows", 256), ("cols", 16384))}
 CONFIG = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0))
 NOT_FASTER = certification.SLOWER  # a cheat made honest is certified at most 3% faster than its twin
 # Rounds of the pair's certification, the twin's then the cheat's: a few-microsecond kernel on a GPU

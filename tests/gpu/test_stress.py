@@ -1,6 +1,7 @@
 """Stress sets on a real GPU (docs/judge.md, "Stress sets"): a kernel that drops a step fsr's usual
 inputs never need (softmax without the row maximum, layer norm's variance as E[x^2] - mean^2 in
-one pass: tests/adversarial/certify/softmax/no_row_max.cu, layernorm/one_pass_variance.cu) is
+one pass, an RMS norm without eps: tests/adversarial/certify/softmax/no_row_max.cu,
+layernorm/one_pass_variance.cu, rmsnorm/no_eps.cu) is
 right on every screened input and fails certification at the stress set that needs the step; its
 honest twin, each task's baseline and a covering sample of its template's switch
 settings pass every stress set on several entropy draws.
@@ -33,7 +34,7 @@ SAMPLE = 4  # template switch settings per task, beside its default and its base
 # The corpus's kernels that drop such a step (tests/adversarial/certify/, caught by stress-set),
 # each with its honest twin: (task, cheat's source, twin's source)
 CHEATS = [(c.task, c.path.read_text(), t.path.read_text()) for c, t in certification_channels() if "stress-set" in c.caught_by]
-assert {name for name, _, _ in CHEATS} >= {"softmax", "layernorm"}, "the corpus lost a stress-set cheat"
+assert {name for name, _, _ in CHEATS} >= {"softmax", "layernorm", "rmsnorm"}, "the corpus lost a stress-set cheat"
 
 
 def honest_kernels() -> list[tuple[str, dict[str, int] | None]]:

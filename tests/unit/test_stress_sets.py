@@ -104,7 +104,7 @@ def test_the_built_in_sets_are_at_test_sizes_or_below():
     """Certification checks each at one size: no larger than the task's test sizes, so it costs a
     check at a test size, not a benchmark."""
     stressed = [name for name in tasks.list_tasks() if tasks.load(name).stress]
-    assert {"softmax", "softmax_bf16", "cross_entropy", "layernorm"} <= set(stressed)
+    assert {"softmax", "softmax_bf16", "cross_entropy", "layernorm", "rmsnorm", "rmsnorm_bf16"} <= set(stressed)
     for name in stressed:
         task = tasks.load(name)
         for stress in task.stress:
@@ -130,3 +130,31 @@ def test_certification_checks_a_set_on_its_mapped_inputs_within_its_own_toleranc
     plain_inputs, plain = make_content(task, module, {"y": "float32"}, dict(stress.size), np.random.default_rng(3))
     assert (plain["y"].bound < expected["y"].bound).all(), "the set's tolerance is wider than the task's"
     assert not np.array_equal(plain_inputs["x"], inputs["x"])
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "rmsnorm_bf16"])
+def test_an_rms_norm_that_drops_eps_is_right_on_usual_rows_and_wrong_on_the_scaled_set(name):
+    """On the host, in float32 as the kernels compute (bfloat16 outputs rounded once): an honest
+    norm passes both fsr's usual inputs and the set; one without eps in long rows (the corpus's
+    certify/rmsnorm/no_eps.cu) passes the usual inputs and fails the set."""
+    import ml_dtypes
+
+    task = tasks.load(name)
+    [stress] = task.stress
+    module = tasks.functions(task)
+    eps = np.float32(dict(task.constants)["eps"])
+    size = dict(stress.size)
+    usual = module.make_inputs(size, np.random.default_rng(11))
+    scaled = tasks.stress_inputs(task, module, stress, np.random.default_rng(11))
+    out = next(a for a in task.outputs).dtype
+    for inputs, tolerance, drops_fail in ((usual, tasks.tolerance(task), False),
+                                          (scaled, dtypes.Tolerance(stress.atol, stress.rtol, stress.floor), True)):
+        ref = module.reference({k: v.copy() for k, v in inputs.items()}, size)["y"]
+        bound = dtypes.bounds(ref, tolerance)
+        x, w = inputs["x"].astype(np.float32), inputs["weight"].astype(np.float32)
+        ms = (x * x).sum(axis=1, dtype=np.float32, keepdims=True) / np.float32(x.shape[1])
+        for kept, passes in ((eps, True), (np.float32(0.0), not drops_fail)):
+            y = x * (np.float32(1.0) / np.sqrt(ms + kept)) * w
+            if out == "bfloat16":
+                y = y.astype(ml_dtypes.bfloat16).astype(np.float32)
+            assert bool((np.abs(y.astype(np.float64) - ref) <= bound).all()) == passes, (name, stress.name, kept)
