@@ -2,7 +2,8 @@
 a ref, with one summary.
 
     python bench/gpu_check.py prepare [--ref REF]          # here, no GPU needed
-    python bench/gpu_check.py run --out DIR [--gpus 0,1] [--budget-s 540] [--skip-tests | --skip-gates] [TASK ...]
+    python bench/gpu_check.py run --out DIR [--gpus 0,1] [--budget-s 540] [--skip-tests | --skip-gates]
+                                  [--certify MODE] [TASK ...]
 
 `prepare` unpacks REF's files (`git archive`) into .gpucheck/ref/, an ignored folder the device
 call carries, and records both commits in .gpucheck/ref.json. REF defaults to the commit the
@@ -19,6 +20,10 @@ bounded so the whole call ends within --budget-s: the gates get `fsr bench --max
 is left (the same for both trees), and are left out, saying so, where too little is left (then
 `run --skip-tests` in a call of their own). It prints one summary and writes it to DIR/gpu_check.json
 (after every step, so a call cut short leaves what it finished), with each step's log beside it.
+
+`--certify MODE` runs the working tree's gate with `fsr bench --certify MODE`, the ref's without:
+after `prepare --ref HEAD` both gates run one tree, and their ratio is what certifying in MODE
+costs the search (on two GPUs or more, side by side on one host).
 """
 
 from __future__ import annotations
@@ -188,13 +193,14 @@ def timeout_plugin() -> tuple[int, int]:
 
 
 def gate_step(tree: str, root: Path, gpu: str, out: Path, max_wall_s: float, tasks: list[str],
-              cores: list[int] | None = None) -> dict[str, Any]:
-    """bench/scale.py (this tree's) on `root`, on one GPU, its campaign cut at `max_wall_s`."""
-    label = "working tree" if tree == "tree" else f"ref {root.name}"
+              cores: list[int] | None = None, certify: str = "") -> dict[str, Any]:
+    """bench/scale.py (this tree's) on `root`, on one GPU, its campaign cut at `max_wall_s`, with
+    `fsr bench --certify CERTIFY` where one is given."""
+    label = ("working tree" if tree == "tree" else f"ref {root.name}") + (f", --certify {certify}" if certify else "")
     figures = out / f"gate-{tree}.json"
     command = [sys.executable, str(ROOT / "bench" / "scale.py"), "--gpus", gpu, "--root", str(root),
                "--out", str(out / f"gate-{tree}"), "--label", label, "--json", str(figures),
-               "--", "--max-wall", str(int(max_wall_s)), *tasks]
+               "--", "--max-wall", str(int(max_wall_s)), *(["--certify", certify] if certify else []), *tasks]
     code, cut = run_bounded(command, dict(os.environ), out / f"gate-{tree}.log", max_wall_s + GATE_OVERHEAD_S,
                             cores=cores)
     found = gate_figures(figures) or {"label": label, "error": f"exit {code}{', cut' if cut else ''}: see its log"}
@@ -212,6 +218,7 @@ class Check:
     summary: dict[str, Any] = field(default_factory=dict)
     per_gpu: int | None = None  # xdist workers per GPU for the GPU tests (None: -n auto's)
     cores: dict[str, list[int]] = field(default_factory=dict)  # each GPU's share of the host's cores
+    certify: str = ""  # the working tree's gate with `--certify` this mode (the ref's as fsr bench defaults)
 
     def left_s(self) -> float:
         return self.budget_s - (time.monotonic() - self.started)
@@ -242,7 +249,9 @@ def gate_lane(check: Check, gpu: str, trees: tuple[str, ...], roots: dict[str, P
                    "in a call of their own: `python3 bench/gpu_check.py run --out $OUT --skip-tests`")
         return
     for tree in trees:
-        check.record("gates", tree, gate_step(tree, roots[tree], gpu, check.out, wall, tasks, check.cores.get(gpu)))
+        certify = check.certify if tree == "tree" else ""
+        check.record("gates", tree, gate_step(tree, roots[tree], gpu, check.out, wall, tasks, check.cores.get(gpu),
+                                              certify=certify))
 
 
 def run(check: Check, gpus: list[str], roots: dict[str, Path], tasks: list[str], tests: bool) -> None:
@@ -356,7 +365,7 @@ def start(args: argparse.Namespace) -> int:
         return 3
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    check = Check(out, args.budget_s, per_gpu=args.workers_per_gpu, cores=core_shares(gpus))
+    check = Check(out, args.budget_s, per_gpu=args.workers_per_gpu, cores=core_shares(gpus), certify=args.certify)
     prepared = gate_figures(STATE / "ref.json") or {}
     commits = {k: v for k, v in prepared.items() if k not in ("files", "digest")}
     check.summary = {"gpus": gpus, "layout": "", "commits": commits, "tests": {}, "gates": {}, "ratio": None,
@@ -390,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     skip = go.add_mutually_exclusive_group()
     skip.add_argument("--skip-tests", action="store_true", help="the gates alone")
     skip.add_argument("--skip-gates", action="store_true", help="the tests alone")
+    go.add_argument("--certify", default="", choices=("", "off", "leads", "end"), metavar="MODE",
+                    help="the working tree's gate with `fsr bench --certify MODE` (off, leads, end), the ref's "
+                         "without: after `prepare --ref HEAD` the ratio is what certifying costs")
     go.add_argument("tasks", nargs="*", help="tasks for the gate (default: bench/scale.py's 16 float32 tasks)")
     args = parser.parse_args(argv)
     return prepare(args.ref) if args.mode == "prepare" else start(args)

@@ -117,8 +117,8 @@ def faked(monkeypatch, tmp_path):
         cores_seen.append(("tests", name, cores))
         return step(gpus=list(gpus), failed=1 if name == "gpu" and "FAIL" in str(out) else 0)
 
-    def gate_step(tree, root, gpu, out, max_wall_s, tasks, cores=None):
-        order.append(f"gate {tree} on {gpu} ({int(max_wall_s)} s, {' '.join(tasks)})")
+    def gate_step(tree, root, gpu, out, max_wall_s, tasks, cores=None, certify=""):
+        order.append(f"gate {tree} on {gpu} ({int(max_wall_s)} s, {' '.join(tasks)})" + (f" --certify {certify}" if certify else ""))
         cores_seen.append(("gate", tree, cores))
         return gate(130.0 if tree == "tree" else 100.0, tree) | {"max_wall_s": max_wall_s}
 
@@ -321,3 +321,30 @@ def test_tests_a_session_timeout_left_unstarted_are_counted_and_said():
                "tests": {"whole_machine": whole, "gpu": cut}, "gates": {}}
     text = summary_of.lines(summary)
     assert "36 not started" in text[2] and "not started" not in text[1]
+
+
+def test_certify_runs_the_working_tree_s_gate_certifying_and_the_ref_s_as_it_is(faked, tmp_path):
+    """`--certify leads` beside a ref of the same commit: the ratio is what certifying costs."""
+    code = gc.main(["run", "--out", str(tmp_path / "out"), "--gpus", "0,1,2", "--skip-tests", "--budget-s", "540",
+                    "--certify", "leads"])
+    assert code == 0
+    gates = sorted(line for line in faked if line.startswith("gate"))
+    assert gates[0].startswith("gate ref on ") and "--certify" not in gates[0]
+    assert gates[1].startswith("gate tree on ") and gates[1].endswith(" --certify leads")
+    assert gates[0].split(" (")[0][-1] != gates[1].split(" (")[0][-1]  # side by side, a GPU each
+
+
+def test_a_gate_step_passes_certify_to_fsr_bench_and_names_it(monkeypatch, tmp_path):
+    seen: list[list[str]] = []
+
+    def bounded(command, env, log, limit_s, cores=None):
+        seen.append(command)
+        return 0, False
+
+    monkeypatch.setattr(gc, "run_bounded", bounded)
+    got = gc.gate_step("tree", ROOT, "0", tmp_path, 300.0, ["softmax"], certify="end")
+    command = seen[0]
+    assert command[command.index("--") + 1:] == ["--max-wall", "300", "--certify", "end", "softmax"]
+    assert got["label"] == "working tree, --certify end"
+    gc.gate_step("ref", ROOT, "0", tmp_path, 300.0, [])
+    assert "--certify" not in seen[1]
