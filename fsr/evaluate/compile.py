@@ -266,26 +266,47 @@ def _from_disk(disk: compile_cache.DiskCache, key: str, kernels: tuple[str, ...]
                     seconds=time.perf_counter() - start, ptx=entry.ptx)
 
 
+# NVRTC opens its builtins library (libnvrtc-builtins) as it compiles, and compiles on several
+# threads of one process at once sometimes fail there ("failed to open libnvrtc-builtins.so.13.0":
+# the pip wheels, two threads, seen about one time in twenty after some other tests): a fault of
+# no kernel's, so such a compile is made again, and past BUILTINS_ATTEMPTS it is fsr's fault
+# (CompilerUnavailable), never a compile error of the candidate.
+BUILTINS_UNOPENED = re.compile(r"failed to open libnvrtc-builtins")
+BUILTINS_ATTEMPTS = 4
+BUILTINS_BACKOFF_S = 0.05
+
+
 def nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Compiled:
-    """Compile in this process (what a compile-pool process runs); raises CompileFailed."""
+    """Compile in this process (what a compile-pool process runs); raises CompileFailed, or
+    CompilerUnavailable where NVRTC cannot open its own builtins library (BUILTINS_UNOPENED)."""
     nvrtc = _library()  # NVRTC alone: no CUDA device or context needed
 
     start = time.perf_counter()
-    prog = nvrtc.createProgram(source, "candidate.cu", [], [])
-    try:
-        for k in kernels:
-            nvrtc.addNameExpression(prog, k)
-        all_options = list(options) + [f"--include-path={d}" for d in include_dirs()]
+    all_options = list(options) + [f"--include-path={d}" for d in include_dirs()]
+    failed = ""
+    for attempt in range(1, BUILTINS_ATTEMPTS + 1):
+        prog = nvrtc.createProgram(source, "candidate.cu", [], [])
         try:
-            nvrtc.compileProgram(prog, all_options)
-        except nvrtc.NVRTCError:
-            raise CompileFailed(_truncate(nvrtc.getProgramLog(prog))) from None
-        log = nvrtc.getProgramLog(prog)
-        lowered = tuple((k, nvrtc.getLoweredName(prog, k)) for k in kernels)
-        cubin = nvrtc.getCUBIN(prog)
-        ptx = nvrtc.getPTX(prog).decode(errors="replace").rstrip("\0")
-    finally:
-        nvrtc.destroyProgram(prog)
+            for k in kernels:
+                nvrtc.addNameExpression(prog, k)
+            try:
+                nvrtc.compileProgram(prog, all_options)
+            except nvrtc.NVRTCError:
+                failed = nvrtc.getProgramLog(prog)
+                if not BUILTINS_UNOPENED.search(failed):
+                    raise CompileFailed(_truncate(failed)) from None
+            else:
+                log = nvrtc.getProgramLog(prog)
+                lowered = tuple((k, nvrtc.getLoweredName(prog, k)) for k in kernels)
+                cubin = nvrtc.getCUBIN(prog)
+                ptx = nvrtc.getPTX(prog).decode(errors="replace").rstrip("\0")
+                break
+        finally:
+            nvrtc.destroyProgram(prog)
+        time.sleep(BUILTINS_BACKOFF_S * attempt)
+    else:  # NVRTC's own library, every time: fsr's fault, no kernel's
+        raise CompilerUnavailable(f"NVRTC could not open its builtins library in {BUILTINS_ATTEMPTS} attempts: "
+                                  f"{' '.join(failed.split())[:200]}")
     per_kernel = parse_resources(log)
     mine = tuple((k, _lookup(per_kernel, k, sym)) for k, sym in lowered)
     return Compiled(cubin=cubin, lowered=lowered, resources=_max_resources([r for _, r in mine]),

@@ -27,13 +27,20 @@ def test_a_task_at_its_test_sizes_times_at_the_largest(name):
 
 
 class Counting(CompileService):
+    """Counts the compiles that missed the caches, keeping what any of them raised."""
+
     def __init__(self) -> None:
         super().__init__()
         self.misses = 0
+        self.raised: list[str] = []
 
     def _miss(self, source, kernels, options):
         self.misses += 1
-        return super()._miss(source, kernels, options)
+        try:
+            return super()._miss(source, kernels, options)
+        except Exception as e:
+            self.raised.append(repr(e)[:400])
+            raise
 
 
 def test_candidates_compiled_ahead_are_cache_hits_and_refused_ones_are_not_compiled():
@@ -44,10 +51,10 @@ def test_candidates_compiled_ahead_are_cache_hits_and_refused_ones_are_not_compi
     good = [candidate.with_defines(candidate.parse(softmax.baseline_source, softmax), {"BLOCK": b}) for b in (128, 256)]
     refused = candidate.parse((ADVERSARIAL / "softmax" / "include_file.cu").read_text(), softmax)
     precompile(evaluator, good + [refused])  # type: ignore[arg-type]
-    assert compiler.misses == 2  # the include was refused by the guards before any compile
+    assert compiler.misses == 2, compiler.raised  # the include was refused by the guards before any compile
     for cand in good:
         compiler.compile(cand, device.arch)
-    assert compiler.misses == 2  # what the evaluation compiles next is already there
+    assert compiler.misses == 2, compiler.raised  # what the evaluation compiles next is already there
 
 
 def test_what_an_evaluator_compiled_ahead_is_not_taken_through_its_static_stage_again(monkeypatch):
