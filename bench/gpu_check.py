@@ -37,8 +37,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / ".gpucheck"  # git-ignored; carried to the device machine
 WHOLE_MACHINE_S = 270.0  # the whole_machine tests' step, at most (24 tests: about 190 s on one H200)
 TESTS_S = 480.0  # the other GPU tests' step, at most (about 400 s on two H200s, two workers each)
+WARM_NICE = 10  # --warm-early's warm-up, beside the whole_machine tests: their processes go first
 TEST_TIMEOUT_S = 300  # one test, at most (pytest-timeout)
 GATE_MAX_WALL_S = 420.0  # fsr bench's own default --max-wall
 GATE_OVERHEAD_S = 60.0  # a gate's start (Ray, the GPU child) and its lineage read, beyond --max-wall
@@ -219,6 +222,7 @@ class Check:
     per_gpu: int | None = None  # xdist workers per GPU for the GPU tests (None: -n auto's)
     cores: dict[str, list[int]] = field(default_factory=dict)  # each GPU's share of the host's cores
     certify: str = ""  # the working tree's gate with `--certify` this mode (the ref's as fsr bench defaults)
+    warm_early: bool = False  # the tests' heavy sets built from the call's start (`warm_early`)
 
     def left_s(self) -> float:
         return self.budget_s - (time.monotonic() - self.started)
@@ -254,10 +258,47 @@ def gate_lane(check: Check, gpu: str, trees: tuple[str, ...], roots: dict[str, P
                                               certify=certify))
 
 
+def warm_early(check: Check) -> Callable[[], None]:
+    """--warm-early: the GPU tests' contents cache, a folder of its own outside --out, shared by
+    both test steps (tests/conftest.py reads it from FOLDER_ENV), and its warm-up of the heavy
+    tasks' screening sets started now, niced, beside the whole_machine tests, so the other tests'
+    first worker starts none (STARTED_ENV). Returns what ends it: the warm-up stopped if still
+    running, the folder removed."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support import warm_contents
+
+    folder = Path(tempfile.mkdtemp(prefix="fsr-gpu-check-contents-"))
+    os.environ[warm_contents.FOLDER_ENV] = str(folder)
+    os.environ[warm_contents.STARTED_ENV] = "1"
+    os.environ[warm_contents.LOG_ENV] = str(check.out / "tests-warm-early.log")
+    proc = warm_contents.start(folder, nice=WARM_NICE)
+    check.note("--warm-early: the heavy screening sets built from the call's start (log: tests-warm-early.log)"
+               if proc is not None else "--warm-early: the warm-up did not start (see tests-warm-early.log)")
+
+    def end() -> None:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for name in (warm_contents.FOLDER_ENV, warm_contents.STARTED_ENV, warm_contents.LOG_ENV):
+            os.environ.pop(name, None)
+        shutil.rmtree(folder, ignore_errors=True)
+    return end
+
+
 def run(check: Check, gpus: list[str], roots: dict[str, Path], tasks: list[str], tests: bool) -> None:
     """The whole_machine tests alone; then the other tests beside the gates (after them on one GPU)."""
     plan = layout(gpus, tuple(roots), tests)
     check.summary["layout"] = plan.words
+    end = warm_early(check) if tests and check.warm_early else None
+    try:
+        steps(check, plan, roots, tasks, tests)
+    finally:
+        if end is not None:
+            end()
+
+
+def steps(check: Check, plan: Layout, roots: dict[str, Path], tasks: list[str], tests: bool) -> None:
+    """`run`'s steps in `plan`'s layout."""
     if tests:
         check.record("tests", "whole_machine", tests_step("whole_machine", "gpu and whole_machine", plan.tests[:1],
                                                           check.out, min(WHOLE_MACHINE_S, check.left_s())))
@@ -365,7 +406,8 @@ def start(args: argparse.Namespace) -> int:
         return 3
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    check = Check(out, args.budget_s, per_gpu=args.workers_per_gpu, cores=core_shares(gpus), certify=args.certify)
+    check = Check(out, args.budget_s, per_gpu=args.workers_per_gpu, cores=core_shares(gpus), certify=args.certify,
+                  warm_early=args.warm_early)
     prepared = gate_figures(STATE / "ref.json") or {}
     commits = {k: v for k, v in prepared.items() if k not in ("files", "digest")}
     check.summary = {"gpus": gpus, "layout": "", "commits": commits, "tests": {}, "gates": {}, "ratio": None,
@@ -399,6 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     skip = go.add_mutually_exclusive_group()
     skip.add_argument("--skip-tests", action="store_true", help="the gates alone")
     skip.add_argument("--skip-gates", action="store_true", help="the tests alone")
+    go.add_argument("--warm-early", action="store_true",
+                    help="build the tests' heavy screening sets from the call's start, niced, beside the "
+                         "whole_machine tests, not from the other tests' start")
     go.add_argument("--certify", default="", choices=("", "off", "leads", "end"), metavar="MODE",
                     help="the working tree's gate with `fsr bench --certify MODE` (off, leads, end), the ref's "
                          "without: after `prepare --ref HEAD` the ratio is what certifying costs")

@@ -131,11 +131,7 @@ def contents_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     size: one folder for every pytest-xdist worker of the session (the workers' temporary folders
     share a parent), so a task's benchmark set and float64 references are built once a session, by
     the first worker to need them, and read by the others (fsr.evaluate.gpu.contents_cache)."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = root / "fsr-contents"
-    folder.mkdir(exist_ok=True)
-    return folder
+    return warm_contents.session_folder(tmp_path_factory.getbasetemp(), os.environ)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -146,8 +142,8 @@ def warm_heavy_contents(request: pytest.FixtureRequest) -> None:
     no GPU test selected, no xdist, any other worker). It ends when its sets are built."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     workers = xdist_gpus.worker_count(os.environ)
-    if worker != "gw0" or workers < 2:  # before asking for a device: costs nothing elsewhere
-        return
+    if worker != "gw0" or workers < 2 or os.environ.get(warm_contents.STARTED_ENV):  # costs nothing elsewhere;
+        return  # (or bench/gpu_check.py --warm-early started it before the session)
     if warm_contents.wanted(request.session.items, worker, workers, cuda_device_count()):
         warm_contents.start(request.getfixturevalue("contents_dir"))
 

@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,6 +42,10 @@ WARM_SHARE = 0.75  # of the host's cores: the workers' own start (compiles, CUDA
 PIN_S = 3 * 3600.0  # the heavy sets' files are dated this far ahead: past any session
 LOG_NAME = "warm-up.log"
 LOG_ENV = "FSR_TEST_WARM_LOG"  # where the log goes instead (bench/gpu_check.py: beside the tests' log)
+# bench/gpu_check.py --warm-early: the session's contents cache is this folder, shared by its steps,
+# and its warm-up was started before them (the first worker starts none)
+FOLDER_ENV = "FSR_TEST_CONTENTS_DIR"
+STARTED_ENV = "FSR_TEST_WARMED"
 USES_CACHE = "contents_dir"  # the fixture of the session's contents cache (tests/conftest.py)
 _log = logging.getLogger("warm_contents")
 _started: list[subprocess.Popen[bytes]] = []  # held, so it is never collected while it runs
@@ -52,6 +56,16 @@ def heavy(candidates: Iterable[Task], min_flops: float = HEAVY_FLOPS) -> list[Ta
     cost about as much), the most first."""
     found = [(tasks.flops(task, dict(task.bench_size)), task) for task in candidates]
     return [task for flops, task in sorted(found, key=lambda x: -x[0]) if flops >= min_flops]
+
+
+def session_folder(base: Path, environ: Mapping[str, str]) -> Path:
+    """The session's contents cache (made if missing): FOLDER_ENV's where bench/gpu_check.py
+    --warm-early gives one, else "fsr-contents" beside the pytest-xdist workers' temporary folders
+    (`base`'s parent; `base` itself without xdist)."""
+    given = environ.get(FOLDER_ENV)
+    folder = Path(given) if given else (base.parent if environ.get("PYTEST_XDIST_WORKER") else base) / "fsr-contents"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def wanted(items: Sequence, worker: str | None, workers: int, devices: int) -> bool:  # type: ignore[type-arg]
@@ -70,9 +84,10 @@ def blas_threads(sets: int, cores: int | None = None) -> int:
     return max(1, share // max(1, sets))
 
 
-def start(folder: Path, names: Sequence[str] | None = None) -> subprocess.Popen[bytes] | None:
+def start(folder: Path, names: Sequence[str] | None = None, nice: int = 0) -> subprocess.Popen[bytes] | None:
     """The warm-up of the contents cache `folder`, started in the background (None, logged, where
-    it cannot start): the heavy tasks among `names` (default every task)."""
+    it cannot start): the heavy tasks among `names` (default every task), at `nice` more niceness
+    (bench/gpu_check.py --warm-early: beside the whole_machine tests, whose processes go first)."""
     chosen = heavy(tasks.load(n) for n in (names if names is not None else tasks.list_tasks()))
     log = Path(os.environ.get(LOG_ENV) or folder / LOG_NAME)
     if not chosen:
@@ -84,7 +99,8 @@ def start(folder: Path, names: Sequence[str] | None = None) -> subprocess.Popen[
     try:
         with log.open("w") as sink:
             _started.append(subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=sink,
-                                             stderr=subprocess.STDOUT))
+                                             stderr=subprocess.STDOUT,
+                                             preexec_fn=(lambda: os.nice(nice)) if nice else None))
         return _started[-1]
     except OSError as e:
         _log.warning("the contents cache's warm-up did not start (%s): the tests build their sets", e)

@@ -119,3 +119,13 @@ def test_each_set_gets_its_share_of_most_of_the_cores():
     assert warm_contents.blas_threads(15, cores=16) == 1
     assert warm_contents.blas_threads(15, cores=64) == 3
     assert warm_contents.blas_threads(3, cores=16) == 4
+
+
+def test_the_session_folder_is_gpu_checks_where_it_gives_one_else_beside_the_workers(tmp_path: Path):
+    base = tmp_path / "popen-gw0"
+    base.mkdir()
+    assert warm_contents.session_folder(base, {"PYTEST_XDIST_WORKER": "gw0"}) == tmp_path / "fsr-contents"
+    assert warm_contents.session_folder(base, {}) == base / "fsr-contents"
+    given = tmp_path / "shared" / "contents"
+    got = warm_contents.session_folder(base, {warm_contents.FOLDER_ENV: str(given), "PYTEST_XDIST_WORKER": "gw3"})
+    assert got == given and given.is_dir()

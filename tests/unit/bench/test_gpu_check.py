@@ -348,3 +348,50 @@ def test_a_gate_step_passes_certify_to_fsr_bench_and_names_it(monkeypatch, tmp_p
     assert got["label"] == "working tree, --certify end"
     gc.gate_step("ref", ROOT, "0", tmp_path, 300.0, [])
     assert "--certify" not in seen[1]
+
+
+def test_warm_early_builds_the_tests_sets_from_the_start_in_a_folder_both_steps_share(faked, tmp_path, monkeypatch):
+    """--warm-early: the warm-up starts before the whole_machine tests, niced; both test steps see
+    the same contents folder and that a warm-up runs (the first worker starts none); after the
+    call the folder is gone and the environment as it was."""
+    from tests.support import warm_contents
+
+    started: list[tuple[Any, int]] = []
+    seen: list[tuple[str | None, str | None]] = []
+
+    class Running:
+        killed = False
+
+        def poll(self):
+            return None
+
+        def kill(self):
+            Running.killed = True
+
+        def wait(self):
+            return -9
+
+    def start(folder, names=None, nice=0):
+        started.append((folder, nice))
+        return Running()
+
+    tests_step = gc.tests_step
+
+    def seeing(name, *args, **kwargs):
+        seen.append((os.environ.get(warm_contents.FOLDER_ENV), os.environ.get(warm_contents.STARTED_ENV)))
+        return tests_step(name, *args, **kwargs)
+
+    monkeypatch.setattr(warm_contents, "start", start)
+    monkeypatch.setattr(gc, "tests_step", seeing)
+    code = gc.main(["run", "--out", str(tmp_path / "out"), "--gpus", "0", "--skip-gates", "--budget-s", "540",
+                    "--warm-early"])
+    assert code == 0 and faked == ["tests whole_machine on 0", "tests gpu on 0"]
+    (folder, nice), = started
+    assert nice == gc.WARM_NICE > 0 and seen == [(str(folder), "1"), (str(folder), "1")]
+    assert not folder.exists() and Running.killed
+    assert warm_contents.FOLDER_ENV not in os.environ and warm_contents.STARTED_ENV not in os.environ
+    summary = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    assert any("--warm-early" in n for n in summary["notes"])
+    faked.clear()
+    gc.main(["run", "--out", str(tmp_path / "out2"), "--gpus", "0", "--skip-gates", "--budget-s", "540"])
+    assert len(started) == 1  # without it, the session's first worker warms as before
