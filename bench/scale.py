@@ -140,7 +140,7 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any
     failed = int((every["certified"] == False).sum())  # noqa: E712  (a nullable column)
     print(f"[{label}] {len(frame)} evaluations in {wall_s:.0f} s on {gpus} GPU(s): {rate:.1f} per GPU-minute "
           f"({run_dir}); {int(certifying.sum())} certifications beside them, {failed} failed")
-    certified = certifications(label, every[certifying])
+    certified = certifications(label, every)
     workers = worker_occupancy(frame)
     workers["share"] = (workers["setup_s"] / workers["busy_s"]).where(workers["busy_s"] > 0, 0.0)
     for w in workers.itertuples():
@@ -159,20 +159,23 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any
                          "setup_s": float(w.setup_s), "share": float(w.share)} for w in workers.itertuples()]}
 
 
-def certifications(label: str, certs: Any) -> dict[str, Any]:
-    """Print what the campaign's certifications cost and which failed (by task and the check that
-    failed, the lineage's `failed_check`), and return the figures ({} where nothing was certified)."""
-    if certs.empty:
+def certifications(label: str, every: Any) -> dict[str, Any]:
+    """Print what the campaign's certifications cost and which failed, per task at which set or
+    check (`fsr report`'s certification table), and return the figures ({} where nothing was
+    certified)."""
+    from fsr.report.certifications import certification_table
+
+    table = certification_table(every)
+    if table.empty:
         return {}
-    wall = certs["wall_s"].fillna(0.0)
-    setup = certs["setup_s"].fillna(0.0)
-    failed = certs[certs["certified"] == False]  # noqa: E712  (a nullable column)
-    why = failed.groupby([failed["task"], failed["failed_check"].fillna("?")]).size()
-    words = ", ".join(f"{task} ({check}) {n}" for (task, check), n in why.items()) or "none"
+    certs = every[every["tier"] == "certify"]
+    wall, setup = certs["wall_s"].fillna(0.0), certs["setup_s"].fillna(0.0)
+    failed = {row.task: row.failed_at for row in table.itertuples() if row.failed}
+    words = "; ".join(f"{task}: {at}" for task, at in failed.items()) or "none"
     print(f"[{label}]   certifications: {len(certs)} charged {wall.sum():.0f} s, {setup.sum():.0f} s of it waiting "
           f"for sets or preparing, median {wall.median():.2f} s each; failed: {words}")
     return {"charged_s": float(wall.sum()), "waiting_s": float(setup.sum()), "median_s": float(wall.median()),
-            "failed": [{"task": str(task), "check": str(check), "count": int(n)} for (task, check), n in why.items()]}
+            "failed": failed}
 
 
 READY_LINE = re.compile(r"^(\S+ \S+),(\d+)\s.*worker (\S+) ready on .* after ([\d.]+) s")

@@ -75,18 +75,24 @@ def test_the_certifications_line_names_each_failure_by_task_and_check(capsys):
     import pandas as pd
 
     scale = load()
-    certs = pd.DataFrame([
-        {"task": "softmax", "certified": True, "failed_check": None, "wall_s": 2.0, "setup_s": 1.5},
-        {"task": "softmax", "certified": False, "failed_check": "timing", "wall_s": 1.0, "setup_s": 0.2},
-        {"task": "layernorm", "certified": False, "failed_check": "stress set offset rows at rows=64,cols=8192",
+    every = pd.DataFrame([
+        {"task": "softmax", "tier": "screen", "certified": None, "failed_check": None, "verdict": "OK",
+         "wall_s": 0.5, "setup_s": 0.0},
+        {"task": "softmax", "tier": "certify", "certified": True, "failed_check": None, "verdict": "OK",
+         "wall_s": 2.0, "setup_s": 1.5},
+        {"task": "softmax", "tier": "certify", "certified": False, "failed_check": "timing", "verdict": "UNCERTIFIED",
+         "wall_s": 1.0, "setup_s": 0.2},
+        {"task": "layernorm", "tier": "certify", "certified": False,
+         "failed_check": "stress set offset rows at rows=64,cols=8192", "verdict": "UNCERTIFIED",
          "wall_s": 3.0, "setup_s": 0.3},
-        {"task": "layernorm", "certified": False, "failed_check": "timing", "wall_s": 1.0, "setup_s": 0.0},
+        {"task": "layernorm", "tier": "certify", "certified": False, "failed_check": "timing", "verdict": "UNCERTIFIED",
+         "wall_s": 1.0, "setup_s": 0.0},
     ])
-    figures = scale.certifications("t", certs)
+    figures = scale.certifications("t", every)
     out = capsys.readouterr().out
     assert "4 charged 7 s, 2 s of it waiting" in out and "median 1.50 s" in out
-    assert "layernorm (stress set offset rows at rows=64,cols=8192) 1" in out and "softmax (timing) 1" in out
-    assert sorted((f["task"], f["check"], f["count"]) for f in figures["failed"]) == [
-        ("layernorm", "stress set offset rows at rows=64,cols=8192", 1), ("layernorm", "timing", 1),
-        ("softmax", "timing", 1)]
-    assert scale.certifications("t", certs.iloc[:0]) == {} and capsys.readouterr().out == ""
+    assert "softmax: timing (1)" in out and "stress set offset rows at rows=64,cols=8192 (1)" in out
+    assert set(figures["failed"]) == {"layernorm", "softmax"} and figures["failed"]["softmax"] == "timing (1)"
+    assert sorted(figures["failed"]["layernorm"].split("; ")) == [
+        "stress set offset rows at rows=64,cols=8192 (1)", "timing (1)"]
+    assert scale.certifications("t", every[every["tier"] == "screen"]) == {} and capsys.readouterr().out == ""
