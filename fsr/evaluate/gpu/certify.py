@@ -58,7 +58,7 @@ TIMED = certification.BENCH_SET
 CONSTANT_BANKS = "constant banks"
 SLACK_CHECK = "allocation slack"
 # Builds ahead, one at a time (screening's builds come first); a certification never waits in this
-# queue behind other tasks' builds: one not yet started is built by the certification itself
+# queue behind other tasks' builds: one it needs that has not started moves to `_asked` (`_promoted`)
 _builds = ThreadPoolExecutor(1, thread_name_prefix="fresh-bench")
 _asked = ThreadPoolExecutor(2, thread_name_prefix="fresh-asked")  # builds a waiting certification asked for
 _moved: weakref.WeakSet[Future[Any]] = weakref.WeakSet()  # the builds on `_asked`
@@ -91,21 +91,21 @@ class Fresh:
         return seed, self._build(self.task, seed)
 
     def bench(self) -> Drawn:
-        """A benchmark content no kernel has seen and its seed (waiting for its build if it is
-        running; one still queued behind other tasks' builds is built here, now), the next one
-        started meanwhile. Raises what building it raised."""
+        """A benchmark content no kernel has seen and its seed (waiting for its build; one still
+        queued behind other tasks' builds is started at once, `_promoted`), the next one started
+        meanwhile. Raises what building it raised."""
         with self._lock:
-            ready, self._next = self._next, _builds.submit(self._drawn)
-        return self._drawn() if ready.cancel() else ready.result()
+            ready, self._next = _promoted(self._next, self._drawn), _builds.submit(self._drawn)
+        return ready.result()
 
     def stress(self) -> list[Drawn]:
         """Fresh contents of the task's stress sets with their seeds (none declared: none), the
-        next ones started; like `bench`, a build still queued is made here."""
+        next ones started; a build still queued is started at once, as `bench`'s."""
         if self._stress is None:
             return []
         with self._lock:
-            ready, self._stress = self._stress, _builds.submit(stress_drawn, self.task)
-        return stress_drawn(self.task) if ready.cancel() else ready.result()
+            ready, self._stress = _promoted(self._stress, stress_drawn, self.task), _builds.submit(stress_drawn, self.task)
+        return ready.result()
 
     def ready(self) -> bool:
         """Whether `bench` and `stress` would answer without waiting for a build. Asked while a

@@ -143,9 +143,9 @@ def test_a_certification_never_waits_behind_other_tasks_builds() -> None:
         fresh.close()
 
 
-def test_taken_without_asking_a_queued_build_is_made_by_the_certification() -> None:
-    """`bench` and `stress` taken while the task's builds still queue behind another task's make
-    them there and then, never wait in the queue."""
+def test_taken_without_asking_a_queued_build_is_started_at_once() -> None:
+    """`bench` and `stress` taken while the task's builds still queue behind another task's start
+    them at once on the builders for what is asked, never wait in the queue."""
     from fsr.evaluate.gpu import certify
 
     release, started = threading.Event(), threading.Event()
