@@ -174,8 +174,7 @@ class Driver:
         while True:
             self._collect()
             free = self.executor.free_slots()
-            cap = CERTIFYING_PER_WORKER * max(1, len(self.executor.workers().devices)) if self.certs_ready else 0
-            while free > 0 and (item := self._next_ready(cap)) is not None:
+            while free > 0 and (item := self._next_ready()) is not None:
                 self._submit(*item)
                 free = self.executor.free_slots()
             asks = self.pool.allowance(workers=free + len(self.in_flight), waiting=self._proposals_waiting(),
@@ -189,14 +188,14 @@ class Driver:
             if not asks:
                 return
 
-    def _next_ready(self, cap: int) -> tuple[str, Pending] | None:
+    def _next_ready(self) -> tuple[str, Pending] | None:
         """The next ready item to submit: the first (certifications are queued ahead of all), but
-        past `cap` certifications in flight the first candidate behind them: a certification
-        waiting on its fresh sets' host builds holds a worker's slot, not its GPU, and the
-        worker's other slots keep screening."""
+        past CERTIFYING_PER_WORKER certifications in flight a GPU worker the first candidate behind
+        them: a certification waiting on its fresh sets' host builds holds a worker's slot, not its
+        GPU, and the worker's other slots keep screening."""
         if not self.ready:
             return None
-        if not self.ready[0][1].candidate.certify or self._certifying() < cap:
+        if not self.ready[0][1].candidate.certify or self._certifying() < self._certifying_cap():
             return self.ready.popleft()
         for i, (key, item) in enumerate(self.ready):
             if not item.candidate.certify:
@@ -206,6 +205,10 @@ class Driver:
 
     def _certifying(self) -> int:
         return sum(1 for item in self.in_flight.values() if item.candidate.certify)
+
+    def _certifying_cap(self) -> int:
+        """Certifications in flight at most: CERTIFYING_PER_WORKER for each ready GPU worker."""
+        return CERTIFYING_PER_WORKER * max(1, len(self.executor.workers().devices))
 
     def _pick(self) -> tuple[str, int] | None:
         """The task with the fewest evaluations committed, then its least-served island."""
