@@ -91,7 +91,8 @@ def lines(summary: dict[str, Any]) -> list[str]:
     for name, step in summary["tests"].items():
         cut = f", cut at {step['limit_s']:.0f} s" if step.get("cut") else ""
         cut += f", pytest exit {step['returncode']} (log: {step['log']})" if step["returncode"] not in (0, 1, 5) else ""
-        cut += f", {not_started(step)} not started" if not_started(step) else ""
+        unstarted = not_started(step)
+        cut += f", {unstarted} not started" if unstarted else ""
         out.append(f"tests ({name}): {step['passed']} passed, {step['failed']} failed, {step['errors']} errors, "
                    f"{step['skipped']} skipped in {step['wall_s']:.0f} s on GPU {','.join(step['gpus'])}{cut}")
         out += [f"  FAILED {node}" for node in step["failures"][:20]]
