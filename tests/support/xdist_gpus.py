@@ -147,9 +147,9 @@ def task_runs(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
     runs = max(1, min(BY_TASK_RUNS, len(names), workers // 2))
     run_of = {name: i % runs for i, name in enumerate(names)}
     modules = list(dict.fromkeys(prefix.split("::", 1)[0] for prefix in BY_TASK))
+    place = {name: i for i, name in enumerate(names)}
     position = {n: i for i, n in enumerate(mine)}
-    order = sorted(mine, key=lambda n: (names.index(about[n] or ""), modules.index(n.split("::", 1)[0]),
-                                        position[n]))
+    order = sorted(mine, key=lambda n: (place[about[n] or ""], modules.index(n.split("::", 1)[0]), position[n]))
     return [(BY_TASK_SCOPE if runs == 1 else f"{BY_TASK_SCOPE}#{run + 1}of{runs}",
              [n for n in order if run_of[about[n] or ""] == run]) for run in range(runs)]
 
@@ -240,26 +240,27 @@ def run_units(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
                                           for name, start, end in found]
 
 
+def handed_out(nodeids: list[str], workers: int) -> list[tuple[str, list[str]]]:
+    """`run_units` in the order they are handed out: FIRST's units, then the rest by their
+    expected seconds, most first (stable; pytest-xdist's --loadscope-reorder would sort them by
+    their number of tests: the scheduler turns that off to keep this order)."""
+    found = run_units(nodeids, workers)
+    found.sort(key=lambda u: (FIRST.index(u[0]) if u[0] in FIRST else len(FIRST), -sum(map(test_seconds, u[1]))))
+    return found
+
+
 def units(nodeids: list[str], workers: int) -> tuple[list[str], dict[str, str]]:
     """The units' names in the order they are handed out, and each node id's unit."""
-    found = run_units(nodeids, workers)
-    # FIRST's units, then the rest by their expected seconds, most first (stable; pytest-xdist's
-    # --loadscope-reorder would sort them by their number of tests: the scheduler turns that off
-    # to keep this order)
-    found.sort(key=lambda u: (FIRST.index(u[0]) if u[0] in FIRST else len(FIRST), -sum(map(test_seconds, u[1]))))
-    unit_of = {n: name for name, ids in found for n in ids}
-    return [name for name, _ in found], unit_of
+    found = handed_out(nodeids, workers)
+    return [name for name, _ in found], {n: name for name, ids in found for n in ids}
 
 
 def in_unit_order(nodeids: list[str], workers: int) -> list[int]:
     """Positions of `nodeids` reordered unit by unit, as they are handed out, each unit's tests in
     the order it runs them (a worker orders its items so, and the scheduler meets each unit in
     that order)."""
-    names, _ = units(nodeids, workers)
-    rank = {name: i for i, name in enumerate(names)}
-    runs = dict(run_units(nodeids, workers))
     at = {n: i for i, n in enumerate(nodeids)}
-    return [at[n] for name in sorted(runs, key=rank.__getitem__) for n in runs[name]]
+    return [at[n] for _, ids in handed_out(nodeids, workers) for n in ids]
 
 
 def this_run(request) -> list:  # type: ignore[no-untyped-def]
