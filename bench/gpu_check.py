@@ -21,9 +21,11 @@ is left (the same for both trees), and are left out, saying so, where too little
 `run --skip-tests` in a call of their own). It prints one summary and writes it to DIR/gpu_check.json
 (after every step, so a call cut short leaves what it finished), with each step's log beside it.
 
-`--certify MODE` runs the working tree's gate with `fsr bench --certify MODE`, the ref's without:
-after `prepare --ref HEAD` both gates run one tree, and their ratio is what certifying in MODE
-costs the search (on two GPUs or more, side by side on one host).
+`--certify MODE` runs the working tree's gate with `fsr bench --certify MODE`, the ref's with
+`--certify off`: after `prepare --ref HEAD` both gates run one tree, and their ratio is what
+certifying in MODE costs the search (on two GPUs or more, side by side on one host). Without it
+both gates run as `fsr bench` defaults (a tree since 2026-11-29 certifies each task's fastest at
+its end; an older ref, nothing).
 """
 
 from __future__ import annotations
@@ -221,7 +223,7 @@ class Check:
     summary: dict[str, Any] = field(default_factory=dict)
     per_gpu: int | None = None  # xdist workers per GPU for the GPU tests (None: -n auto's)
     cores: dict[str, list[int]] = field(default_factory=dict)  # each GPU's share of the host's cores
-    certify: str = ""  # the working tree's gate with `--certify` this mode (the ref's as fsr bench defaults)
+    certify: str = ""  # the working tree's gate with `--certify` this mode, the ref's with "off" (else both as defaults)
     warm_early: bool = False  # the tests' heavy sets built from the call's start (`warm_early`)
 
     def left_s(self) -> float:
@@ -253,7 +255,7 @@ def gate_lane(check: Check, gpu: str, trees: tuple[str, ...], roots: dict[str, P
                    "in a call of their own: `python3 bench/gpu_check.py run --out $OUT --skip-tests`")
         return
     for tree in trees:
-        certify = check.certify if tree == "tree" else ""
+        certify = (check.certify if tree == "tree" else "off") if check.certify else ""
         check.record("gates", tree, gate_step(tree, roots[tree], gpu, check.out, wall, tasks, check.cores.get(gpu),
                                               certify=certify))
 
@@ -446,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
                          "whole_machine tests, not from the other tests' start")
     go.add_argument("--certify", default="", choices=("", "off", "leads", "end"), metavar="MODE",
                     help="the working tree's gate with `fsr bench --certify MODE` (off, leads, end), the ref's "
-                         "without: after `prepare --ref HEAD` the ratio is what certifying costs")
+                         "with `--certify off`: after `prepare --ref HEAD` the ratio is what certifying costs")
     go.add_argument("tasks", nargs="*", help="tasks for the gate (default: bench/scale.py's 16 float32 tasks)")
     args = parser.parse_args(argv)
     return prepare(args.ref) if args.mode == "prepare" else start(args)

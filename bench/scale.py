@@ -4,7 +4,9 @@ worker's time went.
 Runs `python -m fsr --config NOCACHE bench --plain ...` (compile and contents caches off) in `--root` (a checkout;
 default this one) on the GPUs of `--gpus` (CUDA_VISIBLE_DEVICES), times the command from its start
 to its end, then reads the run's lineage and prints: evaluations, wall, evaluations per
-GPU-minute (evaluations / (GPUs x wall minutes)), per worker the evaluations, the seconds charged
+GPU-minute (evaluations / (GPUs x wall minutes); certifications are not evaluations: a tree that
+certifies, as fsr bench does by default since 2026-11-29 and `-- --certify MODE` asks, counts
+them apart with what they cost), per worker the evaluations, the seconds charged
 to evaluations and the part of them spent waiting on setup (starting the GPU child, preparing a
 task), the preparing share, and how many times each task was prepared on each worker (an
 evaluation that paid for a preparation has setup_s > 0: the same reading for any tree, old or

@@ -66,9 +66,10 @@ class EvalConfig:
     # it did before certification existed; "leads": a result that would become its task's best is
     # certified before it leads the search; "end": the search runs on screened times and a task's
     # fastest is certified when its budget is spent (or when it would reach the target speedup).
-    # true means "end", false "off". Off by default until a mode has passed the scale gate on a
-    # GPU (BENCHMARKS.md, "Certification").
-    certify: str = "off"
+    # true means "end", false "off". "end" by default: it costs about one certification a task, and
+    # its scale gate ran at 0.97-1.08 of off's rate beside it on the same host (BENCHMARKS.md,
+    # "Certification"); "off" gives back the screened results of earlier versions.
+    certify: str = "end"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "certify", certify_mode(self.certify))  # EvalConfig(certify=True): "end"

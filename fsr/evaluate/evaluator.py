@@ -85,7 +85,12 @@ class GpuEvaluator(ComparatorRecord):
         best this worker judged (timing.raced: stopped once clearly slower); without it every
         call is judged in full (fsr eval and its --repeat, studies of timing)."""
         threads = spec.host_threads or host.cores()
-        self.spec = replace(spec, host_threads=threads)
+        # Certification's inputs are built ahead, from each task's preparation, for a campaign's
+        # worker only: one evaluation (fsr eval, fsr explore, a study) certifies nothing unless it
+        # asks, and then builds them as it asks (fsr.evaluate.gpu.certify.fresh_inputs), so its
+        # child spends no host thread on benchmark sets it will not use.
+        ahead = spec.eval if campaign else replace(spec.eval, certify="off")
+        self.spec = replace(spec, eval=ahead, host_threads=threads)
         self.cfg = spec.eval
         compile_threads = max(1, min(threads, 16))
         # Proposer code is compiled in bounded processes, never in this worker's own.

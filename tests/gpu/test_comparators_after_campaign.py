@@ -61,7 +61,9 @@ def test_a_campaign_that_ended_before_its_comparators_came_back_has_them_in_its_
     from fsr.evaluate.evaluator import GpuEvaluator
 
     softmax = tasks.load("softmax")
-    config = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget()), tune=TuneConfig(trials=0),
+    config = Config(eval=EvalConfig(torch_compile="off", prepared_max_bytes=shared_budget(),
+                                    certify="off"),  # as run_campaign below: nothing certified
+                    tune=TuneConfig(trials=0),
                     search=SearchConfig(max_evaluations=1, islands=1, comparators_wait_s=60.0))
     spec = WorkerSpec.of(config, [softmax], warm=True)
     executor = Late(LocalExecutor(lambda: GpuEvaluator(spec, beside=True, campaign=True), max_in_flight=2))

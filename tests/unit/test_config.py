@@ -34,8 +34,8 @@ def test_certify_is_a_mode_and_a_bool_from_before_the_modes_still_reads(tmp_path
     assert certification.certifying({"config": {"eval": {"certify": value}}}) == (mode != "off")
 
 
-def test_certify_defaults_to_off_and_refuses_other_words():
-    assert config.Config().eval.certify == "off"
+def test_certify_defaults_to_end_and_refuses_other_words():
+    assert config.Config().eval.certify == "end"  # a task's fastest certified when its budget is spent
     with pytest.raises(config.ConfigError, match='"off", "leads" or "end"'):
         config.from_dict({"eval": {"certify": "always"}})
     with pytest.raises(ValueError, match='"off", "leads" or "end"'):

@@ -323,13 +323,14 @@ def test_tests_a_session_timeout_left_unstarted_are_counted_and_said():
     assert "36 not started" in text[2] and "not started" not in text[1]
 
 
-def test_certify_runs_the_working_tree_s_gate_certifying_and_the_ref_s_as_it_is(faked, tmp_path):
-    """`--certify leads` beside a ref of the same commit: the ratio is what certifying costs."""
+def test_certify_runs_the_working_tree_s_gate_certifying_and_the_ref_s_uncertified(faked, tmp_path):
+    """`--certify leads` beside a ref of the same commit: the ratio is what certifying costs (the
+    ref's gate says "off": fsr bench's own default certifies at the end)."""
     code = gc.main(["run", "--out", str(tmp_path / "out"), "--gpus", "0,1,2", "--skip-tests", "--budget-s", "540",
                     "--certify", "leads"])
     assert code == 0
     gates = sorted(line for line in faked if line.startswith("gate"))
-    assert gates[0].startswith("gate ref on ") and "--certify" not in gates[0]
+    assert gates[0].startswith("gate ref on ") and gates[0].endswith(" --certify off")
     assert gates[1].startswith("gate tree on ") and gates[1].endswith(" --certify leads")
     assert gates[0].split(" (")[0][-1] != gates[1].split(" (")[0][-1]  # side by side, a GPU each
 

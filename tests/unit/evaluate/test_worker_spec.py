@@ -83,6 +83,23 @@ def test_an_evaluator_rejects_a_candidate_of_a_task_outside_its_spec():
     assert result.verdict == Verdict.REJECTED and "not one of this evaluator's tasks (softmax)" in result.message
 
 
+@pytest.mark.parametrize("mode", ["end", "leads"])
+def test_only_a_campaigns_child_builds_certification_inputs_ahead(mode):
+    """A GPU child builds a task's certification inputs from its preparation where its spec
+    certifies (fsr.evaluate.gpu.child); one evaluation (fsr eval, fsr explore) certifies nothing
+    unless asked, so its child gets the mode "off" and spends no host thread on them."""
+    from fsr.evaluate.evaluator import GpuEvaluator
+
+    spec = WorkerSpec((tasks.load("softmax"),), EvalConfig(certify=mode))
+    for campaign, child_mode in ((False, "off"), (True, mode)):
+        evaluator = GpuEvaluator(spec, campaign=campaign)
+        try:
+            assert evaluator.sandbox.spec.eval.certify == child_mode
+            assert evaluator.sandbox.spec.eval == dataclasses.replace(spec.eval, certify=child_mode)
+        finally:
+            evaluator.close()
+
+
 def test_the_first_tuning_points_start_from_the_requests_values_else_the_candidates():
     task = tasks.load("sgemm")
     cand = candidate.parse(task.template_source or "", task)
