@@ -64,7 +64,8 @@ class Expected:
 def expect(reference: np.ndarray, dtype: str, tol: dtypes.Tolerance) -> Expected:
     ref = np.asarray(reference, dtype=np.float64)
     kind = dtypes.expected_dtype(dtype)
-    return Expected(ref.astype(kind), dtypes.bounds(ref, tol).astype(kind))
+    # no copy where the reference is already in the kept dtype: make_content drops the reference
+    return Expected(ref.astype(kind, copy=False), dtypes.bounds(ref, tol).astype(kind, copy=False))
 
 
 def _chunk_check(got: np.ndarray, value: np.ndarray, bound: np.ndarray) -> tuple[bool, float]:
