@@ -13,10 +13,9 @@ merge base is HEAD itself, as on main).
 `run`, on the GPUs of --gpus (default: every visible one): first the `whole_machine` tests, alone
 on the first GPU; then the other GPU tests (pytest-xdist, `-n auto`: a few workers per GPU) on all but the last
 GPU while the scale gate (bench/scale.py: the 16 float32 tasks, or the TASKs given, cold, compile
-cache off) runs on the last for the working tree and then for the ref; with three GPUs or more,
-the tests take all but the last two and the two gates run side by side on those. With one GPU the
-tests come first and the gates after them on the same GPU, one after the other. Every step is
-bounded so the whole call ends within --budget-s: the gates get `fsr bench --max-wall` for what
+cache off) runs on the last for the working tree and the ref side by side, sharing it; with three
+GPUs or more, the tests take all but the last two and the two gates run on those, one each. With
+one GPU the tests come first and the gates after them, side by side on it. Every step is bounded so the whole call ends within --budget-s: the gates get `fsr bench --max-wall` for what
 is left (the same for both trees), and are left out, saying so, where too little is left (then
 `run --skip-tests` in a call of their own). It prints one summary and writes it to DIR/gpu_check.json
 (after every step, so a call cut short leaves what it finished), with each step's log beside it.
@@ -81,23 +80,27 @@ class Layout:
 
 def layout(gpus: list[str], trees: tuple[str, ...] = ("tree", "ref"), tests: bool = True) -> Layout:
     """The tests on all but the last GPU (all but the last two where there are three or more), the
-    gates on the rest; with one GPU everything on it, the gates after the tests; without tests, the
-    gates side by side where there are two GPUs."""
+    gates on the rest; with one GPU everything on it, the gates after the tests. The two gates always
+    run at the same time, each for the whole of its --max-wall: on a GPU each where there are two for
+    them, else side by side on the one they share (alike for both trees: the same GPU, host and
+    moment, where one after the other would halve each one's wall)."""
+    def lanes(on: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return tuple((on[i % len(on)], (tree,)) for i, tree in enumerate(trees))
+
+    def where(on: list[str]) -> str:
+        return (f"the gates side by side on {on[0]} and {on[1]}" if len(on) > 1 and len(trees) > 1
+                else f"the gates side by side on {on[0]}, sharing it" if len(trees) > 1 else f"the gate on {on[0]}")
+
     if not tests:
-        if len(gpus) > 1 and len(trees) == 2:
-            return Layout((), ((gpus[0], trees[:1]), (gpus[1], trees[1:])),
-                          f"the gates side by side on {gpus[0]} and {gpus[1]}, no tests")
-        return Layout((), ((gpus[0], trees),), f"the gates on {gpus[0]}, one after the other, no tests")
+        return Layout((), lanes(gpus[:2]), f"{where(gpus[:2])}, no tests")
     if not trees:
         return Layout(tuple(gpus), (), f"tests on {','.join(gpus)}, no gates")
     if len(gpus) == 1:
-        return Layout((gpus[0],), ((gpus[0], trees),), f"one GPU ({gpus[0]}): the tests, then the gates on it, "
-                      "one after the other")
+        return Layout((gpus[0],), lanes(gpus), f"one GPU ({gpus[0]}): the tests, then {where(gpus)}")
     if len(gpus) == 2 or len(trees) == 1:
-        return Layout(tuple(gpus[:-1]), ((gpus[-1], trees),), f"tests on {','.join(gpus[:-1])}; the gates on "
-                      f"{gpus[-1]}, one after the other, beside the tests")
-    return Layout(tuple(gpus[:-2]), ((gpus[-2], trees[:1]), (gpus[-1], trees[1:])),
-                  f"tests on {','.join(gpus[:-2])}; the gates side by side on {gpus[-2]} and {gpus[-1]}")
+        return Layout(tuple(gpus[:-1]), lanes(gpus[-1:]), f"tests on {','.join(gpus[:-1])}; {where(gpus[-1:])}, "
+                      "beside the tests")
+    return Layout(tuple(gpus[:-2]), lanes(gpus[-2:]), f"tests on {','.join(gpus[:-2])}; {where(gpus[-2:])}")
 
 
 def gate_wall_s(left_s: float, gates: int) -> float:
@@ -247,8 +250,8 @@ class Check:
 
 
 def gate_lane(check: Check, gpu: str, trees: tuple[str, ...], roots: dict[str, Path], tasks: list[str]) -> None:
-    """The gates of `trees`, one after the other on `gpu`, each cut at the same --max-wall: what is
-    left of the budget, shared."""
+    """The gates of `trees`, one after the other on `gpu` (`layout` gives a lane one tree: the two
+    gates run at once), each cut at the same --max-wall: what is left of the budget, shared."""
     wall = gate_wall_s(check.left_s(), len(trees))
     if wall < MIN_GATE_S:
         check.note(f"gates of {', '.join(trees)} left out: {check.left_s():.0f} s of the budget left, too few; "
