@@ -155,6 +155,25 @@ def screenings(rows: Iterable[Row]) -> list[Row]:
     return [r for r in rows if (r.get("tier") or Tier.SCREEN) != Tier.CERTIFY]
 
 
+def certified_medians(frame: pandas.DataFrame) -> dict[str, float]:
+    """Per task, certification's own median of the kernel a table ranks first (`counted`'s
+    fastest: the certified candidate with the smallest screened median), from the lineage's
+    rows, certification rows included; tasks with none are left out. A table reports the
+    screened median; this is the same kernel timed again, in a fresh load on fresh inputs under
+    certification's flush, apart from the many screenings its screened median was the least of."""
+    if "tier" not in frame or frame.empty:
+        return {}
+    tiers = frame["tier"].fillna(Tier.SCREEN.value)
+    passed = frame[(tiers == Tier.CERTIFY.value) & frame["certified"].eq(True) & frame["median_us"].notna()]
+    again = dict(zip(passed["certifies"], passed["median_us"], strict=True))  # a later one replaces an earlier
+    ok = frame[(tiers != Tier.CERTIFY.value) & (frame["verdict"] == Verdict.OK.value)
+               & frame["candidate_id"].isin(list(again)) & frame["median_us"].notna()]
+    if ok.empty:
+        return {}
+    best = ok.loc[ok.groupby("task")["median_us"].idxmin()]
+    return {str(task): float(again[cid]) for task, cid in zip(best["task"], best["candidate_id"], strict=True)}
+
+
 def counted(frame: pandas.DataFrame, certifies: bool) -> pandas.DataFrame:
     """The lineage rows a table ranks (`fsr bench`): the screenings, and where the campaign
     certifies, an OK screening's latency only if its candidate was certified (the latency of one

@@ -62,9 +62,11 @@ def bench_command(args: argparse.Namespace) -> int:
     if code != EXIT_OK:
         return code
     recorded = run_json.read_run_json(run_dir)
-    frame = certification.counted(lineage.read_pandas(run_dir), certification.certifying(recorded))
+    every = lineage.read_pandas(run_dir)
+    frame = certification.counted(every, certification.certifying(recorded))
     frame = with_recorded(frame, recorded)  # the comparators timed after the last evaluation
-    rows = bench_rows(frame, recorded.get("tasks") or [], recorded_figures(recorded), library_names(recorded))
+    rows = bench_rows(frame, recorded.get("tasks") or [], recorded_figures(recorded), library_names(recorded),
+                      certification.certified_medians(every) if certification.certifying(recorded) else None)
     means = geomeans(rows)
     markdown = to_markdown(rows, means, run_dir, _provenance(recorded))
     (run_dir / "bench.md").write_text(markdown)
@@ -92,12 +94,14 @@ def _check_budget(args: argparse.Namespace) -> None:
 
 
 def bench_rows(frame: Any, order: list[str], recorded: dict[str, dict[str, float]] | None = None,
-               libraries: dict[str, str] | None = None) -> list[dict[str, Any]]:
+               libraries: dict[str, str] | None = None,
+               certified: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """One dict per task (task_summary's columns, NaN as None), in `order` and then any other
     task of the lineage; a task of `order` the campaign never evaluated gets a row of Nones but
     for the comparator figures run.json keeps of it (`recorded`: timed after the last evaluation).
     `library`: what the task's library comparator is, where its task.toml names it (`libraries`),
-    else None."""
+    else None. `certified_us`: certification's own median of the best (`certified`, from
+    fsr.certification.certified_medians), else None."""
     from fsr.report.tables import SUMMARY_COLUMNS, task_summary
 
     summary = task_summary(frame) if len(frame) else None
@@ -106,8 +110,9 @@ def bench_rows(frame: Any, order: list[str], recorded: dict[str, dict[str, float
     empty = dict.fromkeys(SUMMARY_COLUMNS) | {"evaluations": 0, "verdicts": ""}
     recorded = recorded or {}
     libraries = libraries or {}
+    certified = certified or {}
     return [{k: _plain(v) for k, v in (found.get(n) or empty | recorded.get(n, {}) | {"task": n}).items()}
-            | {"library": libraries.get(n)} for n in names]
+            | {"library": libraries.get(n), "certified_us": certified.get(n)} for n in names]
 
 
 def _plain(value: Any) -> Any:
@@ -183,6 +188,11 @@ def _provenance(recorded: dict[str, Any]) -> str:
     return f"Command: `{command}`. Started: {started} UTC." if command and started else ""
 
 
+# Under the table of a certifying run: the best kernels timed again by their certification.
+CERTIFIED_NOTE = ("Certification's own median of each best (the same kernel timed again on fresh inputs; "
+                  "the table's figure is its screened median, the least of many screenings)")
+
+
 def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], run_dir: Path,
                 provenance: str = "") -> str:
     """The table: a row per task, then the geometric means (with the tasks each covers), then
@@ -203,6 +213,10 @@ def to_markdown(rows: list[dict[str, Any]], means: dict[str, dict[str, Any]], ru
                      f"{_x(r['speedup_torch_compile'])} | {_x(r['speedup_pytorch'])} | {r['verdicts'] or '-'} |")
     cells = [f"{_x(m['value'])} ({m['tasks']} tasks)" for m in means.values()]
     lines.append(f"| geometric mean | {sum(r['evaluations'] for r in rows)} | | | {' | '.join(cells)} | |")
+    again = [f"{r['task']} {_us(r['certified_us'])} ({r['certified_us'] / r['best_us'] - 1:+.1%})" for r in rows
+             if r.get("certified_us") and r.get("best_us")]
+    if again:
+        lines += ["", f"{CERTIFIED_NOTE}: {', '.join(again)}."]
     lines += ["", f"{FAST_P_INTRO}:", ""]
     lines += [f"- {line}" for line in fast_p_text(fast_p_table(_summary(rows)))]
     return "\n".join(lines) + "\n"

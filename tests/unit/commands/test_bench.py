@@ -162,6 +162,34 @@ def test_bench_certifies_in_the_mode_its_option_names_and_ranks_certified_result
     doc = json.loads((run_dir / "bench.json").read_text())
     by_id = {r["candidate_id"]: r["median_us"] for r in rows if r["tier"] == "screen"}
     assert {t["task"]: t["best_us"] for t in doc["tasks"]} == {task: by_id[cid] for cid, task in passed.items()}
+    # beside each best, its certification's own median: the same kernel timed again
+    again = {r["certifies"]: r["median_us"] for r in rows if r["tier"] == "certify" and r["certified"]}
+    assert {t["task"]: t["certified_us"] for t in doc["tasks"]} == {task: again[cid] for cid, task in passed.items()}
+    assert bench.CERTIFIED_NOTE in (run_dir / "bench.md").read_text()
+
+
+def certification_row(screened: dict, median_us: float | None, passed: bool = True) -> dict:
+    """A certification row of the screened row `screened` (lineage.evaluation_row's columns)."""
+    return screened | {"candidate_id": screened["candidate_id"] + "c", "tier": "certify", "certified": passed,
+                       "certifies": screened["candidate_id"], "median_us": median_us,
+                       "verdict": (Verdict.OK if passed else Verdict.UNCERTIFIED).value}
+
+
+def test_certified_medians_are_of_the_kernel_the_table_ranks_first():
+    from fsr import certification
+
+    fast, slow, other = row("softmax", 0, median_us=10.0), row("softmax", 1, median_us=12.0), row("sgemm", 0, median_us=90.0)
+    uncertified = row("softmax", 2, median_us=8.0)  # faster, never certified: no result
+    failed = row("sgemm", 1, median_us=80.0)  # faster, failed its certification
+    every = frame([fast, slow, other, uncertified, failed, certification_row(fast, 10.4),
+                   certification_row(slow, 12.1), certification_row(other, 91.0), certification_row(failed, 99.0, False)])
+    assert certification.certified_medians(every) == {"softmax": 10.4, "sgemm": 91.0}
+    counted = certification.counted(every, True)
+    rows = bench.bench_rows(counted, ["softmax", "sgemm", "scan"], certified=certification.certified_medians(every))
+    assert [(r["best_us"], r["certified_us"]) for r in rows] == [(10.0, 10.4), (90.0, 91.0), (None, None)]
+    text = bench.to_markdown(rows, bench.geomeans(rows), Path("runs/r1"))
+    assert f"{bench.CERTIFIED_NOTE}: softmax 10.4 us (+4.0%), sgemm 91.0 us (+1.1%)." in text
+    assert certification.certified_medians(frame([fast, slow])) == {}  # nothing certified: nothing to say
 
 
 @pytest.mark.parametrize("argv", [
