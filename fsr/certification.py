@@ -155,14 +155,14 @@ def screenings(rows: Iterable[Row]) -> list[Row]:
     return [r for r in rows if (r.get("tier") or Tier.SCREEN) != Tier.CERTIFY]
 
 
-def certified_medians(frame: pandas.DataFrame) -> dict[str, float]:
-    """Per task, certification's own median of the kernel a table ranks first (`counted`'s
-    fastest: the certified candidate with the smallest screened median), from the lineage's
-    rows, certification rows included; tasks with none are left out. A table reports the
-    screened median; this is the same kernel timed again, in a fresh load on fresh inputs under
-    certification's flush, apart from the many screenings its screened median was the least of."""
-    if "tier" not in frame or frame.empty:
-        return {}
+def certified_medians(frame: pandas.DataFrame) -> dict[str, tuple[float, float]]:
+    """Per task, the kernel a table ranks first (`counted`'s fastest: the certified candidate with
+    the smallest screened median) as (its screened median, its certification's median), from the
+    lineage's rows, certification rows included; tasks with none are left out. A table reports
+    the screened median; the other is the same kernel timed again, in a fresh load on fresh inputs
+    under certification's flush, apart from the many screenings its screened median was the least of."""
+    if frame.empty or not {"tier", "certified", "certifies", "candidate_id", "verdict", "median_us"} <= set(frame):
+        return {}  # a lineage from before certification, or a frame of fewer columns: nothing to say
     tiers = frame["tier"].fillna(Tier.SCREEN.value)
     passed = frame[(tiers == Tier.CERTIFY.value) & frame["certified"].eq(True) & frame["median_us"].notna()]
     again = dict(zip(passed["certifies"], passed["median_us"], strict=True))  # a later one replaces an earlier
@@ -171,7 +171,8 @@ def certified_medians(frame: pandas.DataFrame) -> dict[str, float]:
     if ok.empty:
         return {}
     best = ok.loc[ok.groupby("task")["median_us"].idxmin()]
-    return {str(task): float(again[cid]) for task, cid in zip(best["task"], best["candidate_id"], strict=True)}
+    return {str(task): (float(us), float(again[cid]))
+            for task, cid, us in zip(best["task"], best["candidate_id"], best["median_us"], strict=True)}
 
 
 def counted(frame: pandas.DataFrame, certifies: bool) -> pandas.DataFrame:

@@ -66,7 +66,8 @@ def bench_command(args: argparse.Namespace) -> int:
     frame = certification.counted(every, certification.certifying(recorded))
     frame = with_recorded(frame, recorded)  # the comparators timed after the last evaluation
     rows = bench_rows(frame, recorded.get("tasks") or [], recorded_figures(recorded), library_names(recorded),
-                      certification.certified_medians(every) if certification.certifying(recorded) else None)
+                      {task: again for task, (_, again) in certification.certified_medians(every).items()}
+                      if certification.certifying(recorded) else None)
     means = geomeans(rows)
     markdown = to_markdown(rows, means, run_dir, _provenance(recorded))
     (run_dir / "bench.md").write_text(markdown)
