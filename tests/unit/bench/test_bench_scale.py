@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+
 from fsr import tasks
 from tests.support.paths import ROOT
 
@@ -96,3 +98,23 @@ def test_the_certifications_line_names_each_failure_by_task_and_check(capsys):
     assert sorted(figures["failed"]["layernorm"].split("; ")) == [
         "stress set offset rows at rows=64,cols=8192 (1)", "timing (1)"]
     assert scale.certifications("t", every[every["tier"] == "screen"]) == {} and capsys.readouterr().out == ""
+
+
+def test_the_certifications_line_says_how_far_each_best_held_when_certified(capsys):
+    """Each task's best as its certification timed it, over its screened median: the table's
+    figure is the least of many screenings; certification times the kernel once more."""
+    import pandas as pd
+
+    scale = load()
+    screened = [("softmax", "a", 10.0), ("softmax", "b", 9.0), ("gelu", "g", 20.0), ("scan", "s", 30.0)]
+    every = pd.DataFrame(
+        [{"task": t, "candidate_id": c, "tier": "screen", "certified": None, "certifies": None, "failed_check": None,
+          "verdict": "OK", "median_us": us, "wall_s": 0.5, "setup_s": 0.0} for t, c, us in screened]
+        + [{"task": t, "candidate_id": c + "!", "tier": "certify", "certified": ok, "certifies": c,
+            "failed_check": None if ok else "timing", "verdict": "OK" if ok else "UNCERTIFIED", "median_us": us,
+            "wall_s": 1.0, "setup_s": 0.0}
+           for t, c, us, ok in [("softmax", "a", 10.1, True), ("softmax", "b", 9.9, False), ("gelu", "g", 20.6, True)]])
+    figures = scale.certifications("t", every)
+    assert figures["certified_over_screened"] == pytest.approx({"softmax": 1.01, "gelu": 1.03})  # b failed: a counts
+    assert "the bests as certified over their screened medians: median 1.020, from 1.010 to 1.030 (gelu), 2 tasks" \
+        in capsys.readouterr().out
