@@ -53,6 +53,12 @@ class EvalConfig:
     # tuned PyTorch reaches) or "off". Compiled once per GPU child and task; its compile time is
     # recorded apart (torch_compile_s), never in the comparator's latency.
     torch_compile: str = "default"
+    # The L2 flush before each comparator sample (the library, PyTorch eager, torch.compile):
+    # "ordinary", the one screening uses, or "certification", which first sets every line of the
+    # comparator's inputs back to the default eviction priority, as certification does for a
+    # candidate (docs/judge.md): a comparator that loads its inputs under evict_last, as
+    # torch.compile's Triton kernels do, then gains nothing from lines that outlast the flush.
+    comparator_flush: str = "ordinary"
     # Prepared tasks' device buffers (benchmark inputs, expected outputs) a GPU child keeps, in
     # bytes; past it the least recently used task is dropped and prepared again when needed, by an
     # upload of its host contents. 0 = 65% of the GPU's memory.
@@ -197,6 +203,7 @@ RANGES: dict[str, Range] = {
 }
 TORCH_COMPILE_MODES = ("default", "max-autotune", "off")
 CERTIFY_MODES = ("off", "leads", "end")
+COMPARATOR_FLUSHES = ("ordinary", "certification")
 
 
 def certify_mode(value: Any) -> str:
@@ -237,6 +244,7 @@ FORMATS: dict[str, Callable[[str], str | None]] = {
     'expected "default", "max-autotune" or "off"',
     "eval.compile_cache_dir": _cache_dir,
     "eval.certify": lambda s: None if s in CERTIFY_MODES else 'expected "off", "leads" or "end" (true = "end")',
+    "eval.comparator_flush": lambda s: None if s in COMPARATOR_FLUSHES else 'expected "ordinary" or "certification"',
 }
 # Values of an older type taken as their newer one before they are checked: `eval.certify` was a bool.
 ALIASES: dict[str, Callable[[Any], Any]] = {"eval.certify": certify_mode}

@@ -40,3 +40,20 @@ def test_certify_defaults_to_end_and_refuses_other_words():
         config.from_dict({"eval": {"certify": "always"}})
     with pytest.raises(ValueError, match='"off", "leads" or "end"'):
         config.parse_text("eval", "certify", "yes")
+
+
+def test_the_defaults_configuration_md_shows_are_the_defaults():
+    """docs/configuration.md's block of defaults: each value it shows is the field's default, and
+    each field of the sections it shows is there (the [llm] section is models.md's)."""
+    import re
+    import tomllib
+
+    from tests.support.paths import ROOT
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    (block,) = re.findall(r"```toml\n(.*?)```", text, re.S)
+    shown, defaults = tomllib.loads(block), config.to_dict(config.Config())
+    assert set(shown) == {"eval", "tune", "search"}
+    for section, values in shown.items():
+        assert values == defaults[section], section
+
