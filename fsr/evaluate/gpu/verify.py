@@ -64,8 +64,10 @@ class Expected:
 def expect(reference: np.ndarray, dtype: str, tol: dtypes.Tolerance) -> Expected:
     ref = np.asarray(reference, dtype=np.float64)
     kind = dtypes.expected_dtype(dtype)
-    # no copy where the reference is already in the kept dtype: make_content drops the reference
-    return Expected(ref.astype(kind, copy=False), dtypes.bounds(ref, tol).astype(kind, copy=False))
+    # No second copy of an array converted here (an integer output's); the reference's own array is
+    # copied, as it always was: a reference function may keep it and write it again (a buffer
+    # reused from call to call), and the expected values must not change with it.
+    return Expected(ref.astype(kind, copy=ref is reference), dtypes.bounds(ref, tol).astype(kind, copy=False))
 
 
 def _chunk_check(got: np.ndarray, value: np.ndarray, bound: np.ndarray) -> tuple[bool, float]:

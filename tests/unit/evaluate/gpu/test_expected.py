@@ -57,3 +57,19 @@ def test_expected_values_and_bounds_are_as_before_in_the_kept_dtype(dtype, kind)
         assert np.array_equal(got.value, np.asarray(reference, dtype=np.float64).astype(kind), equal_nan=True)
         assert np.array_equal(got.bound, plain_bounds(reference, tol).astype(kind), equal_nan=True)
         assert np.array_equal(reference, before, equal_nan=True)
+
+
+
+def test_the_expected_values_are_never_the_reference_functions_own_array():
+    """A reference function may return a slice, a broadcast, or a buffer it keeps and writes again
+    at its next call: the expected values are an array of their own, whole and writeable."""
+    tol = dtypes.Tolerance(1e-5, 1e-3)
+    whole = np.arange(24, dtype=np.float64).reshape(4, 6)
+    kept = np.linspace(0.0, 1.0, 7)
+    for given in (whole[1:3], np.broadcast_to(np.float64(2.5), (3, 5)), whole.T, kept):
+        got = expect(given, "float64", tol)
+        assert not np.shares_memory(got.value, given) and got.value.flags.writeable
+        assert np.array_equal(got.value, given)
+    before = expect(kept, "float64", tol)
+    kept *= 2.0  # the function's next call writes its buffer again
+    assert np.array_equal(before.value, np.linspace(0.0, 1.0, 7))
