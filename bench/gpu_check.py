@@ -258,9 +258,17 @@ def gate_lane(check: Check, gpu: str, trees: tuple[str, ...], roots: dict[str, P
                    "in a call of their own: `python3 bench/gpu_check.py run --out $OUT --skip-tests`")
         return
     for tree in trees:
-        certify = (check.certify if tree == "tree" else "off") if check.certify else ""
+        certify = (check.certify if tree == "tree" else ref_uncertified(roots[tree])) if check.certify else ""
         check.record("gates", tree, gate_step(tree, roots[tree], gpu, check.out, wall, tasks, check.cores.get(gpu),
                                               certify=certify))
+
+
+def ref_uncertified(root: Path) -> str:
+    """The --certify a ref's gate gets beside a certifying tree: "off" where its fsr has the option
+    (its default may certify), none where it predates the option (it never certifies, and its fsr
+    bench would refuse the word)."""
+    run = root / "fsr" / "commands" / "run.py"
+    return "off" if run.is_file() and '"--certify"' in run.read_text() else ""
 
 
 def warm_early(check: Check) -> Callable[[], None]:

@@ -327,6 +327,8 @@ def test_tests_a_session_timeout_left_unstarted_are_counted_and_said():
 def test_certify_runs_the_working_tree_s_gate_certifying_and_the_ref_s_uncertified(faked, tmp_path):
     """`--certify leads` beside a ref of the same commit: the ratio is what certifying costs (the
     ref's gate says "off": fsr bench's own default certifies at the end)."""
+    (tmp_path / "ref" / "fsr" / "commands").mkdir(parents=True)  # a ref whose fsr has the option
+    (tmp_path / "ref" / "fsr" / "commands" / "run.py").write_text('group.add_argument("--certify")\n')
     code = gc.main(["run", "--out", str(tmp_path / "out"), "--gpus", "0,1,2", "--skip-tests", "--budget-s", "540",
                     "--certify", "leads"])
     assert code == 0
@@ -397,3 +399,14 @@ def test_warm_early_builds_the_tests_sets_from_the_start_in_a_folder_both_steps_
     faked.clear()
     gc.main(["run", "--out", str(tmp_path / "out2"), "--gpus", "0", "--skip-gates", "--budget-s", "540"])
     assert len(started) == 1  # without it, the session's first worker warms as before
+
+
+def test_a_ref_from_before_certification_gets_no_certify_word(tmp_path):
+    """Beside a certifying tree, a ref whose fsr has `--certify` runs with "off"; one from before
+    the option never certifies, and its fsr bench would refuse the word."""
+    assert gc.ref_uncertified(ROOT) == "off"
+    old = tmp_path / "old"
+    (old / "fsr" / "commands").mkdir(parents=True)
+    (old / "fsr" / "commands" / "run.py").write_text('run.add_argument("--max-wall")\n')
+    assert gc.ref_uncertified(old) == ""
+    assert gc.ref_uncertified(tmp_path / "missing") == ""
