@@ -125,8 +125,11 @@ def tolerance_of(table: dict[str, Any], output_dtypes: list[str], number: Callab
 
 def magnitude(reference: np.ndarray) -> float:
     """An output's typical size: the mean |ref| over its finite elements (0 if none)."""
-    ref = np.abs(np.asarray(reference, dtype=np.float64))
-    finite = ref[np.isfinite(ref)]
+    return _finite_mean(np.abs(np.asarray(reference, dtype=np.float64)))
+
+
+def _finite_mean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
     return float(finite.mean()) if finite.size else 0.0
 
 
@@ -137,7 +140,7 @@ def bounds(reference: np.ndarray, tol: Tolerance) -> np.ndarray:
     ref = np.asarray(reference, dtype=np.float64)
     bound = np.abs(ref, out=None if ref is reference else ref)  # a copy made here is ours to change
     if tol.floor > 0:
-        np.maximum(bound, tol.floor * magnitude(ref), out=bound)
+        np.maximum(bound, tol.floor * _finite_mean(bound), out=bound)  # `magnitude`, from |ref| in hand
     bound *= tol.rtol
     bound += tol.atol
     return bound

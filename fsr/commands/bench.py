@@ -62,12 +62,11 @@ def bench_command(args: argparse.Namespace) -> int:
     if code != EXIT_OK:
         return code
     recorded = run_json.read_run_json(run_dir)
-    every = lineage.read_pandas(run_dir)
-    frame = certification.counted(every, certification.certifying(recorded))
-    frame = with_recorded(frame, recorded)  # the comparators timed after the last evaluation
+    every, certifies = lineage.read_pandas(run_dir), certification.certifying(recorded)
+    frame = with_recorded(certification.counted(every, certifies), recorded)  # comparators timed after the end
+    again = certification.certified_medians(every) if certifies else {}
     rows = bench_rows(frame, recorded.get("tasks") or [], recorded_figures(recorded), library_names(recorded),
-                      {task: again for task, (_, again) in certification.certified_medians(every).items()}
-                      if certification.certifying(recorded) else None)
+                      {task: certified for task, (_, certified) in again.items()})
     means = geomeans(rows)
     markdown = to_markdown(rows, means, run_dir, _provenance(recorded))
     (run_dir / "bench.md").write_text(markdown)

@@ -303,7 +303,8 @@ def nvrtc(source: str, kernels: tuple[str, ...], options: tuple[str, ...]) -> Co
                 break
         finally:
             nvrtc.destroyProgram(prog)
-        time.sleep(BUILTINS_BACKOFF_S * attempt)
+        if attempt < BUILTINS_ATTEMPTS:
+            time.sleep(BUILTINS_BACKOFF_S * attempt)
     else:  # NVRTC's own library, every time: fsr's fault, no kernel's
         raise CompilerUnavailable(f"NVRTC could not open its builtins library in {BUILTINS_ATTEMPTS} attempts: "
                                   f"{' '.join(failed.split())[:200]}")

@@ -204,6 +204,7 @@ class Driver:
         return None
 
     def _certifying(self) -> int:
+        """Certifications in flight."""
         return sum(1 for item in self.in_flight.values() if item.candidate.certify)
 
     def _certifying_cap(self) -> int:
@@ -424,7 +425,7 @@ class Driver:
                                idle_workers=free if not self.ready else 0)
         return snapshot(self.state, self._elapsed(), self.counts["evaluations"], len(self.in_flight),
                         self.executor.workers().busy_fraction, self.counts, pace,
-                        certifying=self.certs_ready + sum(1 for p in self.in_flight.values() if p.candidate.certify))
+                        certifying=self.certs_ready + self._certifying())
 
     def _show(self, told: int) -> None:
         """Update the view after results came in, or every VIEW_EVERY_S (elapsed time moves)."""
