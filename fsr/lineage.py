@@ -140,6 +140,7 @@ def evaluation_row(candidate: Candidate, evaluation: Evaluation, *, run_id: str 
         "certified": e.certified, "certifies": c.certify or None, "failed_check": e.failed_check or None,
         "cut_short": e.cut_short, "answered_from": e.answered_from or None,
         "certify_seeds": _pair_structs(e.certify_seeds) if e.tier == Tier.CERTIFY else None,
+        "control_us": e.control_us,
     }
 
 
@@ -183,7 +184,7 @@ def evaluation_from_row(row: Mapping[str, Any]) -> Evaluation:
                       dtype=row.get("dtype") or "", tier=Tier(row.get("tier") or Tier.SCREEN),
                       certified=row.get("certified"), failed_check=row.get("failed_check") or "",
                       cut_short=bool(row.get("cut_short")), answered_from=row.get("answered_from") or "",
-                      certify_seeds=_pairs(row.get("certify_seeds") or ()))
+                      certify_seeds=_pairs(row.get("certify_seeds") or ()), control_us=row.get("control_us"))
 
 
 def trial_row(run_id: str, candidate_id: str, trial: TrialRecord) -> dict[str, Any]:

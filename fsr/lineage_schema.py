@@ -59,6 +59,7 @@ EVALUATIONS = _schema([
     ("cut_short", BOOL, True),  # its timing stopped early, its samples already clearly slower than the best
     ("answered_from", STR, True),  # answered from this earlier candidate's judgement (the same program)
     ("certify_seeds", PAIRS, True),  # a certification: (input set, seed) for each set it drew; null on screenings
+    ("control_us", F64, True),  # a certification: its median on the screening's own sets, in the same load
 ])
 TRIALS = _schema([
     ("run_id", STR, False), ("candidate_id", STR, False), ("trial", I32, False),

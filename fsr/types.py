@@ -365,6 +365,8 @@ class Evaluation:
     cut_short: bool = False  # its timing stopped early: its samples already showed it clearly slower
     answered_from: str = ""  # the earlier candidate whose judgement answered this one (same program run)
     certify_seeds: Seeds = ()  # a certification: the seed of each input set it drew, by the set's name
+    control_us: float | None = None  # a certification: its median on the screening's own benchmark sets,
+    # timed right after the fresh set in the same load (the timing check's pair, fsr.certification)
 
     @property
     def speedup(self) -> float | None:

@@ -19,6 +19,7 @@ are the evaluator's part held in fsr.evaluate.compared.
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -240,7 +241,8 @@ class GpuEvaluator(ComparatorRecord):
         reason = implausible(timing, device, self.cfg, task.dtype)
         if reason:
             return certification.failure(base, "plausibility", reason, Verdict.SUSPECT)
-        return replace(base, timing=timing, certified=True)
+        control = statistics.median(reply.control_us) if reply.control_us else None
+        return replace(base, timing=timing, certified=True, control_us=control)
 
     def _on_gpu(self, cand: Candidate, task: Task, compiled: Compiled, programs: TrialPrograms, trials: int,
                 setup_s: float) -> tuple[Evaluation, float]:

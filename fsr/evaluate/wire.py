@@ -54,6 +54,9 @@ class Certified:
     resources: Resources | None = None
     stages: Stages = field(default_factory=lambda: Stages())
     seeds: Seeds = ()
+    # the same program's samples on the screening's own benchmark sets, timed right after the
+    # fresh set in the same load with the same flush: the timing check's pair (fsr.certification)
+    control_us: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """Certification in GPU tests that share their device with other pytest-xdist workers.
 
-fsr fails a certification whose median is past the screened 90th percentile by more than 3%
-(fsr.certification.SLOWER). Alone on a GPU an honest kernel stays within that; beside five other
-workers' kernels one timing of a 70 us softmax read 5% slow (on one H200, six workers), and the
-honest twins of tests/gpu/test_certify_residue.py failed on timing. So where the GPU is shared, a
-certification that failed on timing alone is made again (fresh inputs, fresh timing), up to
-SHARED_ROUNDS in all: other workers' kernels slow one timing, not every one, while a kernel that is
-faster on the screening inputs than on fresh ones fails every round. A failure of any other check
-is final, and alone (the whole_machine tests, one worker a GPU) one round decides, as in fsr.
-"""
+fsr fails a certification whose median on fresh inputs is more than 3% past its median on the
+screening's own sets, timed right after in the same load (fsr.certification.SLOWER). Alone on a GPU
+an honest kernel's two medians agree; beside five other workers' kernels one timing of a 70 us
+softmax read 5% slow (on one H200, six workers), and other work can slow the one timing and not the
+other. So where the GPU is shared, a certification that failed on timing alone is made again
+(fresh inputs, fresh timing), up to SHARED_ROUNDS in all: other workers' kernels slow one timing,
+not every one, while a kernel that is faster on the screening inputs than on fresh ones fails every
+round. A failure of any other check is final, and alone (the whole_machine tests, one worker a GPU)
+one round decides, as in fsr."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def row(**values: Any) -> dict[str, Any]:
         "finished_at": T0 + timedelta(seconds=1), "prompt_tokens": None, "completion_tokens": None,
         "error": None, "setup_s": 0.0, "comparators_s": 0.0, "torch_us": 15.0, "torch_compile_us": None,
         "torch_compile_s": None, "dtype": None, "tier": "screen", "certified": None, "certifies": None,
-        "failed_check": None, "cut_short": False, "answered_from": None,
+        "failed_check": None, "cut_short": False, "answered_from": None, "control_us": None,
     }
     unknown = set(values) - set(base)
     if unknown:

@@ -14,7 +14,8 @@ from fsr import lineage, lineage_schema
 from fsr.types import Tier, Verdict
 from tests.support.lineage_writes import make_candidate, ok_evaluation, parts, write_rows
 
-NEW_COLUMNS = ["tier", "certified", "certifies", "failed_check", "cut_short", "answered_from", "certify_seeds"]
+NEW_COLUMNS = ["tier", "certified", "certifies", "failed_check", "cut_short", "answered_from", "certify_seeds",
+               "control_us"]
 SEEDS = (("fresh inputs at rows=1,cols=1", 0), ("fresh inputs at rows=7,cols=33", 2**63 - 1))
 
 
@@ -80,3 +81,17 @@ def test_a_certification_row_written_before_the_seeds_column_reads_back_without_
     table = lineage.read(tmp_path)
     assert table.schema == lineage_schema.EVALUATIONS and table.column("certify_seeds").null_count == 1
     assert lineage.evaluation_from_row(table.to_pylist()[0]) == replace(passed, certify_seeds=())
+
+
+def test_a_certification_keeps_its_control_median_and_a_row_from_before_the_column_reads_without(
+        tmp_path: Path) -> None:
+    request = replace(make_candidate(), certify="0123456789abcdef")
+    passed = replace(ok_evaluation(request), tier=Tier.CERTIFY, certified=True, control_us=99.5)
+    with lineage.LineageWriter(tmp_path) as w:
+        w.append(request, passed)
+    (row,) = lineage.read(tmp_path).to_pylist()
+    assert row["control_us"] == 99.5 and lineage.evaluation_from_row(row) == passed
+    for f in parts(tmp_path):
+        pq.write_table(pq.read_table(f).drop_columns(["control_us"]), f)
+    (row,) = lineage.read(tmp_path).to_pylist()
+    assert row["control_us"] is None and lineage.evaluation_from_row(row) == replace(passed, control_us=None)

@@ -10,7 +10,9 @@ rarely waits on a reference. The candidate's program is loaded again (nothing ca
 screening's load, gpu.strict: its `__constant__` banks restored before every launch sequence as
 its module-scope variables are), checked at every test size, then timed at the benchmark size
 with the full protocol, every timed run checked (decoys included), each sample after a flush that
-lines kept by eviction-priority hints do not survive (gpu.evict). Every input set is drawn from a
+lines kept by eviction-priority hints do not survive (gpu.evict); then, as the timing check's pair,
+the same load is timed alike on the screening's own benchmark sets (`control_us`: the parent fails
+a fresh median clearly past it, fsr.certification.slower). Every input set is drawn from a
 seed of its own, and the seeds of the sets a certification took travel back with its answer to the
 lineage (`certify_seeds`), so a failed certification's inputs can be drawn again
 (fsr.certification.set_inputs); nothing in the repository or run.json predicts them.
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from fsr.evaluate.gpu.child import Child
 
 TIMED = certification.BENCH_SET
+CONTROL = certification.CONTROL_SET
 CONSTANT_BANKS = "constant banks"
 SLACK_CHECK = "allocation slack"
 # Builds ahead, one at a time (screening's builds come first); a certification never waits in this
@@ -206,14 +209,22 @@ def _certify(child: Child, state: TaskState, req: CertifyRequest, seeds: list[tu
         # with a flush that lines kept by eviction-priority hints do not survive
         samples, timed, _ = child._time(sets, cand, program, child.cfg.bench_budget_s, child.cfg.bench_min_samples,
                                         evict_hints=True)
+        control: list[float] = []
+        controlled = timed
+        if timed.passed:  # the timing check's pair: this load on the screening's own sets, flushed alike
+            control, controlled, _ = child._time(state, cand, program, child.cfg.bench_budget_s,
+                                                 child.cfg.bench_min_samples, evict_hints=True)
         clock.lap("bench")
     except LaunchRefused as e:
         return Certified(Verdict.LAUNCH_ERROR, str(e), "launch", stages=clock.stages())
     if not timed.passed:
         return Certified(Verdict.WRONG, timed.detail, _named(TIMED, timed.detail), tuple(checks) + (timed,), tuple(samples),
                          stages=clock.stages())
+    if not controlled.passed:
+        return Certified(Verdict.WRONG, controlled.detail, _named(CONTROL, controlled.detail),
+                         tuple(checks) + (timed, controlled), tuple(samples), stages=clock.stages())
     return Certified(Verdict.OK, "", "", tuple(checks) + (timed,), tuple(samples), program.resources(),
-                     clock.stages())
+                     clock.stages(), control_us=tuple(control))
 
 
 def _named(check: str, detail: str) -> str:

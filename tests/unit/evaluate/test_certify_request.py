@@ -57,6 +57,8 @@ def test_a_certification_request_goes_to_the_child_as_one_and_is_never_answered_
      "fresh inputs at rows=7,cols=33", "WRONG"),
     (Certified(Verdict.WRONG, "in timed run 3 (input set 0), 9 of 99 output elements were wrong",
                "timed runs on fresh inputs"), "timed runs on fresh inputs", "WRONG"),
+    (Certified(Verdict.WRONG, "in timed run 2 (input set 1), 1 of 99 output elements were wrong",
+               "timed runs on the screening inputs"), "timed runs on the screening inputs", "WRONG"),
     (Died("the kernel broke the CUDA context: cudaErrorIllegalAddress"), "crash", "CRASH"),
     (TimedOut(30.5), "timeout", "TIMEOUT"),
     (Certified(Verdict.OK, samples_us=(0.001,)), "plausibility", "SUSPECT"),  # faster than the device allows
@@ -89,6 +91,35 @@ def test_a_certified_time_clearly_slower_than_screened_fails_on_timing() -> None
     assert "90th percentile" in judged.message
     wrong = certification.failure(near, "fresh inputs at rows=1", "bad", Verdict.WRONG)
     assert certification.judge(screened, wrong) == wrong  # a failure stays what it was
+
+
+def test_a_paired_certification_is_judged_against_its_own_control_not_the_screened_percentile() -> None:
+    screened = Evaluation("s", "softmax", Verdict.OK, timing=Timing(100.0, 98.0, 102.0, 97.0, (100.0,), 0, 0, 0))
+    certified = replace(screened, candidate_id="c", tier=Tier.CERTIFY, certified=True)
+    # an honest best whose screened percentile was a lucky low (the least of many medians) or whose
+    # GPU has drifted since: 7% past the screened p90, as fast on fresh inputs as on the screening's
+    drifted = replace(certified, timing=timing(109.0), control_us=108.0)
+    assert certification.judge(screened, drifted).certified is True
+    assert certification.judge(screened, replace(drifted, control_us=None)).certified is False  # unpaired: fails
+    # faster on the inputs it could predict: 4% over its control, though within the screened p90
+    keyed = replace(certified, timing=timing(104.0), control_us=100.0)
+    judged = certification.judge(screened, keyed)
+    assert judged.verdict == Verdict.UNCERTIFIED and judged.failed_check == "timing" and judged.certified is False
+    assert "past its median 100 us on fsr's screening inputs" in judged.message
+    assert certification.judge(screened, replace(keyed, control_us=104.0 / certification.SLOWER)).certified is True
+    # slower than screened by more than DRIFT on every set: it kept something from its screening
+    stale = replace(certified, timing=timing(111.0), control_us=111.0)
+    judged = certification.judge(screened, stale)
+    assert judged.failed_check == "timing" and "past its screened median 100 us" in judged.message
+    assert certification.judge(screened, replace(stale, timing=timing(110.0), control_us=110.0)).certified is True
+
+
+def test_the_control_samples_reach_the_certification_as_their_median(compiler) -> None:
+    _, got, _ = screened_and_certified(compiler, Certified(Verdict.OK, samples_us=SAMPLES,
+                                                           control_us=(990.0, 1010.0, 1000.0)))
+    assert got.control_us == pytest.approx(1000.0) and got.certified is True
+    _, unpaired, _ = screened_and_certified(compiler, Certified(Verdict.OK, samples_us=SAMPLES))
+    assert unpaired.control_us is None
 
 
 def test_the_request_runs_the_screening_tuned_defines_and_names_the_screened_candidate() -> None:
