@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 # their own spread; 3% is over that, and a cheat that gains less is held to the bound
 # (certified no faster than an honest twin beyond 3%). A certification without a control (an
 # executor or a lineage from before it) is held to the screened 90th percentile instead, by SLOWER,
-# which a task's best, the least of many screened medians, can miss on an honest kernel (on one
-# H200: 2 of 66 bests, histogram and nbody, at the end of a campaign's clock drift).
+# which a task's best, the least of many screened medians timed minutes earlier, can miss on an
+# honest kernel (on H200s: 2 of 66 bests of the built-in templates, histogram and nbody).
 SLOWER = 1.03
 # However paired, a certified median this far past the screened one fails too: a kernel slower
 # certified than screened by this much, on every set, kept something from its screening that its
