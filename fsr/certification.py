@@ -20,20 +20,22 @@ from fsr.types import Candidate, Evaluation, Size, Stress, Task, Tier, Verdict, 
 if TYPE_CHECKING:
     import pandas
 
-# The timing check is paired within the certification: the same program load is timed on the fresh
-# benchmark set, then at once on the screening's own benchmark sets with the same flush (its
-# `control_us`), and a fresh median more than SLOWER past that control fails: the kernel is faster
-# on inputs fsr made predictable than on inputs it could not predict. Both timings share the GPU,
-# its clocks and its neighbours of that moment, so an honest kernel's two medians agree to about
-# their own spread; 3% is over that, and a cheat that gains less is held to the issue's bound
-# (certified no faster than an honest twin beyond 3%). A certification without a control (an
-# executor or a lineage from before it) is held to the screened 90th percentile instead, by SLOWER,
-# which a task's best, the least of many screened medians timed minutes earlier, can miss on an
-# honest kernel (on H200s: 2 of 66 bests of the built-in templates, histogram and nbody).
+# The timing check: a certified median (fresh inputs) more than SLOWER past the screened 90th
+# percentile fails: the screened samples' own spread is in their p90, so an honest kernel timed again
+# on inputs of the same distribution lands at or below it, and 3% more covers run-to-run drift; a
+# kernel that gained on fsr's predictable inputs more than that fails, one that gained less is held
+# to the issue's bound (certified no faster than an honest twin beyond 3%). But a task's best is the
+# least of many screened medians, timed minutes earlier, and on H200s that bound alone failed 2 of
+# 66 bests of the built-in templates (histogram and nbody). So the certification also times the same
+# load on the screening's own benchmark sets right after the fresh set, with the same flush (its
+# `control_us`): a kernel past the screened p90 fails only if it is past that control by SLOWER
+# too, i.e. also slower on fresh inputs than on the screening's at the same moment. The pair
+# excuses, it never convicts alone: on a shared H200 an honest histogram read 20.6% slower on its
+# fresh set than on the screening's in one certification, a gap not yet explained.
 SLOWER = 1.03
-# However paired, a certified median this far past the screened one fails too: a kernel slower
-# certified than screened by this much, on every set, kept something from its screening that its
-# checks missed, or ran on a GPU that is not the one it was screened on.
+# However paired, a certified median this far past the screened p90 fails: the kernel was faster
+# when screened than it is on any set now. (So a certification fails only where the unpaired
+# bound would fail it too.)
 DRIFT = 1.10
 TIMING = "timing"
 BENCH_SET = "timed runs on fresh inputs"  # the benchmark set's name, and the check that fails on it
@@ -59,32 +61,30 @@ def request(candidate: Candidate, screened: Evaluation) -> Candidate:
 
 
 def slower(screened: Evaluation, certified: Evaluation) -> str | None:
-    """Why `certified`'s median is clearly slower than it should be, or None: past its own control
-    (the same load timed on the screening's sets) by more than SLOWER, or past the screened median
-    by more than DRIFT; without a control, past the screened 90th percentile by more than SLOWER.
-    None too where it was not timed."""
-    if certified.timing is None:
+    """Why `certified`'s median is clearly slower than it was screened, or None: past the screened
+    90th percentile by more than SLOWER and, where it has a control (the same load timed on the
+    screening's sets right after), past that by SLOWER too; or past the screened p90 by more than
+    DRIFT. None where either was not timed."""
+    if screened.timing is None or certified.timing is None:
         return None
-    c, control = certified.timing.median_us, certified.control_us
-    if control:
-        if c > control * SLOWER:
-            return (f"certified median {c:.4g} us on fresh inputs is {c / control - 1:.1%} past its median "
-                    f"{control:.4g} us on fsr's screening inputs, timed right after in the same load (bound "
-                    f"{SLOWER - 1:.0%}): the kernel is faster on inputs it could predict than on inputs it could not")
-        if screened.timing is None or c <= screened.timing.median_us * DRIFT:
-            return None
-        return (f"certified median {c:.4g} us is {c / screened.timing.median_us - 1:.0%} past its screened median "
-                f"{screened.timing.median_us:.4g} us (bound {DRIFT - 1:.0%}), on fresh inputs and on fsr's "
-                f"screening inputs alike: it was faster when screened than it is now")
-    if screened.timing is None:
+    s, c, control = screened.timing, certified.timing.median_us, certified.control_us
+    screened_us = max(s.p90_us, s.median_us)
+    if control and c > screened_us * DRIFT:
+        return (f"certified median {c:.4g} us is {c / screened_us - 1:.0%} past the screened 90th percentile "
+                f"{s.p90_us:.4g} us (median {s.median_us:.4g} us; bound {DRIFT - 1:.0%}), with {control:.4g} us on "
+                f"fsr's screening inputs timed right after in the same load: it was faster when screened than it is now")
+    if c <= screened_us * SLOWER:
         return None
-    s = screened.timing
-    bound = max(s.p90_us, s.median_us) * SLOWER
-    if c <= bound:
+    if control is None:
+        return (f"certified median {c:.4g} us on fresh inputs is past the screened 90th percentile "
+                f"{s.p90_us:.4g} us (median {s.median_us:.4g} us) by more than {SLOWER - 1:.0%}: the kernel was "
+                f"faster on fsr's screening inputs than on inputs it could not predict")
+    if c <= control * SLOWER:
         return None
-    return (f"certified median {c:.4g} us on fresh inputs is past the screened 90th percentile "
-            f"{s.p90_us:.4g} us (median {s.median_us:.4g} us) by more than {SLOWER - 1:.0%}: the kernel was "
-            f"faster on fsr's screening inputs than on inputs it could not predict")
+    return (f"certified median {c:.4g} us on fresh inputs is past the screened 90th percentile {s.p90_us:.4g} us "
+            f"and its median {control:.4g} us on fsr's screening inputs, timed right after in the same load, by "
+            f"more than {SLOWER - 1:.0%}: the kernel is faster on inputs it could predict than on inputs it "
+            f"could not")
 
 
 def judge(screened: Evaluation, certified: Evaluation) -> Evaluation:

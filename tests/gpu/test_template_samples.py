@@ -18,7 +18,7 @@ from fsr.evaluate.evaluator import GpuEvaluator
 from fsr.types import Verdict, WorkerSpec
 from tests.support.gpu_evaluators import at_test_sizes, precompile
 from tests.support.templates import extremes, sample
-from tests.support.xdist_gpus import host_threads, run_params, shared_budget
+from tests.support.xdist_gpus import PerRun, host_threads, run_params, shared_budget
 
 pytestmark = pytest.mark.gpu
 RANDOM_PER_TASK = 4  # as test_template_combinations.py: the same seeded sample
@@ -40,11 +40,10 @@ CASES = [(name, values) for name in tasks.list_tasks() if tasks.load(name).templ
          for values in sample(template(name), SEED, RANDOM_PER_TASK) if values not in extremes(template(name))] + PATHS
 
 
-@pytest.fixture(scope="module")
-def evaluator(request: pytest.FixtureRequest, contents_dir: Path) -> Iterator[GpuEvaluator]:
-    """Every task with a combination in this worker's run of the module (xdist_gpus.run_params), at
-    its test sizes (tests.support.gpu_evaluators.at_test_sizes), built ahead; torch.compile off;
-    the run's combinations compiled ahead."""
+def run_evaluator(request: pytest.FixtureRequest, contents_dir: Path) -> GpuEvaluator:
+    """Every task with a combination in the asking test's run of the module (xdist_gpus.run_params),
+    at its test sizes (tests.support.gpu_evaluators.at_test_sizes), built ahead; torch.compile
+    off; the run's combinations compiled ahead."""
     cases = run_params(request, "name", "values")
     small = [at_test_sizes(tasks.load(name)) for name in dict.fromkeys(name for name, _ in cases)]
     config = Config(eval=EvalConfig(torch_compile="off", host_threads=host_threads(),
@@ -52,8 +51,22 @@ def evaluator(request: pytest.FixtureRequest, contents_dir: Path) -> Iterator[Gp
                     tune=TuneConfig(trials=0))
     ev = GpuEvaluator(WorkerSpec.of(config, small, warm=True))
     precompile(ev, [candidate.with_defines(template(name), values) for name, values in cases])
-    yield ev
-    ev.close()
+    return ev
+
+
+@pytest.fixture(scope="module")
+def evaluators(contents_dir: Path) -> Iterator[PerRun[GpuEvaluator]]:
+    """The evaluator of this worker's run of the module, one run at a time: a worker handed a
+    second run builds again for its tasks (xdist_gpus.run_name; two runs of four on one worker
+    found the first run's evaluator without the second's tasks, on two H200s, eight workers)."""
+    runs = PerRun(lambda request: run_evaluator(request, contents_dir), GpuEvaluator.close)
+    yield runs
+    runs.done()
+
+
+@pytest.fixture
+def evaluator(request: pytest.FixtureRequest, evaluators: PerRun[GpuEvaluator]) -> GpuEvaluator:
+    return evaluators.get(request)
 
 
 @pytest.mark.parametrize("name,values", CASES,

@@ -18,9 +18,12 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
 
 from fsr.evaluate import host
+
+T = TypeVar("T")
 
 WORKER_ID = re.compile(r"^gw(\d+)$")  # pytest-xdist names its workers gw0, gw1, ...
 SHARERS_ENV = "FSR_TEST_GPU_SHARERS"  # set in a worker: how many workers use its GPU
@@ -275,6 +278,40 @@ def this_run(request) -> list:  # type: ignore[no-untyped-def]
     unit_of = units([item.nodeid for item in session_items], worker_count(os.environ))[1]
     mine = unit_of.get(asking.nodeid)
     return [item for item in module_items if unit_of.get(item.nodeid) == mine]
+
+
+def run_name(request) -> str:  # type: ignore[no-untyped-def]
+    """The name of the asking test's run (its unit) under a spread distribution, "" otherwise (the
+    whole module is one run). pytest-xdist may hand one worker two runs of a module one after the
+    other, and a module fixture built for the first (`this_run`) lives on into the second: a
+    fixture whose value holds only its run's work (tasks, not just programs compiled ahead) is
+    keyed by this (PerRun). `request`: a function fixture's."""
+    asking = getattr(request, "_pyfuncitem", None)
+    if asking is None or not getattr(request.config, "workerinput", {}).get("fsr_spread"):
+        return ""
+    return units([item.nodeid for item in request.session.items], worker_count(os.environ))[1].get(asking.nodeid, "")
+
+
+class PerRun(Generic[T]):
+    """A module's value for the run of the test asking (run_name): built for a run on its first
+    test, the previous run's closed first (its tests are done: runs are handed out whole)."""
+
+    def __init__(self, build: Callable[[Any], T], close: Callable[[T], None]):
+        self.build, self.close = build, close
+        self.run: str | None = None
+        self.value: T | None = None
+
+    def get(self, request) -> T:  # type: ignore[no-untyped-def]
+        run = run_name(request)
+        if self.value is None or run != self.run:
+            self.done()
+            self.value, self.run = self.build(request), run
+        return self.value
+
+    def done(self) -> None:
+        if self.value is not None:
+            value, self.value = self.value, None
+            self.close(value)
 
 
 def run_params(request, *names: str) -> list[tuple]:  # type: ignore[no-untyped-def]

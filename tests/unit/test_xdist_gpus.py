@@ -178,8 +178,18 @@ def test_a_module_fixture_builds_for_its_own_run_only(monkeypatch):
     assert xdist_gpus.this_run(request) == items[2:4]  # the second run of two
     assert xdist_gpus.run_params(request, "name") == [("task1",)]  # each once
     assert xdist_gpus.run_params(request, "name", "values") == [("task1", {"X": 2}), ("task1", {"X": 3})]
+    assert xdist_gpus.run_name(request) == "t/heavy.py#2of2"
+    # a worker handed both runs, one after the other: a value kept per run is built again for the second
+    built, closed = [], []
+    runs = xdist_gpus.PerRun(lambda r: built.append(xdist_gpus.run_params(r, "name")) or len(built), closed.append)
+    for asking in (items[0], items[1], items[2], items[3]):
+        request._pyfuncitem = asking
+        assert runs.get(request) == (1 if asking in items[:2] else 2)
+    assert built == [[("task0",)], [("task1",)]] and closed == [1]
+    runs.done()
+    assert closed == [1, 2]
     request.config = SimpleNamespace()  # no spread distribution (no xdist): the whole module
-    assert xdist_gpus.this_run(request) == items[:4]
+    assert xdist_gpus.this_run(request) == items[:4] and xdist_gpus.run_name(request) == ""
 
 
 def test_the_ray_cluster_tests_are_one_unit_so_one_cluster_starts():

@@ -11,8 +11,8 @@ screening's load, gpu.strict: its `__constant__` banks restored before every lau
 its module-scope variables are), checked at every test size, then timed at the benchmark size
 with the full protocol, every timed run checked (decoys included), each sample after a flush that
 lines kept by eviction-priority hints do not survive (gpu.evict); then, as the timing check's pair,
-the same load is timed alike on the screening's own benchmark sets (`control_us`: the parent fails
-a fresh median clearly past it, fsr.certification.slower). Every input set is drawn from a
+the same load is timed alike on the screening's own benchmark sets (`control_us`: a fresh median
+past the screened one is excused where it is as slow there, fsr.certification.slower). Every input set is drawn from a
 seed of its own, and the seeds of the sets a certification took travel back with its answer to the
 lineage (`certify_seeds`), so a failed certification's inputs can be drawn again
 (fsr.certification.set_inputs); nothing in the repository or run.json predicts them.
