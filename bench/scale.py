@@ -164,8 +164,9 @@ def report(label: str, run_dir: Path, gpus: int, wall_s: float) -> dict[str, Any
 
 def certifications(label: str, every: Any) -> dict[str, Any]:
     """Print what the campaign's certifications cost and which failed, per task at which set or
-    check (`fsr report`'s certification table), and return the figures ({} where nothing was
-    certified)."""
+    check (`fsr report`'s certification table), how far each best held when certified, and each
+    certification's fresh median over its control (the same load on the screening's own sets,
+    `control_us`), and return the figures ({} where nothing was certified)."""
     from fsr.certification import certified_medians
     from fsr.report.certifications import certification_table
 
@@ -184,8 +185,17 @@ def certifications(label: str, every: Any) -> dict[str, Any]:
         slowest = max(again, key=again.__getitem__)
         print(f"[{label}]   the bests as certified over their screened medians: median {statistics.median(ratios):.3f}, "
               f"from {ratios[0]:.3f} to {ratios[-1]:.3f} ({slowest}), {len(ratios)} tasks")
+    paired = certs[certs["median_us"].notna() & certs["control_us"].notna()] if "control_us" in certs else certs[:0]
+    pairs = {str(row.candidate_id): (str(row.task), float(row.median_us / row.control_us))
+             for row in paired.itertuples()}
+    if pairs:  # every certification timed on the screening's own sets too: fresh over those, same load
+        ratios = sorted(r for _, r in pairs.values())
+        task, worst = max(pairs.values(), key=lambda p: p[1])
+        print(f"[{label}]   fresh inputs over the screening's sets, timed in the same load: median "
+              f"{statistics.median(ratios):.3f}, from {ratios[0]:.3f} to {worst:.3f} ({task}), {len(ratios)} certifications")
     return {"charged_s": float(wall.sum()), "waiting_s": float(setup.sum()), "median_s": float(wall.median()),
-            "failed": failed, "certified_over_screened": again}
+            "failed": failed, "certified_over_screened": again,
+            "fresh_over_screening_sets": {cid: ratio for cid, (_, ratio) in pairs.items()}}
 
 
 READY_LINE = re.compile(r"^(\S+ \S+),(\d+)\s.*worker (\S+) ready on .* after ([\d.]+) s")

@@ -184,17 +184,26 @@ def certified_medians(frame: pandas.DataFrame) -> dict[str, tuple[float, float]]
     lineage's rows, certification rows included; tasks with none are left out. A table reports
     the screened median; the other is the same kernel timed again, in a fresh load on fresh inputs
     under certification's flush, apart from the many screenings its screened median was the least of."""
+    return {task: (screened, certified) for task, (screened, certified, _) in certified_timings(frame).items()}
+
+
+def certified_timings(frame: pandas.DataFrame) -> dict[str, tuple[float, float, float | None]]:
+    """`certified_medians` with the certification's control besides: its median on the screening's
+    own sets, timed right after the fresh set in the same load (None before the column, or where
+    the certification had none)."""
     if frame.empty or not {"tier", "certified", "certifies", "candidate_id", "verdict", "median_us"} <= set(frame):
         return {}  # a lineage from before certification, or a frame of fewer columns: nothing to say
     tiers = frame["tier"].fillna(Tier.SCREEN.value)
     passed = frame[(tiers == Tier.CERTIFY.value) & frame["certified"].eq(True) & frame["median_us"].notna()]
-    again = dict(zip(passed["certifies"], passed["median_us"], strict=True))  # a later one replaces an earlier
+    controls = passed["control_us"] if "control_us" in passed else [None] * len(passed)
+    again = {cid: (float(us), None if control is None or control != control else float(control))  # NaN: none
+             for cid, us, control in zip(passed["certifies"], passed["median_us"], controls, strict=True)}
     ok = frame[(tiers != Tier.CERTIFY.value) & (frame["verdict"] == Verdict.OK.value)
                & frame["candidate_id"].isin(list(again)) & frame["median_us"].notna()]
     if ok.empty:
         return {}
     best = ok.loc[ok.groupby("task")["median_us"].idxmin()]
-    return {str(task): (float(us), float(again[cid]))
+    return {str(task): (float(us), *again[cid])
             for task, cid, us in zip(best["task"], best["candidate_id"], best["median_us"], strict=True)}
 
 

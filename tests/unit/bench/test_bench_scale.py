@@ -116,5 +116,12 @@ def test_the_certifications_line_says_how_far_each_best_held_when_certified(caps
            for t, c, us, ok in [("softmax", "a", 10.1, True), ("softmax", "b", 9.9, False), ("gelu", "g", 20.6, True)]])
     figures = scale.certifications("t", every)
     assert figures["certified_over_screened"] == pytest.approx({"softmax": 1.01, "gelu": 1.03})  # b failed: a counts
-    assert "the bests as certified over their screened medians: median 1.020, from 1.010 to 1.030 (gelu), 2 tasks" \
-        in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "the bests as certified over their screened medians: median 1.020, from 1.010 to 1.030 (gelu), 2 tasks" in out
+    assert "fresh inputs over the screening's sets" not in out and figures["fresh_over_screening_sets"] == {}
+    # with the certifications' controls (a lineage since control_us): each one's fresh median over it
+    every["control_us"] = [None] * 4 + [10.0, None, 20.0]
+    figures = scale.certifications("t", every)
+    assert figures["fresh_over_screening_sets"] == pytest.approx({"a!": 1.01, "g!": 1.03})
+    assert "fresh inputs over the screening's sets, timed in the same load: median 1.020, from 1.010 to 1.030 (gelu), " \
+        "2 certifications" in capsys.readouterr().out

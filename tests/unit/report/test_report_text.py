@@ -152,6 +152,10 @@ def test_the_report_says_per_task_how_many_certifications_failed_and_where(tmp_p
     assert json.loads(text.json_text([run]))["runs"][0]["certifications"][0]["failed"] == 2
     plain = data.run_tables(data.load_run(write_run(tmp_path / "plain", rows[:4], {})))
     assert plain.certifications.empty and "Certification:" not in text.markdown([plain])
+    # with its control (the same load on the screening's own sets right after): that ratio too
+    rows[4] = {**rows[4], "control_us": 20.4}
+    paired = data.run_tables(data.load_run(write_run(tmp_path / "paired", rows, {"config": {"eval": {"certify": "end"}}})))
+    assert paired.certifications.loc[0, "best_certified"] == "20.5 us (+2.5%; screening sets +0.5%)"
 
 
 def test_the_report_counts_per_task_the_screenings_cut_short_and_answered_from_earlier(tmp_path: Path) -> None:
