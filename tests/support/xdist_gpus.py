@@ -275,7 +275,7 @@ def this_run(request) -> list:  # type: ignore[no-untyped-def]
     asking = getattr(request, "_pyfuncitem", None)
     if asking is None or not getattr(request.config, "workerinput", {}).get("fsr_spread"):
         return module_items
-    unit_of = units([item.nodeid for item in session_items], worker_count(os.environ))[1]
+    unit_of = session_units(request)
     mine = unit_of.get(asking.nodeid)
     return [item for item in module_items if unit_of.get(item.nodeid) == mine]
 
@@ -289,7 +289,19 @@ def run_name(request) -> str:  # type: ignore[no-untyped-def]
     asking = getattr(request, "_pyfuncitem", None)
     if asking is None or not getattr(request.config, "workerinput", {}).get("fsr_spread"):
         return ""
-    return units([item.nodeid for item in request.session.items], worker_count(os.environ))[1].get(asking.nodeid, "")
+    return session_units(request).get(asking.nodeid, "")
+
+
+def session_units(request) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Each node id's unit in this session (`units`), worked out once a session and worker count:
+    a function fixture asks for every test (over 100 ms for the GPU suite's 459 tests)."""
+    session = request.session
+    key = (len(session.items), worker_count(os.environ))
+    cached = getattr(session, "_fsr_units", None)
+    if cached is None or cached[0] != key:
+        cached = (key, units([item.nodeid for item in session.items], key[1])[1])
+        session._fsr_units = cached
+    return cached[1]
 
 
 class PerRun(Generic[T]):
