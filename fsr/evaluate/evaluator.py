@@ -86,7 +86,8 @@ class GpuEvaluator(ComparatorRecord):
         best this worker judged (timing.raced: stopped once clearly slower); without it every
         call is judged in full (fsr eval and its --repeat, studies of timing)."""
         threads = spec.host_threads or host.cores()
-        # Certification's inputs are built ahead, from each task's preparation, for a campaign's
+        # Certification's inputs are built ahead, from each task's preparation (with "end", once the
+        # child's host has built the screening contents asked of it: Child.start_fresh), for a campaign's
         # worker only: one evaluation (fsr eval, fsr explore, a study) certifies nothing unless it
         # asks, and then builds them as it asks (fsr.evaluate.gpu.certify.fresh_inputs), so its
         # child spends no host thread on benchmark sets it will not use.

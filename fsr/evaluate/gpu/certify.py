@@ -5,8 +5,9 @@ Screening draws its test inputs and benchmark sets from `eval.seed` and the task
 every worker holds the same sets and a kernel could carry answers for them. Certification draws
 from the operating system's entropy instead: a fresh input pool for every test size (its own
 thread makes the next ones ahead) and a fresh benchmark set with its float64 references, built on
-a host thread from the moment the task is prepared and again after each use, so a certification
-rarely waits on a reference. The candidate's program is loaded again (nothing carried from its
+a host thread from the moment the task is prepared (with certify "end", once the host has built
+the screening contents asked of it: Child.start_fresh) and again after each use, so a
+certification rarely waits on a reference. The candidate's program is loaded again (nothing carried from its
 screening's load, gpu.strict: its `__constant__` banks restored before every launch sequence as
 its module-scope variables are), checked at every test size, then timed at the benchmark size
 with the full protocol, every timed run checked (decoys included), each sample after a flush that

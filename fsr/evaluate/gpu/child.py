@@ -104,6 +104,7 @@ class Child:
         # timing (fsr.evaluate.gpu.beside), which compiles torch.compile beside candidates.
         self.gate = threading.RLock()
         self.beside = Beside(self.comparators, self.gate, self.tasks, self.cfg.torch_compile, self.torch_import)
+        self.fresh_later: list[TaskState] = []  # prepared tasks whose certification inputs wait (start_fresh)
         # tells the parent what runs now, and how long it may run (None: the candidate's deadline)
         self.note: Callable[[str, float | None], None] = lambda text, deadline_s: None
         # Tuning trials the parent did not ship compile here, bounded like the parent's and within
@@ -139,8 +140,9 @@ class Child:
         for bench_set in state.sets:
             bench_set.fingerprints = fingerprints(bench_set.buffers.inputs, self.stream)
         evicted += self.tasks.add(name, state)
-        if self.cfg.certifies:  # certification's fresh inputs, built on host threads from now
-            certify.fresh_inputs(state)
+        if self.cfg.certifies:  # certification's fresh inputs, built on host threads (`start_fresh`)
+            self.fresh_later.append(state)
+        self.start_fresh()
         if evicted:
             log.info("tasks %s dropped for %s (%.1f GiB of %.1f GiB held)", ", ".join(evicted), name,
                      self.tasks.held_bytes / 2**30, self.tasks.budget_bytes / 2**30)
@@ -160,6 +162,21 @@ class Child:
         if state is None:  # the parent prepares the task first: a bug if seen
             raise tasks.TaskError(f"task {req.candidate.task!r} is not prepared in this child")
         return certify.certify(self, state, req)
+
+    def start_fresh(self) -> None:
+        """Start certification's inputs (certify.Fresh: benchmark sets and their float64
+        references, built on host threads) for the prepared tasks waiting for them: at once, but
+        with `eval.certify` "end" only once the host has built every screening content asked for.
+        Such a task is certified at its end, and its fresh builds (float64 products on every core)
+        meet the other tasks' preparations otherwise: in a gate beside an uncertified one on a
+        shared H200, preparations took 110 s of the certifying campaign against 54 s. A
+        certification that comes first starts its own task's (certify.fresh_inputs)."""
+        if not self.fresh_later or (self.cfg.certify == "end" and not self.contents.idle()):
+            return
+        for state in self.fresh_later:
+            if state.sets and state.fresh is None:  # not dropped meanwhile, nor started by a certification
+                certify.fresh_inputs(state)
+        self.fresh_later = []
 
     def fresh_ready(self, name: str) -> bool | None:
         """Whether a certification of the task would start at once: its fresh benchmark set built
@@ -192,6 +209,7 @@ class Child:
         """Tune (if asked), then check and time in full the best configuration; when it fails,
         the next best in its place (configurations.FALLBACKS at most), each failure recorded
         in its trials. The verdict is the configuration's that stands, else the best one's."""
+        self.start_fresh()
         state = self.tasks.get(req.candidate.task)
         if state is None:  # the parent prepares a task the last preparation dropped: a bug if seen
             raise tasks.TaskError(f"task {req.candidate.task!r} is not prepared in this child")

@@ -72,6 +72,11 @@ class HostContents:
                     self._building[task.name] = self._pool.submit(self._warm_one, task)
         self._pool.shutdown(wait=False)
 
+    def idle(self) -> bool:
+        """Whether no build is under way or queued (warming, or asked for)."""
+        with self._lock:
+            return all(future.done() for future in self._building.values())
+
     def ensure(self, task: Task) -> bool:
         """Whether `get(task)` would answer at once; if not, its build is started in the background
         (first in line) unless one is under way, so the caller can use the GPU meanwhile."""

@@ -90,3 +90,25 @@ def test_the_host_budget_is_the_workers_share_of_the_hosts_memory():
     assert host_budget_bytes(123, 4) == 123  # configured
     whole = host_budget_bytes(0, 10**6)  # every core: 40% of the host's memory
     assert 0 < host_budget_bytes(0, 1) <= whole
+
+
+def test_the_host_is_idle_once_no_build_is_under_way_or_queued(suite):
+    gate = threading.Event()
+
+    def held(task):
+        gate.wait(60)
+        return Builds(build_s=0.0)(task)
+
+    contents = HostContents(held, budget_bytes=100 * MIB)
+    assert contents.idle()  # nothing asked for
+    contents.warm(suite[:2], at_once=1)
+    assert not contents.idle()  # one building, one queued
+    gate.set()
+    for task in suite[:2]:
+        contents.get(task)
+    assert contents.idle()
+    gate.clear()
+    assert contents.ensure(suite[2]) is False and not contents.idle()  # a build asked for now
+    gate.set()
+    contents.get(suite[2])
+    assert contents.idle()
