@@ -167,11 +167,9 @@ class Child:
         """Start certification's inputs (certify.Fresh: benchmark sets and their float64
         references, built on host threads) for the prepared tasks waiting for them: at once, but
         with `eval.certify` "end" only once the host has built every screening content asked for.
-        Such a task is certified at its end, and its fresh builds (float64 products on every core)
-        meet the other tasks' preparations otherwise: in a gate beside an uncertified one on a
-        shared H200 the certifying campaign's evaluations paid 110 s of setup (preparations,
-        comparators) against 54 s (gemv's preparation 36 s against 12 s). A certification that
-        comes first starts its own task's (certify.fresh_inputs)."""
+        Such a task is certified at its end, so its fresh builds (float64 products on every core)
+        need not meet the other tasks' preparations at the campaign's start, when the host is
+        busiest. A certification that comes first starts its own task's (certify.fresh_inputs)."""
         if not self.fresh_later or (self.cfg.certify == "end" and not self.contents.idle()):
             return
         for state in self.fresh_later:
