@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 # `control_us`): a kernel past the screened p90 fails only if it is past that control by SLOWER
 # too, i.e. also slower on fresh inputs than on the screening's at the same moment. The pair
 # excuses, it never convicts alone: on a shared H200 an honest histogram read 20.6% slower on its
-# fresh set than on the screening's in one certification, a gap not yet explained.
+# fresh set than on the screening's in one certification, most likely its draw (histogram's hot
+# band, clipped at an end in about one draw of ten, piled a quarter of the values on one bin; its
+# inputs keep the band inside since).
 SLOWER = 1.03
 # However paired, a certified median this far past the screened p90 fails: the kernel was faster
 # when screened than it is on any set now. (So a certification fails only where the unpaired
