@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -105,11 +106,30 @@ def lines(summary: dict[str, Any]) -> list[str]:
             out.append(f"gate ({tree}, {gate['label']}): {gate['per_gpu_minute']:.1f} evaluations per GPU-minute, "
                        f"preparing {gate['preparing_share']:.0%}, {gate['evaluations']} evaluations in "
                        f"{gate['wall_s']:.0f} s (--max-wall {gate['max_wall_s']:.0f})")
+            out += certification_lines(gate)
         else:
             out.append(f"gate ({tree}): no figures ({gate.get('error', 'see its log')})")
     if summary.get("ratio") is not None:
         out.append(f"ratio (tree / ref, evaluations per GPU-minute): {summary['ratio']:.3f}")
     return out + [f"note: {n}" for n in summary["notes"]]
+
+
+def certification_lines(gate: dict[str, Any]) -> list[str]:
+    """A gate's certifications (bench/scale.py's `certified` figures) in one line: how many, which
+    failed where, and how the bests and the certifications' pairs held; none where it certified
+    nothing."""
+    certified = gate.get("certified") or {}
+    if not gate.get("certifications"):
+        return []
+    failed = certified.get("failed") or {}
+    words = "; ".join(f"{task}: {at}" for task, at in failed.items()) or "none failed"
+    parts = [f"  certifications: {gate['certifications']}, {words}"]
+    for key, what in (("certified_over_screened", "the bests as certified over screened"),
+                      ("fresh_over_screening_sets", "fresh inputs over the screening's sets")):
+        values = sorted((certified.get(key) or {}).values())
+        if values:
+            parts.append(f"{what}: median {statistics.median(values):.3f}, at most {values[-1]:.3f}")
+    return ["; ".join(parts)]
 
 
 def failed(summary: dict[str, Any]) -> bool:

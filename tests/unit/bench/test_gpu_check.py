@@ -182,6 +182,18 @@ def test_summary_lines_name_failures_cuts_and_a_gate_without_figures():
     assert not summary_of.failed({"tests": {"gpu": step(returncode=5)}, "gates": {"tree": gate(1.0, "t")}})
 
 
+def test_a_certifying_gate_s_line_says_what_failed_and_how_its_bests_held():
+    certifying = gate(70.0, "tree") | {"certifications": 17, "certified": {
+        "failed": {"nbody": "timing (1)"}, "certified_over_screened": {"a": 1.0, "b": 1.02, "c": 1.01},
+        "fresh_over_screening_sets": {"x": 0.99, "y": 1.04}}}
+    summary = {"layout": "tests on 0", "commits": {}, "wall_s": 10.0, "notes": [], "ratio": None, "tests": {},
+               "gates": {"tree": certifying, "ref": gate(72.0, "ref")}}
+    text = summary_of.lines(summary)
+    assert text[2] == ("  certifications: 17, nbody: timing (1); the bests as certified over screened: median 1.010, "
+                       "at most 1.020; fresh inputs over the screening's sets: median 1.015, at most 1.040")
+    assert text[3].startswith("gate (ref, ") and len(text) == 4  # an uncertified gate: no such line
+
+
 def test_arguments_are_checked_in_one_line(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_:
         gc.main(["run", "--gpus", "0"])  # no --out
