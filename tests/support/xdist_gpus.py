@@ -270,13 +270,11 @@ def this_run(request) -> list:  # type: ignore[no-untyped-def]
     """The items of the asking test's module that run with it on this worker: its run under a
     spread distribution (a module fixture then builds and compiles ahead what its run judges,
     not the whole module's), every item of the module otherwise. `request`: a fixture's."""
-    session_items = request.session.items
-    module_items = [item for item in session_items if getattr(item, "module", None) is request.module]
-    asking = getattr(request, "_pyfuncitem", None)
-    if asking is None or not getattr(request.config, "workerinput", {}).get("fsr_spread"):
+    module_items = [item for item in request.session.items if getattr(item, "module", None) is request.module]
+    mine = run_name(request)
+    if not mine:
         return module_items
     unit_of = session_units(request)
-    mine = unit_of.get(asking.nodeid)
     return [item for item in module_items if unit_of.get(item.nodeid) == mine]
 
 
